@@ -1,0 +1,31 @@
+"""flopcalc: analytical, weight-free FLOP calculator for diffusion pipelines.
+
+>>> import flopcalc
+>>> report = flopcalc.estimate("flux-dev", height=1024, width=1024, steps=28)
+>>> report.flops, report.to_dict()["components"][0]["component"]
+
+Nothing heavy is imported here: the numeric path needs neither sympy nor huggingface_hub.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+__all__ = ["estimate", "FlopcalcError", "__version__"]
+
+if TYPE_CHECKING:
+    from flopcalc.errors import FlopcalcError
+    from flopcalc.api import estimate
+
+
+def __getattr__(name: str) -> Any:
+    if name == "estimate":
+        from flopcalc.api import estimate
+
+        return estimate
+    if name == "FlopcalcError":
+        from flopcalc.errors import FlopcalcError
+
+        return FlopcalcError
+    raise AttributeError(f"module 'flopcalc' has no attribute {name!r}")

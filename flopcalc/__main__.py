@@ -1,0 +1,3 @@
+from flopcalc.cli import main
+
+raise SystemExit(main())

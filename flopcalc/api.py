@@ -1,0 +1,169 @@
+"""``estimate()``: a model (Hub id, folder, config.json, card) and run settings in, a frozen
+:class:`Report` out. Data flows one way: source → plan → per-component cost trees → report."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from flopcalc.cost import CONVENTIONS, Cost, Node
+from flopcalc.errors import FlopcalcError
+from flopcalc.pipelines import Plan, Settings, plan
+from flopcalc.registry import assemble, component_params
+
+#: What each convention counts, said in every report.
+CONVENTION_TEXT = {
+    "torch": "multiply-accumulates of matmuls (nn.Linear), convolutions and attention (QKᵀ, A·V), "
+             "exactly as torch.utils.flop_counter.FlopCounterMode counts them; FLOPs = 2 × MACs",
+    "thop": "multiply-accumulates as thop 0.1.1 counts them: nn.Linear and nn.Conv modules plus its "
+            "nn.LayerNorm rule, no functional attention (the convention of published diffusion tables); "
+            "FLOPs = 2 × MACs",
+}
+ELEMENTWISE_TEXT = ("elementwise ops (norms, activations, softmax, upsampling; flopcalc's estimate, "
+                    "counted by neither convention)")
+
+
+@dataclass(frozen=True)
+class ComponentEstimate:
+    """One component's share: ``runs`` forwards of ``macs_per_run`` each."""
+
+    component: str
+    class_name: str
+    call: str
+    role: str
+    runs: int
+    why: str
+    params: int
+    shape: Mapping[str, Any]
+    tree: Node
+    convention: str
+
+    @property
+    def per_run(self) -> Cost:
+        return self.tree.total
+
+    @property
+    def macs_per_run(self) -> int:
+        return self.tree.total.macs(self.convention)
+
+    @property
+    def macs(self) -> int:
+        return self.runs * self.macs_per_run
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.macs
+
+    @property
+    def elementwise(self) -> int:
+        return self.runs * self.tree.total.elementwise
+
+
+@dataclass(frozen=True)
+class Report:
+    model: str
+    source_kind: str
+    revision: str | None
+    pipeline: str
+    convention: str
+    settings: Settings
+    passes: int
+    components: tuple[ComponentEstimate, ...]
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def macs(self) -> int:
+        return sum(c.macs for c in self.components)
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.macs
+
+    @property
+    def elementwise(self) -> int:
+        return sum(c.elementwise for c in self.components)
+
+    @property
+    def params(self) -> int:
+        """Parameters of the components counted (each component once)."""
+        seen: dict[str, int] = {}
+        for c in self.components:
+            seen[c.component] = c.params
+        return sum(seen.values())
+
+    def component(self, name: str, call: str | None = None) -> ComponentEstimate:
+        for c in self.components:
+            if c.component == name and (call is None or c.call == call):
+                return c
+        raise KeyError(name)
+
+    def to_dict(self, *, per_block: bool = True) -> dict[str, Any]:
+        from flopcalc.report import report_dict
+
+        return report_dict(self, per_block=per_block)
+
+
+def estimate(
+    model: str,
+    *,
+    height: int | None = None,
+    width: int | None = None,
+    steps: int | None = None,
+    guidance_scale: float | None = None,
+    true_cfg_scale: float | None = None,
+    negative_prompt: bool = False,
+    batch_size: int = 1,
+    num_images_per_prompt: int = 1,
+    max_sequence_length: int | None = None,
+    strength: float | None = None,
+    convention: str = "torch",
+    revision: str | None = None,
+    token: str | None = None,
+) -> Report:
+    """Estimate the compute of one generation with ``model``.
+
+    ``model`` is a bundled card name or alias (``flux-dev``), a local diffusers folder, a single
+    component ``config.json`` (or its folder), or a Hub repo id (``org/name``; only
+    ``model_index.json`` and the components' ``config.json`` are fetched). Unset settings take
+    the pipeline's defaults. Raises :class:`flopcalc.errors.FlopcalcError` with an actionable
+    message on bad input.
+    """
+    from flopcalc.sources import resolve
+
+    source = resolve(model, revision=revision, token=token)
+    settings = Settings(height, width, steps, guidance_scale, true_cfg_scale, negative_prompt, batch_size,
+                        num_images_per_prompt, max_sequence_length, strength)
+    return estimate_configs(source.model_index, source.components, settings, convention=convention,
+                            model=source.name, source_kind=source.kind, revision=source.revision)
+
+
+def estimate_configs(
+    model_index: Mapping[str, Any] | None,
+    components: Mapping[str, Mapping[str, Any]],
+    settings: Settings,
+    *,
+    convention: str = "torch",
+    model: str = "(configs)",
+    source_kind: str = "configs",
+    revision: str | None = None,
+) -> Report:
+    """The same as :func:`estimate` for configs already in memory."""
+    if convention not in CONVENTIONS:
+        raise FlopcalcError(f"unknown convention {convention!r}; choose one of: {', '.join(CONVENTIONS)}")
+    p: Plan = plan(model_index, components, settings)
+    params: dict[str, int] = {}
+    estimates = []
+    for run in p.runs:
+        cfg = components[run.component]
+        tree = assemble(cfg, run.shape, component=run.component, call=run.call)
+        if run.component not in params:
+            params[run.component] = component_params(cfg, component=run.component)
+        shape = {k: v for k, v in vars(run.shape).items() if v is not None}
+        estimates.append(ComponentEstimate(run.component, run.class_name, run.call, run.role, run.runs, run.why,
+                                           params[run.component], shape, _rename(tree, run.component), convention))
+    return Report(model, source_kind, revision, p.pipeline, convention, p.settings, p.passes, tuple(estimates),
+                  p.notes)
+
+
+def _rename(tree: Node, name: str) -> Node:
+    return Node(name, tree.cost, tree.children, tree.count, tree.span, tree.formula)

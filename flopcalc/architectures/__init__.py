@@ -1,0 +1,4 @@
+"""Architecture assemblers: config → tree of block formulas. Importing this package registers
+every architecture (one module per model family)."""
+
+from flopcalc.architectures import autoencoder_kl, clip, flux, sd3, t5  # noqa: F401

@@ -1,0 +1,86 @@
+"""Stable Diffusion 3 / 3.5 MMDiT: ``SD3Transformer2DModel``
+(diffusers ``models/transformers/transformer_sd3.py``).
+
+The latent (``C × H/8 × W/8``) is patchified by a strided convolution (``PatchEmbed``) into
+``N = (H/8p)(W/8p)`` tokens; the text stream is CLIP-L ⊕ CLIP-G (77) then T5 (256) tokens.
+SD3.5 adds per-head RMS q/k norms (``qk_norm``); SD3.5-medium (MMDiT-X) runs a second,
+image-only attention in the blocks listed in ``dual_attention_layers``. The last block is
+``context_pre_only``.
+"""
+
+from __future__ import annotations
+
+from flopcalc.config import Config, count_int, positive_int
+from flopcalc.cost import Node, module_list
+from flopcalc.errors import ResolutionError
+from flopcalc.formulas import ops
+from flopcalc.formulas.conditioning import ada_layer_norm_continuous, mlp_embedder
+from flopcalc.formulas.mmdit_joint_block import mmdit_joint_block
+from flopcalc.registry import RunShape, register
+
+#: ``SD3Transformer2DModel.__init__`` keyword defaults (transformer_sd3.py).
+DEFAULTS = {
+    "sample_size": 128,
+    "patch_size": 2,
+    "in_channels": 16,
+    "num_layers": 18,
+    "attention_head_dim": 64,
+    "num_attention_heads": 18,
+    "joint_attention_dim": 4096,
+    "caption_projection_dim": 1152,
+    "pooled_projection_dim": 2048,
+    "out_channels": 16,
+    "pos_embed_max_size": 96,
+    "dual_attention_layers": (),
+    "qk_norm": None,
+}
+
+
+@register("SD3Transformer2DModel", role="denoiser", defaults=DEFAULTS,
+          source="diffusers/models/transformers/transformer_sd3.py")
+def sd3_transformer(config: Config, shape: RunShape) -> Node:
+    heads = positive_int(config, "num_attention_heads")
+    head_dim = positive_int(config, "attention_head_dim")
+    dim = heads * head_dim
+    patch = positive_int(config, "patch_size")
+    in_channels = positive_int(config, "in_channels")
+    out_channels = config["out_channels"] or in_channels
+    layers = count_int(config, "num_layers")
+    dual = set(config["dual_attention_layers"] or ())
+    qk_norm = config["qk_norm"]
+    grid_h = ops.exact_div(shape.latent_height, patch)
+    grid_w = ops.exact_div(shape.latent_width, patch)
+    _check_pos_embed(config, grid_h, grid_w, patch)
+    n, t = grid_h * grid_w, shape.text_len
+
+    blocks = [
+        mmdit_joint_block(dim=dim, heads=heads, head_dim=head_dim, image_tokens=n, text_tokens=t,
+                          qk_norm=qk_norm, context_pre_only=i == layers - 1, dual_attention=i in dual)
+        for i in range(layers)
+    ]
+    return Node(
+        "transformer",
+        children=(
+            Node("pos_embed", children=(Node("proj", ops.conv2d(in_channels, dim, patch, grid_h, grid_w)),)),
+            Node("time_text_embed", children=(
+                mlp_embedder("timestep_embedder", 256, dim),
+                mlp_embedder("text_embedder", positive_int(config, "pooled_projection_dim"), dim),
+            )),
+            Node("context_embedder", ops.linear(t, positive_int(config, "joint_attention_dim"),
+                                                positive_int(config, "caption_projection_dim"))),
+            module_list("transformer_blocks", blocks),
+            ada_layer_norm_continuous("norm_out", dim, dim, n),
+            Node("proj_out", ops.linear(n, dim, patch * patch * out_channels)),
+        ),
+        formula="sd3_transformer",
+    )
+
+
+def _check_pos_embed(config: Config, grid_h, grid_w, patch: int) -> None:
+    """``PatchEmbed.cropped_pos_embed`` refuses grids larger than ``pos_embed_max_size``."""
+    limit = config["pos_embed_max_size"]
+    if limit and isinstance(grid_h, int) and max(grid_h, grid_w) > limit:
+        raise ResolutionError(
+            f"transformer: a {grid_h}×{grid_w} patch grid exceeds pos_embed_max_size={limit}; "
+            f"this model accepts at most {limit * patch * 8} pixels per side (latent {limit * patch})."
+        )

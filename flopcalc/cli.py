@@ -1,0 +1,120 @@
+"""Command line: ``flopcalc estimate MODEL``, ``flopcalc list``, ``flopcalc kaplan MODEL``.
+
+User errors print one line (``flopcalc: error: …``) and exit with status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence
+
+from flopcalc import __version__
+from flopcalc.errors import FlopcalcError
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="flopcalc",
+        description="Weight-free FLOP calculator for diffusion pipelines (exact against torch's FLOP counter).",
+    )
+    p.add_argument("--version", action="version", version=f"flopcalc {__version__}")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    e = sub.add_parser("estimate", help="MACs/FLOPs of one generation, per component and per block",
+                       description="MODEL: a bundled card (see `flopcalc list`), a local diffusers folder, "
+                                   "a component config.json, or a Hub repo id (org/name; configs only).")
+    e.add_argument("model")
+    e.add_argument("--revision", help="Hub revision (branch, tag or commit)")
+    e.add_argument("--height", type=_positive_int)
+    e.add_argument("--width", type=_positive_int)
+    e.add_argument("--steps", "--num-inference-steps", dest="steps", type=_positive_int)
+    e.add_argument("--guidance-scale", type=float)
+    e.add_argument("--true-cfg-scale", type=float, help="FLUX true CFG; needs --negative-prompt to take effect")
+    e.add_argument("--negative-prompt", action="store_true", help="a negative prompt is given")
+    e.add_argument("--batch-size", type=_positive_int, default=1, help="number of prompts")
+    e.add_argument("--num-images-per-prompt", type=_positive_int, default=1)
+    e.add_argument("--max-sequence-length", type=_positive_int, help="T5 tokens (FLUX 512, SD3 256)")
+    e.add_argument("--strength", type=float, help="image-to-image: encode the input image and run "
+                                                  "int(steps × strength) steps")
+    e.add_argument("--convention", choices=("torch", "thop"), default="torch")
+    e.add_argument("--per-block", action="store_true", help="break each component down by block")
+    e.add_argument("--depth", type=_positive_int, default=4, help="levels of the block tree shown (default 4)")
+    e.add_argument("--format", choices=("table", "json", "csv"), default="table")
+
+    sub.add_parser("list", help="the bundled model cards")
+
+    k = sub.add_parser("kaplan", help="Kaplan's C≈2N+2·n_layer·n_ctx·d_attn beside the exact text-encoder count")
+    k.add_argument("model")
+    k.add_argument("--revision")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "estimate":
+            return _estimate(args)
+        if args.command == "list":
+            return _list()
+        if args.command == "kaplan":
+            return _kaplan(args)
+    except FlopcalcError as exc:
+        print(f"flopcalc: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return 1
+
+
+def _estimate(args: argparse.Namespace) -> int:
+    from flopcalc.api import estimate
+    from flopcalc.report import render
+
+    report = estimate(
+        args.model, height=args.height, width=args.width, steps=args.steps, guidance_scale=args.guidance_scale,
+        true_cfg_scale=args.true_cfg_scale, negative_prompt=args.negative_prompt, batch_size=args.batch_size,
+        num_images_per_prompt=args.num_images_per_prompt, max_sequence_length=args.max_sequence_length,
+        strength=args.strength, convention=args.convention, revision=args.revision,
+    )
+    sys.stdout.write(render(report, args.format, per_block=args.per_block, depth=args.depth))
+    return 0
+
+
+def _list() -> int:
+    from flopcalc.cards import list_cards
+
+    cards = list_cards()
+    rows = [("card", "title", "hub id", "aliases")]
+    rows += [(c.name, c.title, c.hub_id, ", ".join(c.aliases)) for c in cards]
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    for r in rows:
+        print("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip())
+    return 0
+
+
+def _kaplan(args: argparse.Namespace) -> int:
+    from flopcalc.kaplan import kaplan_rows
+
+    rows = [("component", "class", "n_ctx", "n_layer", "d_attn", "N (non-emb.)", "Kaplan GFLOPs", "exact GFLOPs",
+             "Kaplan/exact")]
+    for r in kaplan_rows(args.model, revision=args.revision):
+        rows.append((r.component, r.class_name, str(r.n_ctx), str(r.n_layer), str(r.d_attn),
+                     f"{r.non_embedding_params:,}", f"{r.kaplan_flops / 1e9:,.2f}", f"{r.exact_flops / 1e9:,.2f}",
+                     f"{r.kaplan_flops / r.exact_flops:.4f}"))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        print("  ".join(v.rjust(w) if i > 1 else v.ljust(w) for i, (v, w) in enumerate(zip(r, widths))).rstrip())
+    print("\nKaplan et al. 2020: C_fwd ≈ 2N + 2·n_layer·n_ctx·d_attn FLOPs per token; it counts one of the two "
+          "attention matmuls (QKᵀ) and treats biases and norm gains as multiplied weights.")
+    return 0

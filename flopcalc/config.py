@@ -1,0 +1,75 @@
+"""Read-only access to one component's config.json, with the class defaults the real
+constructor would apply and an actionable error for a key that has no default."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from flopcalc.errors import ConfigError
+
+_MISSING = object()
+
+
+@dataclass(frozen=True)
+class Config:
+    """A component config (``config.json`` parsed) seen through its class defaults.
+
+    ``defaults`` mirrors the keyword defaults of the real class's ``__init__`` (diffusers) or
+    config class (transformers), so a trimmed config means what it means to ``from_config``.
+    """
+
+    component: str
+    values: Mapping[str, Any]
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def class_name(self) -> str | None:
+        return class_name_of(self.values)
+
+    def __getitem__(self, key: str) -> Any:
+        value = self.values.get(key, _MISSING)
+        if value is _MISSING:
+            value = self.defaults.get(key, _MISSING)
+        if value is _MISSING:
+            raise ConfigError(
+                f"{self.component}/config.json ({self.class_name}) has no {key!r} and the class has no "
+                f"default for it: add the key, or use the model's original config.json."
+            )
+        return value
+
+    def get(self, key: str, default: Any = None) -> Any:
+        try:
+            return self[key]
+        except ConfigError:
+            return default
+
+    def with_defaults(self, defaults: Mapping[str, Any]) -> Config:
+        return Config(self.component, self.values, defaults)
+
+
+def class_name_of(values: Mapping[str, Any]) -> str | None:
+    """The architecture a config declares: diffusers ``_class_name`` or the first of
+    transformers' ``architectures``."""
+    name = values.get("_class_name")
+    if isinstance(name, str):
+        return name
+    archs = values.get("architectures")
+    if isinstance(archs, list) and archs and isinstance(archs[0], str):
+        return archs[0]
+    return None
+
+
+def positive_int(config: Config, key: str) -> int:
+    value = config[key]
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ConfigError(f"{config.component}/config.json: {key!r} must be a positive integer, got {value!r}")
+    return value
+
+
+def count_int(config: Config, key: str) -> int:
+    """A non-negative integer such as a layer count (0 is a valid, empty stack)."""
+    value = config[key]
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError(f"{config.component}/config.json: {key!r} must be a non-negative integer, got {value!r}")
+    return value

@@ -1,0 +1,162 @@
+"""The two value types every formula returns: :class:`Cost` (what one forward does) and
+:class:`Node` (a module of the real model with its cost and its submodules).
+
+Counts are kept apart by *who counts them*, so that one tree answers every convention:
+
+========== ============================================ ========= ======
+field      what                                         ``torch`` ``thop``
+========== ============================================ ========= ======
+linear     MACs of dense layers (``nn.Linear``)          yes       yes
+conv       MACs of convolutions (``nn.Conv*d``)          yes       yes
+attention  MACs of QKᵀ and A·V (functional matmuls)      yes       no
+thop_norm  thop's ops for ``nn.LayerNorm`` modules       no        yes
+elementwise norms, activations, softmax, upsampling      no        no
+params     parameters of the module                      --        --
+========== ============================================ ========= ======
+
+``torch`` is what ``torch.utils.flop_counter.FlopCounterMode`` counts (matmul, convolution,
+attention; it reports FLOPs = 2 × MACs); ``thop`` is what thop 0.1.1 counts (module hooks: MACs
+of exact ``nn.Linear``/``nn.Conv*d`` types plus its LayerNorm rule, nothing functional).
+``elementwise`` is flopcalc's own estimate, reported on a line of its own and never added to
+either convention (per-element weights in :mod:`flopcalc.formulas.ops`).
+
+Values are plain ``int`` on the numeric path; the same formulas accept sympy symbols.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any, Iterable, Iterator
+
+CONVENTIONS = ("torch", "thop")
+
+
+@dataclass(frozen=True)
+class Cost:
+    """Work of one forward pass at batch size 1, split by who counts it (see module doc)."""
+
+    linear: Any = 0
+    conv: Any = 0
+    attention: Any = 0
+    thop_norm: Any = 0
+    elementwise: Any = 0
+    params: Any = 0
+
+    def __add__(self, other: Cost) -> Cost:
+        return Cost(
+            self.linear + other.linear,
+            self.conv + other.conv,
+            self.attention + other.attention,
+            self.thop_norm + other.thop_norm,
+            self.elementwise + other.elementwise,
+            self.params + other.params,
+        )
+
+    def __mul__(self, k: Any) -> Cost:
+        return Cost(
+            self.linear * k,
+            self.conv * k,
+            self.attention * k,
+            self.thop_norm * k,
+            self.elementwise * k,
+            self.params * k,
+        )
+
+    __rmul__ = __mul__
+
+    def macs(self, convention: str = "torch") -> Any:
+        """Multiply-accumulates under ``convention`` (``torch`` or ``thop``)."""
+        if convention == "torch":
+            return self.linear + self.conv + self.attention
+        if convention == "thop":
+            return self.linear + self.conv + self.thop_norm
+        raise ValueError(f"unknown convention {convention!r}; choose one of {', '.join(CONVENTIONS)}")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+ZERO = Cost()
+
+
+def total_of(costs: Iterable[Cost]) -> Cost:
+    out = ZERO
+    for c in costs:
+        out = out + c
+    return out
+
+
+@dataclass(frozen=True)
+class Node:
+    """A module of the real model: its own cost, its submodules, and how often it repeats.
+
+    ``name`` is the attribute name the real module has in diffusers/transformers
+    (``transformer_blocks``, ``attn``, ``up_blocks``), so a node's dotted path is the path of the
+    module it mirrors. Identical consecutive entries of a ``ModuleList`` are one node with
+    ``span=(first, last)`` and ``count = last - first + 1``; ``total`` already includes the count.
+    ``formula`` names the block formula that produced the node.
+    """
+
+    name: str
+    cost: Cost = ZERO
+    children: tuple[Node, ...] = ()
+    count: int = 1
+    span: tuple[int, int] | None = None
+    formula: str = ""
+    total: Cost = ZERO  # computed: (cost + Σ children.total) × count
+
+    def __post_init__(self) -> None:
+        inner = total_of((self.cost, *(c.total for c in self.children)))
+        object.__setattr__(self, "total", inner * self.count if self.count != 1 else inner)
+
+    @property
+    def per_item(self) -> Cost:
+        """Cost of one repeat (equals ``total`` when ``count`` is 1)."""
+        return total_of((self.cost, *(c.total for c in self.children)))
+
+    def walk(self, prefix: str = "") -> Iterator[tuple[str, Node]]:
+        """Yield ``(dotted path, node)`` depth-first, the root first."""
+        path = f"{prefix}.{self.name}" if prefix else self.name
+        yield path, self
+        for child in self.children:
+            yield from child.walk(path)
+
+    def find(self, path: str) -> Node | None:
+        """The node of one module path (``transformer_blocks.5.attn``); a grouped list entry
+        answers for each index in its span with its per-item cost."""
+        node: Node | None = self
+        for part in path.split(".") if path else ():
+            node = _child(node, part) if node is not None else None
+        return node
+
+
+def _child(node: Node, part: str) -> Node | None:
+    for child in node.children:
+        if child.name == part:
+            return child
+        if child.span is not None and part.isdigit() and child.span[0] <= int(part) <= child.span[1]:
+            return Node(part, child.cost, child.children, formula=child.formula)
+    return None
+
+
+def module_list(name: str, items: list[Node]) -> Node:
+    """A ``ModuleList`` named ``name`` whose i-th entry is ``items[i]``; consecutive entries with
+    equal cost and structure are grouped into one spanned node (``0-18``, count 19)."""
+    grouped: list[Node] = []
+    start = 0
+    for i in range(1, len(items) + 1):
+        if i < len(items) and _same(items[i], items[start]):
+            continue
+        first, last = start, i - 1
+        item = items[start]
+        label = str(first) if first == last else f"{first}-{last}"
+        grouped.append(
+            Node(label, item.cost, item.children, count=last - first + 1,
+                 span=(first, last) if last > first else None, formula=item.formula)
+        )
+        start = i
+    return Node(name, children=tuple(grouped))
+
+
+def _same(a: Node, b: Node) -> bool:
+    return a.total == b.total and a.formula == b.formula and len(a.children) == len(b.children)

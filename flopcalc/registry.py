@@ -1,0 +1,118 @@
+"""One registry from a config's architecture name to the function that turns the config into
+a tree of costs, the way ``torch.utils.flop_counter`` registers one formula per op.
+
+An assembler has the signature ``(config: Config, shape: RunShape) -> Node``. A class may have
+several calls (``AutoencoderKL``: ``decode`` and ``encode``); ``forward`` is the default.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from flopcalc.config import Config
+from flopcalc.cost import Node
+from flopcalc.errors import UnknownArchitectureError
+
+
+@dataclass(frozen=True)
+class RunShape:
+    """What one forward of a component sees, at batch size 1.
+
+    Denoisers: the VAE latent grid (``latent_height`` × ``latent_width``, before any patching)
+    and ``text_len`` tokens of text conditioning. Text encoders: ``seq_len`` tokens. VAE decode:
+    the latent grid; VAE encode: the image (``height`` × ``width``).
+    """
+
+    latent_height: Any = None
+    latent_width: Any = None
+    text_len: Any = None
+    seq_len: Any = None
+    height: Any = None
+    width: Any = None
+
+
+Assembler = Callable[[Config, RunShape], Node]
+
+
+@dataclass(frozen=True)
+class Architecture:
+    class_name: str
+    call: str
+    assemble: Assembler
+    defaults: Mapping[str, Any]
+    role: str  # "denoiser" | "text_encoder" | "vae"
+    source: str  # the file of the real module it mirrors
+    nominal: RunShape  # a valid shape, for parameter counts (which do not depend on it)
+
+
+_REGISTRY: dict[tuple[str, str], Architecture] = {}
+#: Legacy or alias class names, resolved as diffusers resolves them.
+_ALIASES: dict[str, str] = {}
+
+
+_NOMINAL = RunShape(latent_height=64, latent_width=64, text_len=8, seq_len=8, height=512, width=512)
+
+
+def register(class_name: str, *, role: str, source: str, defaults: Mapping[str, Any], call: str = "forward",
+             aliases: tuple[str, ...] = (), nominal: RunShape = _NOMINAL) -> Callable[[Assembler], Assembler]:
+    """Decorator: register ``fn`` as the assembler of ``class_name``'s ``call``."""
+
+    def deco(fn: Assembler) -> Assembler:
+        key = (class_name, call)
+        if key in _REGISTRY:
+            raise RuntimeError(f"{class_name}.{call} registered twice")
+        _REGISTRY[key] = Architecture(class_name, call, fn, dict(defaults), role, source, nominal)
+        for alias in aliases:
+            _ALIASES[alias] = class_name
+        return fn
+
+    return deco
+
+
+def lookup(class_name: str | None, call: str = "forward", *, component: str = "model") -> Architecture:
+    _load()
+    name = _ALIASES.get(class_name or "", class_name)
+    arch = _REGISTRY.get((name or "", call))
+    if arch is None:
+        known = ", ".join(sorted({k[0] for k in _REGISTRY}))
+        what = f"class {class_name!r}" if class_name else "no _class_name / architectures entry"
+        raise UnknownArchitectureError(
+            f"{component}: {what} is not a supported architecture"
+            + (f" (no {call!r} formula)" if class_name and any(k[0] == name for k in _REGISTRY) else "")
+            + f". Supported: {known}."
+        )
+    return arch
+
+
+def registered() -> list[Architecture]:
+    _load()
+    return sorted(_REGISTRY.values(), key=lambda a: (a.role, a.class_name, a.call))
+
+
+def assemble(config_values: Mapping[str, Any], shape: RunShape, *, component: str, call: str = "forward",
+             class_name: str | None = None) -> Node:
+    """The cost tree of one component's ``call`` on ``shape``."""
+    from flopcalc.config import class_name_of
+
+    arch = lookup(class_name or class_name_of(config_values), call, component=component)
+    return arch.assemble(Config(component, config_values, arch.defaults), shape)
+
+
+def component_params(config_values: Mapping[str, Any], *, component: str) -> int:
+    """Parameters of the whole component as loaded: the union of the modules its calls use
+    (an ``AutoencoderKL`` holds its encoder even when a pipeline only decodes)."""
+    from flopcalc.config import class_name_of
+
+    _load()
+    name = class_name_of(config_values)
+    name = _ALIASES.get(name or "", name)
+    archs = [arch for arch in _REGISTRY.values() if arch.class_name == name]
+    if not archs:
+        lookup(name, component=component)  # raises the actionable error
+    return sum(a.assemble(Config(component, config_values, a.defaults), a.nominal).total.params for a in archs)
+
+
+def _load() -> None:
+    if not _REGISTRY:
+        import flopcalc.architectures  # noqa: F401  (registers on import)

@@ -1,0 +1,194 @@
+"""Rendering a :class:`~flopcalc.estimate.Report`: a table for people, JSON (with the whole
+block tree) and CSV for programs. Every output names its convention and unit."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from typing import Any, Iterator
+
+from flopcalc.cost import Node
+from flopcalc.api import CONVENTION_TEXT, ELEMENTWISE_TEXT, ComponentEstimate, Report
+
+FORMATS = ("table", "json", "csv")
+
+
+def render(report: Report, fmt: str = "table", *, per_block: bool = False, depth: int = 4) -> str:
+    if fmt == "table":
+        return table(report, per_block=per_block, depth=depth)
+    if fmt == "json":
+        return json.dumps(report_dict(report, per_block=per_block), indent=2) + "\n"
+    if fmt == "csv":
+        return to_csv(report, per_block=per_block, depth=depth)
+    raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+
+
+# --------------------------------------------------------------------------- dict / JSON
+
+
+def report_dict(report: Report, *, per_block: bool = True) -> dict[str, Any]:
+    from flopcalc import __version__
+
+    total = report.macs
+    return {
+        "flopcalc_version": __version__,
+        "model": report.model,
+        "source": report.source_kind,
+        "revision": report.revision,
+        "pipeline": report.pipeline,
+        "convention": report.convention,
+        "counted": CONVENTION_TEXT[report.convention],
+        "unit": "MACs (multiply-accumulates); flops = 2 × macs",
+        "settings": {k: v for k, v in vars(report.settings).items()},
+        "guidance_passes": report.passes,
+        "components": [_component_dict(c, total, per_block) for c in report.components],
+        "total": {"macs": total, "flops": report.flops, "params": report.params,
+                  "elementwise_ops": report.elementwise},
+        "elementwise": ELEMENTWISE_TEXT,
+        "notes": list(report.notes),
+    }
+
+
+def _component_dict(c: ComponentEstimate, total: int, per_block: bool) -> dict[str, Any]:
+    out = {
+        "component": c.component,
+        "class_name": c.class_name,
+        "call": c.call,
+        "role": c.role,
+        "runs": c.runs,
+        "runs_from": c.why,
+        "params": c.params,
+        "shape": dict(c.shape),
+        "macs_per_run": c.macs_per_run,
+        "macs": c.macs,
+        "flops": c.flops,
+        "share": c.macs / total if total else 0.0,
+        "per_run": {k: v for k, v in c.per_run.as_dict().items() if k != "params"},
+    }
+    if per_block:
+        out["blocks"] = _node_dict(c.tree, c.convention)
+    return out
+
+
+def _node_dict(node: Node, convention: str) -> dict[str, Any]:
+    d: dict[str, Any] = {"name": node.name}
+    if node.count != 1:
+        d["count"] = node.count
+    if node.span is not None:
+        d["span"] = list(node.span)
+    if node.formula:
+        d["formula"] = node.formula
+    d["macs"] = node.total.macs(convention)
+    d["params"] = node.total.params
+    if node.children:
+        d["children"] = [_node_dict(c, convention) for c in node.children]
+    return d
+
+
+# --------------------------------------------------------------------------- table
+
+
+def _params(n: int) -> str:
+    for unit, scale in (("B", 10**9), ("M", 10**6), ("K", 10**3)):
+        if n >= scale:
+            return f"{n / scale:.2f}{unit}"
+    return str(n)
+
+
+def _settings_line(report: Report) -> str:
+    s = report.settings
+    parts = []
+    if s.height and s.width:
+        parts.append(f"{s.height}×{s.width}")
+    if s.steps:
+        parts.append(f"{s.steps} steps" + (f" (strength {s.strength})" if s.strength is not None else ""))
+    if s.guidance_scale is not None:
+        parts.append(f"guidance {s.guidance_scale:g}")
+    if s.true_cfg_scale not in (None, 1.0):
+        parts.append(f"true CFG {s.true_cfg_scale:g}" + (" + negative prompt" if s.negative_prompt else ""))
+    parts.append(f"{report.passes} denoiser pass(es) per step")
+    parts.append(f"batch {s.batch_size} × {s.num_images_per_prompt} image(s)")
+    if s.max_sequence_length:
+        parts.append(f"max_sequence_length {s.max_sequence_length}")
+    return " · ".join(parts)
+
+
+def table(report: Report, *, per_block: bool = False, depth: int = 4) -> str:
+    total = report.macs
+    head = f"{report.model} ({report.source_kind}"
+    head += f" @ {report.revision[:12]}" if report.revision else ""
+    head += f") · {report.pipeline}"
+    rows = [("component", "class", "runs", "params", "GMACs/run", "TFLOPs", "share")]
+    for c in report.components:
+        cls = c.class_name + (f".{c.call}" if c.call != "forward" else "")
+        rows.append((c.component, cls, str(c.runs), _params(c.params), f"{c.macs_per_run / 1e9:,.2f}",
+                     f"{c.flops / 1e12:,.3f}", f"{100 * c.macs / total if total else 0:.1f}%"))
+    rows.append(("total", "", "", _params(report.params), "", f"{report.flops / 1e12:,.3f}", "100.0%"))
+    lines = [head, _settings_line(report), ""] + _columns(rows, right=(2, 3, 4, 5, 6), rule_before_last=True)
+    lines.append(f"elementwise (not in the total): {report.elementwise / 1e12:,.3f} T ops")
+    lines.append("")
+    lines.append(f"counted ({report.convention} convention): {CONVENTION_TEXT[report.convention]}.")
+    lines.append("runs = batch-1 forwards: " + "; ".join(f"{c.component}{'.' + c.call if c.call != 'forward' else ''}"
+                                                      f" {c.why}" for c in report.components) + ".")
+    for note in report.notes:
+        lines.append(f"note: {note}")
+    if per_block:
+        for c in report.components:
+            lines += ["", f"{c.component}{'.' + c.call if c.call != 'forward' else ''} per block "
+                          f"(one run; GMACs; attn = share of attention MACs):"]
+            lines += _columns(_block_rows(c, depth), right=(1, 2, 3, 4))
+    return "\n".join(lines) + "\n"
+
+
+def _block_rows(c: ComponentEstimate, depth: int) -> list[tuple[str, ...]]:
+    rows = [("module", "×", "GMACs", "share", "attn")]
+    whole = c.macs_per_run or 1
+    for path, level, node in _walk(c.tree, depth):
+        macs = node.total.macs(c.convention)
+        attn = node.total.attention if c.convention == "torch" else 0
+        rows.append(("  " * level + path, str(node.count) if node.count != 1 else "",
+                     f"{macs / 1e9:,.2f}", f"{100 * macs / whole:.1f}%", f"{100 * attn / macs:.0f}%" if macs else "-"))
+    return rows
+
+
+def _walk(node: Node, depth: int, level: int = 0) -> Iterator[tuple[str, int, Node]]:
+    yield node.name, level, node
+    if level + 1 < depth:
+        for child in node.children:
+            yield from _walk(child, depth, level + 1)
+
+
+def _columns(rows: list[tuple[str, ...]], right: tuple[int, ...], rule_before_last: bool = False) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+
+    def fmt(r: tuple[str, ...]) -> str:
+        return "  ".join(v.rjust(w) if i in right else v.ljust(w) for i, (v, w) in enumerate(zip(r, widths))).rstrip()
+
+    out = [fmt(rows[0]), "-" * len(fmt(rows[0]))]
+    body = [fmt(r) for r in rows[1:]]
+    if rule_before_last:
+        body.insert(len(body) - 1, "-" * len(out[0]))
+    return out + body
+
+
+# --------------------------------------------------------------------------- CSV
+
+
+def to_csv(report: Report, *, per_block: bool = False, depth: int = 4) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["path", "class_name", "call", "runs", "count", "params", "macs_per_run", "macs", "flops", "share",
+                "convention"])
+    total = report.macs
+    for c in report.components:
+        w.writerow([c.component, c.class_name, c.call, c.runs, 1, c.params, c.macs_per_run, c.macs, c.flops,
+                    f"{c.macs / total if total else 0:.6f}", report.convention])
+        if per_block:
+            for path, node in c.tree.walk():
+                if path == c.tree.name or path.count(".") >= depth:
+                    continue
+                macs = node.total.macs(c.convention)
+                w.writerow([path, "", c.call, c.runs, node.count, node.total.params, macs, c.runs * macs,
+                            2 * c.runs * macs, f"{c.runs * macs / total if total else 0:.6f}", report.convention])
+    return buf.getvalue()

@@ -1,0 +1,63 @@
+r"""Conditioning pieces of DiT denoisers: timestep / pooled-text MLPs and adaptive layer norms.
+
+They act on one conditioning vector per sample (``temb``), so their linear MACs equal their
+weight count: :math:`d_\text{in} d_\text{out}` per layer, independent of resolution. The
+adaptive norms also normalise the ``tokens × dim`` stream without an affine.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flopcalc.cost import Node
+from flopcalc.formulas import ops
+
+
+def mlp_embedder(name: str, d_in: int, d_hidden: int, d_out: int | None = None) -> Node:
+    r"""Two linears with an activation between, on one vector: diffusers ``TimestepEmbedding``
+    (``embeddings.py``: ``linear_1``, ``act``, ``linear_2``) and ``PixArtAlphaTextProjection``.
+
+    .. math:: \mathrm{MACs} = d_\text{in} d_h + d_h d_\text{out}
+    """
+    d_out = d_hidden if d_out is None else d_out
+    return Node(
+        name,
+        children=(
+            Node("linear_1", ops.linear(1, d_in, d_hidden) + ops.activation(d_hidden)),
+            Node("linear_2", ops.linear(1, d_hidden, d_out)),
+        ),
+        formula="mlp_embedder",
+    )
+
+
+def ada_layer_norm_zero(name: str, dim: int, tokens: Any, chunks: int = 6) -> Node:
+    r"""``AdaLayerNormZero`` (``chunks=6``), ``AdaLayerNormZeroSingle`` (3) and
+    ``SD35AdaLayerNormZeroX`` (9) from diffusers ``normalization.py``:
+    ``linear(silu(temb))`` to ``chunks·dim`` modulation values, and a LayerNorm without affine.
+
+    .. math:: \mathrm{MACs} = \text{chunks}\cdot d^2
+    """
+    return Node(
+        name,
+        children=(
+            Node("linear", ops.activation(dim) + ops.linear(1, dim, chunks * dim)),
+            Node("norm", ops.layer_norm(tokens, dim, affine=False)),
+        ),
+        formula="ada_layer_norm_zero",
+    )
+
+
+def ada_layer_norm_continuous(name: str, dim: int, cond_dim: int, tokens: Any) -> Node:
+    r"""``AdaLayerNormContinuous(dim, cond_dim, elementwise_affine=False)``: scale and shift
+    from ``linear(silu(cond))`` and a LayerNorm without affine (``normalization.py``).
+
+    .. math:: \mathrm{MACs} = 2\,d\,d_c
+    """
+    return Node(
+        name,
+        children=(
+            Node("linear", ops.activation(cond_dim) + ops.linear(1, cond_dim, 2 * dim)),
+            Node("norm", ops.layer_norm(tokens, dim, affine=False)),
+        ),
+        formula="ada_layer_norm_continuous",
+    )

@@ -1,0 +1,65 @@
+r"""MMDiT joint block: two streams (image, text) with their own weights, one joint attention.
+
+Mirrors diffusers ``attention.JointTransformerBlock`` (SD3, SD3.5, SD3.5 MMDiT-X) and
+``transformer_flux.FluxTransformerBlock`` (FLUX.1 double-stream block).
+
+Symbols: :math:`d` width (= :math:`h d_h`), :math:`N` image tokens, :math:`T` text tokens.
+
+.. math::
+
+   \mathrm{MACs}_\text{torch} =
+       \underbrace{12 d^2}_{\text{adaLN}}
+     + \underbrace{4 (N + T) d^2}_{\text{QKV, out}}
+     + \underbrace{2 h (N+T)^2 d_h}_{\text{attention}}
+     + \underbrace{8 (N + T) d^2}_{\text{FF, mult 4}}
+
+Derivation: each stream has an ``AdaLayerNormZero`` (6·d² on the conditioning vector), q/k/v
+projections (3·d² per token), an output projection (d² per token) and a 4× GELU MLP (8·d² per
+token); the attention runs once over the concatenated N + T tokens. SD3's last block is
+``context_pre_only``: its text stream keeps only the q/k/v projections and an
+``AdaLayerNormContinuous`` (2·d²), no ``to_add_out`` and no text MLP. MMDiT-X blocks
+(``dual_attention_layers``) add a second, image-only self-attention ``attn2`` (4·N·d² + 2hN²d_h)
+and modulate it from a 9·d² ``SD35AdaLayerNormZeroX``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flopcalc.cost import Node
+from flopcalc.formulas import ops
+from flopcalc.formulas.conditioning import ada_layer_norm_continuous, ada_layer_norm_zero
+from flopcalc.formulas.transformer_parts import attention_module, feed_forward
+
+
+def mmdit_joint_block(
+    *,
+    dim: int,
+    heads: int,
+    head_dim: int,
+    image_tokens: Any,
+    text_tokens: Any,
+    qk_norm: str | None,
+    context_pre_only: bool = False,
+    dual_attention: bool = False,
+) -> Node:
+    n, t = image_tokens, text_tokens
+    norm1 = ada_layer_norm_zero("norm1", dim, n, chunks=9 if dual_attention else 6)
+    if context_pre_only:
+        norm1_context = ada_layer_norm_continuous("norm1_context", dim, dim, t)
+    else:
+        norm1_context = ada_layer_norm_zero("norm1_context", dim, t)
+    children = [
+        norm1,
+        norm1_context,
+        attention_module(
+            "attn", tokens=n, dim=dim, heads=heads, head_dim=head_dim, qk_norm=qk_norm,
+            context_tokens=t, context_dim=dim, context_out=not context_pre_only,
+        ),
+    ]
+    if dual_attention:
+        children.append(attention_module("attn2", tokens=n, dim=dim, heads=heads, head_dim=head_dim, qk_norm=qk_norm))
+    children += [Node("norm2", ops.layer_norm(n, dim, affine=False)), feed_forward("ff", n, dim)]
+    if not context_pre_only:
+        children += [Node("norm2_context", ops.layer_norm(t, dim, affine=False)), feed_forward("ff_context", t, dim)]
+    return Node("block", children=tuple(children), formula="mmdit_joint_block")

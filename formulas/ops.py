@@ -1,0 +1,132 @@
+r"""Op-level formulas: one small pure function per operation, from shapes to a :class:`Cost`.
+
+Every function counts one forward at batch size 1. Shapes are token counts (``tokens``) or
+spatial sizes; all arguments may be ints or sympy symbols.
+
+MACs (multiply-accumulates) follow ``torch.utils.flop_counter`` exactly:
+
+* ``linear``: :math:`\mathrm{MACs} = n\,d_\text{in}\,d_\text{out}` (``aten.mm``/``addmm``: the
+  bias add is not a MAC). Parameters :math:`d_\text{in} d_\text{out} + d_\text{out}[\text{bias}]`.
+* ``conv2d``: :math:`\mathrm{MACs} = H_o W_o\,C_o\,(C_i/g)\,k_h k_w`
+  (``conv_flop_count``: output elements × input channels per group × kernel area).
+* ``attention``: :math:`\mathrm{MACs} = h\,L_q L_k\,(d_{qk} + d_v)`: the two batched matmuls
+  QKᵀ and A·V that ``scaled_dot_product_attention`` decomposes into (``sdpa_flop_count``).
+
+thop 0.1.1 counts the same MACs for exact ``nn.Linear`` / ``nn.Conv2d`` modules
+(``count_linear``: in_features × output numel; ``calculate_conv2d_flops``), nothing for
+functional attention, and ``2·numel`` (``4·numel`` with an affine) for an ``nn.LayerNorm``
+module (``count_normalization``). GroupNorm, RMSNorm and activations have no thop rule.
+
+Elementwise work is flopcalc's own estimate, never mixed into MACs; its per-element weights are
+the constants below (norms as fvcore counts them, one op per activated or upsampled element,
+three per softmax score). Residual adds and modulations are not included.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flopcalc.cost import Cost
+
+#: Elementwise ops per element (the fvcore convention for norms: 4, plus 1 for the affine).
+NORM_OPS = 4
+NORM_AFFINE_OPS = 5
+#: One op per element for an activation (SiLU, GELU, QuickGELU) and for nearest upsampling.
+ACTIVATION_OPS = 1
+UPSAMPLE_OPS = 1
+#: exp, sum and divide per score for a softmax.
+SOFTMAX_OPS = 3
+
+
+def exact_div(a: Any, b: int) -> Any:
+    """``a / b`` where the caller guarantees divisibility: an int for ints (checked), a
+    rational expression for symbols."""
+    if isinstance(a, int):
+        q, r = divmod(a, b)
+        if r:
+            raise ValueError(f"{a} is not divisible by {b}")
+        return q
+    return a / b
+
+
+def linear(tokens: Any, d_in: int, d_out: int, *, bias: bool = True) -> Cost:
+    """``nn.Linear(d_in, d_out)`` applied to ``tokens`` vectors."""
+    return Cost(linear=tokens * d_in * d_out, params=d_in * d_out + (d_out if bias else 0))
+
+
+def conv2d(
+    c_in: int,
+    c_out: int,
+    kernel: int | tuple[int, int],
+    out_h: Any,
+    out_w: Any,
+    *,
+    groups: int = 1,
+    bias: bool = True,
+) -> Cost:
+    """``nn.Conv2d(c_in, c_out, kernel, groups=groups)`` producing an ``out_h × out_w`` map."""
+    kh, kw = (kernel, kernel) if isinstance(kernel, int) else kernel
+    per_out = (c_in // groups) * kh * kw
+    return Cost(
+        conv=out_h * out_w * c_out * per_out,
+        params=c_out * per_out + (c_out if bias else 0),
+    )
+
+
+def conv_output_size(size: Any, kernel: int, stride: int = 1, padding: int = 0) -> Any:
+    """Spatial output size of a convolution: ``(size + 2·padding − kernel) // stride + 1``."""
+    if stride == 1:
+        return size + 2 * padding - kernel + 1
+    if isinstance(size, int):
+        return (size + 2 * padding - kernel) // stride + 1
+    return (size + 2 * padding - kernel) / stride + 1  # symbolic: sizes that divide
+
+
+def attention(q_len: Any, kv_len: Any, heads: int, head_dim: int, v_head_dim: int | None = None) -> Cost:
+    """Scaled dot-product attention of ``heads`` heads: QKᵀ, softmax, A·V (no projections)."""
+    dv = head_dim if v_head_dim is None else v_head_dim
+    scores = heads * q_len * kv_len
+    return Cost(attention=scores * (head_dim + dv), elementwise=SOFTMAX_OPS * scores)
+
+
+def layer_norm(tokens: Any, dim: int, *, affine: bool = True, bias: bool = True, thop_rule: bool = True) -> Cost:
+    """``nn.LayerNorm(dim)`` over ``tokens`` vectors. ``thop_rule`` is False for subclasses
+    (e.g. ``FP32LayerNorm``), which thop matches by exact type and so counts as 0."""
+    numel = tokens * dim
+    return Cost(
+        thop_norm=(4 if affine else 2) * numel if thop_rule else 0,
+        elementwise=(NORM_AFFINE_OPS if affine else NORM_OPS) * numel,
+        params=(dim * (2 if bias else 1)) if affine else 0,
+    )
+
+
+def rms_norm(tokens: Any, dim: int, *, affine: bool = True) -> Cost:
+    """RMSNorm (``nn.RMSNorm``, diffusers ``RMSNorm``, ``T5LayerNorm``): no thop rule."""
+    numel = tokens * dim
+    return Cost(elementwise=(NORM_AFFINE_OPS if affine else NORM_OPS) * numel, params=dim if affine else 0)
+
+
+def group_norm(channels: int, spatial: Any, *, affine: bool = True) -> Cost:
+    """``nn.GroupNorm(groups, channels)`` over a ``channels × spatial`` map: no thop rule."""
+    numel = channels * spatial
+    return Cost(elementwise=(NORM_AFFINE_OPS if affine else NORM_OPS) * numel, params=2 * channels if affine else 0)
+
+
+def activation(numel: Any) -> Cost:
+    """A pointwise activation (SiLU, GELU, QuickGELU) over ``numel`` elements."""
+    return Cost(elementwise=ACTIVATION_OPS * numel)
+
+
+def upsample_nearest(out_numel: Any) -> Cost:
+    """Nearest-neighbour upsampling (``F.interpolate``) producing ``out_numel`` elements."""
+    return Cost(elementwise=UPSAMPLE_OPS * out_numel)
+
+
+def embedding(num: int, dim: int) -> Cost:
+    """``nn.Embedding(num, dim)``: a lookup, parameters only."""
+    return Cost(params=num * dim)
+
+
+def parameters(count: int) -> Cost:
+    """Bare parameters (a positional table, a learned scale) that do no counted work."""
+    return Cost(params=count)

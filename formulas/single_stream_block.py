@@ -1,0 +1,43 @@
+r"""Single-stream DiT block: image and text tokens concatenated, one set of weights, the MLP
+running in parallel with the attention and fused into one output projection.
+
+Mirrors diffusers ``transformer_flux.FluxSingleTransformerBlock``.
+
+Symbols: :math:`L = N + T` tokens, width :math:`d = h d_h`, MLP width :math:`r d` (``mlp_ratio``
+:math:`r = 4`).
+
+.. math::
+
+   \mathrm{MACs}_\text{torch} = \underbrace{3 d^2}_{\text{adaLN}}
+     + \underbrace{3 L d^2}_{\text{QKV}} + \underbrace{L d \cdot r d}_{\text{proj\_mlp}}
+     + \underbrace{2 h L^2 d_h}_{\text{attention}} + \underbrace{L (d + r d) d}_{\text{proj\_out}}
+
+Derivation: ``AdaLayerNormZeroSingle`` gives 3 modulation vectors (3·d²); the attention is
+``pre_only`` (no ``to_out``): its output is concatenated with the GELU MLP branch and one
+``proj_out`` maps the (1 + r)·d features back to d.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flopcalc.cost import Node
+from flopcalc.formulas import ops
+from flopcalc.formulas.conditioning import ada_layer_norm_zero
+from flopcalc.formulas.transformer_parts import attention_module
+
+
+def single_stream_block(*, dim: int, heads: int, head_dim: int, tokens: Any, mlp_ratio: float = 4.0,
+                        qk_norm: str | None = "rms_norm") -> Node:
+    mlp = int(dim * mlp_ratio)
+    return Node(
+        "block",
+        children=(
+            ada_layer_norm_zero("norm", dim, tokens, chunks=3),
+            Node("proj_mlp", ops.linear(tokens, dim, mlp) + ops.activation(tokens * mlp)),
+            attention_module("attn", tokens=tokens, dim=dim, heads=heads, head_dim=head_dim,
+                             qk_norm=qk_norm, out=False),
+            Node("proj_out", ops.linear(tokens, dim + mlp, dim)),
+        ),
+        formula="single_stream_block",
+    )

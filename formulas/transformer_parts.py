@@ -1,0 +1,84 @@
+r"""Parts shared by every transformer block: the attention module and the feed-forward.
+
+Attention module (diffusers ``attention_processor.Attention`` with ``AttnProcessor2_0`` /
+``JointAttnProcessor2_0``, and ``transformer_flux.FluxAttention``), for :math:`n` query tokens
+of width :math:`d`, inner width :math:`d_i = h d_h`, and optionally :math:`m` context tokens
+projected by ``add_{q,k,v}_proj`` and attended jointly (MMDiT):
+
+.. math::
+
+   \mathrm{MACs} = \underbrace{3 n d d_i + 3 m d_c d_i}_{\text{QKV}}
+                 + \underbrace{2 h (n+m)^2 d_h}_{\text{QK}^\top,\ \text{AV}}
+                 + \underbrace{n d_i d + m d_i d}_{\text{out, add\_out}}
+
+Feed-forward (diffusers ``attention.FeedForward`` with ``GELU``: ``net.0.proj``, ``net.2``):
+:math:`\mathrm{MACs} = 2 n d\,(\mathrm{mult}\cdot d)`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flopcalc.cost import Cost, Node
+from flopcalc.formulas import ops
+
+
+def qk_norm_cost(kind: str | None, vectors: Any, head_dim: int) -> Cost:
+    """Two per-head norms (on q and on k) over ``vectors`` head vectors of width ``head_dim``.
+
+    ``kind`` is the config's ``qk_norm``: ``rms_norm`` (diffusers ``RMSNorm`` / ``nn.RMSNorm``,
+    affine), ``layer_norm`` (``nn.LayerNorm``, affine) or ``None``.
+    """
+    if kind is None:
+        return Cost()
+    if kind == "rms_norm":
+        return ops.rms_norm(vectors, head_dim) * 2
+    if kind == "layer_norm":
+        return ops.layer_norm(vectors, head_dim) * 2
+    raise ValueError(f"qk_norm {kind!r} is not supported")
+
+
+def attention_module(
+    name: str,
+    *,
+    tokens: Any,
+    dim: int,
+    heads: int,
+    head_dim: int,
+    qk_norm: str | None = None,
+    context_tokens: Any = 0,
+    context_dim: int | None = None,
+    context_out: bool = True,
+    out: bool = True,
+    bias: bool = True,
+) -> Node:
+    """One attention module: q/k/v projections of ``tokens`` tokens, optionally ``context_tokens``
+    more projected by ``add_{q,k,v}_proj`` and attended jointly (``context_dim`` given), the
+    per-head q/k norms, scaled dot-product attention over all of them, and the output
+    projections (``to_out.0`` unless ``out`` is False, i.e. ``pre_only``; ``to_add_out`` unless
+    ``context_out`` is False, i.e. ``context_pre_only``).
+    """
+    inner = heads * head_dim
+    cost = ops.linear(tokens, dim, inner, bias=bias) * 3 + qk_norm_cost(qk_norm, tokens * heads, head_dim)
+    seq = tokens
+    if context_dim is not None:
+        cost = cost + ops.linear(context_tokens, context_dim, inner) * 3
+        cost = cost + qk_norm_cost(qk_norm, context_tokens * heads, head_dim)
+        seq = tokens + context_tokens
+        if context_out:
+            cost = cost + ops.linear(context_tokens, inner, context_dim)
+    cost = cost + ops.attention(seq, seq, heads, head_dim)
+    if out:
+        cost = cost + ops.linear(tokens, inner, dim)
+    return Node(name, cost, formula="attention")
+
+
+def feed_forward(name: str, tokens: Any, dim: int, *, mult: int = 4, inner: int | None = None) -> Node:
+    """diffusers ``FeedForward(dim, activation_fn="gelu"/"gelu-approximate")``:
+    ``net.0.proj`` (d → mult·d), GELU, ``net.2`` (mult·d → d)."""
+    hidden = mult * dim if inner is None else inner
+    return Node(
+        name,
+        ops.linear(tokens, dim, hidden) + ops.activation(tokens * hidden) + ops.linear(tokens, hidden, dim),
+        formula="feed_forward",
+    )
