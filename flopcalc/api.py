@@ -157,7 +157,7 @@ def estimate_configs(
         cfg = components[run.component]
         tree = assemble(cfg, run.shape, component=run.component, call=run.call)
         if run.component not in params:
-            params[run.component] = component_params(cfg, component=run.component)
+            params[run.component] = component_params(cfg, component=run.component, assembled=tree, call=run.call)
         shape = {k: v for k, v in vars(run.shape).items() if v is not None}
         estimates.append(ComponentEstimate(run.component, run.class_name, run.call, run.role, run.runs, run.why,
                                            params[run.component], shape, _rename(tree, run.component), convention))

@@ -1,4 +1,5 @@
-"""Command line: ``flopcalc estimate MODEL``, ``flopcalc list``, ``flopcalc kaplan MODEL``.
+"""Command line: ``flopcalc estimate MODEL``, ``flopcalc list``, ``flopcalc formulas``,
+``flopcalc kaplan MODEL``.
 
 User errors print one line (``flopcalc: error: …``) and exit with status 2, never a traceback.
 """
@@ -54,6 +55,11 @@ def _parser() -> argparse.ArgumentParser:
 
     sub.add_parser("list", help="the bundled model cards")
 
+    f = sub.add_parser("formulas", help="the block formulas as closed forms (text or LaTeX)")
+    f.add_argument("name", nargs="?", help="one block (default: all)")
+    f.add_argument("--latex", action="store_true")
+    f.add_argument("--convention", choices=("torch", "thop"), default="torch")
+
     k = sub.add_parser("kaplan", help="Kaplan's C≈2N+2·n_layer·n_ctx·d_attn beside the exact text-encoder count")
     k.add_argument("model")
     k.add_argument("--revision")
@@ -69,6 +75,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _list()
         if args.command == "kaplan":
             return _kaplan(args)
+        if args.command == "formulas":
+            return _formulas(args)
     except FlopcalcError as exc:
         print(f"flopcalc: error: {exc}", file=sys.stderr)
         return 2
@@ -100,6 +108,16 @@ def _list() -> int:
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     for r in rows:
         print("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip())
+    return 0
+
+
+def _formulas(args: argparse.Namespace) -> int:
+    from flopcalc.formulas.catalog import CATALOG, render
+
+    if args.name is not None and args.name not in CATALOG:
+        raise FlopcalcError(f"no block formula {args.name!r}; known: {', '.join(CATALOG)}")
+    for name in [args.name] if args.name else list(CATALOG):
+        print(render(name, args.convention, latex=args.latex))
     return 0
 
 

@@ -99,9 +99,11 @@ def assemble(config_values: Mapping[str, Any], shape: RunShape, *, component: st
     return arch.assemble(Config(component, config_values, arch.defaults), shape)
 
 
-def component_params(config_values: Mapping[str, Any], *, component: str) -> int:
+def component_params(config_values: Mapping[str, Any], *, component: str, assembled: Node | None = None,
+                     call: str = "forward") -> int:
     """Parameters of the whole component as loaded: the union of the modules its calls use
-    (an ``AutoencoderKL`` holds its encoder even when a pipeline only decodes)."""
+    (an ``AutoencoderKL`` holds its encoder even when a pipeline only decodes). ``assembled``,
+    the tree of ``call`` already built, is reused: parameters do not depend on the shape."""
     from flopcalc.config import class_name_of
 
     _load()
@@ -110,7 +112,24 @@ def component_params(config_values: Mapping[str, Any], *, component: str) -> int
     archs = [arch for arch in _REGISTRY.values() if arch.class_name == name]
     if not archs:
         lookup(name, component=component)  # raises the actionable error
-    return sum(a.assemble(Config(component, config_values, a.defaults), a.nominal).total.params for a in archs)
+    return sum(
+        assembled.total.params if assembled is not None and a.call == call else _params_of(a, config_values, component)
+        for a in archs
+    )
+
+
+_PARAMS_CACHE: dict[tuple[str, str, str], int] = {}
+
+
+def _params_of(arch: Architecture, config_values: Mapping[str, Any], component: str) -> int:
+    """Parameters of one call's modules, memoised on the config's content."""
+    import json
+
+    key = (arch.class_name, arch.call, json.dumps(config_values, sort_keys=True, default=str))
+    if key not in _PARAMS_CACHE:
+        tree = arch.assemble(Config(component, config_values, arch.defaults), arch.nominal)
+        _PARAMS_CACHE[key] = tree.total.params
+    return _PARAMS_CACHE[key]
 
 
 def _load() -> None:

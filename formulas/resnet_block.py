@@ -15,12 +15,14 @@ time-embedding width (UNets; 0 in a VAE, where ``temb_channels`` is None); with
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 from flopcalc.cost import Node
 from flopcalc.formulas import ops
 
 
+@lru_cache(maxsize=4096)  # nodes are immutable; a VAE or UNet repeats the same few blocks
 def resnet_block(
     c_in: int,
     c_out: int,
@@ -47,6 +49,7 @@ def resnet_block(
     return Node("resnet", children=tuple(children), formula="resnet_block")
 
 
+@lru_cache(maxsize=1024)
 def spatial_self_attention(channels: int, height: Any, width: Any, *, head_dim: int) -> Node:
     r"""The VAE mid-block attention (``Attention(..., norm_num_groups, residual_connection=True)``
     with ``AttnProcessor2_0``): GroupNorm, q/k/v/out linears over the :math:`HW` pixels as tokens.
@@ -54,7 +57,7 @@ def spatial_self_attention(channels: int, height: Any, width: Any, *, head_dim: 
     .. math:: \mathrm{MACs} = 4 H W C^2 + 2 (HW)^2 C
     """
     n = height * width
-    heads = channels // head_dim
+    heads = ops.exact_div(channels, head_dim)
     cost = (
         ops.group_norm(channels, n)
         + ops.linear(n, channels, channels) * 3

@@ -29,7 +29,7 @@ from flopcalc.formulas.transformer_parts import attention_module
 
 def single_stream_block(*, dim: int, heads: int, head_dim: int, tokens: Any, mlp_ratio: float = 4.0,
                         qk_norm: str | None = "rms_norm") -> Node:
-    mlp = int(dim * mlp_ratio)
+    mlp = dim * int(mlp_ratio) if float(mlp_ratio).is_integer() else int(dim * mlp_ratio)
     return Node(
         "block",
         children=(

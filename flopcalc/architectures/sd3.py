@@ -53,11 +53,16 @@ def sd3_transformer(config: Config, shape: RunShape) -> Node:
     _check_pos_embed(config, grid_h, grid_w, patch)
     n, t = grid_h * grid_w, shape.text_len
 
-    blocks = [
-        mmdit_joint_block(dim=dim, heads=heads, head_dim=head_dim, image_tokens=n, text_tokens=t,
-                          qk_norm=qk_norm, context_pre_only=i == layers - 1, dual_attention=i in dual)
-        for i in range(layers)
-    ]
+    variants: dict[tuple[bool, bool], Node] = {}  # (context_pre_only, dual_attention) → block, built once
+
+    def block(i: int) -> Node:
+        key = (i == layers - 1, i in dual)
+        if key not in variants:
+            variants[key] = mmdit_joint_block(dim=dim, heads=heads, head_dim=head_dim, image_tokens=n, text_tokens=t,
+                                              qk_norm=qk_norm, context_pre_only=key[0], dual_attention=key[1])
+        return variants[key]
+
+    blocks = [block(i) for i in range(layers)]
     return Node(
         "transformer",
         children=(

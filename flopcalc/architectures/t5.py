@@ -50,7 +50,8 @@ def t5_encoder(config: Config, shape: RunShape) -> Node:
         )
 
     layers = count_int(config, "num_layers")
-    blocks = [block(i == 0) for i in range(layers)]
+    first, rest = block(True), block(False)  # only the first block holds the relative position bias
+    blocks = [first] + [rest] * (layers - 1) if layers else []
     return Node(
         "text_encoder",
         children=(

@@ -1,0 +1,121 @@
+"""The command line as a user runs it: output formats, the card list, and errors that are one
+actionable line with exit status 2, never a traceback."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import flopcalc
+from flopcalc.config import Config
+from flopcalc.errors import ConfigError
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "flopcalc", *args], capture_output=True, text=True, timeout=60,
+                          cwd=cwd)
+
+
+def test_table_shows_components_totals_and_convention():
+    out = run("estimate", "flux-dev").stdout
+    for word in ("text_encoder_2", "T5EncoderModel", "FluxTransformer2DModel", "AutoencoderKL.decode", "total",
+                 "GMACs/run", "TFLOPs", "share", "torch convention", "FLOPs = 2 × MACs", "elementwise"):
+        assert word in out
+    report = flopcalc.estimate("flux-dev")
+    assert f"{report.flops / 1e12:,.3f}" in out
+
+
+def test_json_matches_api_and_keeps_the_tree():
+    res = run("estimate", "sd3-medium", "--height", "768", "--width", "1344", "--format", "json", "--per-block")
+    assert res.returncode == 0, res.stderr
+    data = json.loads(res.stdout)
+    api = flopcalc.estimate("sd3-medium", height=768, width=1344)
+    assert data["total"]["flops"] == api.flops
+    transformer = next(c for c in data["components"] if c["component"] == "transformer")
+    blocks = transformer["blocks"]
+    groups = next(b for b in blocks["children"] if b["name"] == "transformer_blocks")["children"]
+    assert [(g["name"], g.get("count", 1)) for g in groups] == [("0-22", 23), ("23", 1)]
+
+
+def test_csv_rows_add_up():
+    res = run("estimate", "sd3.5-large", "--format", "csv", "--convention", "thop", "--per-block")
+    rows = list(csv.DictReader(io.StringIO(res.stdout)))
+    components = [r for r in rows if "." not in r["path"]]
+    total = flopcalc.estimate("sd3.5-large", convention="thop").macs
+    assert sum(int(r["macs"]) for r in components) == total
+    assert {r["convention"] for r in rows} == {"thop"}
+    assert any(r["path"] == "transformer.transformer_blocks" for r in rows)
+
+
+def test_per_block_table():
+    out = run("estimate", "flux-dev", "--per-block").stdout
+    assert "transformer per block" in out and "single_transformer_blocks" in out and "0-37" in out
+
+
+def test_list_shows_cards():
+    out = run("list").stdout
+    for name in ("flux-dev", "sd3-medium", "sd3.5-large", "black-forest-labs/FLUX.1-dev"):
+        assert name in out
+
+
+def test_kaplan_table():
+    res = run("kaplan", "sd3-medium")
+    assert res.returncode == 0, res.stderr
+    assert "T5EncoderModel" in res.stdout and "Kaplan/exact" in res.stdout
+
+
+def _assert_user_error(res: subprocess.CompletedProcess, *words: str) -> None:
+    assert res.returncode == 2
+    assert "Traceback" not in res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("flopcalc: error:"), res.stderr
+    for w in words:
+        assert w in lines[0]
+
+
+def test_error_unknown_model():
+    _assert_user_error(run("estimate", "no-such-card"), "no-such-card")
+
+
+def test_error_non_divisible_resolution():
+    _assert_user_error(run("estimate", "flux-dev", "--height", "1000"), "nearest valid", "992 or 1008")
+
+
+def test_error_unknown_architecture(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"_class_name": "MyNewTransformer", "num_layers": 3}))
+    _assert_user_error(run("estimate", str(tmp_path / "config.json")), "MyNewTransformer", "Supported")
+
+
+def test_error_malformed_json(tmp_path):
+    (tmp_path / "config.json").write_text('{"_class_name": "FluxTransformer2DModel",')
+    _assert_user_error(run("estimate", str(tmp_path / "config.json")), "config.json")
+
+
+def test_error_bad_config_value(tmp_path):
+    cfg = json.loads((REPO / "model_cards/flux-dev/transformer/config.json").read_text())
+    cfg["num_attention_heads"] = None
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    _assert_user_error(run("estimate", str(tmp_path / "config.json")), "num_attention_heads", "positive integer")
+
+
+def test_config_key_without_default_is_named():
+    cfg = Config("transformer", {"_class_name": "X"}, defaults={"a": 1})
+    assert cfg["a"] == 1
+    with pytest.raises(ConfigError, match="transformer/config.json \\(X\\) has no 'depth'"):
+        cfg["depth"]
+
+
+def test_single_config_and_folder_inputs(tmp_path):
+    res = run("estimate", str(REPO / "model_cards/flux-dev/transformer/config.json"), "--steps", "4")
+    assert res.returncode == 0, res.stderr
+    assert "denoiser only" in res.stdout and "FluxTransformer2DModel" in res.stdout
+    res = run("estimate", str(REPO / "model_cards/sd3-medium"), "--format", "json")
+    assert json.loads(res.stdout)["source"] == "folder"

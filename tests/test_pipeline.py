@@ -1,0 +1,128 @@
+"""Pipeline semantics: which component runs how often on what, as the diffusers pipelines do."""
+
+from __future__ import annotations
+
+import pytest
+
+import flopcalc
+from flopcalc.errors import FlopcalcError, ResolutionError
+
+
+def _runs(report) -> dict[str, int]:
+    return {f"{c.component}.{c.call}": c.runs for c in report.components}
+
+
+def test_flux_defaults_guidance_distilled_single_pass():
+    r = flopcalc.estimate("flux-dev")
+    s = r.settings
+    assert (s.height, s.width, s.steps, s.guidance_scale, s.max_sequence_length) == (1024, 1024, 28, 3.5, 512)
+    assert r.passes == 1
+    assert _runs(r) == {"text_encoder.forward": 1, "text_encoder_2.forward": 1, "transformer.forward": 28,
+                        "vae.decode": 1}
+    t = r.component("transformer")
+    assert t.shape == {"latent_height": 128, "latent_width": 128, "text_len": 512}
+    assert r.component("text_encoder").shape == {"seq_len": 77}
+
+
+def test_flux_true_cfg_needs_a_negative_prompt():
+    without = flopcalc.estimate("flux-dev", true_cfg_scale=4.0)
+    assert without.passes == 1 and any("no effect" in n for n in without.notes)
+    with_neg = flopcalc.estimate("flux-dev", true_cfg_scale=4.0, negative_prompt=True)
+    assert with_neg.passes == 2
+    assert _runs(with_neg)["transformer.forward"] == 56
+    assert _runs(with_neg)["text_encoder_2.forward"] == 2
+
+
+def test_sd3_cfg_doubles_denoiser_and_encodes_negative_prompt():
+    r = flopcalc.estimate("sd3-medium")
+    assert r.settings.guidance_scale == 7.0 and r.passes == 2
+    assert _runs(r) == {"text_encoder.forward": 2, "text_encoder_2.forward": 2, "text_encoder_3.forward": 2,
+                        "transformer.forward": 56, "vae.decode": 1}
+    assert r.component("transformer").shape["text_len"] == 77 + 256
+    assert r.component("text_encoder_3").shape["seq_len"] == 256
+    no_cfg = flopcalc.estimate("sd3-medium", guidance_scale=1.0)
+    assert no_cfg.passes == 1 and _runs(no_cfg)["transformer.forward"] == 28
+
+
+def test_batch_and_images_per_prompt():
+    r = flopcalc.estimate("sd3.5-large", batch_size=3, num_images_per_prompt=2, steps=10)
+    runs = _runs(r)
+    assert runs["text_encoder.forward"] == 3 * 2  # prompts × (prompt + negative)
+    assert runs["transformer.forward"] == 10 * 2 * 6
+    assert runs["vae.decode"] == 6
+
+
+def test_totals_are_runs_times_per_run():
+    r = flopcalc.estimate("sd3-medium", height=768, width=1344)
+    assert r.macs == sum(c.runs * c.macs_per_run for c in r.components)
+    assert r.flops == 2 * r.macs
+    one = flopcalc.estimate("sd3-medium", height=768, width=1344, steps=1, guidance_scale=1.0)
+    assert r.component("transformer").macs_per_run == one.component("transformer").macs_per_run
+
+
+def test_max_sequence_length_changes_t5_and_denoiser_text():
+    r = flopcalc.estimate("flux-dev", max_sequence_length=256)
+    assert r.component("text_encoder_2").shape["seq_len"] == 256
+    assert r.component("transformer").shape["text_len"] == 256
+    with pytest.raises(FlopcalcError, match="greater than 512"):
+        flopcalc.estimate("flux-dev", max_sequence_length=513)
+
+
+def test_image_to_image_runs_encoder_and_strength_steps():
+    r = flopcalc.estimate("flux-dev", strength=0.6, steps=28)
+    runs = _runs(r)
+    assert runs["vae.encode"] == 1
+    # FluxImg2ImgPipeline.get_timesteps: t_start = int(max(28 − 28·0.6, 0)) = 11 → 17 steps run.
+    assert runs["transformer.forward"] == 17
+
+
+@pytest.mark.parametrize("model, height, width, multiple", [
+    ("flux-dev", 1000, 1024, 16),
+    ("sd3-medium", 1024, 1030, 16),
+])
+def test_non_divisible_size_names_nearest_valid(model, height, width, multiple):
+    with pytest.raises(ResolutionError) as info:
+        flopcalc.estimate(model, height=height, width=width)
+    bad = height if height % multiple else width
+    lo = bad // multiple * multiple
+    assert f"{lo} or {lo + multiple}" in str(info.value)
+    assert f"multiple of {multiple}" in str(info.value)
+
+
+def test_sd3_pos_embed_limit():
+    # pos_embed_max_size 192 patches of 2 latent pixels of 8 image pixels: at most 3072 per side.
+    flopcalc.estimate("sd3-medium", height=3072, width=512, steps=1)
+    with pytest.raises(ResolutionError, match="pos_embed_max_size=192"):
+        flopcalc.estimate("sd3-medium", height=3088, width=512, steps=1)
+
+
+def test_conventions_differ_by_attention_and_layernorm():
+    torch_r = flopcalc.estimate("flux-dev", convention="torch")
+    thop_r = flopcalc.estimate("flux-dev", convention="thop")
+    t = torch_r.component("transformer").per_run
+    assert torch_r.component("transformer").macs_per_run - thop_r.component("transformer").macs_per_run == \
+        t.attention - t.thop_norm
+    with pytest.raises(FlopcalcError, match="unknown convention"):
+        flopcalc.estimate("flux-dev", convention="fvcore")
+
+
+def test_bad_settings_are_user_errors():
+    with pytest.raises(FlopcalcError, match="positive integer"):
+        flopcalc.estimate("flux-dev", steps=0)
+    with pytest.raises(FlopcalcError, match="strength"):
+        flopcalc.estimate("flux-dev", strength=1.5)
+
+
+def test_report_is_frozen_and_serialisable():
+    import dataclasses
+    import json
+
+    r = flopcalc.estimate("sd3-medium", height=512, width=512)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        r.model = "x"
+    d = json.loads(json.dumps(r.to_dict()))
+    assert d["convention"] == "torch" and d["total"]["flops"] == r.flops
+    t = next(c for c in d["components"] if c["component"] == "transformer")
+    blocks = t["blocks"]["children"]
+    assert [b["name"] for b in blocks][:3] == ["pos_embed", "time_text_embed", "context_embedder"]
+    assert sum(b["macs"] for b in blocks) == t["macs_per_run"]
