@@ -52,6 +52,13 @@ def _single(s):
     return single_stream_block(dim=s["h"] * s["d_h"], heads=s["h"], head_dim=s["d_h"], tokens=s["L"]).total
 
 
+def _cross(s):
+    from flopcalc.formulas.cross_attention_block import cross_attention_block
+
+    return cross_attention_block(dim=s["h"] * s["d_h"], heads=s["h"], head_dim=s["d_h"], tokens=s["n"],
+                                 context_tokens=s["T"], context_dim=s["C"], ff_inner_dim=s["d_f"]).total
+
+
 def _resnet(s):
     from flopcalc.formulas.resnet_block import resnet_block
 
@@ -87,6 +94,11 @@ CATALOG: dict[str, Entry] = {
               lambda s: 3 * (s["h"] * s["d_h"]) ** 2 + 3 * s["L"] * (s["h"] * s["d_h"]) ** 2
               + 4 * s["L"] * (s["h"] * s["d_h"]) ** 2 + 2 * s["h"] * s["L"] ** 2 * s["d_h"]
               + 5 * s["L"] * (s["h"] * s["d_h"]) ** 2),
+        Entry("cross_attention_block", "BasicTransformerBlock, norm_type layer_norm, GEGLU (diffusers attention.py)",
+              "n image tokens of width d = h·d_h, T text tokens of width C, MLP width d_f", _cross,
+              lambda s: 4 * s["n"] * (s["h"] * s["d_h"]) ** 2 + 2 * s["h"] * s["n"] ** 2 * s["d_h"]
+              + 2 * s["n"] * (s["h"] * s["d_h"]) ** 2 + 2 * s["T"] * s["C"] * s["h"] * s["d_h"]
+              + 2 * s["h"] * s["n"] * s["T"] * s["d_h"] + 3 * s["n"] * s["h"] * s["d_h"] * s["d_f"]),
         Entry("resnet_block", "ResnetBlock2D (diffusers resnet.py), no time embedding",
               "H×W map, C_i → C_o channels", _resnet,
               lambda s: 9 * s["H"] * s["W"] * s["C_o"] * s["C_i"] + 9 * s["H"] * s["W"] * s["C_o"] ** 2

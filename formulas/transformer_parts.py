@@ -73,12 +73,26 @@ def attention_module(
     return Node(name, cost, formula="attention")
 
 
-def feed_forward(name: str, tokens: Any, dim: int, *, mult: int = 4, inner: int | None = None) -> Node:
-    """diffusers ``FeedForward(dim, activation_fn="gelu"/"gelu-approximate")``:
-    ``net.0.proj`` (d → mult·d), GELU, ``net.2`` (mult·d → d)."""
-    hidden = mult * dim if inner is None else inner
-    return Node(
-        name,
-        ops.linear(tokens, dim, hidden) + ops.activation(tokens * hidden) + ops.linear(tokens, hidden, dim),
-        formula="feed_forward",
+def cross_attention(name: str, *, tokens: Any, dim: int, context_tokens: Any, context_dim: int, heads: int,
+                    head_dim: int, bias: bool = False, out_bias: bool = True) -> Node:
+    r"""Cross-attention (``Attention(query_dim=d, cross_attention_dim=d_c)``): queries from the
+    ``tokens`` image tokens, keys and values from ``context_tokens`` context vectors of width
+    ``context_dim``. :math:`\mathrm{MACs} = 2 n d d_i + 2 m d_c d_i + 2 h n m d_h`."""
+    inner = heads * head_dim
+    cost = (
+        ops.linear(tokens, dim, inner, bias=bias)
+        + ops.linear(context_tokens, context_dim, inner, bias=bias) * 2
+        + ops.attention(tokens, context_tokens, heads, head_dim)
+        + ops.linear(tokens, inner, dim, bias=out_bias)
     )
+    return Node(name, cost, formula="cross_attention")
+
+
+def feed_forward(name: str, tokens: Any, dim: int, *, mult: int = 4, inner: int | None = None,
+                 gated: bool = False, bias: bool = True) -> Node:
+    """diffusers ``FeedForward``: ``net.0.proj`` (d → f, or d → 2f for ``geglu``, whose
+    ``hidden · gelu(gate)`` halves it again), the activation, ``net.2`` (f → d); f = mult·d."""
+    hidden = mult * dim if inner is None else inner
+    up = ops.linear(tokens, dim, hidden * (2 if gated else 1), bias=bias)
+    act = ops.activation(tokens * hidden) * (2 if gated else 1)
+    return Node(name, up + act + ops.linear(tokens, hidden, dim, bias=bias), formula="feed_forward")

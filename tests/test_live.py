@@ -198,3 +198,33 @@ def test_random_t5_configs(rng, tmp_path):
         }
         seq = rng.randint(1, 64)
         _check(_write(tmp_path, f"t5{i}", cfg), "text_encoder", Settings(max_sequence_length=seq), {"seq_len": seq})
+
+
+def test_random_cross_attention_blocks(rng):
+    """The cross-attention transformer block against diffusers' ``BasicTransformerBlock`` itself."""
+    import torch
+    from diffusers.models.attention import BasicTransformerBlock
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from flopcalc.formulas.cross_attention_block import cross_attention_block
+
+    for _ in range(4):
+        heads, head_dim = rng.randint(1, 4), rng.choice([8, 16])
+        dim = heads * head_dim * rng.choice([1, 2])
+        context_dim = rng.choice([None, 24, 40])
+        act = rng.choice(["geglu", "gelu", "gelu-approximate"])
+        bias, inner = rng.random() < 0.5, rng.choice([None, 48])
+        n, m = rng.randint(1, 64), rng.randint(1, 20)
+        with torch.device("meta"):
+            block = BasicTransformerBlock(dim, heads, head_dim, cross_attention_dim=context_dim, activation_fn=act,
+                                          attention_bias=bias, ff_inner_dim=inner)
+            x = torch.empty(1, n, dim)
+            ctx = torch.empty(1, m, context_dim) if context_dim else None
+            with FlopCounterMode(display=False) as counter:
+                block(x, encoder_hidden_states=ctx)
+        ours = cross_attention_block(dim=dim, heads=heads, head_dim=head_dim, tokens=n, context_tokens=m,
+                                     context_dim=context_dim, activation=act, attention_bias=bias,
+                                     ff_inner_dim=inner).total
+        where = f"seed {SEED}: dim {dim} heads {heads}×{head_dim} ctx {context_dim} {act} bias {bias} n {n} m {m}"
+        assert 2 * ours.macs("torch") == counter.get_total_flops(), where
+        assert ours.params == sum(p.numel() for p in block.parameters()), where
