@@ -86,6 +86,6 @@ def _check_pos_embed(config: Config, grid_h, grid_w, patch: int) -> None:
     limit = config["pos_embed_max_size"]
     if limit and isinstance(grid_h, int) and max(grid_h, grid_w) > limit:
         raise ResolutionError(
-            f"transformer: a {grid_h}×{grid_w} patch grid exceeds pos_embed_max_size={limit}; "
-            f"this model accepts at most {limit * patch * 8} pixels per side (latent {limit * patch})."
+            f"transformer: a {grid_h}×{grid_w} patch grid exceeds pos_embed_max_size={limit}; this model takes at "
+            f"most {limit * patch} latent pixels per side ({limit * patch * 8} image pixels with an 8× VAE)."
         )
