@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 from flopcalc.cost import CONVENTIONS, Cost, Node
@@ -116,6 +116,7 @@ def estimate(
     num_images_per_prompt: int = 1,
     max_sequence_length: int | None = None,
     strength: float | None = None,
+    resolution_binning: bool = True,
     convention: str = "torch",
     revision: str | None = None,
     token: str | None = None,
@@ -132,7 +133,7 @@ def estimate(
 
     source = resolve(model, revision=revision, token=token)
     settings = Settings(height, width, steps, guidance_scale, true_cfg_scale, negative_prompt, batch_size,
-                        num_images_per_prompt, max_sequence_length, strength)
+                        num_images_per_prompt, max_sequence_length, strength, resolution_binning)
     return estimate_configs(source.model_index, source.components, settings, convention=convention,
                             model=source.name, source_kind=source.kind, revision=source.revision)
 
@@ -166,4 +167,4 @@ def estimate_configs(
 
 
 def _rename(tree: Node, name: str) -> Node:
-    return Node(name, tree.cost, tree.children, tree.count, tree.span, tree.formula)
+    return replace(tree, name=name)

@@ -48,6 +48,8 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--max-sequence-length", type=_positive_int, help="T5 tokens (FLUX 512, SD3 256)")
     e.add_argument("--strength", type=float, help="image-to-image: encode the input image and run "
                                                   "int(steps × strength) steps")
+    e.add_argument("--no-resolution-binning", dest="resolution_binning", action="store_false",
+                   help="PixArt: estimate the size as given instead of snapping it to the pipeline's aspect-ratio bins")
     e.add_argument("--convention", choices=("torch", "thop"), default="torch")
     e.add_argument("--per-block", action="store_true", help="break each component down by block")
     e.add_argument("--depth", type=_positive_int, default=4, help="levels of the block tree shown (default 4)")
@@ -93,7 +95,8 @@ def _estimate(args: argparse.Namespace) -> int:
         args.model, height=args.height, width=args.width, steps=args.steps, guidance_scale=args.guidance_scale,
         true_cfg_scale=args.true_cfg_scale, negative_prompt=args.negative_prompt, batch_size=args.batch_size,
         num_images_per_prompt=args.num_images_per_prompt, max_sequence_length=args.max_sequence_length,
-        strength=args.strength, convention=args.convention, revision=args.revision,
+        strength=args.strength, resolution_binning=args.resolution_binning, convention=args.convention,
+        revision=args.revision,
     )
     sys.stdout.write(render(report, args.format, per_block=args.per_block, depth=args.depth))
     return 0

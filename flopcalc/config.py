@@ -48,12 +48,23 @@ class Config:
         return Config(self.component, self.values, defaults)
 
 
+#: Legacy class names diffusers remaps by a config value when it loads them
+#: (``models/model_loading_utils.py`` ``_CLASS_REMAPPING_DICT``): PixArt-α and DiT Hub configs
+#: still say ``Transformer2DModel``.
+_REMAPPED = {
+    "Transformer2DModel": ("norm_type", {"ada_norm_zero": "DiTTransformer2DModel",
+                                         "ada_norm_single": "PixArtTransformer2DModel"}),
+}
+
+
 def class_name_of(values: Mapping[str, Any]) -> str | None:
-    """The architecture a config declares: diffusers ``_class_name`` or the first of
-    transformers' ``architectures``."""
+    """The architecture a config declares, as diffusers / transformers would build it:
+    diffusers ``_class_name`` (legacy names remapped) or the first of transformers'
+    ``architectures``."""
     name = values.get("_class_name")
     if isinstance(name, str):
-        return name
+        key, table = _REMAPPED.get(name, ("", {}))
+        return table.get(values.get(key), name)
     archs = values.get("architectures")
     if isinstance(archs, list) and archs and isinstance(archs[0], str):
         return archs[0]

@@ -112,7 +112,7 @@ class Node:
     total: Cost = ZERO  # computed: (cost + Σ children.total) × count
 
     def __post_init__(self) -> None:
-        inner = total_of((self.cost, *(c.total for c in self.children)))
+        inner = self.per_item
         object.__setattr__(self, "total", inner * self.count if self.count != 1 else inner)
 
     @property

@@ -34,6 +34,7 @@ class Settings:
     num_images_per_prompt: int = 1
     max_sequence_length: int | None = None
     strength: float | None = None  # image-to-image when set
+    resolution_binning: bool = True  # PixArt: snap the size to the model's aspect-ratio bins, as the pipeline does
 
 
 @dataclass(frozen=True)
@@ -58,17 +59,21 @@ class Plan:
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 
-PlanFn = Callable[[Mapping[str, Mapping[str, Any]], Settings], Plan]
+PlanFn = Callable[..., Plan]  # (components, settings, index=model_index or None) -> Plan
 _PIPELINES: dict[str, PlanFn] = {}
-#: For a bare denoiser config: the pipeline that runs it.
-_PIPELINE_OF_DENOISER: dict[str, str] = {}
+#: For a bare denoiser config: class → [(pipeline, denoiser component name, predicate on the config)].
+_PIPELINE_OF_DENOISER: dict[str, list[tuple[str, str, Callable[[Mapping[str, Any]], bool]]]] = {}
 
 
-def register_pipeline(name: str, *, denoisers: tuple[str, ...] = ()) -> Callable[[PlanFn], PlanFn]:
+def register_pipeline(name: str, *, denoisers: tuple[str, ...] = (), component: str = "transformer",
+                      when: Callable[[Mapping[str, Any]], bool] = lambda cfg: True) -> Callable[[PlanFn], PlanFn]:
+    """Register a pipeline plan; ``denoisers`` run under it when given alone (``when`` picks
+    between pipelines sharing a denoiser class, e.g. SD and SDXL UNets)."""
+
     def deco(fn: PlanFn) -> PlanFn:
         _PIPELINES[name] = fn
         for d in denoisers:
-            _PIPELINE_OF_DENOISER[d] = name
+            _PIPELINE_OF_DENOISER.setdefault(d, []).append((name, component, when))
         return fn
 
     return deco
@@ -85,7 +90,7 @@ def plan(model_index: Mapping[str, Any] | None, components: Mapping[str, Mapping
                 f"pipeline {name!r} is not supported (supported: {', '.join(sorted(_PIPELINES))}); "
                 f"estimate a component alone by passing its config.json."
             )
-        return _PIPELINES[name](components, settings)
+        return _PIPELINES[name](components, settings, index=model_index)
     return _standalone(components, settings)
 
 
@@ -169,11 +174,27 @@ def _missing_notes(components, expected: list[str]) -> tuple[str, ...]:
                  if name not in components)
 
 
+def _denoiser_run(components, name: str, s: Settings, f: int, text_len: int, passes: int) -> list[ComponentRun]:
+    """The denoiser's runs: every kept step × guidance passes × images, on the latent grid."""
+    if name not in components:
+        return []
+    steps = denoising_steps(s.steps, s.strength)
+    images = s.batch_size * s.num_images_per_prompt
+    return [ComponentRun(name, _component_class(components, name) or "?", "forward", "denoiser",
+                         RunShape(latent_height=s.height // f, latent_width=s.width // f, text_len=text_len),
+                         steps * passes * images, f"{steps} steps × {passes} pass(es) × {images} image(s)")]
+
+
+def _image_runs(components, s: Settings, f: int) -> list[ComponentRun]:
+    return _vae_runs(components, s, s.batch_size * s.num_images_per_prompt, s.height // f, s.width // f)
+
+
 # --------------------------------------------------------------------------- FLUX
 
 
 @register_pipeline("FluxPipeline", denoisers=("FluxTransformer2DModel",))
-def flux_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings) -> Plan:
+def flux_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
+                  index: Mapping[str, Any] | None = None) -> Plan:
     """``FluxPipeline.__call__`` (diffusers ``pipelines/flux/pipeline_flux.py``): 1024² default
     (``default_sample_size`` 128 × ``vae_scale_factor``), 28 steps, ``guidance_scale`` 3.5 as an
     embedding (guidance-distilled: one pass), true CFG (two passes, the negative prompt encoded
@@ -198,18 +219,10 @@ def flux_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings) -> P
     notes = list(_missing_notes(components, ["text_encoder", "text_encoder_2", "transformer", "vae"]))
     if s.true_cfg_scale > 1 and not s.negative_prompt:
         notes.append("true_cfg_scale > 1 has no effect without a negative prompt (as in FluxPipeline): one pass")
-    prompts = s.batch_size * passes
-    images = s.batch_size * s.num_images_per_prompt
-    steps = denoising_steps(s.steps, s.strength)
-    runs = _text_runs(components, [("text_encoder", 77), ("text_encoder_2", s.max_sequence_length)], prompts,
-                      f"{s.batch_size} prompt(s)" + (" + negative" if true_cfg else ""))
-    if "transformer" in components:
-        runs.append(ComponentRun(
-            "transformer", _component_class(components, "transformer") or "?", "forward", "denoiser",
-            RunShape(latent_height=s.height // f, latent_width=s.width // f, text_len=s.max_sequence_length),
-            steps * passes * images, f"{steps} steps × {passes} pass(es) × {images} image(s)",
-        ))
-    runs += _vae_runs(components, s, images, s.height // f, s.width // f)
+    runs = _text_runs(components, [("text_encoder", 77), ("text_encoder_2", s.max_sequence_length)],
+                      s.batch_size * passes, f"{s.batch_size} prompt(s)" + (" + negative" if true_cfg else ""))
+    runs += _denoiser_run(components, "transformer", s, f, s.max_sequence_length, passes)
+    runs += _image_runs(components, s, f)
     return Plan("FluxPipeline", s, passes, tuple(runs), tuple(notes))
 
 
@@ -217,7 +230,8 @@ def flux_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings) -> P
 
 
 @register_pipeline("StableDiffusion3Pipeline", denoisers=("SD3Transformer2DModel",))
-def sd3_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings) -> Plan:
+def sd3_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
+                 index: Mapping[str, Any] | None = None) -> Plan:
     """``StableDiffusion3Pipeline.__call__`` (diffusers ``pipelines/stable_diffusion_3/
     pipeline_stable_diffusion_3.py``): default size ``transformer.sample_size × vae_scale_factor``
     (1024²), 28 steps, ``guidance_scale`` 7.0; CFG when ``guidance_scale > 1`` runs the
@@ -240,23 +254,148 @@ def sd3_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings) -> Pl
     check_divisible(s.height, s.width, f * patch, "SD3 height and width (VAE factor × patch size)")
     cfg = s.guidance_scale > 1
     passes = 2 if cfg else 1
-    prompts = s.batch_size * passes
-    images = s.batch_size * s.num_images_per_prompt
-    steps = denoising_steps(s.steps, s.strength)
     runs = _text_runs(
         components,
         [("text_encoder", 77), ("text_encoder_2", 77), ("text_encoder_3", s.max_sequence_length)],
-        prompts, f"{s.batch_size} prompt(s)" + (" + negative" if cfg else ""),
+        s.batch_size * passes, f"{s.batch_size} prompt(s)" + (" + negative" if cfg else ""),
     )
-    if "transformer" in components:
-        runs.append(ComponentRun(
-            "transformer", _component_class(components, "transformer") or "?", "forward", "denoiser",
-            RunShape(latent_height=s.height // f, latent_width=s.width // f, text_len=77 + s.max_sequence_length),
-            steps * passes * images, f"{steps} steps × {passes} pass(es) × {images} image(s)",
-        ))
-    runs += _vae_runs(components, s, images, s.height // f, s.width // f)
+    runs += _denoiser_run(components, "transformer", s, f, 77 + s.max_sequence_length, passes)
+    runs += _image_runs(components, s, f)
     notes = _missing_notes(components, ["text_encoder", "text_encoder_2", "text_encoder_3", "transformer", "vae"])
     return Plan("StableDiffusion3Pipeline", s, passes, tuple(runs), notes)
+
+
+# --------------------------------------------------------------------------- Stable Diffusion 1.x / 2.x, SDXL
+
+
+def _unet_cfg_passes(components, s: Settings) -> int:
+    """``do_classifier_free_guidance``: ``guidance_scale > 1`` and no ``time_cond_proj_dim`` (LCM)."""
+    return 2 if s.guidance_scale > 1 and components.get("unet", {}).get("time_cond_proj_dim") is None else 1
+
+
+def _unet_defaults(components, s: Settings, steps: int, guidance: float) -> tuple[Settings, int]:
+    f = vae_scale_factor(components)
+    sample = components.get("unet", {}).get("sample_size", 64)
+    sample = sample if isinstance(sample, int) else sample[0]
+    s = replace(s, height=s.height or sample * f, width=s.width or sample * f, steps=s.steps or steps,
+                guidance_scale=guidance if s.guidance_scale is None else s.guidance_scale)
+    check_divisible(s.height, s.width, 8, "Stable Diffusion height and width")
+    return s, f
+
+
+@register_pipeline("StableDiffusionPipeline", denoisers=("UNet2DConditionModel",), component="unet",
+                   when=lambda cfg: cfg.get("addition_embed_type") != "text_time")
+def sd_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
+                index: Mapping[str, Any] | None = None) -> Plan:
+    """``StableDiffusionPipeline.__call__`` (diffusers ``pipelines/stable_diffusion/
+    pipeline_stable_diffusion.py``): default size ``unet.sample_size × vae_scale_factor`` (512²
+    for SD1.5 and SD2.1-base), 50 steps, ``guidance_scale`` 7.5; with CFG the UNet runs on the
+    concatenated [uncond, cond] batch (two passes) and the negative prompt ("" by default) is
+    encoded. CLIP on 77 tokens."""
+    s, f = _unet_defaults(components, s, 50, 7.5)
+    passes = _unet_cfg_passes(components, s)
+    runs = _text_runs(components, [("text_encoder", 77)], s.batch_size * passes,
+                      f"{s.batch_size} prompt(s)" + (" + negative" if passes == 2 else ""))
+    runs += _denoiser_run(components, "unet", s, f, 77, passes) + _image_runs(components, s, f)
+    return Plan("StableDiffusionPipeline", s, passes, tuple(runs),
+                _missing_notes(components, ["text_encoder", "unet", "vae"]))
+
+
+@register_pipeline("StableDiffusionXLPipeline", denoisers=("UNet2DConditionModel",), component="unet",
+                   when=lambda cfg: cfg.get("addition_embed_type") == "text_time")
+def sdxl_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
+                  index: Mapping[str, Any] | None = None) -> Plan:
+    """``StableDiffusionXLPipeline.__call__`` (``pipelines/stable_diffusion_xl/
+    pipeline_stable_diffusion_xl.py``): 1024² default (``unet.sample_size`` 128 × 8), 50 steps,
+    ``guidance_scale`` 5.0, CFG as a doubled UNet batch. Both CLIP encoders run on 77 tokens per
+    prompt; the negative prompt is encoded only when one is given: without it,
+    ``force_zeros_for_empty_prompt`` (the default) uses zero embeddings instead."""
+    s, f = _unet_defaults(components, s, 50, 5.0)
+    passes = _unet_cfg_passes(components, s)
+    force_zeros_for_empty_prompt = (index or {}).get("force_zeros_for_empty_prompt", True)
+    encode_negative = passes == 2 and (s.negative_prompt or not force_zeros_for_empty_prompt)
+    runs = _text_runs(components, [("text_encoder", 77), ("text_encoder_2", 77)],
+                      s.batch_size * (2 if encode_negative else 1),
+                      f"{s.batch_size} prompt(s)" + (" + negative" if encode_negative else ""))
+    runs += _denoiser_run(components, "unet", s, f, 77, passes) + _image_runs(components, s, f)
+    notes = list(_missing_notes(components, ["text_encoder", "text_encoder_2", "unet", "vae"]))
+    if passes == 2 and not encode_negative:
+        notes.append("no negative prompt: SDXL uses zero negative embeddings (force_zeros_for_empty_prompt), "
+                     "so the text encoders run once per prompt")
+    return Plan("StableDiffusionXLPipeline", s, passes, tuple(runs), tuple(notes))
+
+
+# --------------------------------------------------------------------------- PixArt-α, DiT
+
+
+def pixart_binned_size(height: int, width: int, sample_size: int) -> tuple[int, int]:
+    """``PixArtImageProcessor.classify_height_width_bin``: the bin whose aspect ratio is nearest
+    ``height / width``, from the table of the model's ``sample_size`` (diffusers' own tables,
+    copied by ``validation/extract_pixart_bins.py``)."""
+    import json
+    from importlib.resources import files
+
+    tables = json.loads(files("flopcalc").joinpath("data/pixart_aspect_ratio_bins.json").read_text())
+    if str(sample_size) not in tables:
+        raise FlopcalcError(f"PixArt resolution binning has no table for sample_size {sample_size} "
+                            f"(only {', '.join(k for k in tables if not k.startswith('_'))}); "
+                            "turn binning off to estimate the size as given")
+    ratios = tables[str(sample_size)]
+    ar = float(height / width)
+    closest = min(ratios, key=lambda r: abs(float(r) - ar))
+    return ratios[closest][0], ratios[closest][1]
+
+
+@register_pipeline("PixArtAlphaPipeline", denoisers=("PixArtTransformer2DModel",))
+def pixart_alpha_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
+                          index: Mapping[str, Any] | None = None) -> Plan:
+    """``PixArtAlphaPipeline.__call__`` (``pipelines/pixart_alpha/pipeline_pixart_alpha.py``):
+    default size ``transformer.sample_size × 8``; with ``use_resolution_binning`` (default) the
+    size snaps to the nearest aspect-ratio bin and the image is generated there, then resized.
+    20 steps, ``guidance_scale`` 4.5, CFG as a doubled batch with the negative prompt ("")
+    encoded; T5 on ``max_sequence_length`` 120 tokens."""
+    f = vae_scale_factor(components)
+    transformer = components.get("transformer", {})
+    sample = transformer.get("sample_size", 128)
+    patch = transformer.get("patch_size", 2)
+    s = replace(s, height=s.height or sample * f, width=s.width or sample * f, steps=s.steps or 20,
+                guidance_scale=4.5 if s.guidance_scale is None else s.guidance_scale,
+                max_sequence_length=s.max_sequence_length or 120)
+    notes = list(_missing_notes(components, ["text_encoder", "transformer", "vae"]))
+    if s.resolution_binning:
+        binned = pixart_binned_size(s.height, s.width, sample)
+        if binned != (s.height, s.width):
+            notes.append(f"resolution binning: {s.height}×{s.width} is generated at {binned[0]}×{binned[1]} and "
+                         "resized, as PixArtAlphaPipeline does (turn off with --no-resolution-binning)")
+            s = replace(s, height=binned[0], width=binned[1])
+    check_divisible(s.height, s.width, f * patch, "PixArt height and width (VAE factor × patch size)")
+    passes = 2 if s.guidance_scale > 1 else 1
+    runs = _text_runs(components, [("text_encoder", s.max_sequence_length)], s.batch_size * passes,
+                      f"{s.batch_size} prompt(s)" + (" + negative" if passes == 2 else ""))
+    runs += _denoiser_run(components, "transformer", s, f, s.max_sequence_length, passes)
+    runs += _image_runs(components, s, f)
+    return Plan("PixArtAlphaPipeline", s, passes, tuple(runs), tuple(notes))
+
+
+@register_pipeline("DiTPipeline", denoisers=("DiTTransformer2DModel",))
+def dit_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
+                 index: Mapping[str, Any] | None = None) -> Plan:
+    """``DiTPipeline.__call__`` (``pipelines/dit/pipeline_dit.py``): class-conditional, no text
+    encoder; generates at ``transformer.sample_size × 8`` (it takes no size argument: a size
+    given here estimates the transformer at that size), 50 steps, ``guidance_scale`` 4.0 with
+    the latents doubled (two passes). ``batch_size`` is the number of class labels."""
+    f = vae_scale_factor(components)
+    sample = components.get("transformer", {}).get("sample_size", 32)
+    s = replace(s, height=s.height or sample * f, width=s.width or sample * f, steps=s.steps or 50,
+                guidance_scale=4.0 if s.guidance_scale is None else s.guidance_scale)
+    check_divisible(s.height, s.width, f * components.get("transformer", {}).get("patch_size", 2),
+                    "DiT height and width (VAE factor × patch size)")
+    passes = 2 if s.guidance_scale > 1 else 1
+    runs = _denoiser_run(components, "transformer", s, f, 0, passes) + _image_runs(components, s, f)
+    notes = [] if (s.height, s.width) == (sample * f, sample * f) else [
+        f"DiTPipeline itself always generates at {sample * f}×{sample * f}; this estimates the transformer at "
+        f"{s.height}×{s.width}"]
+    return Plan("DiTPipeline", s, passes, tuple(runs), tuple(notes))
 
 
 # --------------------------------------------------------------------------- a bare config
@@ -272,10 +411,11 @@ def _standalone(components: Mapping[str, Mapping[str, Any]], s: Settings) -> Pla
     cls = class_name_of(cfg)
     role = _role_of(cls, name)
     if role == "denoiser":
-        pipe = _PIPELINE_OF_DENOISER.get(cls or "")
-        if pipe is None:
+        choices = [(pipe, comp) for pipe, comp, when in _PIPELINE_OF_DENOISER.get(cls or "", []) if when(cfg)]
+        if not choices:
             raise FlopcalcError(f"{name}: no pipeline is registered for denoiser {cls!r}")
-        p = _PIPELINES[pipe]({"transformer": cfg}, s)
+        pipe, comp = choices[0]
+        p = _PIPELINES[pipe]({comp: cfg}, s)
         runs = tuple(replace(r, component=name) for r in p.runs)
         return replace(p, pipeline=f"{pipe} (denoiser only)", runs=runs, notes=("only the denoiser was given",))
     if role == "text_encoder":

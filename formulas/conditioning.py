@@ -13,18 +13,19 @@ from flopcalc.cost import Node
 from flopcalc.formulas import ops
 
 
-def mlp_embedder(name: str, d_in: int, d_hidden: int, d_out: int | None = None) -> Node:
-    r"""Two linears with an activation between, on one vector: diffusers ``TimestepEmbedding``
-    (``embeddings.py``: ``linear_1``, ``act``, ``linear_2``) and ``PixArtAlphaTextProjection``.
+def mlp_embedder(name: str, d_in: int, d_hidden: int, d_out: int | None = None, *, tokens: Any = 1) -> Node:
+    r"""Two linears with an activation between, on ``tokens`` vectors (one conditioning vector
+    by default): diffusers ``TimestepEmbedding`` (``embeddings.py``: ``linear_1``, ``act``,
+    ``linear_2``) and ``PixArtAlphaTextProjection`` (on every caption token).
 
-    .. math:: \mathrm{MACs} = d_\text{in} d_h + d_h d_\text{out}
+    .. math:: \mathrm{MACs} = n\,(d_\text{in} d_h + d_h d_\text{out})
     """
     d_out = d_hidden if d_out is None else d_out
     return Node(
         name,
         children=(
-            Node("linear_1", ops.linear(1, d_in, d_hidden) + ops.activation(d_hidden)),
-            Node("linear_2", ops.linear(1, d_hidden, d_out)),
+            Node("linear_1", ops.linear(tokens, d_in, d_hidden) + ops.activation(tokens * d_hidden)),
+            Node("linear_2", ops.linear(tokens, d_hidden, d_out)),
         ),
         formula="mlp_embedder",
     )

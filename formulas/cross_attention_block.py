@@ -1,6 +1,6 @@
 r"""Cross-attention transformer block: self-attention, cross-attention to the text, feed-forward,
-each pre-LayerNormed. Mirrors diffusers ``attention.BasicTransformerBlock`` with
-``norm_type="layer_norm"`` (the blocks inside every UNet ``Transformer2DModel``).
+each pre-LayerNormed. Mirrors diffusers ``attention.BasicTransformerBlock`` (the blocks inside every UNet
+``Transformer2DModel``, PixArt and DiT); the closed form below is ``norm_type="layer_norm"``.
 
 Symbols: :math:`n` image tokens of width :math:`d`, :math:`m` text tokens of width :math:`d_c`,
 :math:`h` heads of width :math:`d_h` (:math:`d_i = h d_h`), MLP width :math:`f` (``4d``), and
@@ -23,7 +23,15 @@ from typing import Any
 
 from flopcalc.cost import Node
 from flopcalc.formulas import ops
+from flopcalc.formulas.conditioning import ada_layer_norm_zero, mlp_embedder
 from flopcalc.formulas.transformer_parts import attention_module, cross_attention, feed_forward
+
+
+def timestep_label_embedding(name: str, dim: int, num_classes: int) -> Node:
+    """``CombinedTimestepLabelEmbeddings``: a timestep MLP (256 → d → d) and a class table with
+    one extra row, the CFG null class (``class_dropout_prob`` 0.1 > 0)."""
+    return Node(name, children=(mlp_embedder("timestep_embedder", 256, dim),
+                                Node("class_embedder", ops.embedding(num_classes + 1, dim))))
 
 
 def cross_attention_block(
@@ -38,21 +46,37 @@ def cross_attention_block(
     attention_bias: bool = False,
     ff_inner_dim: int | None = None,
     norm_affine: bool = True,
+    norm_type: str = "layer_norm",
+    num_embeds_ada_norm: int | None = None,
 ) -> Node:
+    """One ``BasicTransformerBlock``. ``norm_type`` as in diffusers:
+
+    * ``layer_norm`` (UNets): ``norm1``/``norm2``/``norm3`` LayerNorms before the three parts;
+    * ``ada_norm_single`` (PixArt): ``norm1`` before ``attn1``, no norm before ``attn2``,
+      ``norm2`` before the MLP, modulation from a per-block ``scale_shift_table`` (6·d params);
+    * ``ada_norm_zero`` (DiT): ``norm1`` is an ``AdaLayerNormZero`` with its own timestep and
+      class-label embedder (``emb``), ``norm3`` before the MLP.
+    """
     if activation not in ("geglu", "gelu", "gelu-approximate"):
         raise ValueError(f"activation_fn {activation!r} is not supported")
-    children = [
-        Node("norm1", ops.layer_norm(tokens, dim, affine=norm_affine)),
-        attention_module("attn1", tokens=tokens, dim=dim, heads=heads, head_dim=head_dim, bias=attention_bias),
-    ]
+    if norm_type not in ("layer_norm", "ada_norm_single", "ada_norm_zero"):
+        raise ValueError(f"norm_type {norm_type!r} is not supported")
+    ln = Node("norm", ops.layer_norm(tokens, dim, affine=norm_affine))
+    if norm_type == "ada_norm_zero":
+        emb = timestep_label_embedding("emb", dim, num_embeds_ada_norm)
+        norm1 = Node("norm1", children=(emb,) + ada_layer_norm_zero("norm1", dim, tokens).children)
+    else:
+        norm1 = Node("norm1", ln.cost)
+    children = [norm1, attention_module("attn1", tokens=tokens, dim=dim, heads=heads, head_dim=head_dim,
+                                        bias=attention_bias)]
     if context_dim is not None:
-        children += [
-            Node("norm2", ops.layer_norm(tokens, dim, affine=norm_affine)),
-            cross_attention("attn2", tokens=tokens, dim=dim, context_tokens=context_tokens, context_dim=context_dim,
-                            heads=heads, head_dim=head_dim, bias=attention_bias),
-        ]
-    children += [
-        Node("norm3", ops.layer_norm(tokens, dim, affine=norm_affine)),
-        feed_forward("ff", tokens, dim, inner=ff_inner_dim, gated=activation == "geglu"),
-    ]
+        if norm_type != "ada_norm_single":  # PixArt keeps norm2 for the MLP and attends un-normed
+            children.append(Node("norm2", ln.cost))
+        children.append(cross_attention("attn2", tokens=tokens, dim=dim, context_tokens=context_tokens,
+                                        context_dim=context_dim, heads=heads, head_dim=head_dim, bias=attention_bias))
+    if norm_type == "ada_norm_single":
+        children += [Node("norm2", ln.cost), Node("scale_shift_table", ops.parameters(6 * dim))]
+    else:
+        children.append(Node("norm3", ln.cost))
+    children.append(feed_forward("ff", tokens, dim, inner=ff_inner_dim, gated=activation == "geglu"))
     return Node("block", children=tuple(children), formula="cross_attention_block")

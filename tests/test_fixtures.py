@@ -32,14 +32,16 @@ def _model_of(fixture: dict) -> str:
 
 @lru_cache(maxsize=None)
 def _report(model: str, height: int | None, width: int | None, convention: str):
-    # strength turns on image-to-image so the VAE encoder is planned too.
-    return flopcalc.estimate(model, height=height, width=width, strength=1.0, convention=convention)
+    # strength turns on image-to-image so the VAE encoder is planned too; sizes are measured as given.
+    return flopcalc.estimate(model, height=height, width=width, strength=1.0, resolution_binning=False,
+                             convention=convention)
 
 
 def _component(fixture: dict, convention: str = "torch"):
     s = fixture["settings"]
     report = _report(_model_of(fixture), s.get("height"), s.get("width"), convention)
-    matches = [c for c in report.components if c.class_name == fixture["class_name"] and c.call == fixture["call"]
+    built = fixture.get("built_class", fixture["class_name"])  # legacy Transformer2DModel → PixArt / DiT
+    matches = [c for c in report.components if c.class_name == built and c.call == fixture["call"]
                and (c.component == fixture["component"] or len(report.components) == 1)]
     assert len(matches) == 1, [c.component for c in report.components]
     comp = matches[0]

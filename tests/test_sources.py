@@ -50,7 +50,8 @@ def _expected_components(folder: Path) -> dict[str, dict]:
     for key, value in index.items():
         if key.startswith("_") or not isinstance(value, list) or len(value) != 2 or None in value:
             continue
-        if value[1].endswith(("Scheduler", "Tokenizer", "TokenizerFast")):
+        if value[1].endswith(("Scheduler", "Tokenizer", "TokenizerFast", "FeatureExtractor", "ImageProcessor",
+                              "SafetyChecker")):
             continue
         out[key] = _load(folder / key / "config.json")
     return out

@@ -29,12 +29,12 @@ HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
-from measure import measure_component, resolve_class_name  # noqa: E402
+from measure import TORCH_MODULE_DEPTH, measure_component, resolve_class_name  # noqa: E402
 
 MANIFEST = HERE / "manifest.yaml"
 FIXTURES = HERE / "fixtures"
 
-_ENTRY_KEYS = {"component", "path", "class", "calls", "settings", "sizes"}
+_ENTRY_KEYS = {"component", "path", "class", "calls", "settings", "sizes", "module_depth"}
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,7 @@ class Job:
     class_name: str
     call: str
     settings: dict[str, int] = field(hash=False)
+    module_depth: int = TORCH_MODULE_DEPTH
 
     @property
     def filename(self) -> str:
@@ -78,7 +79,10 @@ def _entry_jobs(case: str, root: Path, entry: dict[str, Any]) -> list[Job]:
             settings = dict(base)
             if size is not None:
                 settings.update(height=int(size[0]), width=int(size[1]))
-            jobs.append(Job(case, component, config_dir, entry["class"], call, settings))
+            jobs.append(
+                Job(case, component, config_dir, entry["class"], call, settings,
+                    int(entry.get("module_depth", TORCH_MODULE_DEPTH)))
+            )
     return jobs
 
 
@@ -105,7 +109,9 @@ def measure_job(job: Job) -> dict[str, Any]:
     named = resolve_class_name(job.config_dir)
     if named != job.class_name:
         raise ValueError(f"{job.config_dir}: config names {named}, manifest says {job.class_name}")
-    fixture = measure_component(job.config_dir, job.class_name, settings=job.settings, call=job.call)
+    fixture = measure_component(
+        job.config_dir, job.class_name, settings=job.settings, call=job.call, module_depth=job.module_depth
+    )
     fixture["case"] = job.case
     return fixture
 

@@ -25,7 +25,7 @@ import importlib.metadata
 import json
 import math
 import platform
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -100,8 +100,10 @@ def _ids(*shape: int) -> TensorSpec:
     return TensorSpec(tuple(int(s) for s in shape), torch.int64)
 
 
-#: A builder maps (model, call, settings) to the keyword inputs of that call.
-InputBuilder = Callable[[nn.Module, str, Mapping[str, int]], dict[str, TensorSpec]]
+#: A builder maps (model, call, settings) to the keyword inputs of that call. A dotted name
+#: ``"outer.inner"`` is passed as ``outer={"inner": ...}`` (e.g. ``added_cond_kwargs.time_ids``);
+#: a ``None`` value is passed as the constant ``None`` (it is not a thop input).
+InputBuilder = Callable[[nn.Module, str, Mapping[str, int]], dict[str, "TensorSpec | None"]]
 
 
 @dataclass(frozen=True)
@@ -205,6 +207,78 @@ def _autoencoder_kl_inputs(model: nn.Module, call: str, s: Mapping[str, int]) ->
     }
 
 
+def _latent(model: nn.Module, s: Mapping[str, int], channels_key: str = "in_channels") -> TensorSpec:
+    """The (1, C, H/8, W/8) latent of an SD-family VAE (spatial factor 8)."""
+    return _f32(
+        1,
+        _cfg(model, channels_key),
+        _exact_div(s["height"], 8, "height"),
+        _exact_div(s["width"], 8, "width"),
+    )
+
+
+@input_builder("UNet2DConditionModel", settings=("height", "width", "text_len"))
+def _unet_2d_condition_inputs(
+    model: nn.Module, call: str, s: Mapping[str, int]
+) -> dict[str, TensorSpec | None]:
+    """sample (1, C, H/8, W/8), timestep (1,), encoder_hidden_states (1, text_len, cross_attention_dim);
+    with ``addition_embed_type == "text_time"`` (SDXL) also ``added_cond_kwargs`` text_embeds (1, P)
+    and time_ids (1, 6), P = projection_class_embeddings_input_dim - 6 * addition_time_embed_dim
+    (the pooled text embedding: 1280 for SDXL base)."""
+    inputs: dict[str, TensorSpec | None] = {
+        "sample": _latent(model, s),
+        "timestep": _f32(1),
+        "encoder_hidden_states": _f32(1, s["text_len"], _cfg(model, "cross_attention_dim")),
+    }
+    addition = _cfg(model, "addition_embed_type")
+    if addition == "text_time":
+        pooled = _cfg(model, "projection_class_embeddings_input_dim") - 6 * _cfg(
+            model, "addition_time_embed_dim"
+        )
+        inputs["added_cond_kwargs.text_embeds"] = _f32(1, pooled)
+        inputs["added_cond_kwargs.time_ids"] = _f32(1, 6)
+    elif addition is not None:
+        raise NotImplementedError(f"UNet2DConditionModel addition_embed_type={addition!r}")
+    if _cfg(model, "class_embed_type") is not None or _cfg(model, "encoder_hid_dim_type") is not None:
+        raise NotImplementedError("UNet2DConditionModel with class_embed_type / encoder_hid_dim_type")
+    return inputs
+
+
+@input_builder("PixArtTransformer2DModel", settings=("height", "width", "text_len"))
+def _pixart_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict[str, TensorSpec | None]:
+    """hidden_states (1, C, H/8, W/8), encoder_hidden_states (1, text_len, caption_channels),
+    timestep (1,), added_cond_kwargs resolution (1, 2) and aspect_ratio (1, 1) when the model uses
+    additional conditions (``use_additional_conditions``: sample_size == 128 unless the config says),
+    else ``{"resolution": None, "aspect_ratio": None}`` as the PixArt-alpha pipeline passes."""
+    inputs: dict[str, TensorSpec | None] = {
+        "hidden_states": _latent(model, s),
+        "encoder_hidden_states": _f32(1, s["text_len"], _cfg(model, "caption_channels")),
+        "timestep": _f32(1),
+    }
+    if model.use_additional_conditions:
+        inputs["added_cond_kwargs.resolution"] = _f32(1, 2)
+        inputs["added_cond_kwargs.aspect_ratio"] = _f32(1, 1)
+    else:
+        inputs["added_cond_kwargs.resolution"] = None
+        inputs["added_cond_kwargs.aspect_ratio"] = None
+    return inputs
+
+
+@input_builder("DiTTransformer2DModel", settings=("height", "width"))
+def _dit_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict[str, TensorSpec]:
+    """hidden_states (1, C, H/8, W/8), timestep (1,), class_labels (1,) int64. Square sizes only:
+    DiT's unpatchify sets ``height = width = int(tokens ** 0.5)``."""
+    if s["height"] != s["width"]:
+        raise ValueError(
+            f"DiTTransformer2DModel unpatchifies square latents only, got {s['height']}x{s['width']}"
+        )
+    return {
+        "hidden_states": _latent(model, s),
+        "timestep": _f32(1),
+        "class_labels": _ids(1),
+    }
+
+
 def _registered(class_name: str) -> _Registered:
     try:
         return INPUT_BUILDERS[class_name]
@@ -216,7 +290,7 @@ def _registered(class_name: str) -> _Registered:
 
 def build_inputs(
     model: nn.Module, settings: Mapping[str, int], call: str = "forward"
-) -> tuple[dict[str, TensorSpec], dict[str, int]]:
+) -> tuple[dict[str, TensorSpec | None], dict[str, int]]:
     """Build the inputs of ``model.<call>`` from pipeline-level ``settings``.
 
     Returns ``(specs, used_settings)``: the keyword inputs and the subset of ``settings`` the
@@ -263,7 +337,11 @@ def _find_class(class_name: str) -> tuple[type[nn.Module], str]:
 
 
 def build_model(config_dir: str | Path, class_name: str | None = None) -> nn.Module:
-    """Instantiate ``class_name`` (default: the class the config names) on the meta device, in eval mode."""
+    """Instantiate ``class_name`` (default: the class the config names) on the meta device, in eval mode.
+
+    diffusers' ``from_config`` may return another class: a legacy ``Transformer2DModel`` config is built
+    as ``PixArtTransformer2DModel`` (``norm_type: ada_norm_single``) or ``DiTTransformer2DModel``
+    (``ada_norm_zero``), as ``from_pretrained`` would."""
     config_dir = Path(config_dir)
     class_name = class_name or resolve_class_name(config_dir)
     cls, library = _find_class(class_name)
@@ -299,6 +377,10 @@ def _attention_summary(model: nn.Module) -> str:
     if processors:
         names = sorted({type(p).__name__ for p in processors.values()})
         return "diffusers processors: " + ", ".join(names)
+    # Models without the attn_processors property (e.g. DiTTransformer2DModel): read the modules.
+    names = sorted({type(m.processor).__name__ for m in model.modules() if hasattr(m, "processor")})
+    if names:
+        return "diffusers processors: " + ", ".join(names)
     return "none"
 
 
@@ -315,20 +397,48 @@ class _Call(nn.Module):
     """Root module making one call on ``model`` from positional tensors (thop needs positional
     inputs; FlopCounterMode then names modules ``_Call.model.<path>`` even for ``decode``/``encode``)."""
 
-    def __init__(self, model: nn.Module, call: str, names: list[str]) -> None:
+    def __init__(
+        self,
+        model: nn.Module,
+        call: str,
+        names: list[str],
+        constants: Mapping[str, Any] | None = None,
+    ) -> None:
         super().__init__()
         self.model = model
         self.call = call
         self.names = names
+        self.constants = dict(constants or {})
 
     def forward(self, *tensors: torch.Tensor) -> Any:
-        kwargs = dict(zip(self.names, tensors, strict=True))
+        flat = dict(zip(self.names, tensors, strict=True))
+        flat.update(self.constants)
+        kwargs = _nest(flat)
         if self.call == "forward":
             return self.model(**kwargs)
         return getattr(self.model, self.call)(**kwargs)
 
 
 _ROOT_PREFIX = "_Call.model."
+
+
+def _nest(flat: Mapping[str, Any]) -> dict[str, Any]:
+    """``{"a.b": x, "c": y}`` -> ``{"a": {"b": x}, "c": y}`` (keyword inputs such as ``added_cond_kwargs``)."""
+    out: dict[str, Any] = {}
+    for name, value in flat.items():
+        outer, dot, inner = name.partition(".")
+        if dot:
+            out.setdefault(outer, {})[inner] = value
+        else:
+            out[name] = value
+    return out
+
+
+def _wrap(model: nn.Module, call: str, inputs: Mapping[str, Any]) -> tuple[_Call, tuple[torch.Tensor, ...]]:
+    """The positional wrapper and its tensors; non-tensor inputs (``None``) become wrapper constants."""
+    tensors = {k: v for k, v in inputs.items() if isinstance(v, torch.Tensor)}
+    constants = {k: v for k, v in inputs.items() if not isinstance(v, torch.Tensor)}
+    return _Call(model, call, list(tensors), constants), tuple(tensors.values())
 
 
 def _sdpa_cpu_flops(query_shape, key_shape, value_shape, *args, out_shape=None, **kwargs) -> int:
@@ -361,13 +471,17 @@ def _aggregate_containers(model: nn.Module, flops: dict[str, int]) -> None:
 
 
 def count_torch(
-    model: nn.Module, inputs: Mapping[str, torch.Tensor], call: str = "forward"
+    model: nn.Module,
+    inputs: Mapping[str, torch.Tensor | None],
+    call: str = "forward",
+    module_depth: int = TORCH_MODULE_DEPTH,
 ) -> dict[str, Any]:
-    """FlopCounterMode on ``model.<call>(**inputs)``: total, per aten op, per module path (depth <= 3)."""
-    wrapper = _Call(model, call, list(inputs))
+    """FlopCounterMode on ``model.<call>(**inputs)``: total, per aten op, per module path
+    (depth <= ``module_depth``, default 3)."""
+    wrapper, positional = _wrap(model, call, inputs)
     counter = FlopCounterMode(display=False, custom_mapping=_custom_mapping())
     with counter, torch.no_grad():
-        wrapper(*inputs.values())
+        wrapper(*positional)
     counts = counter.get_flop_counts()
     total = int(counter.get_total_flops())
     by_op = {str(op): int(n) for op, n in counts["Global"].items() if n}
@@ -376,7 +490,7 @@ def count_torch(
         if key.startswith(_ROOT_PREFIX):
             full[key[len(_ROOT_PREFIX) :]] = int(sum(ops.values()))
     _aggregate_containers(model, full)
-    by_module = {k: v for k, v in full.items() if k.count(".") < TORCH_MODULE_DEPTH and v}
+    by_module = {k: v for k, v in full.items() if k.count(".") < module_depth and v}
     by_module["Global"] = total
     return {"flops": total, "by_op": by_op, "by_module": by_module}
 
@@ -406,7 +520,9 @@ def _strip_thop_buffers(module: nn.Module) -> None:
             m._buffers.pop(name, None)
 
 
-def count_thop(model: nn.Module, inputs: Mapping[str, torch.Tensor], call: str = "forward") -> dict[str, Any]:
+def count_thop(
+    model: nn.Module, inputs: Mapping[str, torch.Tensor | None], call: str = "forward"
+) -> dict[str, Any]:
     """``thop.profile`` on ``model.<call>(**inputs)`` through a positional wrapper (whose level is stripped).
 
     Must run outside any ``torch.device("meta")`` context: thop's counters are CPU float64 buffers read
@@ -414,11 +530,9 @@ def count_thop(model: nn.Module, inputs: Mapping[str, torch.Tensor], call: str =
     """
     import thop
 
-    wrapper = _Call(model, call, list(inputs))
+    wrapper, positional = _wrap(model, call, inputs)
     try:
-        macs, params, tree = thop.profile(
-            wrapper, inputs=tuple(inputs.values()), verbose=False, ret_layer_info=True
-        )
+        macs, params, tree = thop.profile(wrapper, inputs=positional, verbose=False, ret_layer_info=True)
     except Exception as exc:  # noqa: BLE001 - recorded in the fixture instead
         return {"error": f"{type(exc).__name__}: {exc}"}
     finally:
@@ -457,16 +571,35 @@ def _normalized(version: str) -> str:
         return version
 
 
-def _method(call: str, attention: str) -> str:
+def _method(call: str, attention: str, notes: Sequence[str] = ()) -> str:
+    """How the fixture was measured, in words; ``notes`` (case-specific help) are appended."""
     target = "model(**inputs)" if call == "forward" else f"model.{call}(**inputs)"
-    return (
+    return "".join((
         f"{target} on meta tensors (batch 1), model built from config.json under "
         "torch.device('meta'); torch: FlopCounterMode(display=False) with a custom_mapping for "
         "aten._scaled_dot_product_flash_attention_for_cpu (unused on meta: SDPA runs its bmm math "
         "there), module paths relative to the model, ModuleList/ModuleDict entries summed from their "
         "children; thop: thop.profile on a positional wrapper outside the meta context, wrapper "
-        f"level stripped. Attention: {attention}."
-    )
+        f"level stripped. Attention: {attention}.",
+        *(" " + note for note in notes),
+    ))
+
+
+def _input_notes(inputs: Mapping[str, Any], module_depth: int) -> list[str]:
+    """Method notes for nested keyword inputs, constant ``None`` inputs and a non-default module depth."""
+    notes = []
+    nested = sorted({k.partition(".")[0] for k in inputs if "." in k})
+    if nested:
+        notes.append(
+            "Inputs named outer.inner are passed as nested dicts (" + ", ".join(nested) + "={...}) by "
+            "the wrapper; thop gets their tensors positionally."
+        )
+    constants = [k for k, v in inputs.items() if v is None]
+    if constants:
+        notes.append("Passed as constant None (not thop inputs): " + ", ".join(constants) + ".")
+    if module_depth != TORCH_MODULE_DEPTH:
+        notes.append(f"torch.by_module goes down to depth {module_depth}.")
+    return notes
 
 
 def _locate(config_dir: Path) -> Path:
@@ -484,6 +617,18 @@ def _relative_dir(config_dir: Path) -> str:
         return path.as_posix()
 
 
+def _remap_note(named: str, built: str, model: nn.Module) -> str:
+    norm = ""
+    config = model.config
+    if isinstance(config, Mapping) and "norm_type" in config:
+        norm = f" for norm_type={config['norm_type']}"
+    return (
+        f"config.json names {named}; diffusers' {named}.from_config builds {built}{norm} "
+        "(LegacyConfigMixin.from_config -> _fetch_remapped_cls_from_config / _CLASS_REMAPPING_DICT "
+        "in diffusers/models/model_loading_utils.py), and that is the model measured."
+    )
+
+
 def _check_attention_counted(model: nn.Module, by_op: Mapping[str, int]) -> None:
     if _has_attention(model) and not any(by_op.get(op, 0) for op in ATTENTION_OPS):
         raise AssertionError(
@@ -493,31 +638,42 @@ def _check_attention_counted(model: nn.Module, by_op: Mapping[str, int]) -> None
 
 def measure_model(
     model: nn.Module,
-    inputs: Mapping[str, TensorSpec | torch.Tensor],
+    inputs: Mapping[str, TensorSpec | torch.Tensor | None],
     *,
     call: str = "forward",
     with_thop: bool = True,
+    module_depth: int = TORCH_MODULE_DEPTH,
+    notes: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Measure an already built (meta) ``model`` on explicit ``inputs``: the ``torch``, ``thop``,
-    ``params`` and ``params_by_module`` parts of a fixture, plus ``inputs``/``method``/``device``."""
+    ``params`` and ``params_by_module`` parts of a fixture, plus ``inputs``/``method``/``device``.
+
+    An input named ``"outer.inner"`` is passed as ``outer={"inner": tensor}``; a ``None`` input is
+    passed as the constant ``None``. ``module_depth`` bounds ``torch.by_module`` (recorded in the
+    fixture when it is not the default 3); ``notes`` are appended to ``method``."""
     if call not in CALLS:
         raise ValueError(f"call must be one of {CALLS}, not {call!r}")
     tensors = {k: v.make() if isinstance(v, TensorSpec) else v for k, v in inputs.items()}
     params, params_by_module = count_params(model)
-    torch_part = count_torch(model, tensors, call)
+    torch_part = count_torch(model, tensors, call, module_depth)
     _check_attention_counted(model, torch_part["by_op"])
+    notes = [*notes, *_input_notes(tensors, module_depth)]
     result: dict[str, Any] = {
         "class_name": type(model).__name__,
         "call": call,
         "device": "meta",
-        "inputs": {k: list(t.shape) for k, t in tensors.items()},
-        "input_dtypes": {k: str(t.dtype).removeprefix("torch.") for k, t in tensors.items()},
-        "method": _method(call, _attention_summary(model)),
+        "inputs": {k: None if t is None else list(t.shape) for k, t in tensors.items()},
+        "input_dtypes": {
+            k: str(t.dtype).removeprefix("torch.") for k, t in tensors.items() if t is not None
+        },
+        "method": _method(call, _attention_summary(model), notes),
         "attention": _attention_summary(model),
         "params": int(params),
         "params_by_module": params_by_module,
         "torch": torch_part,
     }
+    if module_depth != TORCH_MODULE_DEPTH:
+        result["module_depth"] = module_depth
     if with_thop:
         result["thop"] = count_thop(model, tensors, call)
     return result
@@ -528,9 +684,10 @@ def measure_component(
     class_name: str | None = None,
     *,
     settings: Mapping[str, int] | None = None,
-    inputs: Mapping[str, TensorSpec | torch.Tensor] | None = None,
+    inputs: Mapping[str, TensorSpec | torch.Tensor | None] | None = None,
     call: str = "forward",
     with_thop: bool = True,
+    module_depth: int = TORCH_MODULE_DEPTH,
 ) -> dict[str, Any]:
     """Build the component in ``config_dir`` on meta and measure one call; returns the fixture dict.
 
@@ -539,15 +696,29 @@ def measure_component(
     (name -> :class:`TensorSpec` or meta tensor). ``class_name`` defaults to the class the config
     names. ``call`` is ``"forward"``, or ``"decode"``/``"encode"`` for autoencoders. A relative
     ``config_dir`` that does not exist from the working directory is taken from the repository root.
+    ``module_depth`` bounds ``torch.by_module`` (default 3).
+
+    diffusers may build another class than the one named (legacy ``Transformer2DModel`` configs become
+    ``PixArtTransformer2DModel`` / ``DiTTransformer2DModel`` by ``norm_type``). The fixture's
+    ``class_name`` is then the named class and ``built_class`` the class built.
     """
     config_dir = _locate(Path(config_dir))
-    model = build_model(config_dir, class_name)
+    named = class_name or resolve_class_name(config_dir)
+    model = build_model(config_dir, named)
+    built = type(model).__name__
+    notes = []
+    if built != named:
+        notes.append(_remap_note(named, built, model))
     used = {k: int(v) for k, v in (settings or {}).items()}
     if inputs is None:
         if settings is None:
             raise ValueError("give settings or inputs")
         inputs, used = build_inputs(model, settings, call)
-    result = measure_model(model, inputs, call=call, with_thop=with_thop)
+    result = measure_model(
+        model, inputs, call=call, with_thop=with_thop, module_depth=module_depth, notes=notes
+    )
+    if built != named:
+        result.update(class_name=named, built_class=built)
     result.update(
         component=config_dir.resolve().name,
         config_dir=_relative_dir(config_dir),

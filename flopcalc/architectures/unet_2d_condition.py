@@ -1,0 +1,224 @@
+"""Conditional UNet: ``UNet2DConditionModel`` (diffusers ``models/unets/unet_2d_condition.py``),
+in the generality its config gives it: per-block ``layers_per_block``,
+``transformer_layers_per_block`` (an int, one per block, or one per layer; SDXL), the
+``attention_head_dim`` / ``num_attention_heads`` naming quirk (``num_attention_heads or
+attention_head_dim`` is the head *count*), ``use_linear_projection``, per-block
+``cross_attention_dim``, ``addition_embed_type: text_time`` (SDXL's pooled text and time ids),
+``class_embed_type``, ``encoder_hid_dim`` projections, ``resnet_time_scale_shift``, and the
+up path's skip-connection channel arithmetic.
+
+Sizes: the down path halves the latent with stride-2 convolutions (odd sizes round up with
+padding 1); each up block runs at the size of its mirror down level and upsamples to the next,
+which is what the real forward's ``upsample_size`` does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flopcalc.config import Config, count_int, positive_int
+from flopcalc.cost import Node, module_list
+from flopcalc.errors import ConfigError, UnknownArchitectureError
+from flopcalc.formulas import ops
+from flopcalc.formulas.conditioning import mlp_embedder
+from flopcalc.formulas.resnet_block import resnet_block
+from flopcalc.formulas.unet_blocks import downsample, spatial_transformer, unet_block, upsample
+from flopcalc.registry import RunShape, register
+
+#: ``UNet2DConditionModel.__init__`` keyword defaults (unet_2d_condition.py).
+DEFAULTS = {
+    "in_channels": 4,
+    "out_channels": 4,
+    "down_block_types": ["CrossAttnDownBlock2D", "CrossAttnDownBlock2D", "CrossAttnDownBlock2D", "DownBlock2D"],
+    "mid_block_type": "UNetMidBlock2DCrossAttn",
+    "up_block_types": ["UpBlock2D", "CrossAttnUpBlock2D", "CrossAttnUpBlock2D", "CrossAttnUpBlock2D"],
+    "only_cross_attention": False,
+    "block_out_channels": [320, 640, 1280, 1280],
+    "layers_per_block": 2,
+    "downsample_padding": 1,
+    "norm_num_groups": 32,
+    "cross_attention_dim": 1280,
+    "transformer_layers_per_block": 1,
+    "reverse_transformer_layers_per_block": None,
+    "encoder_hid_dim": None,
+    "encoder_hid_dim_type": None,
+    "attention_head_dim": 8,
+    "num_attention_heads": None,
+    "dual_cross_attention": False,
+    "use_linear_projection": False,
+    "class_embed_type": None,
+    "addition_embed_type": None,
+    "addition_time_embed_dim": None,
+    "num_class_embeds": None,
+    "resnet_time_scale_shift": "default",
+    "time_embedding_type": "positional",
+    "time_embedding_dim": None,
+    "time_cond_proj_dim": None,
+    "conv_in_kernel": 3,
+    "conv_out_kernel": 3,
+    "projection_class_embeddings_input_dim": None,
+    "attention_type": "default",
+    "class_embeddings_concat": False,
+    "mid_block_only_cross_attention": None,
+    "cross_attention_norm": None,
+}
+DOWN = ("CrossAttnDownBlock2D", "DownBlock2D")
+UP = ("CrossAttnUpBlock2D", "UpBlock2D")
+MID = ("UNetMidBlock2DCrossAttn", "UNetMidBlock2D", None)
+
+
+def _per_block(value: Any, n: int, key: str, component: str) -> list:
+    if isinstance(value, (list, tuple)):
+        if len(value) != n:
+            raise ConfigError(f"{component}/config.json: {key!r} has {len(value)} entries for {n} blocks")
+        return list(value)
+    return [value] * n
+
+
+def _per_layer(value: Any, n: int) -> list[int]:
+    return list(value) if isinstance(value, (list, tuple)) else [value] * n
+
+
+def _unsupported(config: Config) -> None:
+    checks = {
+        "dual_cross_attention": lambda v: bool(v),
+        "attention_type": lambda v: v != "default",
+        "cross_attention_norm": lambda v: v is not None,
+        "time_embedding_type": lambda v: v != "positional",
+        "addition_embed_type": lambda v: v not in (None, "text_time"),
+        "encoder_hid_dim_type": lambda v: v not in (None, "text_proj"),
+        "class_embeddings_concat": lambda v: bool(v),
+    }
+    for key, bad in checks.items():
+        if bad(config[key]):
+            raise UnknownArchitectureError(
+                f"{config.component}: UNet2DConditionModel with {key}={config[key]!r} is not supported yet.")
+    only = config["only_cross_attention"]
+    if any(only) if isinstance(only, (list, tuple)) else only or config["mid_block_only_cross_attention"]:
+        raise UnknownArchitectureError(f"{config.component}: UNet2DConditionModel with only_cross_attention "
+                                       "is not supported yet.")
+
+
+def _embeddings(config: Config, c0: int, text_tokens: Any) -> tuple[list[Node], int]:
+    """time_embedding, class_embedding, add_embedding, encoder_hid_proj; and the time-embedding width."""
+    ted = config["time_embedding_dim"] or 4 * c0
+    nodes = [Node("time_embedding", children=mlp_embedder("time_embedding", c0, ted).children
+                  + ((Node("cond_proj", ops.linear(0, config["time_cond_proj_dim"], c0, bias=False)),)
+                     if config["time_cond_proj_dim"] else ()))]
+    kind, n_classes = config["class_embed_type"], config["num_class_embeds"]
+    proj_dim = config["projection_class_embeddings_input_dim"]
+    if kind is None and n_classes is not None:
+        nodes.append(Node("class_embedding", ops.embedding(n_classes, ted)))
+    elif kind == "timestep":
+        nodes.append(mlp_embedder("class_embedding", c0, ted))
+    elif kind == "projection":
+        nodes.append(mlp_embedder("class_embedding", proj_dim, ted))
+    elif kind == "simple_projection":
+        nodes.append(Node("class_embedding", ops.linear(1, proj_dim, ted)))
+    elif kind not in (None, "identity"):
+        raise UnknownArchitectureError(f"{config.component}: class_embed_type {kind!r} is not supported yet.")
+    if config["addition_embed_type"] == "text_time":
+        nodes.append(mlp_embedder("add_embedding", proj_dim, ted))
+    if config["encoder_hid_dim_type"] == "text_proj" or (config["encoder_hid_dim"] and not config["encoder_hid_dim_type"]):
+        cad = config["cross_attention_dim"]
+        nodes.append(Node("encoder_hid_proj", ops.linear(text_tokens, config["encoder_hid_dim"],
+                                                         cad if isinstance(cad, int) else cad[0])))
+    return nodes, ted
+
+
+@register("UNet2DConditionModel", role="denoiser", defaults=DEFAULTS,
+          source="diffusers/models/unets/unet_2d_condition.py")
+def unet_2d_condition(config: Config, shape: RunShape) -> Node:
+    _unsupported(config)
+    comp = config.component
+    down_types, up_types = list(config["down_block_types"]), list(config["up_block_types"])
+    channels = [int(c) for c in config["block_out_channels"]]
+    nb = len(channels)
+    if len(down_types) != nb or len(up_types) != nb:
+        raise ConfigError(f"{comp}/config.json: down/up_block_types must have one entry per block_out_channels")
+    for t in down_types + up_types:
+        if t not in DOWN + UP:
+            raise UnknownArchitectureError(f"{comp}: UNet block type {t!r} is not supported yet "
+                                           f"(supported: {', '.join(DOWN + UP)}).")
+    if config["mid_block_type"] not in MID:
+        raise UnknownArchitectureError(f"{comp}: mid_block_type {config['mid_block_type']!r} is not supported yet.")
+
+    heads = _per_block(config["num_attention_heads"] or config["attention_head_dim"], nb, "attention_head_dim", comp)
+    cross = _per_block(config["cross_attention_dim"], nb, "cross_attention_dim", comp)
+    lpb = _per_block(config["layers_per_block"], nb, "layers_per_block", comp)
+    tlpb = _per_block(config["transformer_layers_per_block"], nb, "transformer_layers_per_block", comp)
+    rev_tlpb = config["reverse_transformer_layers_per_block"] or list(reversed(tlpb))
+    linear = bool(config["use_linear_projection"])
+    scale_shift = config["resnet_time_scale_shift"] == "scale_shift"
+    t = shape.text_len
+    c0 = channels[0]
+
+    embeddings, temb = _embeddings(config, c0, t)
+    h, w = shape.latent_height, shape.latent_width
+
+    def attn(i: int) -> dict:
+        return {"heads": heads[i], "context_tokens": t, "context_dim": cross[i], "linear_projection": linear}
+
+    # down
+    sizes = [(h, w)]
+    downs, c_out = [], c0
+    for i, kind in enumerate(down_types):
+        c_in, c_out = c_out, channels[i]
+        hh, ww = sizes[-1]
+        sampler = None
+        if i < nb - 1:
+            sampler, h2, w2 = downsample(c_out, hh, ww, config["downsample_padding"])
+            sizes.append((h2, w2))
+        downs.append(unet_block(
+            resnet_channels=[(c_in if j == 0 else c_out, c_out) for j in range(lpb[i])], height=hh, width=ww,
+            temb_channels=temb, scale_shift=scale_shift,
+            attention=attn(i) if kind == "CrossAttnDownBlock2D" else None,
+            transformer_layers=_per_layer(tlpb[i], lpb[i]), sampler=sampler, sampler_name="downsamplers",
+            formula=kind,
+        ))
+
+    # mid
+    hm, wm = sizes[-1]
+    top = channels[-1]
+    mid = None
+    if config["mid_block_type"] == "UNetMidBlock2DCrossAttn":
+        res = resnet_block(top, top, hm, wm, temb_channels=temb, scale_shift=scale_shift)
+        layers = _per_layer(tlpb[-1], 1)
+        mid = Node("mid_block", children=(
+            module_list("attentions", [spatial_transformer(top, height=hm, width=wm, layers=k, **attn(nb - 1))
+                                       for k in layers]),
+            module_list("resnets", [res] * (1 + len(layers))),
+        ), formula="UNetMidBlock2DCrossAttn")
+    elif config["mid_block_type"] == "UNetMidBlock2D":
+        mid = Node("mid_block", children=(module_list("resnets", [
+            resnet_block(top, top, hm, wm, temb_channels=temb, scale_shift=scale_shift)]),), formula="UNetMidBlock2D")
+
+    # up: channel bookkeeping of UNet2DConditionModel.__init__ and the up blocks' constructors
+    rev_ch, rev_heads, rev_cross, rev_lpb = channels[::-1], heads[::-1], cross[::-1], lpb[::-1]
+    ups, out_c = [], rev_ch[0]
+    for i, kind in enumerate(up_types):
+        prev, out_c = out_c, rev_ch[i]
+        skip_in = rev_ch[min(i + 1, nb - 1)]
+        layers = rev_lpb[i] + 1
+        hh, ww = sizes[nb - 1 - i]
+        sampler = upsample(out_c, *sizes[nb - 2 - i]) if i < nb - 1 else None
+        ups.append(unet_block(
+            resnet_channels=[((prev if j == 0 else out_c) + (skip_in if j == layers - 1 else out_c), out_c)
+                             for j in range(layers)],
+            height=hh, width=ww, temb_channels=temb, scale_shift=scale_shift,
+            attention={"heads": rev_heads[i], "context_tokens": t, "context_dim": rev_cross[i],
+                       "linear_projection": linear} if kind == "CrossAttnUpBlock2D" else None,
+            transformer_layers=_per_layer(rev_tlpb[i], layers), sampler=sampler, sampler_name="upsamplers",
+            formula=kind,
+        ))
+
+    k_in, k_out = positive_int(config, "conv_in_kernel"), positive_int(config, "conv_out_kernel")
+    children = [Node("conv_in", ops.conv2d(positive_int(config, "in_channels"), c0, k_in, h, w)), *embeddings,
+                module_list("down_blocks", downs)]
+    if mid is not None:
+        children.append(mid)
+    children.append(module_list("up_blocks", ups))
+    if config["norm_num_groups"] is not None:
+        children.append(Node("conv_norm_out", ops.group_norm(c0, h * w) + ops.activation(c0 * h * w)))
+    children.append(Node("conv_out", ops.conv2d(c0, count_int(config, "out_channels"), k_out, h, w)))
+    return Node("unet", children=tuple(children), formula="unet_2d_condition")

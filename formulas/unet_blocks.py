@@ -1,0 +1,95 @@
+r"""The blocks of a conditional UNet (diffusers ``models/unets/unet_2d_blocks.py``):
+``CrossAttnDownBlock2D`` / ``DownBlock2D``, ``UNetMidBlock2DCrossAttn`` / ``UNetMidBlock2D``,
+``CrossAttnUpBlock2D`` / ``UpBlock2D``, and the spatial transformer between their ResNets
+(``models/transformers/transformer_2d.py`` ``Transformer2DModel`` on continuous inputs).
+
+A spatial transformer on an :math:`H \times W` map of :math:`C` channels with :math:`h` heads
+(:math:`d_h = C / h`) and :math:`k` ``BasicTransformerBlock`` layers over :math:`m` text tokens
+of width :math:`d_c`:
+
+.. math::
+
+   \mathrm{MACs} = \underbrace{2 H W C^2}_{\text{proj\_in, proj\_out}}
+     + k\,\big[\underbrace{6 HW C^2}_{\text{attn1, attn2 q/o}} + \underbrace{2 m d_c C}_{\text{attn2 k,v}}
+     + \underbrace{2 C (HW)^2 + 2 C\,HW\,m}_{\text{attention}} + \underbrace{12 HW C^2}_{\text{GEGLU FF}}\big]
+
+(1×1 convolutions and linear projections cost the same.) The skip connections of the up path
+concatenate the down path's outputs, so an up block's ResNets see
+``prev_output + skip`` input channels exactly as the block constructors compute them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from flopcalc.cost import Node, module_list
+from flopcalc.formulas import ops
+from flopcalc.formulas.cross_attention_block import cross_attention_block
+from flopcalc.formulas.resnet_block import resnet_block
+
+
+def spatial_transformer(channels: int, heads: int, height: Any, width: Any, *, layers: int, context_tokens: Any,
+                        context_dim: int, linear_projection: bool) -> Node:
+    """``Transformer2DModel(heads, channels // heads, in_channels=channels, num_layers=layers)``."""
+    head_dim = channels // heads
+    inner = heads * head_dim
+    n = height * width
+    proj_in = ops.linear(n, channels, inner) if linear_projection else ops.conv2d(channels, inner, 1, height, width)
+    proj_out = ops.linear(n, inner, channels) if linear_projection else ops.conv2d(inner, channels, 1, height, width)
+    block = cross_attention_block(dim=inner, heads=heads, head_dim=head_dim, tokens=n, context_tokens=context_tokens,
+                                  context_dim=context_dim)
+    return Node(
+        "attention",
+        children=(
+            Node("norm", ops.group_norm(channels, n)),
+            Node("proj_in", proj_in),
+            module_list("transformer_blocks", [block] * layers),
+            Node("proj_out", proj_out),
+        ),
+        formula="spatial_transformer",
+    )
+
+
+def downsample(channels: int, height: Any, width: Any, padding: int) -> tuple[Node, Any, Any]:
+    """``Downsample2D(use_conv=True, padding=p)``: a 3×3 stride-2 convolution (padding 0 pads
+    (0, 1, 0, 1) first). Returns the node and the new size."""
+    if padding == 0:
+        h, w = ops.conv_output_size(height + 1, 3, 2), ops.conv_output_size(width + 1, 3, 2)
+    else:
+        h, w = ops.conv_output_size(height, 3, 2, padding), ops.conv_output_size(width, 3, 2, padding)
+    return Node("downsampler", children=(Node("conv", ops.conv2d(channels, channels, 3, h, w)),)), h, w
+
+
+def upsample(channels: int, height: Any, width: Any) -> Node:
+    """``Upsample2D(use_conv=True)``: nearest upsampling to ``height × width`` (the matching
+    skip connection's size), then a 3×3 convolution."""
+    return Node("upsampler", ops.upsample_nearest(channels * height * width),
+                children=(Node("conv", ops.conv2d(channels, channels, 3, height, width)),))
+
+
+def unet_block(
+    *,
+    resnet_channels: Sequence[tuple[int, int]],
+    height: Any,
+    width: Any,
+    temb_channels: int | None,
+    scale_shift: bool,
+    attention: dict | None,
+    transformer_layers: Sequence[int] = (),
+    sampler: Node | None = None,
+    sampler_name: str = "",
+    formula: str,
+) -> Node:
+    """A down or up block: ResNets ``(c_in, c_out)`` interleaved with spatial transformers
+    (``attention`` holds their keyword arguments, or None for a plain block), then its sampler."""
+    resnets = [resnet_block(ci, co, height, width, temb_channels=temb_channels, scale_shift=scale_shift)
+               for ci, co in resnet_channels]
+    parts = [module_list("resnets", resnets)]
+    if attention is not None:
+        parts.append(module_list("attentions", [
+            spatial_transformer(co, height=height, width=width, layers=k, **attention)
+            for (_, co), k in zip(resnet_channels, transformer_layers)
+        ]))
+    if sampler is not None:
+        parts.append(module_list(sampler_name, [sampler]))
+    return Node("block", children=tuple(parts), formula=formula)
