@@ -24,6 +24,36 @@ def render(report: Report, fmt: str = "table", *, per_block: bool = False, depth
     raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
 
 
+#: Block formulas a summary stops at: the units a reader compares (ResNets vs attentions vs samplers).
+SUMMARY_FORMULAS = frozenset({
+    "resnet_block", "spatial_transformer", "spatial_self_attention", "cross_attention_block", "mmdit_joint_block",
+    "single_stream_block", "kaplan_transformer", "downsample", "upsample", "feed_forward", "attention",
+})
+
+
+def by_block_kind(tree: Node, convention: str) -> list[tuple[str, int, int]]:
+    """``(formula, instances, MACs)`` per block kind of one run, largest first; work outside
+    every listed block is ``other``. The rows add up to the component's total."""
+    acc: dict[str, list[int]] = {}
+
+    def visit(node: Node, k: int) -> None:
+        k *= node.count
+        if node.formula in SUMMARY_FORMULAS:
+            entry = acc.setdefault(node.formula, [0, 0])
+            entry[0] += k
+            entry[1] += k * node.per_item.macs(convention)
+            return
+        own = node.cost.macs(convention)
+        if own:
+            entry = acc.setdefault("other", [0, 0])
+            entry[1] += k * own
+        for child in node.children:
+            visit(child, k)
+
+    visit(tree, 1)
+    return sorted(((f, n, m) for f, (n, m) in acc.items()), key=lambda r: -r[2])
+
+
 # --------------------------------------------------------------------------- dict / JSON
 
 
@@ -68,6 +98,8 @@ def _component_dict(c: ComponentEstimate, total: int, per_block: bool) -> dict[s
     }
     if per_block:
         out["blocks"] = _node_dict(c.tree, c.convention)
+        out["by_block_kind"] = [{"formula": f, "instances": n, "macs": m}
+                                for f, n, m in by_block_kind(c.tree, c.convention)]
     return out
 
 
@@ -138,17 +170,22 @@ def table(report: Report, *, per_block: bool = False, depth: int = 4) -> str:
             lines += ["", f"{c.component}{'.' + c.call if c.call != 'forward' else ''} per block "
                           f"(one run; GMACs; attn = share of attention MACs):"]
             lines += _columns(_block_rows(c, depth), right=(1, 2, 3, 4))
+            whole = c.macs_per_run or 1
+            lines.append("by block kind: " + ", ".join(
+                f"{f} ×{n} {100 * m / whole:.1f}%" if f != "other" else f"other {100 * m / whole:.1f}%"
+                for f, n, m in by_block_kind(c.tree, c.convention)))
     return "\n".join(lines) + "\n"
 
 
 def _block_rows(c: ComponentEstimate, depth: int) -> list[tuple[str, ...]]:
-    rows = [("module", "×", "GMACs", "share", "attn")]
+    rows = [("module", "×", "GMACs", "share", "attn", "block")]
     whole = c.macs_per_run or 1
     for path, level, node in _walk(c.tree, depth):
         macs = node.total.macs(c.convention)
         attn = node.total.attention if c.convention == "torch" else 0
         rows.append(("  " * level + path, str(node.count) if node.count != 1 else "",
-                     f"{macs / 1e9:,.2f}", f"{100 * macs / whole:.1f}%", f"{100 * attn / macs:.0f}%" if macs else "-"))
+                     f"{macs / 1e9:,.2f}", f"{100 * macs / whole:.1f}%", f"{100 * attn / macs:.0f}%" if macs else "-",
+                     node.formula))
     return rows
 
 

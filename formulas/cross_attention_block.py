@@ -19,6 +19,7 @@ attends n × m. The q/k/v projections have no bias unless ``attention_bias``.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 from flopcalc.cost import Node
@@ -34,6 +35,7 @@ def timestep_label_embedding(name: str, dim: int, num_classes: int) -> Node:
                                 Node("class_embedder", ops.embedding(num_classes + 1, dim))))
 
 
+@lru_cache(maxsize=1024)
 def cross_attention_block(
     *,
     dim: int,

@@ -20,6 +20,7 @@ concatenate the down path's outputs, so an up block's ResNets see
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any, Sequence
 
 from flopcalc.cost import Node, module_list
@@ -28,6 +29,7 @@ from flopcalc.formulas.cross_attention_block import cross_attention_block
 from flopcalc.formulas.resnet_block import resnet_block
 
 
+@lru_cache(maxsize=1024)  # nodes are immutable; a UNet repeats the same few transformers
 def spatial_transformer(channels: int, heads: int, height: Any, width: Any, *, layers: int, context_tokens: Any,
                         context_dim: int, linear_projection: bool) -> Node:
     """``Transformer2DModel(heads, channels // heads, in_channels=channels, num_layers=layers)``."""
@@ -57,14 +59,15 @@ def downsample(channels: int, height: Any, width: Any, padding: int) -> tuple[No
         h, w = ops.conv_output_size(height + 1, 3, 2), ops.conv_output_size(width + 1, 3, 2)
     else:
         h, w = ops.conv_output_size(height, 3, 2, padding), ops.conv_output_size(width, 3, 2, padding)
-    return Node("downsampler", children=(Node("conv", ops.conv2d(channels, channels, 3, h, w)),)), h, w
+    conv = Node("conv", ops.conv2d(channels, channels, 3, h, w))
+    return Node("downsampler", children=(conv,), formula="downsample"), h, w
 
 
 def upsample(channels: int, height: Any, width: Any) -> Node:
     """``Upsample2D(use_conv=True)``: nearest upsampling to ``height × width`` (the matching
     skip connection's size), then a 3×3 convolution."""
     return Node("upsampler", ops.upsample_nearest(channels * height * width),
-                children=(Node("conv", ops.conv2d(channels, channels, 3, height, width)),))
+                children=(Node("conv", ops.conv2d(channels, channels, 3, height, width)),), formula="upsample")
 
 
 def unet_block(

@@ -60,7 +60,7 @@ def vae_decoder(
         if i < len(widths) - 1:
             h, w = 2 * h, 2 * w
             parts.append(module_list("upsamplers", [
-                Node("upsample", ops.upsample_nearest(c * h * w) + ops.conv2d(c, c, 3, h, w)),
+                Node("upsample", ops.upsample_nearest(c * h * w) + ops.conv2d(c, c, 3, h, w), formula="upsample"),
             ]))
         ups.append(Node("up_block", children=tuple(parts), formula="up_decoder_block"))
         c_prev = c
@@ -93,7 +93,8 @@ def vae_encoder(
         parts = [module_list("resnets", resnets)]
         if i < len(block_out_channels) - 1:
             h, w = ops.conv_output_size(h + 1, 3, 2), ops.conv_output_size(w + 1, 3, 2)
-            parts.append(module_list("downsamplers", [Node("downsample", ops.conv2d(c, c, 3, h, w))]))
+            parts.append(module_list("downsamplers", [Node("downsample", ops.conv2d(c, c, 3, h, w),
+                                                           formula="downsample")]))
         downs.append(Node("down_block", children=tuple(parts), formula="down_encoder_block"))
         c_prev = c
     top = block_out_channels[-1]

@@ -228,3 +228,77 @@ def test_random_cross_attention_blocks(rng):
         where = f"seed {SEED}: dim {dim} heads {heads}×{head_dim} ctx {context_dim} {act} bias {bias} n {n} m {m}"
         assert 2 * ours.macs("torch") == counter.get_total_flops(), where
         assert ours.params == sum(p.numel() for p in block.parameters()), where
+
+
+def test_random_unet_configs(rng, tmp_path):
+    for i in range(4):
+        nb = rng.randint(2, 3)
+        channels = [32 * rng.randint(1, 3) for _ in range(nb)]
+        text_time = rng.random() < 0.5
+        cfg = {
+            "_class_name": "UNet2DConditionModel",
+            "block_out_channels": channels,
+            "down_block_types": [rng.choice(["CrossAttnDownBlock2D", "DownBlock2D"]) for _ in range(nb)],
+            "up_block_types": [rng.choice(["CrossAttnUpBlock2D", "UpBlock2D"]) for _ in range(nb)],
+            "mid_block_type": rng.choice(["UNetMidBlock2DCrossAttn", "UNetMidBlock2D"]),
+            "layers_per_block": rng.choice([1, 2, [rng.randint(1, 2) for _ in range(nb)]]),
+            "transformer_layers_per_block": rng.choice([1, [rng.randint(1, 2) for _ in range(nb)]]),
+            "attention_head_dim": [rng.choice([1, 2, 4]) for _ in range(nb)],
+            "cross_attention_dim": rng.choice([24, 40]),
+            "use_linear_projection": rng.random() < 0.5,
+            "resnet_time_scale_shift": rng.choice(["default", "scale_shift"]),
+            "downsample_padding": rng.choice([0, 1]),
+            "time_embedding_dim": rng.choice([None, 48]),
+            "in_channels": 4,
+            "out_channels": rng.choice([4, 8]),
+            "sample_size": 16,
+        }
+        if text_time:
+            cfg.update(addition_embed_type="text_time", addition_time_embed_dim=8,
+                       projection_class_embeddings_input_dim=16 + 6 * 8)
+        h, w = _size(rng, 8, 64, 200), _size(rng, 8, 64, 200)
+        _check(_write(tmp_path, f"unet{i}", cfg), "unet", Settings(height=h, width=w),
+               {"height": h, "width": w, "text_len": 77})
+
+
+def test_random_pixart_and_dit_configs(rng, tmp_path):
+    for i in range(3):
+        heads, head_dim = rng.randint(1, 4), rng.choice([12, 24])
+        cfg = {
+            "_class_name": "Transformer2DModel",  # the legacy name, remapped by norm_type
+            "norm_type": "ada_norm_single",
+            "num_attention_heads": heads,
+            "attention_head_dim": head_dim,
+            "num_layers": rng.randint(1, 3),
+            "caption_channels": rng.choice([16, 40]),
+            "cross_attention_dim": heads * head_dim,
+            "sample_size": rng.choice([64, 128]),
+            "patch_size": 2,
+            "in_channels": 4,
+            "out_channels": rng.choice([4, 8]),
+            "attention_bias": rng.random() < 0.5,
+            "norm_elementwise_affine": rng.random() < 0.5,
+            "activation_fn": "gelu-approximate",
+        }
+        h, w, t = _size(rng, 16, 64, 256), _size(rng, 16, 64, 256), rng.randint(1, 40)
+        _check(_write(tmp_path, f"pixart{i}", cfg), "transformer",
+               Settings(height=h, width=w, max_sequence_length=t, resolution_binning=False),
+               {"height": h, "width": w, "text_len": t})
+    for i in range(2):
+        heads, head_dim = rng.randint(1, 4), rng.choice([12, 24])
+        cfg = {
+            "_class_name": "Transformer2DModel",
+            "norm_type": "ada_norm_zero",
+            "num_attention_heads": heads,
+            "attention_head_dim": head_dim,
+            "num_layers": rng.randint(1, 3),
+            "num_embeds_ada_norm": rng.choice([10, 1000]),
+            "sample_size": 16,
+            "patch_size": 2,
+            "in_channels": 4,
+            "out_channels": rng.choice([4, 8]),
+            "activation_fn": "gelu-approximate",
+        }
+        side = _size(rng, 16, 64, 256)
+        _check(_write(tmp_path, f"dit{i}", cfg), "transformer", Settings(height=side, width=side),
+               {"height": side, "width": side})

@@ -126,3 +126,67 @@ def test_report_is_frozen_and_serialisable():
     blocks = t["blocks"]["children"]
     assert [b["name"] for b in blocks][:3] == ["pos_embed", "time_text_embed", "context_embedder"]
     assert sum(b["macs"] for b in blocks) == t["macs_per_run"]
+
+
+# --------------------------------------------------------------------------- UNet and DiT families
+
+
+def test_sd_cfg_concatenates_uncond_and_encodes_empty_negative():
+    r = flopcalc.estimate("sd1.5")
+    s = r.settings
+    assert (s.height, s.width, s.steps, s.guidance_scale) == (512, 512, 50, 7.5)
+    assert r.passes == 2
+    assert _runs(r) == {"text_encoder.forward": 2, "unet.forward": 100, "vae.decode": 1}
+    assert r.component("unet").shape == {"latent_height": 64, "latent_width": 64, "text_len": 77}
+
+
+def test_sdxl_zero_negative_embeddings_unless_a_negative_prompt_is_given():
+    r = flopcalc.estimate("sdxl-base")
+    assert (r.settings.height, r.settings.guidance_scale, r.passes) == (1024, 5.0, 2)
+    assert _runs(r)["text_encoder.forward"] == 1 and _runs(r)["text_encoder_2.forward"] == 1
+    assert any("force_zeros_for_empty_prompt" in n for n in r.notes)
+    neg = flopcalc.estimate("sdxl-base", negative_prompt=True)
+    assert _runs(neg)["text_encoder.forward"] == 2 and _runs(neg)["text_encoder_2.forward"] == 2
+    assert _runs(neg)["unet.forward"] == _runs(r)["unet.forward"] == 100
+
+
+def test_pixart_resolution_binning_as_the_pipeline_does():
+    r = flopcalc.estimate("pixart-alpha-512", height=768, width=1344)
+    assert (r.settings.height, r.settings.width) == (384, 672)  # ASPECT_RATIO_512_BIN["0.57"]
+    assert any("resolution binning" in n for n in r.notes)
+    exact = flopcalc.estimate("pixart-alpha-512", height=768, width=1344, resolution_binning=False)
+    assert (exact.settings.height, exact.settings.width) == (768, 1344)
+    big = flopcalc.estimate("pixart-alpha-1024", height=768, width=1344)
+    assert (big.settings.height, big.settings.width) == (768, 1344) and not big.notes
+    d = flopcalc.estimate("pixart-alpha-1024")
+    assert (d.settings.steps, d.settings.guidance_scale, d.settings.max_sequence_length) == (20, 4.5, 120)
+    assert _runs(d) == {"text_encoder.forward": 2, "transformer.forward": 40, "vae.decode": 1}
+
+
+def test_legacy_transformer2d_configs_resolve_as_diffusers_remaps_them():
+    assert flopcalc.estimate("pixart-alpha-512").component("transformer").class_name == "PixArtTransformer2DModel"
+    dit = flopcalc.estimate("validation/configs/dit-xl-2-512-transformer")
+    (comp,) = dit.components
+    assert comp.class_name == "DiTTransformer2DModel" and dit.pipeline.startswith("DiTPipeline")
+    assert (dit.settings.height, dit.settings.steps, dit.passes, comp.runs) == (512, 50, 2, 100)
+
+
+def test_dit_is_square_only():
+    with pytest.raises(ResolutionError, match="square"):
+        flopcalc.estimate("validation/configs/dit-xl-2-512-transformer", height=512, width=256)
+
+
+def test_unet_tree_keeps_down_mid_up_and_block_kinds_add_up():
+    from flopcalc.report import by_block_kind
+
+    unet = flopcalc.estimate("sdxl-base").component("unet")
+    names = [c.name for c in unet.tree.children]
+    assert names[names.index("down_blocks"):] == ["down_blocks", "mid_block", "up_blocks", "conv_norm_out", "conv_out"]
+    assert [c.formula for c in unet.tree.find("down_blocks").children] == [
+        "DownBlock2D", "CrossAttnDownBlock2D", "CrossAttnDownBlock2D"]
+    kinds = by_block_kind(unet.tree, "torch")
+    assert sum(m for _, _, m in kinds) == unet.macs_per_run
+    counts = {f: n for f, n, _ in kinds}
+    # SDXL: 2+2+2 down, 2 mid, 3+3+3 up ResNets; transformer_layers_per_block [1, 2, 10] → 2+2 down, 1 mid, 3+3 up
+    assert counts["resnet_block"] == 6 + 2 + 9 and counts["spatial_transformer"] == 4 + 1 + 6
+    assert counts["downsample"] == 2 and counts["upsample"] == 2
