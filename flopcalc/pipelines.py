@@ -354,19 +354,31 @@ def pixart_alpha_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settin
     size snaps to the nearest aspect-ratio bin and the image is generated there, then resized.
     20 steps, ``guidance_scale`` 4.5, CFG as a doubled batch with the negative prompt ("")
     encoded; T5 on ``max_sequence_length`` 120 tokens."""
+    return _pixart(components, s, "PixArtAlphaPipeline", 120)
+
+
+@register_pipeline("PixArtSigmaPipeline")
+def pixart_sigma_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
+                          index: Mapping[str, Any] | None = None) -> Plan:
+    """``PixArtSigmaPipeline.__call__`` (``pipeline_pixart_sigma.py``): as PixArt-α with T5 on
+    300 tokens and a 2048px bin table for ``sample_size`` 256."""
+    return _pixart(components, s, "PixArtSigmaPipeline", 300)
+
+
+def _pixart(components: Mapping[str, Mapping[str, Any]], s: Settings, name: str, text_len: int) -> Plan:
     f = vae_scale_factor(components)
     transformer = components.get("transformer", {})
     sample = transformer.get("sample_size", 128)
     patch = transformer.get("patch_size", 2)
     s = replace(s, height=s.height or sample * f, width=s.width or sample * f, steps=s.steps or 20,
                 guidance_scale=4.5 if s.guidance_scale is None else s.guidance_scale,
-                max_sequence_length=s.max_sequence_length or 120)
+                max_sequence_length=s.max_sequence_length or text_len)
     notes = list(_missing_notes(components, ["text_encoder", "transformer", "vae"]))
     if s.resolution_binning:
         binned = pixart_binned_size(s.height, s.width, sample)
         if binned != (s.height, s.width):
             notes.append(f"resolution binning: {s.height}×{s.width} is generated at {binned[0]}×{binned[1]} and "
-                         "resized, as PixArtAlphaPipeline does (turn off with --no-resolution-binning)")
+                         f"resized, as {name} does (turn off with --no-resolution-binning)")
             s = replace(s, height=binned[0], width=binned[1])
     check_divisible(s.height, s.width, f * patch, "PixArt height and width (VAE factor × patch size)")
     passes = 2 if s.guidance_scale > 1 else 1
@@ -374,7 +386,7 @@ def pixart_alpha_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settin
                       f"{s.batch_size} prompt(s)" + (" + negative" if passes == 2 else ""))
     runs += _denoiser_run(components, "transformer", s, f, s.max_sequence_length, passes)
     runs += _image_runs(components, s, f)
-    return Plan("PixArtAlphaPipeline", s, passes, tuple(runs), tuple(notes))
+    return Plan(name, s, passes, tuple(runs), tuple(notes))
 
 
 @register_pipeline("DiTPipeline", denoisers=("DiTTransformer2DModel",))
@@ -396,6 +408,31 @@ def dit_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
         f"DiTPipeline itself always generates at {sample * f}×{sample * f}; this estimates the transformer at "
         f"{s.height}×{s.width}"]
     return Plan("DiTPipeline", s, passes, tuple(runs), tuple(notes))
+
+
+# --------------------------------------------------------------------------- image-to-image variants
+
+
+def _image_to_image(name: str, base: PlanFn, *, strength: float, steps: int | None = None,
+                    guidance: float | None = None) -> None:
+    """Register ``name`` as ``base`` with the image-to-image pipeline's own defaults: the input
+    image is VAE-encoded and only the last ``strength`` of the schedule runs."""
+
+    def plan_fn(components: Mapping[str, Mapping[str, Any]], s: Settings,
+                index: Mapping[str, Any] | None = None) -> Plan:
+        s = replace(s, strength=strength if s.strength is None else s.strength, steps=s.steps or steps,
+                    guidance_scale=guidance if s.guidance_scale is None else s.guidance_scale)
+        return replace(base(components, s, index=index), pipeline=name)
+
+    plan_fn.__doc__ = f"``{name}``: {base.__name__} with strength {strength} (diffusers defaults)."
+    register_pipeline(name)(plan_fn)
+
+
+# diffusers' own defaults (the __call__ signatures of each *_img2img.py pipeline)
+_image_to_image("StableDiffusionImg2ImgPipeline", sd_pipeline, strength=0.8)
+_image_to_image("StableDiffusionXLImg2ImgPipeline", sdxl_pipeline, strength=0.3)
+_image_to_image("FluxImg2ImgPipeline", flux_pipeline, strength=0.6, steps=28, guidance=7.0)
+_image_to_image("StableDiffusion3Img2ImgPipeline", sd3_pipeline, strength=0.6, steps=50)
 
 
 # --------------------------------------------------------------------------- a bare config

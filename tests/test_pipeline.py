@@ -190,3 +190,29 @@ def test_unet_tree_keeps_down_mid_up_and_block_kinds_add_up():
     # SDXL: 2+2+2 down, 2 mid, 3+3+3 up ResNets; transformer_layers_per_block [1, 2, 10] → 2+2 down, 1 mid, 3+3 up
     assert counts["resnet_block"] == 6 + 2 + 9 and counts["spatial_transformer"] == 4 + 1 + 6
     assert counts["downsample"] == 2 and counts["upsample"] == 2
+
+
+def _variant(tmp_path, card: str, pipeline: str, **index_changes):
+    import json
+    import shutil
+
+    folder = tmp_path / pipeline
+    shutil.copytree(f"model_cards/{card}", folder)
+    index = json.loads((folder / "model_index.json").read_text())
+    index.update(_class_name=pipeline, **index_changes)
+    (folder / "model_index.json").write_text(json.dumps(index))
+    return str(folder)
+
+
+def test_sdxl_refiner_style_img2img_pipeline(tmp_path):
+    r = flopcalc.estimate(_variant(tmp_path, "sdxl-base", "StableDiffusionXLImg2ImgPipeline", text_encoder=[None, None]))
+    assert r.settings.strength == 0.3  # the pipeline's default
+    # 50 steps at strength 0.3: t_start = int(50 − 15) = 35 → 15 steps, × 2 CFG passes
+    assert _runs(r) == {"text_encoder_2.forward": 1, "unet.forward": 30, "vae.encode": 1, "vae.decode": 1}
+    assert any("text_encoder is absent" in n for n in r.notes)
+
+
+def test_pixart_sigma_defaults(tmp_path):
+    r = flopcalc.estimate(_variant(tmp_path, "pixart-alpha-1024", "PixArtSigmaPipeline"))
+    assert r.settings.max_sequence_length == 300
+    assert r.component("transformer").shape["text_len"] == 300
