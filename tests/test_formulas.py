@@ -9,7 +9,6 @@ import sys
 
 import pytest
 
-import flopcalc
 from flopcalc.cost import Cost, Node, module_list
 from flopcalc.formulas import ops
 

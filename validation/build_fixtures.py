@@ -86,10 +86,24 @@ def _entry_jobs(case: str, root: Path, entry: dict[str, Any]) -> list[Job]:
     return jobs
 
 
-def load_jobs(manifest: Path = MANIFEST, only: Iterable[str] | None = None) -> list[Job]:
-    """All jobs of the manifest, restricted to the cases in ``only`` when given."""
-    with open(manifest, encoding="utf-8") as fh:
-        cases: dict[str, Any] = yaml.safe_load(fh)["cases"]
+def load_cases(manifest: Path | None = None) -> dict[str, Any]:
+    """The cases of ``manifest``, or of ``manifest.yaml`` and every ``manifests/*.yaml`` (one file
+    per model family) when none is named."""
+    files = [manifest] if manifest is not None else [MANIFEST, *sorted((HERE / "manifests").glob("*.yaml"))]
+    cases: dict[str, Any] = {}
+    for path in files:
+        with open(path, encoding="utf-8") as fh:
+            more = yaml.safe_load(fh)["cases"]
+        clash = sorted(set(cases) & set(more))
+        if clash:
+            raise SystemExit(f"{path}: case(s) {clash} defined twice")
+        cases.update(more)
+    return cases
+
+
+def load_jobs(manifest: Path | None = None, only: Iterable[str] | None = None) -> list[Job]:
+    """All jobs of the manifests, restricted to the cases in ``only`` when given."""
+    cases = load_cases(manifest)
     only = list(only or [])
     missing = [c for c in only if c not in cases]
     if missing:
@@ -160,7 +174,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--only", action="append", metavar="CASE", help="build only this case (repeatable)")
     parser.add_argument("--check", action="store_true", help="re-measure and compare; write nothing")
-    parser.add_argument("--manifest", type=Path, default=MANIFEST)
+    parser.add_argument("--manifest", type=Path, default=None,
+                        help="one manifest (default: manifest.yaml and manifests/*.yaml)")
     parser.add_argument("--out", type=Path, default=FIXTURES, help="fixtures folder")
     args = parser.parse_args(argv)
 

@@ -726,3 +726,19 @@ def measure_component(
         versions=versions(),
     )
     return result
+
+
+def _load_input_builder_modules() -> None:
+    """More families' input builders live beside this file in ``inputs_<family>.py``; each
+    imports ``input_builder`` (and whatever else it needs) from this module."""
+    import importlib
+    import sys
+
+    here = str(Path(__file__).resolve().parent)
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    for path in sorted(Path(here).glob("inputs_*.py")):
+        importlib.import_module(path.stem)
+
+
+_load_input_builder_modules()

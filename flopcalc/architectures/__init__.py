@@ -1,4 +1,18 @@
-"""Architecture assemblers: config → tree of block formulas. Importing this package registers
-every architecture (one module per model family)."""
+"""Architecture assemblers: config → tree of block formulas, one module per model family.
 
-from flopcalc.architectures import autoencoder_kl, clip, flux, pixart_dit, sd3, t5, unet_2d_condition  # noqa: F401
+Each module registers its classes with :func:`flopcalc.registry.register` when imported;
+:func:`load_all` imports every module of this package (the registry calls it on first use).
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+
+def load_all() -> None:
+    for info in pkgutil.iter_modules(__path__):
+        importlib.import_module(f"{__name__}.{info.name}")
+
+
+load_all()

@@ -1,0 +1,12 @@
+"""Pipeline semantics (see :mod:`flopcalc.pipelines.base`); one module per pipeline family."""
+
+from flopcalc.pipelines.base import (  # noqa: F401
+    ComponentRun,
+    Plan,
+    Settings,
+    check_divisible,
+    denoising_steps,
+    plan,
+    register_pipeline,
+    vae_scale_factor,
+)
