@@ -3,20 +3,24 @@
 
 Counts are kept apart by *who counts them*, so that one tree answers every convention:
 
-========== ============================================ ========= ======
-field      what                                         ``torch`` ``thop``
-========== ============================================ ========= ======
-linear     MACs of dense layers (``nn.Linear``)          yes       yes
-conv       MACs of convolutions (``nn.Conv*d``)          yes       yes
-attention  MACs of QKᵀ and A·V (functional matmuls)      yes       no
-thop_norm  thop's ops for ``nn.LayerNorm`` modules       no        yes
-elementwise norms, activations, softmax, upsampling      no        no
-params     parameters of the module                      --        --
-========== ============================================ ========= ======
+=========== ============================================== ========= ======
+field       what                                           ``torch`` ``thop``
+=========== ============================================== ========= ======
+linear      MACs of dense layers (``nn.Linear``)            yes       yes
+conv        MACs of convolutions (``nn.Conv*d``)            yes       yes
+attention   MACs of QKᵀ and A·V (functional matmuls)        yes       no
+functional  other MACs thop's hooks miss: functional        yes       no
+            matmuls/convs, subclassed Linear/Conv types
+thop_extra  thop's non-MAC rules (``nn.LayerNorm``,         no        yes
+            ``nn.Softmax``, ``nn.Upsample`` modules)
+elementwise norms, activations, softmax, upsampling        no        no
+params      parameters of the module                       --        --
+=========== ============================================== ========= ======
 
 ``torch`` is what ``torch.utils.flop_counter.FlopCounterMode`` counts (matmul, convolution,
-attention; it reports FLOPs = 2 × MACs); ``thop`` is what thop 0.1.1 counts (module hooks: MACs
-of exact ``nn.Linear``/``nn.Conv*d`` types plus its LayerNorm rule, nothing functional).
+attention; it reports FLOPs = 2 × MACs); ``thop`` is what thop 0.1.1 counts (module hooks matched
+by exact type: MACs of ``nn.Linear``/``nn.Conv*d`` plus its LayerNorm/Softmax/Upsample rules,
+nothing functional).
 ``elementwise`` is flopcalc's own estimate, reported on a line of its own and never added to
 either convention (per-element weights in :mod:`flopcalc.formulas.ops`).
 
@@ -38,7 +42,8 @@ class Cost:
     linear: Any = 0
     conv: Any = 0
     attention: Any = 0
-    thop_norm: Any = 0
+    functional: Any = 0
+    thop_extra: Any = 0
     elementwise: Any = 0
     params: Any = 0
 
@@ -47,7 +52,8 @@ class Cost:
             self.linear + other.linear,
             self.conv + other.conv,
             self.attention + other.attention,
-            self.thop_norm + other.thop_norm,
+            self.functional + other.functional,
+            self.thop_extra + other.thop_extra,
             self.elementwise + other.elementwise,
             self.params + other.params,
         )
@@ -57,7 +63,8 @@ class Cost:
             self.linear * k,
             self.conv * k,
             self.attention * k,
-            self.thop_norm * k,
+            self.functional * k,
+            self.thop_extra * k,
             self.elementwise * k,
             self.params * k,
         )
@@ -67,9 +74,9 @@ class Cost:
     def macs(self, convention: str = "torch") -> Any:
         """Multiply-accumulates under ``convention`` (``torch`` or ``thop``)."""
         if convention == "torch":
-            return self.linear + self.conv + self.attention
+            return self.linear + self.conv + self.attention + self.functional
         if convention == "thop":
-            return self.linear + self.conv + self.thop_norm
+            return self.linear + self.conv + self.thop_extra
         raise ValueError(f"unknown convention {convention!r}; choose one of {', '.join(CONVENTIONS)}")
 
     def as_dict(self) -> dict[str, Any]:
@@ -81,15 +88,16 @@ ZERO = Cost()
 
 def total_of(costs: Iterable[Cost]) -> Cost:
     """Σ costs, field by field (one object, no intermediate sums: this is the hot loop)."""
-    lin = conv = att = tn = el = par = 0
+    lin = conv = att = fn = tx = el = par = 0
     for c in costs:
         lin += c.linear
         conv += c.conv
         att += c.attention
-        tn += c.thop_norm
+        fn += c.functional
+        tx += c.thop_extra
         el += c.elementwise
         par += c.params
-    return Cost(lin, conv, att, tn, el, par)
+    return Cost(lin, conv, att, fn, tx, el, par)
 
 
 @dataclass(frozen=True)

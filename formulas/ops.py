@@ -49,9 +49,29 @@ def exact_div(a: Any, b: int) -> Any:
     return a / b
 
 
-def linear(tokens: Any, d_in: int, d_out: int, *, bias: bool = True) -> Cost:
-    """``nn.Linear(d_in, d_out)`` applied to ``tokens`` vectors."""
-    return Cost(linear=tokens * d_in * d_out, params=d_in * d_out + (d_out if bias else 0))
+def linear(tokens: Any, d_in: int, d_out: int, *, bias: bool = True, thop_hooked: bool = True) -> Cost:
+    """``nn.Linear(d_in, d_out)`` applied to ``tokens`` vectors. ``thop_hooked`` is False for
+    ``F.linear`` calls and ``nn.Linear`` subclasses, which thop (exact-type hooks) misses."""
+    macs = tokens * d_in * d_out
+    params = d_in * d_out + (d_out if bias else 0)
+    return Cost(linear=macs, params=params) if thop_hooked else Cost(functional=macs, params=params)
+
+
+def matmul(m: Any, k: Any, n: Any, *, batch: Any = 1) -> Cost:
+    """A functional ``batch × (m×k)·(k×n)`` matmul (``torch.matmul``/``bmm``/``einsum``) that is
+    not attention: torch counts it, thop does not."""
+    return Cost(functional=batch * m * k * n)
+
+
+def conv(c_in: int, c_out: int, kernel_volume: int, out_positions: Any, *, groups: int = 1, bias: bool = True,
+         thop_hooked: bool = True) -> Cost:
+    """Any N-d convolution: ``out_positions`` output positions (e.g. T·H·W) × ``c_out`` ×
+    ``c_in/groups`` × ``kernel_volume`` MACs. ``thop_hooked`` is False for subclassed conv types
+    (e.g. causal ``Conv3d`` subclasses), which thop counts as 0."""
+    per_out = (c_in // groups) * kernel_volume
+    macs = out_positions * c_out * per_out
+    params = c_out * per_out + (c_out if bias else 0)
+    return Cost(conv=macs, params=params) if thop_hooked else Cost(functional=macs, params=params)
 
 
 def conv2d(
@@ -66,11 +86,7 @@ def conv2d(
 ) -> Cost:
     """``nn.Conv2d(c_in, c_out, kernel, groups=groups)`` producing an ``out_h × out_w`` map."""
     kh, kw = (kernel, kernel) if isinstance(kernel, int) else kernel
-    per_out = (c_in // groups) * kh * kw
-    return Cost(
-        conv=out_h * out_w * c_out * per_out,
-        params=c_out * per_out + (c_out if bias else 0),
-    )
+    return conv(c_in, c_out, kh * kw, out_h * out_w, groups=groups, bias=bias)
 
 
 def conv_output_size(size: Any, kernel: int, stride: int = 1, padding: int = 0) -> Any:
@@ -94,7 +110,7 @@ def layer_norm(tokens: Any, dim: int, *, affine: bool = True, bias: bool = True,
     (e.g. ``FP32LayerNorm``), which thop matches by exact type and so counts as 0."""
     numel = tokens * dim
     return Cost(
-        thop_norm=(4 if affine else 2) * numel if thop_rule else 0,
+        thop_extra=(4 if affine else 2) * numel if thop_rule else 0,
         elementwise=(NORM_AFFINE_OPS if affine else NORM_OPS) * numel,
         params=(dim * (2 if bias else 1)) if affine else 0,
     )

@@ -60,8 +60,8 @@ def test_module_list_groups_identical_runs_and_find_answers_each_index():
 
 
 def test_cost_conventions():
-    c = Cost(linear=5, conv=7, attention=11, thop_norm=13, elementwise=17, params=19)
-    assert c.macs("torch") == 23 and c.macs("thop") == 25
+    c = Cost(linear=5, conv=7, attention=11, functional=3, thop_extra=13, elementwise=17, params=19)
+    assert c.macs("torch") == 26 and c.macs("thop") == 25
     with pytest.raises(ValueError):
         c.macs("other")
 

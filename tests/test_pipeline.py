@@ -101,7 +101,7 @@ def test_conventions_differ_by_attention_and_layernorm():
     thop_r = flopcalc.estimate("flux-dev", convention="thop")
     t = torch_r.component("transformer").per_run
     assert torch_r.component("transformer").macs_per_run - thop_r.component("transformer").macs_per_run == \
-        t.attention - t.thop_norm
+        t.attention - t.thop_extra
     with pytest.raises(FlopcalcError, match="unknown convention"):
         flopcalc.estimate("flux-dev", convention="fvcore")
 
