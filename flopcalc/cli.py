@@ -1,5 +1,5 @@
-"""Command line: ``flopcalc estimate MODEL``, ``flopcalc list``, ``flopcalc formulas``,
-``flopcalc kaplan MODEL``.
+"""Command line: ``flopcalc estimate MODEL``, ``flopcalc list``, ``flopcalc symbolic MODEL``,
+``flopcalc formulas``, ``flopcalc kaplan MODEL``.
 
 User errors print one line (``flopcalc: error: …``) and exit with status 2, never a traceback.
 """
@@ -22,6 +22,18 @@ def _positive_int(text: str) -> int:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
     return value
+
+
+def _add_branch_options(p: argparse.ArgumentParser) -> None:
+    """Settings that pick the law's branch (the size and steps only set representative values)."""
+    p.add_argument("--height", type=_positive_int)
+    p.add_argument("--width", type=_positive_int)
+    p.add_argument("--steps", type=_positive_int)
+    p.add_argument("--guidance-scale", type=float)
+    p.add_argument("--true-cfg-scale", type=float)
+    p.add_argument("--negative-prompt", action="store_true")
+    p.add_argument("--max-sequence-length", type=_positive_int)
+    p.add_argument("--strength", type=float)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -57,6 +69,19 @@ def _parser() -> argparse.ArgumentParser:
 
     sub.add_parser("list", help="the bundled model cards")
 
+    y = sub.add_parser("symbolic", help="the exact FLOP law in H, W, steps, passes, batch, text length",
+                       description="FLOPs of one generation as exact expressions in image height H and width W "
+                                   "(pixels), steps S, denoiser passes P, batch B and text tokens L.")
+    y.add_argument("model")
+    y.add_argument("--revision")
+    _add_branch_options(y)
+    y.add_argument("--convention", choices=("torch", "thop"), default="torch")
+    y.add_argument("--format", choices=("text", "latex", "json"), default="text")
+    y.add_argument("--ratio", metavar="A:B", help="exact ratio of total FLOPs, e.g. 1024x1024:512x512 or steps=50:28")
+    y.add_argument("--crossover", action="store_true",
+                   help="square side where attention overtakes the linear layers, per component")
+    y.add_argument("--shares", metavar="SIDES", help="component shares at square sides, e.g. 256,512,1024,2048")
+
     f = sub.add_parser("formulas", help="the block formulas as closed forms (text or LaTeX)")
     f.add_argument("name", nargs="?", help="one block (default: all)")
     f.add_argument("--latex", action="store_true")
@@ -79,6 +104,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _kaplan(args)
         if args.command == "formulas":
             return _formulas(args)
+        if args.command == "symbolic":
+            return _symbolic(args)
     except FlopcalcError as exc:
         print(f"flopcalc: error: {exc}", file=sys.stderr)
         return 2
@@ -111,6 +138,55 @@ def _list() -> int:
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     for r in rows:
         print("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip())
+    return 0
+
+
+def _branch_settings(args: argparse.Namespace) -> dict:
+    keys = ("height", "width", "steps", "guidance_scale", "true_cfg_scale", "negative_prompt", "max_sequence_length",
+            "strength")
+    return {k: getattr(args, k) for k in keys if getattr(args, k) not in (None, False)}
+
+
+def _symbolic(args: argparse.Namespace) -> int:
+    import json
+
+    from flopcalc import symbolic_report as sr
+    from flopcalc.symbolic import symbolic_estimate
+
+    report = symbolic_estimate(args.model, convention=args.convention, revision=args.revision,
+                               **_branch_settings(args))
+    if args.format == "json":
+        out = sr.report_dict(report)
+    else:
+        sys.stdout.write(sr.render_text(report, latex=args.format == "latex"))
+    if args.ratio:
+        a, b, q = sr.ratio(report, args.ratio)
+        if args.format == "json":
+            out["ratio"] = {"a": a, "b": b, "exact": str(q), "value": float(q)}
+        else:
+            print(f"\nratio {args.ratio}: {q} = {float(q):.6g}")
+    if args.crossover:
+        rows = sr.crossover(report)
+        if args.format == "json":
+            out["crossover"] = [{"component": c.component, "side_pixels": c.side} for c in rows]
+        else:
+            print("\nattention overtakes the linear layers (square images, other symbols as represented):")
+            for c in rows:
+                where = f"at {c.side:,.0f}×{c.side:,.0f} pixels" if c.side else "never (for any size)"
+                print(f"  {c.component}: {where}")
+    if args.shares:
+        sides = [int(v) for v in args.shares.split(",")]
+        rows = sr.shares(report, sides)
+        if args.format == "json":
+            out["shares"] = [{"side": side, "shares": sh} for side, sh in rows]
+        else:
+            names = list(rows[0][1])
+            print("\nshare of total FLOPs by component (square images):")
+            print("  " + "side".rjust(6) + "".join(n.rjust(18) for n in names))
+            for side, sh in rows:
+                print("  " + str(side).rjust(6) + "".join(f"{100 * sh[n]:17.1f}%" for n in names))
+    if args.format == "json":
+        print(json.dumps(out, indent=2))
     return 0
 
 

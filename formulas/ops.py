@@ -95,7 +95,10 @@ def conv_output_size(size: Any, kernel: int, stride: int = 1, padding: int = 0) 
         return size + 2 * padding - kernel + 1
     if isinstance(size, int):
         return (size + 2 * padding - kernel) // stride + 1
-    return (size + 2 * padding - kernel) / stride + 1  # symbolic: sizes that divide
+    # Symbolic: exact when the variable part of ``size`` divides by ``stride`` (the sizes a
+    # symbolic law is stated for); the constant part keeps the real floor.
+    const, variable = size.as_coeff_Add()
+    return variable / stride + (int(const) + 2 * padding - kernel) // stride + 1
 
 
 def attention(q_len: Any, kv_len: Any, heads: int, head_dim: int, v_head_dim: int | None = None) -> Cost:

@@ -137,6 +137,21 @@ def check_divisible(height: int, width: int, multiple: int, why: str) -> None:
         raise ResolutionError(f"{why} must be a multiple of {multiple}: " + "; ".join(parts) + ".")
 
 
+#: While a symbolic plan is built, guidance passes are tracked as the symbol ``P``.
+_PASSES_SYMBOL: list = []
+
+
+def cfg_passes(active: bool) -> int:
+    """Denoiser passes per step: 2 under classifier-free guidance (a doubled batch or two
+    forwards), else 1. In a symbolic plan the count carries the symbol ``P``."""
+    n = 2 if active else 1
+    if _PASSES_SYMBOL:
+        from flopcalc.symbolic import Tracked
+
+        return Tracked(n, _PASSES_SYMBOL[0])
+    return n
+
+
 def denoising_steps(steps: int, strength: float | None) -> int:
     """Steps actually run: image-to-image skips the first ``(1 − strength)`` of the schedule
     (``get_timesteps``: ``init_timestep = min(steps·strength, steps)``,

@@ -9,6 +9,7 @@ from flopcalc.errors import FlopcalcError
 from flopcalc.pipelines.base import (
     Plan,
     Settings,
+    cfg_passes,
     check_divisible,
     denoiser_run,
     image_runs,
@@ -42,7 +43,7 @@ def flux_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
         raise FlopcalcError(f"max_sequence_length cannot be greater than 512 for FLUX, got {s.max_sequence_length}")
     check_divisible(s.height, s.width, f * 2, "FLUX height and width (packed 2×2 latents)")
     true_cfg = s.true_cfg_scale > 1 and s.negative_prompt
-    passes = 2 if true_cfg else 1
+    passes = cfg_passes(true_cfg)
     notes = list(missing_notes(components, ["text_encoder", "text_encoder_2", "transformer", "vae"]))
     if s.true_cfg_scale > 1 and not s.negative_prompt:
         notes.append("true_cfg_scale > 1 has no effect without a negative prompt (as in FluxPipeline): one pass")

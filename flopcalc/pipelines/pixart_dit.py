@@ -9,6 +9,7 @@ from flopcalc.errors import FlopcalcError
 from flopcalc.pipelines.base import (
     Plan,
     Settings,
+    cfg_passes,
     check_divisible,
     denoiser_run,
     image_runs,
@@ -72,7 +73,7 @@ def _pixart(components: Mapping[str, Mapping[str, Any]], s: Settings, name: str,
                          f"resized, as {name} does (turn off with --no-resolution-binning)")
             s = replace(s, height=binned[0], width=binned[1])
     check_divisible(s.height, s.width, f * patch, "PixArt height and width (VAE factor × patch size)")
-    passes = 2 if s.guidance_scale > 1 else 1
+    passes = cfg_passes(s.guidance_scale > 1)
     runs = text_runs(components, [("text_encoder", s.max_sequence_length)], s.batch_size * passes,
                       f"{s.batch_size} prompt(s)" + (" + negative" if passes == 2 else ""))
     runs += denoiser_run(components, "transformer", s, f, s.max_sequence_length, passes)
@@ -93,7 +94,7 @@ def dit_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                 guidance_scale=4.0 if s.guidance_scale is None else s.guidance_scale)
     check_divisible(s.height, s.width, f * components.get("transformer", {}).get("patch_size", 2),
                     "DiT height and width (VAE factor × patch size)")
-    passes = 2 if s.guidance_scale > 1 else 1
+    passes = cfg_passes(s.guidance_scale > 1)
     runs = denoiser_run(components, "transformer", s, f, 0, passes) + image_runs(components, s, f)
     notes = [] if (s.height, s.width) == (sample * f, sample * f) else [
         f"DiTPipeline itself always generates at {sample * f}×{sample * f}; this estimates the transformer at "

@@ -8,6 +8,7 @@ from typing import Any, Mapping
 from flopcalc.pipelines.base import (
     Plan,
     Settings,
+    cfg_passes,
     check_divisible,
     denoiser_run,
     image_runs,
@@ -42,7 +43,7 @@ def sd3_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
     )
     check_divisible(s.height, s.width, f * patch, "SD3 height and width (VAE factor × patch size)")
     cfg = s.guidance_scale > 1
-    passes = 2 if cfg else 1
+    passes = cfg_passes(cfg)
     runs = text_runs(
         components,
         [("text_encoder", 77), ("text_encoder_2", 77), ("text_encoder_3", s.max_sequence_length)],

@@ -9,6 +9,7 @@ from typing import Any, Mapping
 from flopcalc.pipelines.base import (
     Plan,
     Settings,
+    cfg_passes,
     check_divisible,
     denoiser_run,
     image_runs,
@@ -21,7 +22,7 @@ from flopcalc.pipelines.base import (
 
 def _unet_cfg_passes(components, s: Settings) -> int:
     """``do_classifier_free_guidance``: ``guidance_scale > 1`` and no ``time_cond_proj_dim`` (LCM)."""
-    return 2 if s.guidance_scale > 1 and components.get("unet", {}).get("time_cond_proj_dim") is None else 1
+    return cfg_passes(s.guidance_scale > 1 and components.get("unet", {}).get("time_cond_proj_dim") is None)
 
 
 def _unet_defaults(components, s: Settings, steps: int, guidance: float) -> tuple[Settings, int]:

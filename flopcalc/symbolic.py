@@ -1,0 +1,206 @@
+"""Exact symbolic FLOP laws: the same pipeline plans and block formulas, evaluated on symbols.
+
+Symbols: ``H``, ``W`` image height and width in pixels, ``S`` denoising steps, ``P`` denoiser
+(guidance) passes per step, ``B`` prompts in the batch, ``L`` text tokens (the pipeline's
+``max_sequence_length``, where the model has one).
+
+How: the pipeline plan runs on :class:`Tracked` integers, ints that also carry the sympy
+expression they stand for, so ``s.height // f`` becomes ``H/8`` and ``steps × passes × images``
+becomes ``S·P·B`` without a second, symbolic copy of the pipeline code. The plan's branches
+(divisibility, CFG on or off, which encoders run) are taken at the representative numbers, so
+a law holds for every setting that takes the same branches: sizes that divide the latent grid
+(and every downsampling of it), the same guidance mode. The shapes then go through the same
+assemblers with sympy values: every coefficient is the code's own.
+
+Only this module (and the CLI commands that use it) import sympy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from typing import Any, Mapping
+
+import sympy as sp
+
+from flopcalc.api import CONVENTION_TEXT
+from flopcalc.cost import CONVENTIONS, Cost
+from flopcalc.errors import FlopcalcError
+from flopcalc.pipelines import Settings, plan
+from flopcalc.registry import RunShape, assemble
+
+H, W, S, P, B, L = sp.symbols("H W S P B L", positive=True, integer=True)
+SYMBOL_TEXT = {
+    "H": "image height (pixels)",
+    "W": "image width (pixels)",
+    "S": "denoising steps",
+    "P": "denoiser passes per step (2 under classifier-free guidance)",
+    "B": "prompts in the batch",
+    "L": "text tokens (max_sequence_length)",
+}
+
+
+class Tracked(int):
+    """An int that carries the sympy expression it stands for through integer arithmetic.
+
+    ``+``, ``-``, ``*`` with ints keep tracking; ``//`` divides the expression exactly (the plan
+    only floor-divides sizes it has checked divide). Anything else (comparisons, ``%``,
+    formatting, float arithmetic) behaves as the plain int.
+    """
+
+    expr: Any
+
+    def __new__(cls, value: int, expr: Any) -> Tracked:
+        obj = super().__new__(cls, value)
+        obj.expr = expr
+        return obj
+
+    def _track(self, other: Any, value: Any, expr: Any) -> Any:
+        return Tracked(value, expr) if isinstance(other, int) and not isinstance(other, bool) else value
+
+    def __add__(self, other: Any) -> Any:
+        return self._track(other, int(self) + other, self.expr + expr_of(other))
+
+    __radd__ = __add__
+
+    def __sub__(self, other: Any) -> Any:
+        return self._track(other, int(self) - other, self.expr - expr_of(other))
+
+    def __rsub__(self, other: Any) -> Any:
+        return self._track(other, other - int(self), expr_of(other) - self.expr)
+
+    def __mul__(self, other: Any) -> Any:
+        return self._track(other, int(self) * other, self.expr * expr_of(other))
+
+    __rmul__ = __mul__
+
+    def __floordiv__(self, other: Any) -> Any:
+        return self._track(other, int(self) // other, self.expr / expr_of(other))
+
+
+def expr_of(value: Any) -> Any:
+    """The expression a value stands for: a tracked int's expression, else the value itself."""
+    return value.expr if isinstance(value, Tracked) else value
+
+
+@dataclass(frozen=True)
+class SymbolicComponent:
+    component: str
+    class_name: str
+    call: str
+    runs: Any  # expression
+    per_run: Cost  # fields are expressions
+    convention: str
+
+    @property
+    def macs_per_run(self) -> Any:
+        return sp.expand(self.per_run.macs(self.convention))
+
+    @property
+    def flops(self) -> Any:
+        return sp.expand(2 * self.runs * self.per_run.macs(self.convention))
+
+
+@dataclass(frozen=True)
+class SymbolicReport:
+    model: str
+    pipeline: str
+    convention: str
+    settings: Settings  # the representative settings the branches were taken at
+    passes: int  # denoiser passes per step at those settings (the value of P)
+    components: tuple[SymbolicComponent, ...]
+    symbols: tuple[str, ...]  # those that occur
+    notes: tuple[str, ...]
+
+    @property
+    def flops(self) -> Any:
+        return sp.expand(sum((c.flops for c in self.components), sp.Integer(0)))
+
+    def at(self, **values: int) -> int:
+        """The total FLOPs at the given symbol values (``H=1024, W=1024, S=28, P=1, B=1, L=512``)."""
+        return int(self.flops.subs({sp.Symbol(k, positive=True, integer=True): v for k, v in values.items()}))
+
+    def representative(self) -> dict[str, int]:
+        """The symbol values of the settings the plan's branches were taken at."""
+        s = self.settings
+        known = {"H": s.height, "W": s.width, "S": s.steps, "B": s.batch_size, "L": s.max_sequence_length}
+        out = {k: v for k, v in known.items() if k in self.symbols and v is not None}
+        if "P" in self.symbols:
+            out["P"] = self.passes
+        return out
+
+
+def symbolic_estimate(
+    model: str,
+    *,
+    convention: str = "torch",
+    revision: str | None = None,
+    **settings: Any,
+) -> SymbolicReport:
+    """The FLOP law of one generation with ``model``: total and per component, as sympy
+    expressions in H, W, S, P, B, L. ``settings`` (as for :func:`flopcalc.estimate`) pick the
+    branch the law is stated for (guidance on or off, image-to-image, …)."""
+    from flopcalc.pipelines import base
+    from flopcalc.sources import resolve
+
+    if convention not in CONVENTIONS:
+        raise FlopcalcError(f"unknown convention {convention!r}; choose one of: {', '.join(CONVENTIONS)}")
+    source = resolve(model, revision=revision)
+    notes = []
+    if settings.get("resolution_binning", True):
+        notes.append("resolution binning is off in a symbolic law (the size is used as given)")
+    settings["resolution_binning"] = False
+    numeric = plan(source.model_index, source.components, Settings(**settings))
+    tracked = _tracked(numeric.settings)
+    base._PASSES_SYMBOL.append(P)
+    try:
+        symbolic_plan = plan(source.model_index, source.components, tracked)
+    finally:
+        base._PASSES_SYMBOL.clear()
+    comps = []
+    for run in symbolic_plan.runs:
+        shape = RunShape(**{f.name: expr_of(getattr(run.shape, f.name)) for f in fields(RunShape)})
+        tree = assemble(source.components[run.component], shape, component=run.component, call=run.call)
+        comps.append(SymbolicComponent(run.component, run.class_name, run.call, sp.sympify(expr_of(run.runs)),
+                                       tree.total, convention))
+    report = SymbolicReport(source.name, numeric.pipeline, convention, numeric.settings, int(numeric.passes),
+                            tuple(comps), (), tuple(notes) + numeric.notes)
+    used = {s.name for s in report.flops.free_symbols}
+    return replace(report, symbols=tuple(k for k in SYMBOL_TEXT if k in used))
+
+
+def _tracked(s: Settings) -> Settings:
+    values: dict[str, Any] = {"height": Tracked(s.height, H), "width": Tracked(s.width, W),
+                              "steps": Tracked(s.steps, S), "batch_size": Tracked(s.batch_size, B)}
+    if s.max_sequence_length is not None:
+        values["max_sequence_length"] = Tracked(s.max_sequence_length, L)
+    return replace(s, **values)
+
+
+# --------------------------------------------------------------------------- structure
+
+
+@dataclass(frozen=True)
+class Term:
+    """One group of a component's law: ``coefficient × monomial`` collected by kind."""
+
+    kind: str  # attention | linear layers | convolutions | other matmuls | fixed
+    expr: Any
+
+
+def structure(component: SymbolicComponent) -> list[Term]:
+    """A component's per-run MACs split by where they come from: attention (QKᵀ, A·V), linear
+    layers, convolutions, other functional matmuls; each an expression in H, W, L."""
+    c = component.per_run
+    parts = [("attention", c.attention), ("linear layers", c.linear), ("convolutions", c.conv),
+             ("other matmuls", c.functional)]
+    if component.convention == "thop":
+        parts = [("linear layers", c.linear), ("convolutions", c.conv), ("thop norm rules", c.thop_extra)]
+    return [Term(kind, sp.expand(expr)) for kind, expr in parts if sp.expand(expr) != 0]
+
+
+def describe() -> Mapping[str, str]:
+    return dict(SYMBOL_TEXT)
+
+
+__all__ = ["symbolic_estimate", "SymbolicReport", "SymbolicComponent", "Tracked", "structure", "H", "W", "S", "P",
+           "B", "L", "CONVENTION_TEXT"]

@@ -1,0 +1,166 @@
+"""Questions users ask of a FLOP law, and its renderings: structure per component (which term is
+attention, which linear layers, which fixed), exact ratios between two settings, the resolution
+where attention overtakes the linear layers, component shares as resolution grows; text, LaTeX
+and JSON (expressions as strings plus their coefficients)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import sympy as sp
+
+from flopcalc.errors import FlopcalcError
+from flopcalc.symbolic import SYMBOL_TEXT, H, SymbolicComponent, SymbolicReport, W, structure
+
+RATIO_HELP = ("two settings separated by ':', each 'HxW', 'HxW@STEPS' or 'steps=N', "
+              "e.g. 1024x1024:512x512 or steps=50:steps=28")
+
+
+# --------------------------------------------------------------------------- settings parsing
+
+
+def parse_point(text: str, base: dict[str, int]) -> dict[str, int]:
+    """One side of ``--ratio``: ``1024x768``, ``1024x768@28`` or ``steps=28`` (others from ``base``)."""
+    point = dict(base)
+    m = re.fullmatch(r"\s*(\d+)x(\d+)(?:@(\d+))?\s*", text)
+    if m:
+        point["H"], point["W"] = int(m.group(1)), int(m.group(2))
+        if m.group(3):
+            point["S"] = int(m.group(3))
+        return point
+    m = re.fullmatch(r"\s*(steps|batch|tokens)=(\d+)\s*", text)
+    if m:
+        point[{"steps": "S", "batch": "B", "tokens": "L"}[m.group(1)]] = int(m.group(2))
+        return point
+    raise FlopcalcError(f"cannot read {text!r} as a setting: {RATIO_HELP}")
+
+
+def ratio(report: SymbolicReport, spec: str) -> tuple[dict, dict, sp.Rational]:
+    """Exact ratio of the total FLOPs at two settings."""
+    if spec.count(":") != 1:
+        raise FlopcalcError(f"--ratio takes {RATIO_HELP}")
+    base = report.representative()
+    a, b = (parse_point(side, base) for side in spec.split(":"))
+    fa, fb = report.at(**a), report.at(**b)
+    return a, b, sp.Rational(fa, fb)
+
+
+# --------------------------------------------------------------------------- crossover
+
+
+@dataclass(frozen=True)
+class Crossover:
+    component: str
+    side: float | None  # square image side in pixels where attention MACs equal linear-layer MACs
+    law: Any  # attention − linear, in the side length x
+
+
+def crossover(report: SymbolicReport) -> list[Crossover]:
+    """For each component with attention: the square side (pixels) past which the attention
+    matmuls cost more than the linear layers (other symbols at their representative values)."""
+    x = sp.Symbol("x", positive=True)
+    values = {sp.Symbol(k, positive=True, integer=True): v for k, v in report.representative().items()
+              if k not in ("H", "W")}
+    out = []
+    for c in report.components:
+        attn = sp.expand(c.per_run.attention).subs(values).subs({H: x, W: x})
+        lin = sp.expand(c.per_run.linear + c.per_run.conv).subs(values).subs({H: x, W: x})
+        if attn == 0:
+            continue
+        diff = sp.expand(attn - lin)
+        roots = [float(r) for r in sp.Poly(diff, x).real_roots() if r > 0] if diff.free_symbols else []
+        out.append(Crossover(c.component, max(roots) if roots else None, diff))
+    return out
+
+
+# --------------------------------------------------------------------------- shares
+
+
+def shares(report: SymbolicReport, sides: list[int]) -> list[tuple[int, dict[str, float]]]:
+    """Share of the total per component at square sides ``sides`` (other symbols as represented)."""
+    base = report.representative()
+    rows = []
+    for side in sides:
+        point = {sp.Symbol(k, positive=True, integer=True): v for k, v in {**base, "H": side, "W": side}.items()}
+        values = {f"{c.component}{'.' + c.call if c.call != 'forward' else ''}": float(c.flops.subs(point))
+                  for c in report.components}
+        total = sum(values.values()) or 1.0
+        rows.append((side, {k: v / total for k, v in values.items()}))
+    return rows
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def _hw_grouped(expr: Any) -> Any:
+    """Show products of H and W as (H·W) powers where the law depends on the area only."""
+    a = sp.Symbol("HW", positive=True)
+    grouped = sp.expand(expr).subs(H * W, a)
+    return grouped if W not in grouped.free_symbols and H not in grouped.free_symbols else expr
+
+
+def _fmt(expr: Any, latex: bool) -> str:
+    expr = _hw_grouped(expr)
+    return sp.latex(expr) if latex else sp.sstr(expr)
+
+
+def render_text(report: SymbolicReport, latex: bool = False) -> str:
+    lines = [f"{report.model} · {report.pipeline} · {report.convention} convention (FLOPs = 2 × MACs)", ""]
+    lines.append("symbols: " + "; ".join(f"{k} = {SYMBOL_TEXT[k]}" for k in report.symbols))
+    rep = report.representative()
+    lines.append("the law holds for settings that take the same branches as: "
+                 + ", ".join(f"{k}={v}" for k, v in rep.items()) + " (sizes that divide the latent grid)")
+    lines.append("")
+    for c in report.components:
+        name = c.component + (f".{c.call}" if c.call != "forward" else "")
+        lines.append(f"{name} ({c.class_name}): runs = {_fmt(c.runs, latex)}; MACs per run =")
+        for term in structure(c):
+            lines.append(f"    {term.kind:<15} {_fmt(term.expr, latex)}")
+    lines.append("")
+    lines.append(f"total FLOPs = {_fmt(sp.factor_terms(report.flops), latex)}")
+    for note in report.notes:
+        lines.append(f"note: {note}")
+    return "\n".join(lines) + "\n"
+
+
+def _terms(expr: Any) -> list[dict[str, str]]:
+    """``[{monomial, coefficient}]`` of an expanded expression (coefficients exact, as strings)."""
+    expr = sp.expand(expr)
+    gens = sorted(expr.free_symbols, key=lambda s: s.name)
+    if not gens:
+        return [{"monomial": "1", "coefficient": str(expr)}]
+    poly = sp.Poly(expr, *gens)
+    return [{"monomial": str(sp.Mul(*[g**e for g, e in zip(gens, exps)])), "coefficient": str(coef)}
+            for exps, coef in poly.terms()]
+
+
+def _expr_dict(expr: Any) -> dict[str, Any]:
+    return {"expr": str(sp.expand(expr)), "latex": sp.latex(sp.expand(expr)), "terms": _terms(expr)}
+
+
+def report_dict(report: SymbolicReport) -> dict[str, Any]:
+    return {
+        "model": report.model,
+        "pipeline": report.pipeline,
+        "convention": report.convention,
+        "unit": "FLOPs (= 2 × MACs) for the total and components' flops; MACs per run for the terms",
+        "symbols": {k: SYMBOL_TEXT[k] for k in report.symbols},
+        "representative": report.representative(),
+        "total_flops": _expr_dict(report.flops),
+        "components": [_component_dict(c) for c in report.components],
+        "notes": list(report.notes),
+    }
+
+
+def _component_dict(c: SymbolicComponent) -> dict[str, Any]:
+    return {
+        "component": c.component,
+        "class_name": c.class_name,
+        "call": c.call,
+        "runs": str(c.runs),
+        "macs_per_run": _expr_dict(c.macs_per_run),
+        "by_kind": {t.kind: _expr_dict(t.expr) for t in structure(c)},
+        "flops": _expr_dict(c.flops),
+    }
