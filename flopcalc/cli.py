@@ -87,6 +87,39 @@ def _parser() -> argparse.ArgumentParser:
     f.add_argument("--latex", action="store_true")
     f.add_argument("--convention", choices=("torch", "thop"), default="torch")
 
+    w = sub.add_parser("sweep", help="FLOPs over a grid of settings (the law compiled once to numpy)",
+                       description="Values are lists and inclusive ranges: 512,768 or 256:2048:64.")
+    w.add_argument("model")
+    w.add_argument("--revision")
+    for flag, what in (("height", "image heights (pixels)"), ("width", "image widths (pixels)"),
+                       ("steps", "denoising steps"), ("batch-size", "prompts"),
+                       ("max-sequence-length", "text tokens")):
+        w.add_argument(f"--{flag}", dest=f"sweep_{flag.replace('-', '_')}", metavar="VALUES", help=what)
+    w.add_argument("--guidance-scale", type=float)
+    w.add_argument("--true-cfg-scale", type=float)
+    w.add_argument("--negative-prompt", action="store_true")
+    w.add_argument("--convention", choices=("torch", "thop"), default="torch")
+    w.add_argument("--format", choices=("csv", "json", "table"), default="csv")
+
+    c = sub.add_parser("compare", help="several models side by side at one setting")
+    c.add_argument("models", nargs="+")
+    _add_branch_options(c)
+    c.add_argument("--convention", choices=("torch", "thop"), default="torch")
+    c.add_argument("--format", choices=("table", "json"), default="table")
+
+    g = sub.add_parser("plot", help="FLOPs against resolution, stacked by component (needs flopcalc[plot])")
+    g.add_argument("models", nargs="+")
+    g.add_argument("--out", required=True, help="a .png or .svg file")
+    g.add_argument("--sides", default="256:4096:64", help="square sides in pixels (default 256:4096:64)")
+    _add_branch_options(g)
+    g.add_argument("--convention", choices=("torch", "thop"), default="torch")
+
+    r = sub.add_parser("report", help="one self-contained HTML page: tables, the law, the plot")
+    r.add_argument("models", nargs="+")
+    r.add_argument("--html", required=True, help="the HTML file to write")
+    _add_branch_options(r)
+    r.add_argument("--convention", choices=("torch", "thop"), default="torch")
+
     k = sub.add_parser("kaplan", help="Kaplan's C≈2N+2·n_layer·n_ctx·d_attn beside the exact text-encoder count")
     k.add_argument("model")
     k.add_argument("--revision")
@@ -106,6 +139,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _formulas(args)
         if args.command == "symbolic":
             return _symbolic(args)
+        if args.command == "sweep":
+            return _sweep(args)
+        if args.command == "compare":
+            return _compare(args)
+        if args.command == "plot":
+            return _plot(args)
+        if args.command == "report":
+            return _html(args)
     except FlopcalcError as exc:
         print(f"flopcalc: error: {exc}", file=sys.stderr)
         return 2
@@ -187,6 +228,73 @@ def _symbolic(args: argparse.Namespace) -> int:
                 print("  " + str(side).rjust(6) + "".join(f"{100 * sh[n]:17.1f}%" for n in names))
     if args.format == "json":
         print(json.dumps(out, indent=2))
+    return 0
+
+
+_SWEEP_SYMBOLS = {"height": "H", "width": "W", "steps": "S", "batch_size": "B", "max_sequence_length": "L"}
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    import json
+
+    from flopcalc.api import estimate
+    from flopcalc.sweep import parse_values, rows, run_sweep, write_columns
+    from flopcalc.symbolic import symbolic_estimate
+
+    values = {sym: parse_values(getattr(args, f"sweep_{key}"), key.replace("_", "-"))
+              for key, sym in _SWEEP_SYMBOLS.items() if getattr(args, f"sweep_{key}")}
+    branch = {k: getattr(args, k) for k in ("guidance_scale", "true_cfg_scale", "negative_prompt")
+              if getattr(args, k) not in (None, False)}
+    first = {key: values[sym][0] for key, sym in _SWEEP_SYMBOLS.items() if sym in values}
+    law = symbolic_estimate(args.model, convention=args.convention, revision=args.revision, **branch, **first)
+
+    def exact(height: int, width: int) -> int:
+        return estimate(args.model, height=height, width=width, convention=args.convention, revision=args.revision,
+                        resolution_binning=False, **branch, **{k: v for k, v in first.items()
+                                                                if k not in ("height", "width")}).flops
+
+    result = run_sweep(law, values, verify=exact)
+    if args.format == "json":
+        print(json.dumps({"model": law.model, "convention": law.convention, "unit": "FLOPs (float64)",
+                          "rows": rows(result)}))
+    else:
+        write_columns(result, sys.stdout, sep="," if args.format == "csv" else "  ")
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    import json
+
+    from flopcalc.api import estimate
+    from flopcalc.report import compare_dict, compare_table
+
+    reports = [estimate(m, convention=args.convention, **_branch_settings(args)) for m in args.models]
+    if args.format == "json":
+        print(json.dumps(compare_dict(reports), indent=2))
+    else:
+        sys.stdout.write(compare_table(reports))
+    return 0
+
+
+def _plot(args: argparse.Namespace) -> int:
+    from flopcalc.plots import resolution_figure, save
+    from flopcalc.sweep import parse_values
+    from flopcalc.symbolic import symbolic_estimate
+
+    laws = [symbolic_estimate(m, convention=args.convention, **_branch_settings(args)) for m in args.models]
+    save(resolution_figure(laws, parse_values(args.sides, "sides")), args.out)
+    print(f"wrote {args.out}")
+    return 0
+
+
+def _html(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from flopcalc.html_report import build
+
+    Path(args.html).write_text(build(args.models, convention=args.convention, **_branch_settings(args)),
+                               encoding="utf-8")
+    print(f"wrote {args.html}")
     return 0
 
 

@@ -229,3 +229,51 @@ def to_csv(report: Report, *, per_block: bool = False, depth: int = 4) -> str:
                 w.writerow([path, "", c.call, c.runs, node.count, node.total.params, macs, c.runs * macs,
                             2 * c.runs * macs, f"{c.runs * macs / total if total else 0:.6f}", report.convention])
     return buf.getvalue()
+
+
+# --------------------------------------------------------------------------- comparison
+
+
+def _role_flops(report: Report, role: str) -> int:
+    return sum(c.flops for c in report.components if c.role == role)
+
+
+def compare_dict(reports: list[Report]) -> dict[str, Any]:
+    return {
+        "convention": reports[0].convention,
+        "unit": "FLOPs (= 2 × MACs)",
+        "models": [
+            {
+                "model": r.model,
+                "pipeline": r.pipeline,
+                "settings": {k: v for k, v in vars(r.settings).items()},
+                "guidance_passes": r.passes,
+                "params": r.params,
+                "flops": r.flops,
+                "text_encoders_flops": _role_flops(r, "text_encoder"),
+                "denoiser_flops": _role_flops(r, "denoiser"),
+                "vae_flops": _role_flops(r, "vae_decoder") + _role_flops(r, "vae_encoder"),
+            }
+            for r in reports
+        ],
+    }
+
+
+def compare_table(reports: list[Report]) -> str:
+    def t(v: int) -> str:
+        return f"{v / 1e12:,.3f}"
+
+    rows = [
+        ("", *[r.model for r in reports]),
+        ("pipeline", *[r.pipeline for r in reports]),
+        ("size", *[f"{r.settings.height}×{r.settings.width}" for r in reports]),
+        ("steps × passes", *[f"{r.settings.steps} × {r.passes}" for r in reports]),
+        ("params", *[_params(r.params) for r in reports]),
+        ("text encoders TFLOPs", *[t(_role_flops(r, "text_encoder")) for r in reports]),
+        ("denoiser TFLOPs", *[t(_role_flops(r, "denoiser")) for r in reports]),
+        ("VAE TFLOPs", *[t(_role_flops(r, "vae_decoder") + _role_flops(r, "vae_encoder")) for r in reports]),
+        ("total TFLOPs", *[t(r.flops) for r in reports]),
+    ]
+    lines = _columns(rows, right=tuple(range(1, len(reports) + 1)))
+    lines.append(f"counted ({reports[0].convention} convention): {CONVENTION_TEXT[reports[0].convention]}.")
+    return "\n".join(lines) + "\n"

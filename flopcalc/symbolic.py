@@ -87,6 +87,7 @@ class SymbolicComponent:
     component: str
     class_name: str
     call: str
+    role: str
     runs: Any  # expression
     per_run: Cost  # fields are expressions
     convention: str
@@ -160,8 +161,8 @@ def symbolic_estimate(
     for run in symbolic_plan.runs:
         shape = RunShape(**{f.name: expr_of(getattr(run.shape, f.name)) for f in fields(RunShape)})
         tree = assemble(source.components[run.component], shape, component=run.component, call=run.call)
-        comps.append(SymbolicComponent(run.component, run.class_name, run.call, sp.sympify(expr_of(run.runs)),
-                                       tree.total, convention))
+        comps.append(SymbolicComponent(run.component, run.class_name, run.call, run.role,
+                                       sp.sympify(expr_of(run.runs)), tree.total, convention))
     report = SymbolicReport(source.name, numeric.pipeline, convention, numeric.settings, int(numeric.passes),
                             tuple(comps), (), tuple(notes) + numeric.notes)
     used = {s.name for s in report.flops.free_symbols}

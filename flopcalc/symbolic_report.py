@@ -137,7 +137,10 @@ def _terms(expr: Any) -> list[dict[str, str]]:
 
 
 def _expr_dict(expr: Any) -> dict[str, Any]:
-    return {"expr": str(sp.expand(expr)), "latex": sp.latex(sp.expand(expr)), "terms": _terms(expr)}
+    """The expression as text, LaTeX, exact terms, and ``srepr`` (``sympy.sympify(srepr)`` rebuilds
+    it exactly; plain ``sympify(expr)`` would read ``S`` as sympy's singleton registry)."""
+    expr = sp.expand(expr)
+    return {"expr": str(expr), "latex": sp.latex(expr), "terms": _terms(expr), "srepr": sp.srepr(expr)}
 
 
 def report_dict(report: SymbolicReport) -> dict[str, Any]:
