@@ -44,6 +44,7 @@ class Architecture:
     role: str  # "denoiser" | "text_encoder" | "vae"
     source: str  # the file of the real module it mirrors
     nominal: RunShape  # a valid shape, for parameter counts (which do not depend on it)
+    scale_factor: Callable[[Mapping[str, Any]], int] | None = None  # VAEs: image pixels per latent pixel
 
 
 _REGISTRY: dict[tuple[str, str], Architecture] = {}
@@ -55,14 +56,15 @@ _NOMINAL = RunShape(latent_height=64, latent_width=64, text_len=8, seq_len=8, he
 
 
 def register(class_name: str, *, role: str, source: str, defaults: Mapping[str, Any], call: str = "forward",
-             aliases: tuple[str, ...] = (), nominal: RunShape = _NOMINAL) -> Callable[[Assembler], Assembler]:
+             aliases: tuple[str, ...] = (), nominal: RunShape = _NOMINAL,
+             scale_factor: Callable[[Mapping[str, Any]], int] | None = None) -> Callable[[Assembler], Assembler]:
     """Decorator: register ``fn`` as the assembler of ``class_name``'s ``call``."""
 
     def deco(fn: Assembler) -> Assembler:
         key = (class_name, call)
         if key in _REGISTRY:
             raise RuntimeError(f"{class_name}.{call} registered twice")
-        _REGISTRY[key] = Architecture(class_name, call, fn, dict(defaults), role, source, nominal)
+        _REGISTRY[key] = Architecture(class_name, call, fn, dict(defaults), role, source, nominal, scale_factor)
         for alias in aliases:
             _ALIASES[alias] = class_name
         return fn

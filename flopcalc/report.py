@@ -26,8 +26,16 @@ def render(report: Report, fmt: str = "table", *, per_block: bool = False, depth
 
 #: Block formulas a summary stops at: the units a reader compares (ResNets vs attentions vs samplers).
 SUMMARY_FORMULAS = frozenset({
-    "resnet_block", "spatial_transformer", "spatial_self_attention", "cross_attention_block", "mmdit_joint_block",
-    "single_stream_block", "kaplan_transformer", "downsample", "upsample", "feed_forward", "attention",
+    # transformer blocks
+    "mmdit_joint_block", "single_stream_block", "cross_attention_block", "spatial_transformer", "kaplan_transformer",
+    "decoder_layer", "bert_layer", "sana_transformer_block", "qwen_image_block", "hunyuan_dit_block", "lumina2_block",
+    "lumina_next_block", "efficient_vit_block", "feed_forward", "attention",
+    # convolutional blocks and their attentions
+    "resnet_block", "resnet_block_cond_norm", "kandinsky3_resnet_block", "dc_res_block", "causal_residual_block",
+    "spatial_self_attention", "kandinsky3_attention_block", "kandinsky3_attention_pooling", "hunyuan_attention_pool",
+    "pixel_attention", "causal_vae_attention",
+    # samplers
+    "downsample", "upsample", "dc_down_block", "dc_up_block", "causal_vae_downsample", "causal_vae_upsample",
 })
 
 

@@ -86,9 +86,10 @@ def test_parameters_are_exact(path):
     comp = _component(fixture)
     assert comp.params == fixture["params"]
     by_module = fixture["params_by_module"]
-    if sum(by_module.values()) != fixture["params"]:
+    if sum(by_module.values()) > fixture["params"]:
         # Tied weights (T5's ``shared`` is ``encoder.embed_tokens``) count in both modules:
-        # per-module parameters are not additive there, only the deduplicated total is.
+        # per-module parameters overlap there, only the deduplicated total is comparable.
+        # (A sum below the total is fine: parameters held by the root itself.)
         pytest.skip("tied parameters: per-module counts overlap")
     for module_path, params in by_module.items():
         calls_sum = comp.tree.find(module_path)

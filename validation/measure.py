@@ -714,6 +714,9 @@ def measure_component(
         if settings is None:
             raise ValueError("give settings or inputs")
         inputs, used = build_inputs(model, settings, call)
+        note = getattr(_registered(built).builder, "method_note", None)  # how a builder helped on meta
+        if note:
+            notes.append(note)
     result = measure_model(
         model, inputs, call=call, with_thop=with_thop, module_depth=module_depth, notes=notes
     )

@@ -51,7 +51,8 @@ def _blocks(config: Config) -> dict:
     }
 
 
-@register("AutoencoderKL", call="decode", role="vae", defaults=DEFAULTS, source=SOURCE)
+@register("AutoencoderKL", call="decode", role="vae", defaults=DEFAULTS, source=SOURCE,
+          scale_factor=scale_factor)
 def autoencoder_kl_decode(config: Config, shape: RunShape) -> Node:
     kw = _blocks(config)
     z = kw["latent_channels"]
@@ -63,7 +64,8 @@ def autoencoder_kl_decode(config: Config, shape: RunShape) -> Node:
     return Node("vae", children=tuple(children), formula="autoencoder_kl_decode")
 
 
-@register("AutoencoderKL", call="encode", role="vae", defaults=DEFAULTS, source=SOURCE)
+@register("AutoencoderKL", call="encode", role="vae", defaults=DEFAULTS, source=SOURCE,
+          scale_factor=scale_factor)
 def autoencoder_kl_encode(config: Config, shape: RunShape) -> Node:
     kw = _blocks(config)
     z = kw["latent_channels"]

@@ -114,15 +114,19 @@ def _validate(s: Settings) -> None:
         raise FlopcalcError(f"strength must be in (0, 1], got {s.strength}")
 
 
-def vae_scale_factor(components: Mapping[str, Mapping[str, Any]]) -> int:
-    """``2 ** (len(vae.config.block_out_channels) - 1)``, or 8 without a VAE (as the pipelines do)."""
-    vae = components.get("vae")
+def vae_scale_factor(components: Mapping[str, Mapping[str, Any]], name: str = "vae") -> int:
+    """The pipelines' ``vae_scale_factor``: image pixels per latent pixel, as the VAE class
+    defines it (``2 ** (len(block_out_channels) - 1)`` for ``AutoencoderKL``; each VAE
+    architecture registers its own), or 8 without a VAE (as the pipelines do)."""
+    from flopcalc.registry import lookup
+
+    vae = components.get(name)
     if vae is None:
         return 8
-    channels = vae.get("block_out_channels")
-    if not isinstance(channels, list) or not channels:
-        raise ConfigError("vae/config.json: 'block_out_channels' must be a non-empty list")
-    return 2 ** (len(channels) - 1)
+    arch = lookup(class_name_of(vae), "decode", component=name)
+    if arch.scale_factor is None:
+        raise ConfigError(f"{name}: {arch.class_name} registers no scale factor")
+    return arch.scale_factor(vae)
 
 
 def check_divisible(height: int, width: int, multiple: int, why: str) -> None:
@@ -228,20 +232,22 @@ def _standalone(components: Mapping[str, Mapping[str, Any]], s: Settings) -> Pla
         pipe, comp = choices[0]
         p = _PIPELINES[pipe]({comp: cfg}, s)
         runs = tuple(replace(r, component=name) for r in p.runs)
-        return replace(p, pipeline=f"{pipe} (denoiser only)", runs=runs, notes=("only the denoiser was given",))
+        return replace(p, pipeline=f"{pipe} (denoiser only)", runs=runs, notes=p.notes + ("only the denoiser was given",))
     if role == "text_encoder":
-        seq = s.max_sequence_length or cfg.get("max_position_embeddings") or 512
+        # its position limit when that is a short CLIP-like window, else 512 (LLM limits run to 128k)
+        limit = cfg.get("max_position_embeddings")
+        seq = s.max_sequence_length or (limit if isinstance(limit, int) and limit <= 512 else 512)
         s = replace(s, max_sequence_length=seq)
         run = ComponentRun(name, cls or "?", "forward", "text_encoder", RunShape(seq_len=seq), s.batch_size,
                            f"{s.batch_size} prompt(s)")
         return Plan("text encoder only", s, 1, (run,))
-    f = vae_scale_factor({"vae": cfg})
+    f = vae_scale_factor({name: cfg}, name)
     size = cfg.get("sample_size") if isinstance(cfg.get("sample_size"), int) else 1024
     s = replace(s, height=s.height or size, width=s.width or size)
     check_divisible(s.height, s.width, f, "VAE height and width")
     images = s.batch_size * s.num_images_per_prompt
-    lookup(cls, "decode", component=name)
-    return Plan("VAE only", s, 1, tuple(vae_runs({"vae": cfg}, s, images, s.height // f, s.width // f)))
+    runs = vae_runs({"vae": cfg}, s, images, s.height // f, s.width // f)
+    return Plan("VAE only", s, 1, tuple(replace(r, component=name) for r in runs))
 
 
 def _role_of(class_name: str | None, component: str) -> str:

@@ -1,0 +1,232 @@
+"""LLM and BERT text encoders of the newer diffusion pipelines (transformers 5):
+
+* ``Gemma2Model`` (``models/gemma2/modeling_gemma2.py``): SANA, Lumina-Image-2.0;
+* ``GemmaModel`` (``models/gemma/modeling_gemma.py``): Lumina-Next;
+* ``Qwen2_5_VLForConditionalGeneration`` (``models/qwen2_5_vl/modeling_qwen2_5_vl.py``): Qwen-Image;
+* ``BertModel`` (``models/bert/modeling_bert.py``): HunyuanDiT's first text encoder.
+
+Each pipeline runs the whole module on the padded prompt (``seq_len`` tokens, the mask never
+saves work). The decoder models stack ``num_hidden_layers`` :func:`~flopcalc.formulas.decoder_layer.decoder_layer`
+blocks between the token embedding and a final RMSNorm. Qwen-Image calls
+``text_encoder(input_ids=..., attention_mask=..., output_hidden_states=True)`` and keeps
+``hidden_states[-1]``, but ``Qwen2_5_VLForConditionalGeneration.forward`` still applies ``lm_head``
+to every token (``logits_to_keep=0`` keeps all): that vocabulary projection runs and counts. Its
+vision tower (``model.visual``) is built and holds parameters, but a text-only prompt never runs it.
+``BertModel`` is built with its pooler (``add_pooling_layer=True``, the ``from_pretrained``
+default), which runs on the first token even though HunyuanDiT only reads ``[0]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from flopcalc.config import Config, count_int, positive_int
+from flopcalc.cost import Node, module_list
+from flopcalc.errors import ConfigError, FlopcalcError
+from flopcalc.formulas import ops
+from flopcalc.formulas.decoder_layer import (
+    bert_cross_attention_params,
+    bert_embeddings,
+    bert_layer,
+    bert_pooler,
+    decoder_layer,
+    rotary_embedding,
+)
+from flopcalc.registry import RunShape, register
+
+#: ``GemmaConfig`` defaults (transformers configuration_gemma.py).
+GEMMA_DEFAULTS = {
+    "vocab_size": 256000, "hidden_size": 3072, "intermediate_size": 24576, "num_hidden_layers": 28,
+    "num_attention_heads": 16, "num_key_value_heads": 16, "head_dim": 256, "attention_bias": False,
+}
+#: ``Gemma2Config`` defaults (transformers configuration_gemma2.py).
+GEMMA2_DEFAULTS = {
+    "vocab_size": 256000, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
+    "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256, "attention_bias": False,
+    "attn_logit_softcapping": 50.0,
+}
+#: ``Qwen2_5_VLConfig`` defaults (configuration_qwen2_5_vl.py); the sub-configs' below.
+QWEN2_5_VL_DEFAULTS = {"tie_word_embeddings": False, "text_config": None, "vision_config": None}
+#: ``Qwen2_5_VLTextConfig`` defaults.
+QWEN2_5_VL_TEXT_DEFAULTS = {
+    "vocab_size": 152064, "hidden_size": 8192, "intermediate_size": 29568, "num_hidden_layers": 80,
+    "num_attention_heads": 64, "num_key_value_heads": 8, "tie_word_embeddings": False,
+}
+#: ``Qwen2_5_VLVisionConfig`` defaults (``num_hidden_layers``/``num_attention_heads`` alias ``depth``/``num_heads``).
+QWEN2_5_VL_VISION_DEFAULTS = {
+    "depth": 32, "hidden_size": 3584, "intermediate_size": 3420, "in_channels": 3, "patch_size": 14,
+    "temporal_patch_size": 2, "spatial_merge_size": 2, "out_hidden_size": 3584,
+}
+#: ``BertConfig`` defaults (transformers configuration_bert.py).
+BERT_DEFAULTS = {
+    "vocab_size": 30522, "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
+    "intermediate_size": 3072, "max_position_embeddings": 512, "type_vocab_size": 2, "is_decoder": False,
+    "add_cross_attention": False,
+}
+
+
+# --------------------------------------------------------------------------- Gemma, Gemma-2
+
+
+@register("Gemma2Model", role="text_encoder", defaults=GEMMA2_DEFAULTS,
+          source="transformers/models/gemma2/modeling_gemma2.py")
+def gemma2_model(config: Config, shape: RunShape) -> Node:
+    """``Gemma2Model``: four RMSNorms per layer, soft-capped attention logits (when
+    ``attn_logit_softcapping`` is set); sliding-window layers cost the dense attention."""
+    return _gemma_like(config, shape.seq_len, sandwich_norms=True,
+                       softcap=config.get("attn_logit_softcapping") is not None, formula="gemma2_model")
+
+
+@register("GemmaModel", role="text_encoder", defaults=GEMMA_DEFAULTS,
+          source="transformers/models/gemma/modeling_gemma.py")
+def gemma_model(config: Config, shape: RunShape) -> Node:
+    """``GemmaModel``: two RMSNorms per layer."""
+    return _gemma_like(config, shape.seq_len, sandwich_norms=False, softcap=False, formula="gemma_model")
+
+
+def _gemma_like(config: Config, n: Any, *, sandwich_norms: bool, softcap: bool, formula: str) -> Node:
+    """``embed_tokens`` (a scaled lookup), the layers, ``norm``, ``rotary_emb``; every projection
+    has ``attention_bias``; the head width is ``head_dim`` (not hidden/heads)."""
+    d = positive_int(config, "hidden_size")
+    heads, head_dim = positive_int(config, "num_attention_heads"), positive_int(config, "head_dim")
+    bias = bool(config["attention_bias"])
+    layer = decoder_layer(tokens=n, dim=d, heads=heads, kv_heads=_kv_heads(config, heads), head_dim=head_dim,
+                          d_ff=positive_int(config, "intermediate_size"), qkv_bias=bias, out_bias=bias,
+                          sandwich_norms=sandwich_norms, softcap=softcap)
+    return Node("text_encoder", children=(
+        Node("embed_tokens", ops.embedding(positive_int(config, "vocab_size"), d)),
+        module_list("layers", [layer] * count_int(config, "num_hidden_layers")),
+        Node("norm", ops.rms_norm(n, d)),
+        rotary_embedding("rotary_emb", n, head_dim),
+    ), formula=formula)
+
+
+def _kv_heads(config: Config, heads: int) -> int:
+    """``num_key_value_heads`` (``None`` means one per query head), which must divide the heads."""
+    kv = config.get("num_key_value_heads")
+    kv = heads if kv is None else positive_int(config, "num_key_value_heads")
+    if heads % kv:
+        raise ConfigError(f"{config.component}/config.json: num_attention_heads {heads} is not a multiple of "
+                          f"num_key_value_heads {kv}")
+    return kv
+
+
+# --------------------------------------------------------------------------- Qwen2.5-VL
+
+
+@register("Qwen2_5_VLForConditionalGeneration", role="text_encoder", defaults=QWEN2_5_VL_DEFAULTS,
+          source="transformers/models/qwen2_5_vl/modeling_qwen2_5_vl.py")
+def qwen2_5_vl_text_path(config: Config, shape: RunShape) -> Node:
+    """A text-only forward: ``model.language_model`` (decoder layers with q/k/v biases, bias-free
+    ``o_proj``, head width hidden/heads, mRoPE) and ``lm_head`` over all ``seq_len`` tokens;
+    ``model.visual`` holds parameters but does not run. ``lm_head`` shares the token embedding
+    when ``tie_word_embeddings`` (top level, or the text config's) is set."""
+    n = shape.seq_len
+    text = _sub_config(config, "text_config", QWEN2_5_VL_TEXT_DEFAULTS, fallback_to_top=True)
+    d, vocab = positive_int(text, "hidden_size"), positive_int(text, "vocab_size")
+    heads = positive_int(text, "num_attention_heads")
+    if d % heads:
+        raise ConfigError(f"{config.component}/config.json: hidden_size {d} is not a multiple of "
+                          f"num_attention_heads {heads}")
+    head_dim = d // heads
+    layer = decoder_layer(tokens=n, dim=d, heads=heads, kv_heads=_kv_heads(text, heads), head_dim=head_dim,
+                          d_ff=positive_int(text, "intermediate_size"), qkv_bias=True, out_bias=False)
+    language_model = Node("language_model", children=(
+        Node("embed_tokens", ops.embedding(vocab, d)),
+        module_list("layers", [layer] * count_int(text, "num_hidden_layers")),
+        Node("norm", ops.rms_norm(n, d)),
+        rotary_embedding("rotary_emb", n, head_dim, axes=3),
+    ))
+    lm_head = ops.linear(n, d, vocab, bias=False)
+    if config.get("tie_word_embeddings") or text.get("tie_word_embeddings"):
+        lm_head = replace(lm_head, params=0)  # the embedding's weight, counted once
+    vision = _sub_config(config, "vision_config", QWEN2_5_VL_VISION_DEFAULTS, fallback_to_top=False)
+    return Node("text_encoder", children=(
+        Node("model", children=(_qwen2_5_vl_vision_tower(vision), language_model)),
+        Node("lm_head", lm_head),
+    ), formula="qwen2_5_vl_text")
+
+
+def _sub_config(config: Config, key: str, defaults: Mapping[str, Any], *, fallback_to_top: bool) -> Config:
+    """A nested config (``text_config``/``vision_config``) with its class defaults. Without it,
+    ``Qwen2_5_VLConfig`` builds the text config from the top-level keys and the vision config from
+    the defaults."""
+    values = config.get(key)
+    if values is None:
+        values = config.values if fallback_to_top else {}
+    if not isinstance(values, Mapping):
+        raise ConfigError(f"{config.component}/config.json: {key!r} must be an object, got {values!r}")
+    return Config(config.component, values, defaults)
+
+
+def _aliased(config: Config, key: str, alias: str) -> int:
+    """``key`` or, as the vision config's ``attribute_map`` allows, ``alias``."""
+    if key not in config.values and alias in config.values:
+        return count_int(config, alias)
+    return count_int(config, key)
+
+
+def _qwen2_5_vl_vision_tower(vision: Config) -> Node:
+    """``Qwen2_5_VisionTransformerPretrainedModel``, parameters only (not run on a text prompt):
+    ``patch_embed.proj`` (a bias-free Conv3d, kernel temporal_patch × patch × patch), ``depth``
+    blocks (two RMSNorms, ``attn.qkv``/``attn.proj`` with bias, a gated MLP with biases), and
+    ``merger`` (RMSNorm, then Linear(c·m², c·m²) and Linear(c·m², out_hidden_size) with m the
+    spatial merge size)."""
+    c = positive_int(vision, "hidden_size")
+    f = positive_int(vision, "intermediate_size")
+    patch = positive_int(vision, "patch_size")
+    kernel = positive_int(vision, "temporal_patch_size") * patch * patch
+    patch_embed = ops.conv(positive_int(vision, "in_channels"), c, kernel, 0, bias=False)
+    block = Node("block", ops.parameters(
+        2 * c  # norm1, norm2
+        + ops.linear(0, c, 3 * c).params + ops.linear(0, c, c).params  # attn.qkv, attn.proj
+        + 2 * ops.linear(0, c, f).params + ops.linear(0, f, c).params  # mlp.gate_proj, up_proj, down_proj
+    ), formula="not run")
+    merged = c * positive_int(vision, "spatial_merge_size") ** 2
+    merger = ops.parameters(c + ops.linear(0, merged, merged).params
+                            + ops.linear(0, merged, positive_int(vision, "out_hidden_size")).params)
+    return Node("visual", children=(
+        Node("patch_embed", patch_embed),
+        module_list("blocks", [block] * _aliased(vision, "depth", "num_hidden_layers")),
+        Node("merger", merger),
+    ), formula="not run")
+
+
+# --------------------------------------------------------------------------- BERT
+
+
+@register("BertModel", role="text_encoder", defaults=BERT_DEFAULTS, source="transformers/models/bert/modeling_bert.py")
+def bert_model(config: Config, shape: RunShape) -> Node:
+    """``BertModel`` as ``from_pretrained`` builds it: embeddings, encoder, pooler."""
+    return bert_model_tree(config, shape.seq_len, pooler=True)
+
+
+def bert_model_tree(config: Config, n: Any, *, pooler: bool) -> Node:
+    """``BertModel(config, add_pooling_layer=pooler)``: ``embeddings`` (absolute positions: at most
+    ``max_position_embeddings`` tokens), ``encoder.layer`` × ``num_hidden_layers`` (a decoder with
+    ``add_cross_attention`` also holds the unused cross-attention's parameters), ``pooler``."""
+    d = positive_int(config, "hidden_size")
+    heads = positive_int(config, "num_attention_heads")
+    if d % heads:
+        raise ConfigError(f"{config.component}/config.json: hidden_size {d} is not a multiple of "
+                          f"num_attention_heads {heads}")
+    positions = positive_int(config, "max_position_embeddings")
+    if isinstance(n, int) and n > positions:
+        raise FlopcalcError(f"{config.component}: BertModel has {positions} position embeddings and cannot encode "
+                            f"{n} tokens; use a max_sequence_length of at most {positions}.")
+    layer = bert_layer(tokens=n, dim=d, heads=heads, d_ff=positive_int(config, "intermediate_size"))
+    if config["add_cross_attention"]:
+        if not config["is_decoder"]:
+            raise ConfigError(f"{config.component}/config.json: add_cross_attention needs is_decoder (as BertLayer)")
+        layer = Node(layer.name, children=(*layer.children, Node("crossattention", bert_cross_attention_params(d))),
+                     formula=layer.formula)
+    children = [
+        bert_embeddings("embeddings", n, d, vocab=positive_int(config, "vocab_size"), positions=positions,
+                        token_types=positive_int(config, "type_vocab_size")),
+        Node("encoder", children=(module_list("layer", [layer] * count_int(config, "num_hidden_layers")),)),
+    ]
+    if pooler:
+        children.append(bert_pooler("pooler", d))
+    return Node("text_encoder", children=tuple(children), formula="bert_model")

@@ -1,0 +1,83 @@
+"""Qwen-Image transformer: ``QwenImageTransformer2DModel`` (diffusers
+``models/transformers/transformer_qwenimage.py``); block formula in ``formulas/qwen_image.py``.
+
+``QwenImagePipeline`` packs the ``z × H/8 × W/8`` latent into 2×2 patches (``_pack_latents``), so
+the model sees ``N = (H/16)(W/16)`` image tokens of ``in_channels = 4z`` features and ``T`` text
+tokens (Qwen2.5-VL hidden states of width ``joint_attention_dim``):
+
+* ``img_in`` (in_channels → d) on the N tokens; ``txt_norm`` (RMSNorm) and ``txt_in`` (→ d) on the T;
+* ``time_text_embed``: sinusoidal projection, then ``timestep_embedder`` (256 → d → d), on one
+  timestep, or two with ``zero_cond_t`` (the timestep and a zero one); ``addition_t_embedding``
+  (``nn.Embedding(2, d)``) with ``use_additional_t_cond``;
+* ``pos_embed`` (``QwenEmbedRope`` / ``QwenEmbedLayer3DRope``): frequency tables built at init and
+  sliced per call, no parameters, no counted work;
+* ``num_layers`` dual-stream blocks; ``norm_out`` (``AdaLayerNormContinuous``, d → 2d) and
+  ``proj_out`` (d → patch² · out_channels) on the image tokens.
+
+``guidance_embeds`` adds no module (diffusers keeps it as a config flag only).
+"""
+
+from __future__ import annotations
+
+from flopcalc.config import Config, count_int, positive_int
+from flopcalc.cost import Node, module_list
+from flopcalc.formulas import ops
+from flopcalc.formulas.conditioning import ada_layer_norm_continuous, mlp_embedder
+from flopcalc.formulas.qwen_image import qwen_image_block
+from flopcalc.registry import RunShape, register
+
+#: ``QwenImageTransformer2DModel.__init__`` keyword defaults (transformer_qwenimage.py).
+DEFAULTS = {
+    "patch_size": 2,
+    "in_channels": 64,
+    "out_channels": 16,
+    "num_layers": 60,
+    "attention_head_dim": 128,
+    "num_attention_heads": 24,
+    "joint_attention_dim": 3584,
+    "guidance_embeds": False,
+    "axes_dims_rope": (16, 56, 56),
+    "zero_cond_t": False,
+    "use_additional_t_cond": False,
+    "use_layer3d_rope": False,
+}
+
+#: QwenImagePipeline packs 2×2 latent patches into one token (``_pack_latents``).
+PACKING = 2
+#: ``QwenTimestepProjEmbeddings``: ``Timesteps(num_channels=256)`` feeds ``TimestepEmbedding(256, d)``.
+TIMESTEP_CHANNELS = 256
+
+
+@register("QwenImageTransformer2DModel", role="denoiser", defaults=DEFAULTS,
+          source="diffusers/models/transformers/transformer_qwenimage.py")
+def qwen_image_transformer(config: Config, shape: RunShape) -> Node:
+    heads = positive_int(config, "num_attention_heads")
+    head_dim = positive_int(config, "attention_head_dim")
+    dim = heads * head_dim
+    in_channels = positive_int(config, "in_channels")
+    out_channels = config["out_channels"] or in_channels
+    patch = positive_int(config, "patch_size")
+    text_dim = positive_int(config, "joint_attention_dim")
+    zero_cond = bool(config["zero_cond_t"])
+    rows = 2 if zero_cond else 1  # zero_cond_t: timestep batch is [t, 0]
+    n = ops.exact_div(shape.latent_height, PACKING) * ops.exact_div(shape.latent_width, PACKING)
+    t = shape.text_len
+
+    embed = [mlp_embedder("timestep_embedder", TIMESTEP_CHANNELS, dim, tokens=rows)]
+    if config["use_additional_t_cond"]:
+        embed.append(Node("addition_t_embedding", ops.embedding(2, dim)))
+    block = qwen_image_block(dim=dim, heads=heads, head_dim=head_dim, image_tokens=n, text_tokens=t,
+                             image_mod_rows=rows)
+    return Node(
+        "transformer",
+        children=(
+            Node("img_in", ops.linear(n, in_channels, dim)),
+            Node("txt_norm", ops.rms_norm(t, text_dim)),
+            Node("txt_in", ops.linear(t, text_dim, dim)),
+            Node("time_text_embed", children=tuple(embed)),
+            module_list("transformer_blocks", [block] * count_int(config, "num_layers")),
+            ada_layer_norm_continuous("norm_out", dim, dim, n),
+            Node("proj_out", ops.linear(n, dim, patch * patch * out_channels)),
+        ),
+        formula="qwen_image_transformer",
+    )

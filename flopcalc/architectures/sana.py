@@ -1,0 +1,77 @@
+"""``SanaTransformer2DModel`` (diffusers ``models/transformers/sana_transformer.py``): SANA's linear
+DiT. The latent is patchified by a strided convolution (``PatchEmbed``, no positional table unless
+``interpolation_scale`` is set) into ``N = (h/p)(w/p)`` tokens; the timestep goes through
+adaLN-single (``AdaLayerNormSingle``: one MLP and one ``D → 6D`` linear shared by every block), or,
+with ``guidance_embeds`` (SANA-Sprint), ``SanaCombinedTimestepGuidanceEmbeddings``; the Gemma-2
+caption is projected by ``PixArtAlphaTextProjection`` and RMS-normed; the blocks are
+:func:`flopcalc.formulas.sana.sana_transformer_block`; the output is a modulated LayerNorm and a
+linear back to ``p²·out_channels``.
+"""
+
+from __future__ import annotations
+
+from flopcalc.config import Config, count_int, positive_int
+from flopcalc.cost import Node, module_list
+from flopcalc.errors import ConfigError
+from flopcalc.formulas import ops
+from flopcalc.formulas.conditioning import mlp_embedder
+from flopcalc.formulas.sana import sana_transformer_block
+from flopcalc.registry import RunShape, register
+
+#: ``SanaTransformer2DModel.__init__`` keyword defaults (sana_transformer.py).
+DEFAULTS = {
+    "in_channels": 32, "out_channels": 32, "num_attention_heads": 70, "attention_head_dim": 32, "num_layers": 20,
+    "num_cross_attention_heads": 20, "cross_attention_head_dim": 112, "cross_attention_dim": 2240,
+    "caption_channels": 2304, "mlp_ratio": 2.5, "dropout": 0.0, "attention_bias": False, "sample_size": 32,
+    "patch_size": 1, "norm_elementwise_affine": False, "norm_eps": 1e-6, "interpolation_scale": None,
+    "guidance_embeds": False, "guidance_embeds_scale": 0.1, "qk_norm": None, "timestep_scale": 1.0,
+}
+SOURCE = "diffusers/models/transformers/sana_transformer.py"
+#: The ``qk_norm`` values SANA's processors can run (``norm_q`` applied to the whole projection).
+QK_NORMS = (None, "rms_norm_across_heads", "layer_norm_across_heads")
+
+
+def _time_embed(dim: int, guidance_embeds: bool) -> Node:
+    """``time_embed``: ``AdaLayerNormSingle`` (``emb.timestep_embedder`` 256 → D → D, then
+    ``linear`` D → 6D on silu) or, with ``guidance_embeds``, ``SanaCombinedTimestepGuidanceEmbeddings``
+    (a second 256 → D → D MLP for the guidance value, then the same ``linear``)."""
+    linear = Node("linear", ops.activation(dim) + ops.linear(1, dim, 6 * dim))
+    if guidance_embeds:
+        return Node("time_embed", children=(mlp_embedder("timestep_embedder", 256, dim),
+                                            mlp_embedder("guidance_embedder", 256, dim), linear))
+    return Node("time_embed", children=(Node("emb", children=(mlp_embedder("timestep_embedder", 256, dim),)), linear))
+
+
+@register("SanaTransformer2DModel", role="denoiser", defaults=DEFAULTS, source=SOURCE)
+def sana_transformer(config: Config, shape: RunShape) -> Node:
+    heads, head_dim = positive_int(config, "num_attention_heads"), positive_int(config, "attention_head_dim")
+    dim = heads * head_dim
+    patch = positive_int(config, "patch_size")
+    if config["cross_attention_dim"] is None:
+        raise ConfigError(f"{config.component}/config.json: SanaTransformer2DModel with cross_attention_dim null "
+                          "cannot run (its blocks then have no attn2/norm2, which forward calls)")
+    if config["qk_norm"] not in QK_NORMS:
+        raise ConfigError(f"{config.component}/config.json: qk_norm {config['qk_norm']!r} cannot run in SANA's "
+                          f"attention processors (they normalise all heads at once); use one of {QK_NORMS}")
+    gh, gw = ops.exact_div(shape.latent_height, patch), ops.exact_div(shape.latent_width, patch)
+    n, t = gh * gw, shape.text_len
+    out_channels = config["out_channels"] or positive_int(config, "in_channels")
+    block = sana_transformer_block(
+        dim=dim, heads=heads, head_dim=head_dim,
+        cross_heads=positive_int(config, "num_cross_attention_heads"),
+        cross_head_dim=positive_int(config, "cross_attention_head_dim"),
+        cross_attention_dim=positive_int(config, "cross_attention_dim"), height=gh, width=gw, text_tokens=t,
+        attention_bias=bool(config["attention_bias"]), norm_affine=bool(config["norm_elementwise_affine"]),
+        mlp_ratio=float(config["mlp_ratio"]), qk_norm=config["qk_norm"],
+    )
+    children = (
+        Node("patch_embed", children=(Node("proj", ops.conv2d(positive_int(config, "in_channels"), dim, patch, gh, gw)),)),
+        _time_embed(dim, bool(config["guidance_embeds"])),
+        mlp_embedder("caption_projection", positive_int(config, "caption_channels"), dim, tokens=t),
+        Node("caption_norm", ops.rms_norm(t, dim)),
+        module_list("transformer_blocks", [block] * count_int(config, "num_layers")),
+        Node("scale_shift_table", ops.parameters(2 * dim)),
+        Node("norm_out", children=(Node("norm", ops.layer_norm(n, dim, affine=False)),)),
+        Node("proj_out", ops.linear(n, dim, patch * patch * out_channels)),
+    )
+    return Node("transformer", children=children, formula="sana_transformer")

@@ -1,0 +1,125 @@
+"""SANA pipeline (diffusers ``pipelines/sana/pipeline_sana.py``, ``SanaPipeline.__call__``).
+
+What one generation runs, at the pipeline's defaults:
+
+* size: ``height = width = 1024`` (the ``__call__`` defaults, whatever the model), then, with
+  ``use_resolution_binning`` (default True), snapped to the nearest aspect-ratio bin of the table
+  for ``transformer.sample_size`` (128 → 4096px bins, 64 → 2048, 32 → 1024, 16 → 512; any other
+  sample size is an error there) and generated at that size. So a 512px SANA generates 512×512 by
+  default, and 1024×1024 with binning off. Height and width must be multiples of 32
+  (``check_inputs``); the latent is ``size / vae_scale_factor`` with
+  ``vae_scale_factor = 2 ** (len(vae.encoder_block_out_channels) - 1)`` (32 for the DC-AE; 32 too
+  without a VAE).
+* 20 steps, ``guidance_scale`` 4.5: classifier-free guidance on a doubled batch (2 passes).
+* text: Gemma-2 (``Gemma2Model``) on ``max_sequence_length`` = 300 tokens (padded to that length;
+  masks never reduce the count), once for the prompt and, under CFG, once for the negative prompt
+  (default ``""``); the transformer sees ``max_sequence_length`` tokens (``select_index``: the first
+  token and the last ``max_sequence_length − 1``).
+
+The complex human instruction (CHI). ``complex_human_instruction`` defaults to a non-empty
+instruction list, which ``_get_gemma_prompt_embeds`` prepends to the *prompt* (never to the negative
+prompt), encoding ``N_chi + max_sequence_length − 2`` tokens instead, where ``N_chi`` is the number of
+Gemma tokens of the joined instruction (with BOS). ``N_chi`` depends on the Gemma tokenizer, which
+flopcalc does not bundle, so the prompt is planned at ``max_sequence_length`` tokens like the
+negative prompt and the report says so: the text-encoder count is then the pipeline's with
+``complex_human_instruction=None`` (a lower bound for the default). A caller who knows ``N_chi``
+estimates the longer encode by running the text encoder alone at that length.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from functools import lru_cache
+from importlib.resources import files
+from math import lcm
+from typing import Any, Mapping
+
+from flopcalc.errors import ConfigError, FlopcalcError
+from flopcalc.pipelines.base import (
+    Plan,
+    Settings,
+    check_divisible,
+    denoiser_run,
+    image_runs,
+    missing_notes,
+    register_pipeline,
+    text_runs,
+)
+
+#: ``SanaPipeline.__call__`` defaults.
+DEFAULT_SIZE = 1024
+DEFAULT_STEPS = 20
+DEFAULT_GUIDANCE = 4.5
+DEFAULT_TEXT_LEN = 300
+#: ``check_inputs``: "`height` and `width` have to be divisible by 32".
+SIZE_MULTIPLE = 32
+#: ``vae_scale_factor`` when the pipeline has no VAE.
+DEFAULT_VAE_FACTOR = 32
+
+
+def sana_vae_scale_factor(components: Mapping[str, Mapping[str, Any]]) -> int:
+    """``SanaPipeline.vae_scale_factor``: ``2 ** (len(vae.config.encoder_block_out_channels) - 1)``,
+    or 32 without a VAE."""
+    vae = components.get("vae")
+    if vae is None:
+        return DEFAULT_VAE_FACTOR
+    channels = vae.get("encoder_block_out_channels", [128, 256, 512, 512, 1024, 1024])
+    if not isinstance(channels, list) or not channels:
+        raise ConfigError("vae/config.json: 'encoder_block_out_channels' must be a non-empty list")
+    return 2 ** (len(channels) - 1)
+
+
+@lru_cache(maxsize=1)
+def _bin_tables() -> dict[str, Any]:
+    return json.loads(files("flopcalc").joinpath("data/sana_aspect_ratio_bins.json").read_text())
+
+
+def sana_binned_size(height: int, width: int, sample_size: int) -> tuple[int, int]:
+    """``PixArtImageProcessor.classify_height_width_bin`` on SANA's table for ``sample_size``: the
+    bin whose aspect ratio is nearest ``height / width`` (diffusers' own tables, copied by
+    ``validation/extract_sana_bins.py``)."""
+    tables = _bin_tables()
+    if str(sample_size) not in tables:
+        raise FlopcalcError(f"SanaPipeline resolution binning has no table for transformer sample_size {sample_size} "
+                            f"(only {', '.join(k for k in tables if not k.startswith('_'))}: the pipeline raises "
+                            "'Invalid sample size'); turn binning off to estimate the size as given")
+    ratios = tables[str(sample_size)]
+    ar = float(height / width)
+    closest = min(ratios, key=lambda r: abs(float(r) - ar))
+    return ratios[closest][0], ratios[closest][1]
+
+
+CHI_NOTE = ("text_encoder: planned at max_sequence_length tokens for the prompt and the negative prompt; "
+            "SanaPipeline by default prepends its complex human instruction to the prompt, which makes that "
+            "one encode N_chi − 2 tokens longer (N_chi: Gemma tokens of the instruction, tokenizer-dependent, "
+            "not counted here)")
+
+
+@register_pipeline("SanaPipeline", denoisers=("SanaTransformer2DModel",))
+def sana_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
+                  index: Mapping[str, Any] | None = None) -> Plan:
+    """``SanaPipeline.__call__`` (see the module doc for every default)."""
+    f = sana_vae_scale_factor(components)
+    transformer = components.get("transformer", {})
+    s = replace(s, height=s.height or DEFAULT_SIZE, width=s.width or DEFAULT_SIZE, steps=s.steps or DEFAULT_STEPS,
+                guidance_scale=DEFAULT_GUIDANCE if s.guidance_scale is None else s.guidance_scale,
+                max_sequence_length=s.max_sequence_length or DEFAULT_TEXT_LEN)
+    notes = list(missing_notes(components, ["text_encoder", "transformer", "vae"]))
+    if s.resolution_binning:
+        binned = sana_binned_size(s.height, s.width, transformer.get("sample_size", 32))
+        if binned != (s.height, s.width):
+            notes.append(f"resolution binning: {s.height}×{s.width} is generated at {binned[0]}×{binned[1]} and "
+                         "resized, as SanaPipeline does (turn off with --no-resolution-binning)")
+            s = replace(s, height=binned[0], width=binned[1])
+    multiple = lcm(SIZE_MULTIPLE, f * transformer.get("patch_size", 1))
+    check_divisible(s.height, s.width, multiple, "SANA height and width (multiples of 32, and of the VAE factor × "
+                                                 "patch size)")
+    passes = 2 if s.guidance_scale > 1 else 1
+    runs = text_runs(components, [("text_encoder", s.max_sequence_length)], s.batch_size * passes,
+                     f"{s.batch_size} prompt(s)" + (" + negative" if passes == 2 else ""))
+    if runs:
+        notes.append(CHI_NOTE)
+    runs += denoiser_run(components, "transformer", s, f, s.max_sequence_length, passes)
+    runs += image_runs(components, s, f)
+    return Plan("SanaPipeline", s, passes, tuple(runs), tuple(notes))
