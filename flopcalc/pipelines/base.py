@@ -22,6 +22,7 @@ from flopcalc.config import class_name_of
 from flopcalc.errors import ConfigError, FlopcalcError, ResolutionError
 from flopcalc.registry import RunShape
 
+
 @dataclass(frozen=True)
 class Settings:
     """Run settings, as the pipeline's ``__call__`` takes them. ``None`` means the pipeline's

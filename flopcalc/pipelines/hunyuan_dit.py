@@ -13,6 +13,7 @@ from flopcalc.errors import ConfigError, FlopcalcError, ResolutionError
 from flopcalc.pipelines.base import (
     Plan,
     Settings,
+    cfg_passes,
     check_divisible,
     denoiser_run,
     image_runs,
@@ -110,7 +111,7 @@ def hunyuan_dit_pipeline(components: Mapping[str, Mapping[str, Any]], s: Setting
     if s.strength is not None:
         notes.append("diffusers has no HunyuanDiT image-to-image pipeline: estimated as the text-to-image pipeline "
                      "with the input image VAE-encoded and the last `strength` of the schedule run")
-    passes = 2 if s.guidance_scale > 1 else 1
+    passes = cfg_passes(s.guidance_scale > 1)
     runs = text_runs(components, [("text_encoder", BERT_TOKENS), ("text_encoder_2", MT5_TOKENS)],
                      s.batch_size * passes, f"{s.batch_size} prompt(s)" + (" + negative" if passes == 2 else ""))
     runs += denoiser_run(components, "transformer", s, f, text_len, passes)

@@ -14,6 +14,7 @@ from flopcalc.pipelines.base import (
     ComponentRun,
     Plan,
     Settings,
+    cfg_passes,
     check_divisible,
     component_class,
     missing_notes,
@@ -96,7 +97,7 @@ def _plan(components: Mapping[str, Mapping[str, Any]], s: Settings, name: str) -
                         "the UNet's 2× downsamplings)")
         latent_h, latent_w = s.height // f, s.width // f
         steps = img2img_steps(s.steps, s.strength)
-    passes = 2 if s.guidance_scale > 1 else 1
+    passes = cfg_passes(s.guidance_scale > 1)
     encode_negative = passes == 2 and s.negative_prompt
     runs = text_runs(components, [("text_encoder", TEXT_LEN)], s.batch_size * (2 if encode_negative else 1),
                      f"{s.batch_size} prompt(s)" + (" + negative" if encode_negative else ""))

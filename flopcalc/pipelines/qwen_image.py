@@ -10,6 +10,7 @@ from flopcalc.errors import ConfigError, FlopcalcError
 from flopcalc.pipelines.base import (
     Plan,
     Settings,
+    cfg_passes,
     check_divisible,
     denoiser_run,
     missing_notes,
@@ -71,7 +72,7 @@ def qwen_image_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings
                             "(guidance_embeds: true); pass --guidance-scale")
     check_divisible(s.height, s.width, f * 2, "Qwen-Image height and width (packed 2×2 latents)")
     true_cfg = s.true_cfg_scale > 1 and s.negative_prompt
-    passes = 2 if true_cfg else 1
+    passes = cfg_passes(true_cfg)
     notes = list(missing_notes(components, ["text_encoder", "transformer", "vae"]))
     if s.true_cfg_scale > 1 and not s.negative_prompt:
         notes.append("true_cfg_scale > 1 has no effect without a negative prompt (as in QwenImagePipeline): "

@@ -39,6 +39,7 @@ from flopcalc.errors import ConfigError, FlopcalcError
 from flopcalc.pipelines.base import (
     Plan,
     Settings,
+    cfg_passes,
     check_divisible,
     denoiser_run,
     image_runs,
@@ -115,7 +116,7 @@ def sana_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
     multiple = lcm(SIZE_MULTIPLE, f * transformer.get("patch_size", 1))
     check_divisible(s.height, s.width, multiple, "SANA height and width (multiples of 32, and of the VAE factor × "
                                                  "patch size)")
-    passes = 2 if s.guidance_scale > 1 else 1
+    passes = cfg_passes(s.guidance_scale > 1)
     runs = text_runs(components, [("text_encoder", s.max_sequence_length)], s.batch_size * passes,
                      f"{s.batch_size} prompt(s)" + (" + negative" if passes == 2 else ""))
     if runs:
