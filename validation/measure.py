@@ -714,9 +714,11 @@ def measure_component(
         if settings is None:
             raise ValueError("give settings or inputs")
         inputs, used = build_inputs(model, settings, call)
-        note = getattr(_registered(built).builder, "method_note", None)  # how a builder helped on meta
+        # How a builder helped on meta: a note on the builder function, or notes it left on the model.
+        note = getattr(_registered(built).builder, "method_note", None)
         if note:
             notes.append(note)
+        notes.extend(getattr(model, "_measure_notes", ()))
     result = measure_model(
         model, inputs, call=call, with_thop=with_thop, module_depth=module_depth, notes=notes
     )
