@@ -14,35 +14,17 @@ Bar: ``torch`` convention exact, parameters exact, ``thop`` convention exact.
 from __future__ import annotations
 
 import json
-import os
 import random
-import sys
 from pathlib import Path
 
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("diffusers")
-pytest.importorskip("transformers")
-pytest.importorskip("thop")
-
+from live_support import REPO, SEED, measure, write_config as _write  # noqa: E402  (skips without torch)
 from flopcalc.api import estimate_configs  # noqa: E402
 from flopcalc.pipelines import Settings  # noqa: E402
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "validation"))
-import measure  # noqa: E402
-
 pytestmark = pytest.mark.live
 
-SEED = int(os.environ.get("FLOPCALC_SEED", random.SystemRandom().randrange(2**31)))
-print(f"\nflopcalc live tests: FLOPCALC_SEED={SEED}")
-
-
-@pytest.fixture
-def rng(request) -> random.Random:
-    """A generator per test, derived from the session seed and the test's name."""
-    return random.Random(f"{SEED}:{request.node.name}")
 
 
 def _check(config_dir: Path, name: str, settings: Settings, measure_settings: dict, call: str = "forward",
@@ -57,12 +39,6 @@ def _check(config_dir: Path, name: str, settings: Settings, measure_settings: di
     if with_thop:
         assert comp.tree.total.macs("thop") == fx["thop"]["macs"], where
 
-
-def _write(tmp_path: Path, name: str, config: dict) -> Path:
-    folder = tmp_path / name
-    folder.mkdir()
-    (folder / "config.json").write_text(json.dumps(config))
-    return folder
 
 
 def _size(rng: random.Random, multiple: int, lo: int, hi: int) -> int:

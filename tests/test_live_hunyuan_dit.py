@@ -12,35 +12,17 @@ The seed is printed; ``FLOPCALC_SEED=N`` replays it (the pattern of tests/test_l
 from __future__ import annotations
 
 import json
-import os
 import random
-import sys
 from pathlib import Path
 
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("diffusers")
-pytest.importorskip("transformers")
-pytest.importorskip("thop")
-
+from live_support import REPO, SEED, assert_matches_measurement, measure  # noqa: E402  (skips without torch)
 from flopcalc.api import estimate_configs  # noqa: E402
 from flopcalc.pipelines import Settings  # noqa: E402
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "validation"))
-import measure  # noqa: E402
-
 pytestmark = pytest.mark.live
 
-SEED = int(os.environ.get("FLOPCALC_SEED", random.SystemRandom().randrange(2**31)))
-print(f"\nflopcalc live tests (HunyuanDiT): FLOPCALC_SEED={SEED}")
-
-
-@pytest.fixture
-def rng(request) -> random.Random:
-    """A generator per test, derived from the session seed and the test's name."""
-    return random.Random(f"{SEED}:{request.node.name}")
 
 
 def _size(rng: random.Random, multiple: int, lo: int, hi: int) -> int:
@@ -58,15 +40,7 @@ def _check(config_dir: Path, height: int, width: int, *, with_thop: bool = True)
     fx = measure.measure_component(config_dir, settings={"height": height, "width": width, "text_len": text_len},
                                    with_thop=with_thop)
     where = f"seed {SEED}, {config_dir.name} {height}x{width}"
-    assert 2 * comp.macs_per_run == fx["torch"]["flops"], where
-    for path, flops in fx["torch"]["by_module"].items():
-        node = comp.tree if path == "Global" else comp.tree.find(path)
-        assert (0 if node is None else 2 * node.per_item.macs("torch")) == flops, f"{where}: {path}"
-    assert comp.params == fx["params"], where
-    for path, params in fx["params_by_module"].items():
-        assert comp.tree.find(path).total.params == params, f"{where}: params of {path}"
-    if with_thop:
-        assert comp.tree.total.macs("thop") == fx["thop"]["macs"], where
+    assert_matches_measurement(comp, fx, where, thop=with_thop)
 
 
 def test_hunyuandit_v12_transformer_at_random_size(rng):

@@ -17,44 +17,26 @@ printed; ``FLOPCALC_SEED=N`` replays it (the pattern of tests/test_live.py).
 from __future__ import annotations
 
 import json
-import os
 import random
-import sys
 from pathlib import Path
 
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("diffusers")
-pytest.importorskip("transformers")
-pytest.importorskip("thop")
-
+from live_support import (  # noqa: E402  (skips without torch)
+    REPO,
+    SEED,
+    assert_matches_measurement,
+    measure,
+    write_config as _write,
+)
 from flopcalc.api import estimate_configs  # noqa: E402
 from flopcalc.pipelines import Settings  # noqa: E402
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "validation"))
-import measure  # noqa: E402
-
 pytestmark = pytest.mark.live
-
-SEED = int(os.environ.get("FLOPCALC_SEED", random.SystemRandom().randrange(2**31)))
-print(f"\nflopcalc live tests (Kandinsky 3): FLOPCALC_SEED={SEED}")
 
 CARD = REPO / "model_cards" / "kandinsky-3"
 
 
-@pytest.fixture
-def rng(request) -> random.Random:
-    """A generator per test, derived from the session seed and the test's name."""
-    return random.Random(f"{SEED}:{request.node.name}")
-
-
-def _write(tmp_path: Path, name: str, config: dict) -> Path:
-    folder = tmp_path / name
-    folder.mkdir()
-    (folder / "config.json").write_text(json.dumps(config))
-    return folder
 
 
 def _check(config_dir: Path, name: str, settings: Settings, measure_settings: dict, call: str = "forward",
@@ -65,13 +47,7 @@ def _check(config_dir: Path, name: str, settings: Settings, measure_settings: di
     comp = next(c for c in report.components if c.call == call)
     fx = measure.measure_component(config_dir, settings=measure_settings, call=call, module_depth=module_depth)
     where = f"seed {SEED}, {config_dir.name} {call} {measure_settings}"
-    assert 2 * comp.macs_per_run == fx["torch"]["flops"], where
-    for path, flops in fx["torch"]["by_module"].items():
-        if path != "Global":
-            node = comp.tree.find(path)
-            assert (0 if node is None else 2 * node.per_item.macs("torch")) == flops, f"{where}: {path}"
-    assert comp.params == fx["params"], where
-    assert comp.tree.total.macs("thop") == fx["thop"]["macs"], where
+    assert_matches_measurement(comp, fx, where)
 
 
 def _unet(cfg_dir: Path, rng: random.Random, lo: int, hi: int) -> None:

@@ -10,35 +10,23 @@ Bar: ``torch`` convention exact for the total and every measured module path, pa
 from __future__ import annotations
 
 import json
-import os
 import random
-import sys
 from pathlib import Path
 
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("diffusers")
-pytest.importorskip("transformers")
-pytest.importorskip("thop")
-
+from live_support import (  # noqa: E402  (skips without torch)
+    REPO,
+    SEED,
+    assert_matches_measurement,
+    measure,
+    write_config as _write,
+)
 from flopcalc.api import estimate_configs  # noqa: E402
 from flopcalc.pipelines import Settings  # noqa: E402
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "validation"))
-import measure  # noqa: E402
-
 pytestmark = pytest.mark.live
 
-SEED = int(os.environ.get("FLOPCALC_SEED", random.SystemRandom().randrange(2**31)))
-print(f"\nflopcalc live tests (lumina): FLOPCALC_SEED={SEED}")
-
-
-@pytest.fixture
-def rng(request) -> random.Random:
-    """A generator per test, derived from the session seed and the test's name."""
-    return random.Random(f"{SEED}:{request.node.name}")
 
 
 def _check(config_dir: Path, h: int, w: int, t: int, *, with_thop: bool = True) -> None:
@@ -51,23 +39,8 @@ def _check(config_dir: Path, h: int, w: int, t: int, *, with_thop: bool = True) 
                                    with_thop=with_thop)
     where = f"seed {SEED}, {config_dir.name} {h}x{w} text {t}: {cfg}"
     assert comp.shape["text_len"] == t, where
-    assert 2 * comp.macs_per_run == fx["torch"]["flops"], where
-    for path, flops in fx["torch"]["by_module"].items():
-        node = comp.tree if path == "Global" else comp.tree.find(path)
-        assert (0 if node is None else 2 * node.per_item.macs("torch")) == flops, f"{path}: {where}"
-    assert comp.params == fx["params"], where
-    for path, params in fx["params_by_module"].items():
-        node = comp.tree.find(path)
-        assert (0 if node is None else node.total.params) == params, f"{path}: {where}"
-    if with_thop:
-        assert comp.tree.total.macs("thop") == fx["thop"]["macs"], where
+    assert_matches_measurement(comp, fx, where, thop=with_thop)
 
-
-def _write(tmp_path: Path, name: str, config: dict) -> Path:
-    folder = tmp_path / name
-    folder.mkdir()
-    (folder / "config.json").write_text(json.dumps(config))
-    return folder
 
 
 def _size(rng: random.Random, multiple: int, lo: int, hi: int) -> int:

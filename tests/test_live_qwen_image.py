@@ -10,18 +10,18 @@ parameters exact, ``thop`` convention exact.
 from __future__ import annotations
 
 import json
-import os
 import random
-import sys
 from pathlib import Path
 
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("diffusers")
-pytest.importorskip("transformers")
-pytest.importorskip("thop")
-
+from live_support import (  # noqa: E402  (skips without torch)
+    REPO,
+    SEED,
+    assert_matches_measurement,
+    measure,
+    write_config as _write,
+)
 from flopcalc.api import estimate_configs  # noqa: E402
 from flopcalc.cost import Node  # noqa: E402
 from flopcalc.formulas.causal_vae import (  # noqa: E402
@@ -34,23 +34,10 @@ from flopcalc.formulas.causal_vae import (  # noqa: E402
 )
 from flopcalc.pipelines import Settings  # noqa: E402
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "validation"))
-import measure  # noqa: E402
-
 pytestmark = pytest.mark.live
-
-SEED = int(os.environ.get("FLOPCALC_SEED", random.SystemRandom().randrange(2**31)))
-print(f"\nflopcalc Qwen-Image live tests: FLOPCALC_SEED={SEED}")
 
 CARD = REPO / "model_cards/qwen-image"
 INDEX = json.loads((CARD / "model_index.json").read_text())
-
-
-@pytest.fixture
-def rng(request) -> random.Random:
-    """A generator per test, derived from the session seed and the test's name."""
-    return random.Random(f"{SEED}:{request.node.name}")
 
 
 def _check(config_dir: Path, name: str, settings: Settings, measure_settings: dict, call: str = "forward",
@@ -61,20 +48,8 @@ def _check(config_dir: Path, name: str, settings: Settings, measure_settings: di
     comp = next(c for c in report.components if c.component == name and c.call == call)
     fx = measure.measure_component(config_dir, settings=measure_settings, call=call, with_thop=with_thop)
     where = f"seed {SEED}, {config_dir.name} {call} {measure_settings}"
-    assert 2 * comp.macs_per_run == fx["torch"]["flops"], where
-    for path, flops in fx["torch"]["by_module"].items():
-        node = comp.tree if path == "Global" else comp.tree.find(path)
-        assert (0 if node is None else 2 * node.per_item.macs("torch")) == flops, f"{where}: {path}"
-    assert comp.params == fx["params"], where
-    if with_thop:
-        assert comp.tree.total.macs("thop") == fx["thop"]["macs"], where
+    assert_matches_measurement(comp, fx, where, thop=with_thop)
 
-
-def _write(tmp_path: Path, name: str, config: dict) -> Path:
-    folder = tmp_path / name
-    folder.mkdir()
-    (folder / "config.json").write_text(json.dumps(config))
-    return folder
 
 
 def _size(rng: random.Random, multiple: int, lo: int, hi: int) -> int:

@@ -17,60 +17,30 @@ pattern of tests/test_live.py).
 from __future__ import annotations
 
 import json
-import os
 import random
-import sys
 from pathlib import Path
 
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("diffusers")
-pytest.importorskip("transformers")
-pytest.importorskip("thop")
-
+from live_support import (  # noqa: E402  (skips without torch)
+    REPO,
+    SEED,
+    assert_matches_measurement,
+    measure,
+    write_config as _write,
+)
 from flopcalc.api import estimate_configs  # noqa: E402
 from flopcalc.pipelines import Settings  # noqa: E402
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "validation"))
-import measure  # noqa: E402
-
 pytestmark = pytest.mark.live
-
-SEED = int(os.environ.get("FLOPCALC_SEED", random.SystemRandom().randrange(2**31)))
-print(f"\nflopcalc live tests (SANA): FLOPCALC_SEED={SEED}")
 
 SANA_INDEX = {"_class_name": "SanaPipeline"}
 
-
-@pytest.fixture
-def rng(request) -> random.Random:
-    """A generator per test, derived from the session seed and the test's name."""
-    return random.Random(f"{SEED}:{request.node.name}")
 
 
 def _size(rng: random.Random, multiple: int, lo: int, hi: int) -> int:
     return multiple * rng.randint(lo // multiple, hi // multiple)
 
-
-def _write(tmp_path: Path, name: str, config: dict) -> Path:
-    folder = tmp_path / name
-    folder.mkdir()
-    (folder / "config.json").write_text(json.dumps(config))
-    return folder
-
-
-def _compare(comp, fx: dict, where: str) -> None:
-    """Total, every measured module path (torch), parameters and thop."""
-    assert 2 * comp.macs_per_run == fx["torch"]["flops"], where
-    for path, flops in fx["torch"]["by_module"].items():
-        if path == "Global":
-            continue
-        node = comp.tree.find(path)
-        assert (0 if node is None else 2 * node.per_item.macs("torch")) == flops, f"{where}: {path}"
-    assert comp.params == fx["params"], where
-    assert comp.tree.total.macs("thop") == fx["thop"]["macs"], where
 
 
 def _check_transformer(folder: Path, height: int, width: int, text_len: int) -> None:
@@ -82,7 +52,7 @@ def _check_transformer(folder: Path, height: int, width: int, text_len: int) -> 
     comp = report.component("transformer")
     assert comp.shape == {"latent_height": height // 32, "latent_width": width // 32, "text_len": text_len}
     fx = measure.measure_component(folder, settings={"height": height, "width": width, "text_len": text_len})
-    _compare(comp, fx, f"seed {SEED}, {folder.name} {height}x{width} text {text_len}: {cfg}")
+    assert_matches_measurement(comp, fx, f"seed {SEED}, {folder.name} {height}x{width} text {text_len}: {cfg}")
 
 
 def _check_vae(folder: Path, height: int, width: int, call: str) -> None:
@@ -93,7 +63,7 @@ def _check_vae(folder: Path, height: int, width: int, call: str) -> None:
     report = estimate_configs(SANA_INDEX, {"vae": cfg}, settings)
     comp = report.component("vae", call)
     fx = measure.measure_component(folder, settings={"height": height, "width": width}, call=call, module_depth=6)
-    _compare(comp, fx, f"seed {SEED}, {folder.name} {call} {height}x{width}: {cfg}")
+    assert_matches_measurement(comp, fx, f"seed {SEED}, {folder.name} {call} {height}x{width}: {cfg}")
 
 
 # --------------------------------------------------------------------------- bundled cards
@@ -226,7 +196,7 @@ def test_dc_ae_quadratic_attention_on_small_maps(tmp_path):
 
 
 def test_bins_are_diffusers_tables():
-    """flopcalc/data/sana_aspect_ratio_bins.json is what validation/extract_sana_bins.py copies."""
+    """flopcalc/data/sana_aspect_ratio_bins.json is what validation/extract_tables.py copies."""
     from diffusers.pipelines.sana import pipeline_sana as sana
 
     data = json.loads((REPO / "flopcalc/data/sana_aspect_ratio_bins.json").read_text())

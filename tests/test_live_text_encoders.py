@@ -17,7 +17,6 @@ Bar: ``torch`` convention exact (total and every measured module path), paramete
 from __future__ import annotations
 
 import json
-import os
 import random
 import sys
 from pathlib import Path
@@ -32,14 +31,7 @@ CASES = ("sana-600m-512-text", "sana-1.6b-512-text", "lumina-image-2.0-text", "l
          "qwen-image-text", "hunyuandit-v1.2-text", "kandinsky-3-text")
 FIXTURES = sorted(p for case in CASES for p in (REPO / "validation" / "fixtures" / case).glob("*.json"))
 
-SEED = int(os.environ.get("FLOPCALC_SEED", random.SystemRandom().randrange(2**31)))
-print(f"\nflopcalc text-encoder live tests: FLOPCALC_SEED={SEED}")
-
-
-@pytest.fixture
-def rng(request) -> random.Random:
-    """A generator per test, derived from the session seed and the test's name."""
-    return random.Random(f"{SEED}:{request.node.name}")
+from conftest import SEED  # noqa: E402
 
 
 def _estimate(cfg: dict, seq: int, name: str = "text_encoder"):
@@ -50,16 +42,9 @@ def _estimate(cfg: dict, seq: int, name: str = "text_encoder"):
 
 def _assert_matches(comp, fx: dict, where: str) -> None:
     """torch exact in total and per measured module path, params exact, thop exact."""
-    assert 2 * comp.macs_per_run == fx["torch"]["flops"], where
-    for path, flops in fx["torch"]["by_module"].items():
-        node = comp.tree if path == "Global" else comp.tree.find(path)
-        ours = 0 if node is None else 2 * (node.total if path == "Global" else node.per_item).macs("torch")
-        assert ours == flops, f"{where}: {path}"
-    assert comp.params == fx["params"], where
-    if sum(fx["params_by_module"].values()) == fx["params"]:  # additive unless weights are tied
-        for path, params in fx["params_by_module"].items():
-            assert comp.tree.find(path).total.params == params, f"{where}: params of {path}"
-    assert comp.tree.total.macs("thop") == fx["thop"]["macs"], where
+    from live_support import assert_matches_measurement
+
+    assert_matches_measurement(comp, fx, where)
 
 
 # --------------------------------------------------------------------------- fixtures (no torch)

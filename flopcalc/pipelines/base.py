@@ -130,6 +130,34 @@ def vae_scale_factor(components: Mapping[str, Mapping[str, Any]], name: str = "v
     return arch.scale_factor(vae)
 
 
+def nearest_aspect_bin(table: str, sample_size: int, height: int, width: int, pipeline: str) -> tuple[int, int]:
+    """``PixArtImageProcessor.classify_height_width_bin``, which PixArt and SANA run with
+    ``use_resolution_binning``: the bin whose aspect ratio is nearest ``height / width``, from the
+    model's ``sample_size`` table in ``flopcalc/data/<table>`` (diffusers' own tables, copied by
+    ``validation/extract_tables.py``)."""
+    tables = _data(table)
+    if str(sample_size) not in tables:
+        raise FlopcalcError(f"{pipeline} resolution binning has no table for transformer sample_size {sample_size} "
+                            f"(only {', '.join(k for k in tables if not k.startswith('_'))}); "
+                            "turn binning off (--no-resolution-binning) to estimate the size as given")
+    ratios = tables[str(sample_size)]
+    ar = float(height / width)
+    closest = min(ratios, key=lambda r: abs(float(r) - ar))
+    return ratios[closest][0], ratios[closest][1]
+
+
+def _data(name: str) -> dict[str, Any]:
+    import json
+    from importlib.resources import files
+
+    if name not in _DATA:
+        _DATA[name] = json.loads(files("flopcalc").joinpath(f"data/{name}").read_text())
+    return _DATA[name]
+
+
+_DATA: dict[str, dict[str, Any]] = {}
+
+
 def check_divisible(height: int, width: int, multiple: int, why: str) -> None:
     """One clear error naming the nearest valid sizes when a side does not divide."""
     bad = [(name, v) for name, v in (("height", height), ("width", width)) if v % multiple]
@@ -221,7 +249,6 @@ def _standalone(components: Mapping[str, Mapping[str, Any]], s: Settings) -> Pla
     """A single component's config: a denoiser runs under the pipeline built for it; a text
     encoder encodes ``max_sequence_length`` (default: its position limit, or 512) tokens once
     per prompt; a VAE decodes one image per batch entry."""
-    from flopcalc.registry import lookup
 
     (name, cfg), = components.items()
     cls = class_name_of(cfg)

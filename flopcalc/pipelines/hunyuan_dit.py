@@ -40,7 +40,7 @@ def hunyuan_binned_size(height: int, width: int) -> tuple[int, int]:
     ``(height, width)`` is in ``SUPPORTED_SHAPE``, else ``map_to_standard_shapes(width, height)``:
     the standard aspect ratio nearest ``width / height``, then that ratio's shape of nearest area
     (first on ties, as ``np.argmin``). Tables copied from diffusers by
-    ``validation/extract_hunyuan_sizes.py``."""
+    ``validation/extract_tables.py``."""
     tables = _shapes()
     if [height, width] in tables["supported_shape"]:
         return height, width

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Mapping
 
-from flopcalc.errors import FlopcalcError
 from flopcalc.pipelines.base import (
     Plan,
     Settings,
@@ -14,6 +13,7 @@ from flopcalc.pipelines.base import (
     denoiser_run,
     image_runs,
     missing_notes,
+    nearest_aspect_bin,
     register_pipeline,
     text_runs,
     vae_scale_factor,
@@ -21,21 +21,8 @@ from flopcalc.pipelines.base import (
 
 
 def pixart_binned_size(height: int, width: int, sample_size: int) -> tuple[int, int]:
-    """``PixArtImageProcessor.classify_height_width_bin``: the bin whose aspect ratio is nearest
-    ``height / width``, from the table of the model's ``sample_size`` (diffusers' own tables,
-    copied by ``validation/extract_pixart_bins.py``)."""
-    import json
-    from importlib.resources import files
-
-    tables = json.loads(files("flopcalc").joinpath("data/pixart_aspect_ratio_bins.json").read_text())
-    if str(sample_size) not in tables:
-        raise FlopcalcError(f"PixArt resolution binning has no table for sample_size {sample_size} "
-                            f"(only {', '.join(k for k in tables if not k.startswith('_'))}); "
-                            "turn binning off to estimate the size as given")
-    ratios = tables[str(sample_size)]
-    ar = float(height / width)
-    closest = min(ratios, key=lambda r: abs(float(r) - ar))
-    return ratios[closest][0], ratios[closest][1]
+    """The size PixArt-α/Σ generate at under resolution binning."""
+    return nearest_aspect_bin("pixart_aspect_ratio_bins.json", sample_size, height, width, "PixArt")
 
 
 @register_pipeline("PixArtAlphaPipeline", denoisers=("PixArtTransformer2DModel",))

@@ -28,14 +28,12 @@ estimates the longer encode by running the text encoder alone at that length.
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from functools import lru_cache
-from importlib.resources import files
 from math import lcm
 from typing import Any, Mapping
 
-from flopcalc.errors import ConfigError, FlopcalcError
+from flopcalc.errors import ConfigError
 from flopcalc.pipelines.base import (
     Plan,
     Settings,
@@ -44,6 +42,7 @@ from flopcalc.pipelines.base import (
     denoiser_run,
     image_runs,
     missing_notes,
+    nearest_aspect_bin,
     register_pipeline,
     text_runs,
 )
@@ -72,23 +71,10 @@ def sana_vae_scale_factor(components: Mapping[str, Mapping[str, Any]]) -> int:
 
 
 @lru_cache(maxsize=1)
-def _bin_tables() -> dict[str, Any]:
-    return json.loads(files("flopcalc").joinpath("data/sana_aspect_ratio_bins.json").read_text())
-
-
 def sana_binned_size(height: int, width: int, sample_size: int) -> tuple[int, int]:
-    """``PixArtImageProcessor.classify_height_width_bin`` on SANA's table for ``sample_size``: the
-    bin whose aspect ratio is nearest ``height / width`` (diffusers' own tables, copied by
-    ``validation/extract_sana_bins.py``)."""
-    tables = _bin_tables()
-    if str(sample_size) not in tables:
-        raise FlopcalcError(f"SanaPipeline resolution binning has no table for transformer sample_size {sample_size} "
-                            f"(only {', '.join(k for k in tables if not k.startswith('_'))}: the pipeline raises "
-                            "'Invalid sample size'); turn binning off to estimate the size as given")
-    ratios = tables[str(sample_size)]
-    ar = float(height / width)
-    closest = min(ratios, key=lambda r: abs(float(r) - ar))
-    return ratios[closest][0], ratios[closest][1]
+    """The size SanaPipeline generates at under resolution binning (SANA's own tables by
+    ``sample_size``; another ``sample_size`` makes the pipeline raise 'Invalid sample size')."""
+    return nearest_aspect_bin("sana_aspect_ratio_bins.json", sample_size, height, width, "SanaPipeline")
 
 
 CHI_NOTE = ("text_encoder: planned at max_sequence_length tokens for the prompt and the negative prompt; "

@@ -1,0 +1,21 @@
+"""Shared test fixtures: the session seed of the live tests and a generator per test."""
+
+from __future__ import annotations
+
+import os
+import random
+
+import pytest
+
+#: One seed for every randomized live test of the session; ``FLOPCALC_SEED=N`` replays a run.
+SEED = int(os.environ.get("FLOPCALC_SEED", random.SystemRandom().randrange(2**31)))
+
+
+def pytest_report_header(config) -> str:
+    return f"flopcalc live tests: FLOPCALC_SEED={SEED}"
+
+
+@pytest.fixture
+def rng(request) -> random.Random:
+    """A generator per test, derived from the session seed and the test's name."""
+    return random.Random(f"{SEED}:{request.node.name}")
