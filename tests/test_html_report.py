@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -55,3 +56,16 @@ def test_chromium_screenshot(page, tmp_path):
     shot = tmp_path / "page.png"
     _chromium(page, tmp_path, f"--screenshot={shot}", "--window-size=1280,2400")
     assert shot.exists() and shot.stat().st_size > 50_000  # a blank page is a few KB
+
+
+@pytest.mark.parametrize("ext", ["png", "svg"])
+def test_plot_command_writes_png_and_svg(tmp_path, ext):
+    out = tmp_path / f"flops.{ext}"
+    res = subprocess.run([sys.executable, "-m", "flopcalc", "plot", "flux-dev", "sd1.5", "--out", str(out),
+                          "--sides", "256:2048:128"], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    data = out.read_bytes()
+    assert data.startswith(b"\x89PNG") if ext == "png" else b"<svg" in data
+    if ext == "svg":
+        text = data.decode()
+        assert "attention &gt; linear" in text or "attention > linear" in text  # the crossover is marked
