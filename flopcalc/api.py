@@ -117,6 +117,8 @@ def estimate(
     max_sequence_length: int | None = None,
     strength: float | None = None,
     resolution_binning: bool = True,
+    num_frames: int | None = None,
+    vae_tiling: bool | None = None,
     convention: str = "torch",
     revision: str | None = None,
     token: str | None = None,
@@ -133,7 +135,8 @@ def estimate(
 
     source = resolve(model, revision=revision, token=token)
     settings = Settings(height, width, steps, guidance_scale, true_cfg_scale, negative_prompt, batch_size,
-                        num_images_per_prompt, max_sequence_length, strength, resolution_binning)
+                        num_images_per_prompt, max_sequence_length, strength, resolution_binning, num_frames,
+                        vae_tiling)
     return estimate_configs(source.model_index, source.components, settings, convention=convention,
                             model=source.name, source_kind=source.kind, revision=source.revision)
 

@@ -34,6 +34,7 @@ def _add_branch_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--negative-prompt", action="store_true")
     p.add_argument("--max-sequence-length", type=_positive_int)
     p.add_argument("--strength", type=float)
+    p.add_argument("--num-frames", type=_positive_int)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -60,6 +61,12 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--max-sequence-length", type=_positive_int, help="T5 tokens (FLUX 512, SD3 256)")
     e.add_argument("--strength", type=float, help="image-to-image: encode the input image and run "
                                                   "int(steps × strength) steps")
+    e.add_argument("--num-frames", type=_positive_int, help="video: frames to generate (default: the pipeline's)")
+    tiling = e.add_mutually_exclusive_group()
+    tiling.add_argument("--vae-tiling", dest="vae_tiling", action="store_true", default=None,
+                        help="video: decode in tiles and temporal chunks")
+    tiling.add_argument("--no-vae-tiling", dest="vae_tiling", action="store_false",
+                        help="video: decode the whole latent in one pass (default: as the pipeline does)")
     e.add_argument("--no-resolution-binning", dest="resolution_binning", action="store_false",
                    help="PixArt: estimate the size as given instead of snapping it to the pipeline's aspect-ratio bins")
     e.add_argument("--convention", choices=("torch", "thop"), default="torch")
@@ -93,7 +100,7 @@ def _parser() -> argparse.ArgumentParser:
     w.add_argument("--revision")
     for flag, what in (("height", "image heights (pixels)"), ("width", "image widths (pixels)"),
                        ("steps", "denoising steps"), ("batch-size", "prompts"),
-                       ("max-sequence-length", "text tokens")):
+                       ("max-sequence-length", "text tokens"), ("num-frames", "video frames")):
         w.add_argument(f"--{flag}", dest=f"sweep_{flag.replace('-', '_')}", metavar="VALUES", help=what)
     w.add_argument("--guidance-scale", type=float)
     w.add_argument("--true-cfg-scale", type=float)
@@ -163,8 +170,8 @@ def _estimate(args: argparse.Namespace) -> int:
         args.model, height=args.height, width=args.width, steps=args.steps, guidance_scale=args.guidance_scale,
         true_cfg_scale=args.true_cfg_scale, negative_prompt=args.negative_prompt, batch_size=args.batch_size,
         num_images_per_prompt=args.num_images_per_prompt, max_sequence_length=args.max_sequence_length,
-        strength=args.strength, resolution_binning=args.resolution_binning, convention=args.convention,
-        revision=args.revision,
+        strength=args.strength, resolution_binning=args.resolution_binning, num_frames=args.num_frames,
+        vae_tiling=args.vae_tiling, convention=args.convention, revision=args.revision,
     )
     sys.stdout.write(render(report, args.format, per_block=args.per_block, depth=args.depth))
     return 0
@@ -184,7 +191,7 @@ def _list() -> int:
 
 def _branch_settings(args: argparse.Namespace) -> dict:
     keys = ("height", "width", "steps", "guidance_scale", "true_cfg_scale", "negative_prompt", "max_sequence_length",
-            "strength")
+            "strength", "num_frames")
     return {k: getattr(args, k) for k in keys if getattr(args, k) not in (None, False)}
 
 
@@ -231,7 +238,8 @@ def _symbolic(args: argparse.Namespace) -> int:
     return 0
 
 
-_SWEEP_SYMBOLS = {"height": "H", "width": "W", "steps": "S", "batch_size": "B", "max_sequence_length": "L"}
+_SWEEP_SYMBOLS = {"height": "H", "width": "W", "steps": "S", "batch_size": "B", "max_sequence_length": "L",
+                  "num_frames": "F"}
 
 
 def _sweep(args: argparse.Namespace) -> int:

@@ -19,9 +19,10 @@ from flopcalc.errors import UnknownArchitectureError
 class RunShape:
     """What one forward of a component sees, at batch size 1.
 
-    Denoisers: the VAE latent grid (``latent_height`` × ``latent_width``, before any patching)
-    and ``text_len`` tokens of text conditioning. Text encoders: ``seq_len`` tokens. VAE decode:
-    the latent grid; VAE encode: the image (``height`` × ``width``).
+    Denoisers: the VAE latent grid (``latent_height`` × ``latent_width``, before any patching;
+    video: × ``latent_frames``) and ``text_len`` tokens of text conditioning. Text encoders:
+    ``seq_len`` tokens. VAE decode: the latent grid; VAE encode: the image or video (``height`` ×
+    ``width``, video: × ``frames``). Image models leave the frame fields None.
     """
 
     latent_height: Any = None
@@ -30,6 +31,8 @@ class RunShape:
     seq_len: Any = None
     height: Any = None
     width: Any = None
+    latent_frames: Any = None
+    frames: Any = None
 
 
 Assembler = Callable[[Config, RunShape], Node]

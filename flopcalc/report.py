@@ -140,7 +140,7 @@ def _settings_line(report: Report) -> str:
     s = report.settings
     parts = []
     if s.height and s.width:
-        parts.append(f"{s.height}×{s.width}")
+        parts.append(f"{s.height}×{s.width}" + (f" × {s.num_frames} frames" if s.num_frames else ""))
     if s.steps:
         parts.append(f"{s.steps} steps" + (f" (strength {s.strength})" if s.strength is not None else ""))
     if s.guidance_scale is not None:
@@ -151,6 +151,8 @@ def _settings_line(report: Report) -> str:
     parts.append(f"batch {s.batch_size} × {s.num_images_per_prompt} image(s)")
     if s.max_sequence_length:
         parts.append(f"max_sequence_length {s.max_sequence_length}")
+    if s.vae_tiling is not None:
+        parts.append("VAE tiled" if s.vae_tiling else "VAE untiled")
     return " · ".join(parts)
 
 

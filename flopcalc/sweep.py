@@ -19,7 +19,7 @@ import sympy as sp
 from flopcalc.errors import FlopcalcError
 from flopcalc.symbolic import SymbolicReport
 
-GRID_KEYS = ("H", "W", "S", "B", "L")
+GRID_KEYS = ("H", "W", "S", "B", "L", "F")
 
 
 def parse_values(text: str, name: str) -> list[int]:

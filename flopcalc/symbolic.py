@@ -2,7 +2,7 @@
 
 Symbols: ``H``, ``W`` image height and width in pixels, ``S`` denoising steps, ``P`` denoiser
 (guidance) passes per step, ``B`` prompts in the batch, ``L`` text tokens (the pipeline's
-``max_sequence_length``, where the model has one).
+``max_sequence_length``, where the model has one), ``F`` video frames (video pipelines).
 
 How: the pipeline plan runs on :class:`Tracked` integers, ints that also carry the sympy
 expression they stand for, so ``s.height // f`` becomes ``H/8`` and ``steps × passes × images``
@@ -28,7 +28,7 @@ from flopcalc.errors import FlopcalcError
 from flopcalc.pipelines import Settings, plan
 from flopcalc.registry import RunShape, assemble
 
-H, W, S, P, B, L = sp.symbols("H W S P B L", positive=True, integer=True)
+H, W, S, P, B, L, F = sp.symbols("H W S P B L F", positive=True, integer=True)
 SYMBOL_TEXT = {
     "H": "image height (pixels)",
     "W": "image width (pixels)",
@@ -36,6 +36,7 @@ SYMBOL_TEXT = {
     "P": "denoiser passes per step (2 under classifier-free guidance)",
     "B": "prompts in the batch",
     "L": "text tokens (max_sequence_length)",
+    "F": "video frames (num_frames)",
 }
 
 
@@ -123,7 +124,8 @@ class SymbolicReport:
     def representative(self) -> dict[str, int]:
         """The symbol values of the settings the plan's branches were taken at."""
         s = self.settings
-        known = {"H": s.height, "W": s.width, "S": s.steps, "B": s.batch_size, "L": s.max_sequence_length}
+        known = {"H": s.height, "W": s.width, "S": s.steps, "B": s.batch_size, "L": s.max_sequence_length,
+                 "F": s.num_frames}
         out = {k: v for k, v in known.items() if k in self.symbols and v is not None}
         if "P" in self.symbols:
             out["P"] = self.passes
@@ -174,6 +176,8 @@ def _tracked(s: Settings) -> Settings:
                               "steps": Tracked(s.steps, S), "batch_size": Tracked(s.batch_size, B)}
     if s.max_sequence_length is not None:
         values["max_sequence_length"] = Tracked(s.max_sequence_length, L)
+    if s.num_frames is not None:
+        values["num_frames"] = Tracked(s.num_frames, F)
     return replace(s, **values)
 
 
@@ -204,4 +208,4 @@ def describe() -> Mapping[str, str]:
 
 
 __all__ = ["symbolic_estimate", "SymbolicReport", "SymbolicComponent", "Tracked", "structure", "H", "W", "S", "P",
-           "B", "L", "CONVENTION_TEXT"]
+           "B", "L", "F", "CONVENTION_TEXT"]

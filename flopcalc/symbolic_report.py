@@ -14,7 +14,7 @@ import sympy as sp
 from flopcalc.errors import FlopcalcError
 from flopcalc.symbolic import SYMBOL_TEXT, H, SymbolicComponent, SymbolicReport, W, structure
 
-RATIO_HELP = ("two settings separated by ':', each 'HxW', 'HxW@STEPS' or 'steps=N', "
+RATIO_HELP = ("two settings separated by ':', each 'HxW', 'HxW@STEPS', 'steps=N' or 'frames=N', "
               "e.g. 1024x1024:512x512 or steps=50:steps=28")
 
 
@@ -30,9 +30,9 @@ def parse_point(text: str, base: dict[str, int]) -> dict[str, int]:
         if m.group(3):
             point["S"] = int(m.group(3))
         return point
-    m = re.fullmatch(r"\s*(steps|batch|tokens)=(\d+)\s*", text)
+    m = re.fullmatch(r"\s*(steps|batch|tokens|frames)=(\d+)\s*", text)
     if m:
-        point[{"steps": "S", "batch": "B", "tokens": "L"}[m.group(1)]] = int(m.group(2))
+        point[{"steps": "S", "batch": "B", "tokens": "L", "frames": "F"}[m.group(1)]] = int(m.group(2))
         return point
     raise FlopcalcError(f"cannot read {text!r} as a setting: {RATIO_HELP}")
 

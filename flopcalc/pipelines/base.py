@@ -39,6 +39,8 @@ class Settings:
     max_sequence_length: int | None = None
     strength: float | None = None  # image-to-image when set
     resolution_binning: bool = True  # PixArt: snap the size to the model's aspect-ratio bins, as the pipeline does
+    num_frames: int | None = None  # video pipelines: frames generated (None: the pipeline's default)
+    vae_tiling: bool | None = None  # video VAEs: decode in tiles/temporal chunks (None: as the pipeline does)
 
 
 @dataclass(frozen=True)
@@ -103,7 +105,7 @@ def plan(model_index: Mapping[str, Any] | None, components: Mapping[str, Mapping
 
 
 def _validate(s: Settings) -> None:
-    for key in ("height", "width", "steps", "max_sequence_length"):
+    for key in ("height", "width", "steps", "max_sequence_length", "num_frames"):
         v = getattr(s, key)
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v <= 0):
             raise FlopcalcError(f"{key} must be a positive integer, got {v!r}")
@@ -209,15 +211,22 @@ def text_runs(components, encoders: list[tuple[str, int]], prompts_encoded: int,
     ]
 
 
-def vae_runs(components, s: Settings, images: int, latent_h: int, latent_w: int) -> list[ComponentRun]:
+def vae_runs(components, s: Settings, images: int, latent_h: int, latent_w: int,
+             latent_frames: int | None = None) -> list[ComponentRun]:
+    """The VAE decoding each image (video: each clip of ``latent_frames`` latent frames) once,
+    and, for image-to-image, encoding each input image (clip of ``num_frames``) once."""
     if "vae" not in components:
         return []
     cls = component_class(components, "vae") or "?"
-    runs = [ComponentRun("vae", cls, "decode", "vae_decoder", RunShape(latent_height=latent_h, latent_width=latent_w),
-                         images, f"{images} image(s)")]
+    what = "video(s)" if latent_frames is not None else "image(s)"
+    runs = [ComponentRun("vae", cls, "decode", "vae_decoder",
+                         RunShape(latent_height=latent_h, latent_width=latent_w, latent_frames=latent_frames),
+                         images, f"{images} {what}")]
     if s.strength is not None:
-        runs.insert(0, ComponentRun("vae", cls, "encode", "vae_encoder", RunShape(height=s.height, width=s.width),
-                                    s.batch_size, f"{s.batch_size} input image(s)"))
+        frames = s.num_frames if latent_frames is not None else None
+        runs.insert(0, ComponentRun("vae", cls, "encode", "vae_encoder",
+                                    RunShape(height=s.height, width=s.width, frames=frames),
+                                    s.batch_size, f"{s.batch_size} input {what}"))
     return runs
 
 
@@ -226,19 +235,24 @@ def missing_notes(components, expected: list[str]) -> tuple[str, ...]:
                  if name not in components)
 
 
-def denoiser_run(components, name: str, s: Settings, f: int, text_len: int, passes: int) -> list[ComponentRun]:
-    """The denoiser's runs: every kept step × guidance passes × images, on the latent grid."""
+def denoiser_run(components, name: str, s: Settings, f: int, text_len: int, passes: int,
+                 latent_frames: int | None = None) -> list[ComponentRun]:
+    """The denoiser's runs: every kept step × guidance passes × images (videos), on the latent
+    grid (video: of ``latent_frames`` frames)."""
     if name not in components:
         return []
     steps = denoising_steps(s.steps, s.strength)
     images = s.batch_size * s.num_images_per_prompt
+    what = "video(s)" if latent_frames is not None else "image(s)"
     return [ComponentRun(name, component_class(components, name) or "?", "forward", "denoiser",
-                         RunShape(latent_height=s.height // f, latent_width=s.width // f, text_len=text_len),
-                         steps * passes * images, f"{steps} steps × {passes} pass(es) × {images} image(s)")]
+                         RunShape(latent_height=s.height // f, latent_width=s.width // f, text_len=text_len,
+                                  latent_frames=latent_frames),
+                         steps * passes * images, f"{steps} steps × {passes} pass(es) × {images} {what}")]
 
 
-def image_runs(components, s: Settings, f: int) -> list[ComponentRun]:
-    return vae_runs(components, s, s.batch_size * s.num_images_per_prompt, s.height // f, s.width // f)
+def image_runs(components, s: Settings, f: int, latent_frames: int | None = None) -> list[ComponentRun]:
+    return vae_runs(components, s, s.batch_size * s.num_images_per_prompt, s.height // f, s.width // f,
+                    latent_frames)
 
 
 
