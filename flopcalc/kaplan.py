@@ -13,6 +13,7 @@ _SHAPE = {
     "CLIPTextModel": lambda c: (c["num_hidden_layers"], c["hidden_size"]),
     "CLIPTextModelWithProjection": lambda c: (c["num_hidden_layers"], c["hidden_size"]),
     "T5EncoderModel": lambda c: (c["num_layers"], c["num_heads"] * c["d_kv"]),
+    "UMT5EncoderModel": lambda c: (c["num_layers"], c["num_heads"] * c["d_kv"]),
 }
 #: Embedding tables (excluded from Kaplan's N): nodes of these names.
 _EMBEDDINGS = ("embeddings", "shared")

@@ -29,7 +29,7 @@ SUMMARY_FORMULAS = frozenset({
     # transformer blocks
     "mmdit_joint_block", "single_stream_block", "cross_attention_block", "spatial_transformer", "kaplan_transformer",
     "decoder_layer", "bert_layer", "sana_transformer_block", "qwen_image_block", "hunyuan_dit_block", "lumina2_block",
-    "lumina_next_block", "efficient_vit_block", "feed_forward", "attention",
+    "lumina_next_block", "efficient_vit_block", "wan_transformer_block", "feed_forward", "attention",
     # convolutional blocks and their attentions
     "resnet_block", "resnet_block_cond_norm", "kandinsky3_resnet_block", "dc_res_block", "causal_residual_block",
     "spatial_self_attention", "kandinsky3_attention_block", "kandinsky3_attention_pooling", "hunyuan_attention_pool",
@@ -148,7 +148,7 @@ def _settings_line(report: Report) -> str:
     if s.true_cfg_scale not in (None, 1.0):
         parts.append(f"true CFG {s.true_cfg_scale:g}" + (" + negative prompt" if s.negative_prompt else ""))
     parts.append(f"{report.passes} denoiser pass(es) per step")
-    parts.append(f"batch {s.batch_size} × {s.num_images_per_prompt} image(s)")
+    parts.append(f"batch {s.batch_size} × {s.num_images_per_prompt} {'video(s)' if s.num_frames else 'image(s)'}")
     if s.max_sequence_length:
         parts.append(f"max_sequence_length {s.max_sequence_length}")
     if s.vae_tiling is not None:

@@ -31,15 +31,15 @@ def _model_of(fixture: dict) -> str:
 
 
 @lru_cache(maxsize=None)
-def _report(model: str, height: int | None, width: int | None, convention: str):
+def _report(model: str, height: int | None, width: int | None, frames: int | None, convention: str):
     # strength turns on image-to-image so the VAE encoder is planned too; sizes are measured as given.
-    return flopcalc.estimate(model, height=height, width=width, strength=1.0, resolution_binning=False,
-                             convention=convention)
+    return flopcalc.estimate(model, height=height, width=width, num_frames=frames, strength=1.0,
+                             resolution_binning=False, convention=convention)
 
 
 def _component(fixture: dict, convention: str = "torch"):
     s = fixture["settings"]
-    report = _report(_model_of(fixture), s.get("height"), s.get("width"), convention)
+    report = _report(_model_of(fixture), s.get("height"), s.get("width"), s.get("num_frames"), convention)
     built = fixture.get("built_class", fixture["class_name"])  # legacy Transformer2DModel → PixArt / DiT
     matches = [c for c in report.components if c.class_name == built and c.call == fixture["call"]
                and (c.component == fixture["component"] or len(report.components) == 1)]

@@ -484,7 +484,7 @@ def count_torch(
         wrapper(*positional)
     counts = counter.get_flop_counts()
     total = int(counter.get_total_flops())
-    by_op = {str(op): int(n) for op, n in counts["Global"].items() if n}
+    by_op = {str(op): int(n) for op, n in counts.get("Global", {}).items() if n}
     full: dict[str, int] = {}
     for key, ops in counts.items():
         if key.startswith(_ROOT_PREFIX):

@@ -1,0 +1,115 @@
+"""Wan 2.1 video transformer: ``WanTransformer3DModel`` (diffusers
+``models/transformers/transformer_wan.py``); block formulas in ``formulas/wan.py``.
+
+The model sees the ``z × T × h × w`` video latent (``T`` latent frames, ``h × w`` = H/8 × W/8) and
+``L`` text tokens (UMT5 hidden states of width ``text_dim``):
+
+* ``rope`` (``WanRotaryPosEmbed``): cos/sin tables built at init (buffers, no parameters), sliced and
+  expanded per call; applied elementwise in the attention processor: no counted work;
+* ``patch_embedding``: ``nn.Conv3d(z, d, kernel=stride=patch_size)`` into
+  ``N = (T/p_t)(h/p_h)(w/p_w)`` tokens (the real code floors each side);
+* ``condition_embedder``: timestep MLP (``freq_dim`` → d → d), ``time_proj`` (d → 6d) and the text
+  projection (``text_dim`` → d → d on the L tokens);
+* ``num_layers`` ``WanTransformerBlock``s: self-attention over all N tokens, cross-attention to the L
+  text tokens, feed-forward of width ``ffn_dim``;
+* ``norm_out`` (``FP32LayerNorm``, no affine), ``proj_out`` (d → ``out_channels``·p_t·p_h·p_w), and
+  a ``scale_shift_table`` (2d).
+
+Image-to-video configs (``image_dim`` / ``added_kv_proj_dim`` set: an image embedder and added k/v
+projections fed by CLIP image tokens) belong to ``WanImageToVideoPipeline``, which flopcalc does
+not plan: they are refused with a clear error.
+"""
+
+from __future__ import annotations
+
+from math import prod
+from typing import Any
+
+from flopcalc.config import Config, count_int, positive_int
+from flopcalc.cost import Node, module_list
+from flopcalc.errors import ConfigError, ResolutionError
+from flopcalc.formulas import ops
+from flopcalc.formulas.wan import wan_condition_embedder, wan_transformer_block
+from flopcalc.registry import RunShape, register
+
+#: ``WanTransformer3DModel.__init__`` keyword defaults (transformer_wan.py).
+DEFAULTS = {
+    "patch_size": [1, 2, 2],
+    "num_attention_heads": 40,
+    "attention_head_dim": 128,
+    "in_channels": 16,
+    "out_channels": 16,
+    "text_dim": 4096,
+    "freq_dim": 256,
+    "ffn_dim": 13824,
+    "num_layers": 40,
+    "cross_attn_norm": True,
+    "qk_norm": "rms_norm_across_heads",
+    "eps": 1e-6,
+    "image_dim": None,
+    "added_kv_proj_dim": None,
+    "rope_max_seq_len": 1024,
+    "pos_embed_seq_len": None,
+}
+SOURCE = "diffusers/models/transformers/transformer_wan.py"
+
+
+def patch_size(config: Config) -> tuple[int, int, int]:
+    """``patch_size`` as ``(p_t, p_h, p_w)``, each a positive integer."""
+    value = config["patch_size"]
+    if (not isinstance(value, (list, tuple)) or len(value) != 3
+            or any(isinstance(p, bool) or not isinstance(p, int) or p <= 0 for p in value)):
+        raise ConfigError(f"{config.component}/config.json: 'patch_size' must be three positive integers "
+                          f"(t, h, w), got {value!r}")
+    return int(value[0]), int(value[1]), int(value[2])
+
+
+def floor_div(size: Any, k: int) -> Any:
+    """``size // k`` as the real code floors it (a strided convolution, ``num_frames // p_t``); on a
+    symbol, ``size / k`` (a law holds for sizes that divide)."""
+    if k == 1:
+        return size
+    return size // k if isinstance(size, int) else size / k
+
+
+def _refuse_image_conditioning(config: Config) -> None:
+    for key in ("image_dim", "added_kv_proj_dim"):
+        if config[key] is not None:
+            raise ConfigError(
+                f"{config.component}/config.json: {key} is set: an image-to-video Wan transformer (CLIP image "
+                "tokens through added k/v projections), run by WanImageToVideoPipeline, which flopcalc does not "
+                "support yet; text-to-video configs leave image_dim and added_kv_proj_dim null."
+            )
+
+
+@register("WanTransformer3DModel", role="denoiser", defaults=DEFAULTS, source=SOURCE)
+def wan_transformer(config: Config, shape: RunShape) -> Node:
+    _refuse_image_conditioning(config)
+    heads = positive_int(config, "num_attention_heads")
+    head_dim = positive_int(config, "attention_head_dim")
+    dim = heads * head_dim
+    in_channels = positive_int(config, "in_channels")
+    out_channels = config["out_channels"] or in_channels
+    pt, ph, pw = patch_size(config)
+    frames = 1 if shape.latent_frames is None else shape.latent_frames
+    grid = (floor_div(frames, pt), floor_div(shape.latent_height, ph), floor_div(shape.latent_width, pw))
+    if any(isinstance(g, int) and g == 0 for g in grid):
+        raise ResolutionError(f"{config.component}: a latent of {frames}×{shape.latent_height}×{shape.latent_width} "
+                              f"(frames × height × width) is smaller than one {pt}×{ph}×{pw} patch")
+    n = grid[0] * grid[1] * grid[2]
+    text = shape.text_len
+    block = wan_transformer_block(dim=dim, heads=heads, head_dim=head_dim, ffn_dim=positive_int(config, "ffn_dim"),
+                                  tokens=n, text_tokens=text, cross_attn_norm=bool(config["cross_attn_norm"]))
+    return Node(
+        "transformer",
+        ops.parameters(2 * dim),  # scale_shift_table
+        children=(
+            Node("patch_embedding", ops.conv(in_channels, dim, pt * ph * pw, n)),
+            wan_condition_embedder(dim=dim, freq_dim=positive_int(config, "freq_dim"),
+                                   text_dim=positive_int(config, "text_dim"), text_tokens=text),
+            module_list("blocks", [block] * count_int(config, "num_layers")),
+            Node("norm_out", ops.layer_norm(n, dim, affine=False, thop_rule=False)),
+            Node("proj_out", ops.linear(n, dim, out_channels * prod((pt, ph, pw)))),
+        ),
+        formula="wan_transformer",
+    )

@@ -1,0 +1,228 @@
+"""Wan 2.1 text-to-video pipeline (diffusers ``pipelines/wan/pipeline_wan.py``, ``WanPipeline``) and
+its video-to-video sibling (``pipeline_wan_video2video.py``, ``WanVideoToVideoPipeline``)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import replace
+from typing import Any, Mapping
+
+from flopcalc.architectures.autoencoder_kl_wan import scale_factor, temporal_scale_factor
+from flopcalc.architectures.wan import patch_size
+from flopcalc.config import Config
+from flopcalc.errors import FlopcalcError
+from flopcalc.pipelines.base import (
+    ComponentRun,
+    Plan,
+    Settings,
+    cfg_passes,
+    check_divisible,
+    component_class,
+    denoiser_run,
+    missing_notes,
+    register_pipeline,
+    text_runs,
+)
+from flopcalc.registry import RunShape
+
+#: ``WanPipeline.__call__`` defaults.
+HEIGHT, WIDTH, NUM_FRAMES, STEPS, GUIDANCE, MAX_SEQUENCE_LENGTH = 480, 832, 81, 50, 5.0, 512
+#: ``check_inputs``: ``height`` and ``width`` have to be divisible by 16.
+SIZE_MULTIPLE = 16
+#: ``WanVideoToVideoPipeline.__call__``: ``strength`` default.
+V2V_STRENGTH = 0.8
+#: ``AutoencoderKLWan.enable_tiling`` defaults (``tile_sample_min_*`` 256, ``tile_sample_stride_*`` 192
+#: pixels); tiling is off unless a caller enables it (``use_tiling = False`` in ``__init__``).
+TILE_SAMPLE_MIN, TILE_SAMPLE_STRIDE = 256, 192
+
+
+def _vae_factors(components: Mapping[str, Mapping[str, Any]]) -> tuple[int, int]:
+    """``(vae_scale_factor_spatial, vae_scale_factor_temporal)``: the VAE config's
+    ``scale_factor_spatial`` / ``scale_factor_temporal``, or 8 and 4 without a VAE (as the pipeline)."""
+    vae = components.get("vae")
+    if vae is None:
+        return 8, 4
+    return scale_factor(vae), temporal_scale_factor(vae)
+
+
+def _transformer_patch(components: Mapping[str, Mapping[str, Any]]) -> tuple[int, int, int]:
+    from flopcalc.architectures.wan import DEFAULTS
+
+    cfg = components.get("transformer")
+    return patch_size(Config("transformer", cfg, DEFAULTS)) if cfg is not None else (1, 2, 2)
+
+
+def round_num_frames(num_frames: int, temporal: int) -> int:
+    """``WanPipeline.__call__``: ``num_frames − 1`` must divide by the temporal factor; otherwise it is
+    rounded to ``num_frames // t · t + 1`` with a warning (80 → 81, 79 → 77), then kept ≥ 1."""
+    if num_frames % temporal == 1:
+        return num_frames
+    return max(num_frames // temporal * temporal + 1, 1)
+
+
+def _refuse_unsupported(index: Mapping[str, Any] | None, components: Mapping[str, Mapping[str, Any]]) -> None:
+    index = index or {}
+    if "transformer_2" in components or index.get("boundary_ratio") is not None:
+        raise FlopcalcError("this WanPipeline has two experts (transformer_2 / boundary_ratio, Wan 2.2 A14B): the "
+                            "split of the steps between them depends on the scheduler's timesteps, which flopcalc "
+                            "does not model yet; estimate transformer/config.json alone")
+    if index.get("expand_timesteps"):
+        raise FlopcalcError("this WanPipeline expands the timestep per token (expand_timesteps, Wan 2.2 TI2V), "
+                            "which flopcalc does not model yet")
+
+
+def _tiles(size: int, minimum: int, stride: int) -> list[int]:
+    """Sides of the overlapping tiles along one axis: ``size[i : i + minimum]`` for i in range(0, size, stride)."""
+    return [min(minimum, size - i) for i in range(0, size, stride)]
+
+
+def _tile_grid(height: int, width: int, minimum: int, stride: int) -> Counter:
+    """``(tile height, tile width) → count`` over the tiled grid."""
+    return Counter((th, tw) for th in _tiles(height, minimum, stride) for tw in _tiles(width, minimum, stride))
+
+
+def _require_numeric(s: Settings) -> None:
+    if type(s.height) is not int or type(s.width) is not int or type(s.num_frames) is not int:
+        raise FlopcalcError("a tiled VAE has no closed-form law in H and W (its tile count steps with the size): "
+                            "use the numeric estimate, or --no-vae-tiling")
+
+
+def _vae_runs(components: Mapping[str, Mapping[str, Any]], s: Settings, f: int, videos: int,
+              latent_frames: int, tiled: bool) -> tuple[list[ComponentRun], list[str]]:
+    """``vae.decode`` of each video's latent (and, video-to-video, ``vae.encode`` of each input video):
+    untiled one call per video; tiled one run per distinct tile shape, every overlapping tile counted in
+    full (``tiled_decode`` / ``tiled_encode``)."""
+    if "vae" not in components:
+        return [], []
+    cls = component_class(components, "vae") or "?"
+    vae = components["vae"]
+    patch = vae.get("patch_size") or 1
+    h, w = s.height // f, s.width // f
+    notes = []
+    runs: list[ComponentRun] = []
+    lmin, lstride = TILE_SAMPLE_MIN // f, TILE_SAMPLE_STRIDE // f
+    if tiled and (h > lmin or w > lmin):
+        _require_numeric(s)
+        grid = _tile_grid(h, w, lmin, lstride)
+        for (th, tw), k in sorted(grid.items(), reverse=True):
+            runs.append(ComponentRun("vae", cls, "decode", "vae_decoder",
+                                     RunShape(latent_height=th, latent_width=tw, latent_frames=latent_frames),
+                                     k * videos, f"{k} tile(s) of {th}×{tw} latent × {videos} video(s)"))
+        notes.append(f"VAE: tiled decode (enable_tiling: {TILE_SAMPLE_MIN}-pixel tiles every {TILE_SAMPLE_STRIDE}, "
+                     f"overlaps counted in full): {sum(grid.values())} tiles per video, each decoded frame by frame "
+                     f"({latent_frames} latent frames, one decoder call each, causal feature cache)")
+    else:
+        runs.append(ComponentRun("vae", cls, "decode", "vae_decoder",
+                                 RunShape(latent_height=h, latent_width=w, latent_frames=latent_frames),
+                                 videos, f"{videos} video(s)"))
+        why = "the pipeline's default" if s.vae_tiling is None else (
+            "tiling asked for, but the latent fits one tile" if tiled else "as asked")
+        notes.append(f"VAE: decoded frame by frame ({latent_frames} latent frames, one decoder call each, the causal "
+                     f"feature cache standing in for the frames before), untiled ({why})")
+    if s.strength is not None:
+        runs[:0] = _encode_runs(cls, s, patch, tiled)
+    return runs, notes
+
+
+def _encode_runs(cls: str, s: Settings, patch: int, tiled: bool) -> list[ComponentRun]:
+    """``vae.encode`` of each input video (``_encode``: patchify, first frame then chunks of 4; tiled in
+    patchified pixels when ``use_tiling`` and a side exceeds 256)."""
+    hp, wp = s.height // patch, s.width // patch
+    if not (tiled and (hp > TILE_SAMPLE_MIN or wp > TILE_SAMPLE_MIN)):
+        return [ComponentRun("vae", cls, "encode", "vae_encoder",
+                             RunShape(height=s.height, width=s.width, frames=s.num_frames), s.batch_size,
+                             f"{s.batch_size} input video(s)")]
+    _require_numeric(s)
+    grid = _tile_grid(hp, wp, TILE_SAMPLE_MIN, TILE_SAMPLE_STRIDE)
+    return [ComponentRun("vae", cls, "encode", "vae_encoder",
+                         RunShape(height=th * patch, width=tw * patch, frames=s.num_frames), k * s.batch_size,
+                         f"{k} tile(s) of {th * patch}×{tw * patch} × {s.batch_size} input video(s)")
+            for (th, tw), k in sorted(grid.items(), reverse=True)]
+
+
+def v2v_steps(steps: int, strength: float) -> int:
+    """``WanVideoToVideoPipeline.get_timesteps``: ``init_timestep = min(int(steps·strength), steps)`` steps run."""
+    return min(int(steps * strength), steps)
+
+
+@register_pipeline("WanPipeline", denoisers=("WanTransformer3DModel",))
+def wan_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
+                 index: Mapping[str, Any] | None = None) -> Plan:
+    """``WanPipeline.__call__``: 480×832, 81 frames, 50 steps, ``guidance_scale`` 5.0,
+    ``max_sequence_length`` 512.
+
+    * Frames: ``num_frames − 1`` must divide by ``vae.config.scale_factor_temporal`` (4); diffusers
+      rounds any other count to ``num_frames // 4 · 4 + 1`` with a warning, and flopcalc mirrors it
+      (with a note). Latent frames ``(num_frames − 1) // 4 + 1`` (81 → 21). Video-to-video keeps the
+      input's frame count (``_encode`` drops the frames past the last full chunk of 4).
+    * Size: ``check_inputs`` raises unless height and width divide by 16 (the same error here, naming
+      the nearest valid sizes); they are then floored to multiples of ``scale_factor_spatial × patch``
+      (16 for the 8× VAE and 2×2 patches: a no-op then).
+    * Text: UMT5 on ``max_sequence_length`` tokens per prompt, padded (padding counts in full); under
+      classifier-free guidance (``guidance_scale > 1``) the negative prompt ("" by default) is encoded
+      too and the transformer runs twice per step (two separate forwards, cond and uncond).
+    * VAE: ``vae.decode`` on each video's latent, untiled (``AutoencoderKLWan.use_tiling`` is off and
+      the pipeline leaves it so), one decoder call per latent frame; ``vae_tiling=True`` counts the
+      tiled decode (256-pixel tiles every 192, overlaps in full).
+
+    ``strength`` (which ``WanPipeline`` does not take) plans the video-to-video run of
+    ``WanVideoToVideoPipeline``: the input video VAE-encoded once, ``int(steps · strength)`` steps."""
+    _refuse_unsupported(index, components)
+    f, t = _vae_factors(components)
+    _, ph, pw = _transformer_patch(components)
+    s = replace(s, height=s.height or HEIGHT, width=s.width or WIDTH, num_frames=s.num_frames or NUM_FRAMES,
+                steps=s.steps or STEPS, guidance_scale=GUIDANCE if s.guidance_scale is None else s.guidance_scale,
+                max_sequence_length=s.max_sequence_length or MAX_SEQUENCE_LENGTH)
+    notes = list(missing_notes(components, ["text_encoder", "transformer", "vae"]))
+    check_divisible(s.height, s.width, SIZE_MULTIPLE, "Wan height and width")
+    # video-to-video takes the input video's frames as they are (its latent: (F − 1) // t + 1 frames)
+    frames = round_num_frames(s.num_frames, t) if s.strength is None else s.num_frames
+    if frames != s.num_frames:
+        notes.append(f"num_frames {s.num_frames} is rounded to {frames} (num_frames − 1 must divide by {t}), as "
+                     "WanPipeline does with a warning")
+    height, width = s.height // (f * ph) * (f * ph), s.width // (f * pw) * (f * pw)
+    if (height, width) != (s.height, s.width):
+        notes.append(f"{s.height}×{s.width} is floored to {height}×{width} (multiples of VAE factor × patch), "
+                     "as WanPipeline does with a warning")
+    s = replace(s, num_frames=frames, height=height, width=width)
+    if s.strength is not None:
+        notes.append("video-to-video (strength given): the input video is VAE-encoded once and "
+                     "int(steps · strength) steps run, as WanVideoToVideoPipeline does")
+    if s.true_cfg_scale is not None:
+        notes.append("true_cfg_scale is not a WanPipeline setting: ignored")
+    latent_frames = (s.num_frames - 1) // t + 1
+    passes = cfg_passes(s.guidance_scale > 1)
+    if s.negative_prompt and passes == 1:
+        notes.append("the negative prompt is ignored without classifier-free guidance (guidance_scale <= 1)")
+    runs = text_runs(components, [("text_encoder", s.max_sequence_length)], s.batch_size * passes,
+                     f"{s.batch_size} prompt(s)" + (" + negative" if passes == 2 else ""))
+    runs += _denoiser_runs(components, s, f, passes, latent_frames)
+    videos = s.batch_size * s.num_images_per_prompt
+    vae_runs, vae_notes = _vae_runs(components, s, f, videos, latent_frames, bool(s.vae_tiling))
+    return Plan("WanPipeline", s, passes, tuple(runs + vae_runs), tuple(notes + vae_notes))
+
+
+def _denoiser_runs(components, s: Settings, f: int, passes: int, latent_frames: int) -> list[ComponentRun]:
+    """The transformer once per kept step and guidance pass, per video."""
+    runs = denoiser_run(components, "transformer", replace(s, strength=None), f, s.max_sequence_length, passes,
+                        latent_frames=latent_frames)
+    if s.strength is None or not runs:
+        return runs
+    steps = v2v_steps(s.steps, s.strength)
+    videos = s.batch_size * s.num_images_per_prompt
+    return [replace(runs[0], runs=steps * passes * videos,
+                    why=f"{steps} steps × {passes} pass(es) × {videos} video(s)")]
+
+
+@register_pipeline("WanVideoToVideoPipeline")
+def wan_video_to_video_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
+                                index: Mapping[str, Any] | None = None) -> Plan:
+    """``WanVideoToVideoPipeline.__call__``: the text-to-video defaults with ``strength`` 0.8: the input
+    video (``num_frames`` frames, 81 by default here) is VAE-encoded once per prompt and
+    ``int(50 · 0.8) = 40`` steps run; ``num_videos_per_prompt`` is forced to 1."""
+    notes = []
+    if s.num_images_per_prompt != 1:
+        notes.append("WanVideoToVideoPipeline forces num_videos_per_prompt = 1")
+    s = replace(s, strength=V2V_STRENGTH if s.strength is None else s.strength, num_images_per_prompt=1)
+    plan = wan_pipeline(components, s, index=index)
+    return replace(plan, pipeline="WanVideoToVideoPipeline", notes=tuple(notes) + plan.notes)

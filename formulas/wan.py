@@ -1,0 +1,94 @@
+r"""Wan 2.1 video transformer block and embedders: diffusers
+``models/transformers/transformer_wan.py`` (``WanTransformerBlock``, ``WanAttention`` with
+``WanAttnProcessor``, ``WanTimeTextImageEmbedding``).
+
+Symbols: :math:`N` video tokens (latent frames × patches per frame), :math:`T` text tokens, width
+:math:`d = h d_h`, feed-forward width :math:`f`.
+
+.. math::
+
+   \mathrm{MACs}_\text{block} = \underbrace{4 N d^2 + 2 h N^2 d_h}_{\text{attn1}}
+       + \underbrace{2 N d^2 + 2 T d^2 + 2 h N T d_h}_{\text{attn2}}
+       + \underbrace{2 N d f}_{\text{ffn}}
+
+Derivation: ``attn1`` is self-attention over all :math:`N` spatio-temporal tokens (``to_q/k/v``,
+``to_out.0``, all ``d → d`` with bias); the rotary embedding is applied elementwise (no matmul);
+``attn2`` is cross-attention, queries from the :math:`N` tokens, keys and values from the
+:math:`T` text tokens already projected to width :math:`d` by the ``text_embedder``; ``ffn`` is
+``FeedForward(d, inner_dim=f, activation_fn="gelu-approximate")``. Each ``WanAttention`` also holds
+``norm_q``/``norm_k`` (``nn.RMSNorm(d)`` across heads, whatever the config's ``qk_norm`` says: the
+block does not pass it on). ``norm1``/``norm3`` are ``FP32LayerNorm`` without affine, ``norm2``
+(``cross_attn_norm``) with affine: ``nn.LayerNorm`` subclasses, which thop (exact-type rules) counts 0,
+as it counts ``nn.RMSNorm``. The block's modulation is a learned ``scale_shift_table`` (6d) added to
+the shared ``timestep_proj``: no matmul.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+from flopcalc.cost import Node
+from flopcalc.formulas import ops
+from flopcalc.formulas.conditioning import mlp_embedder
+from flopcalc.formulas.transformer_parts import feed_forward
+
+
+def wan_attention(name: str, *, tokens: Any, context_tokens: Any, dim: int, heads: int, head_dim: int) -> Node:
+    r"""``WanAttention(dim, heads, dim_head)`` (no added k/v: text-to-video): ``to_q`` on the
+    ``tokens`` queries, ``to_k``/``to_v`` on ``context_tokens`` (the queries themselves for
+    self-attention), RMS-normed q and k (``norm_q``, ``norm_k``: ``nn.RMSNorm(h·d_h)``), scaled
+    dot-product attention, ``to_out.0``.
+
+    .. math:: \mathrm{MACs} = 2 N d\,d_i + 2 M d\,d_i + h N M (2 d_h),\quad d_i = h d_h
+    """
+    inner = heads * head_dim
+    cost = (
+        ops.linear(tokens, dim, inner)
+        + ops.linear(context_tokens, dim, inner) * 2
+        + ops.rms_norm(tokens, inner)
+        + ops.rms_norm(context_tokens, inner)
+        + ops.attention(tokens, context_tokens, heads, head_dim)
+        + ops.linear(tokens, inner, dim)
+    )
+    return Node(name, cost, formula="wan_attention")
+
+
+@lru_cache(maxsize=256)
+def wan_transformer_block(*, dim: int, heads: int, head_dim: int, ffn_dim: int, tokens: Any, text_tokens: Any,
+                          cross_attn_norm: bool) -> Node:
+    """One ``WanTransformerBlock`` (module names as in diffusers): ``norm1``, ``attn1`` (self),
+    ``norm2`` (affine LayerNorm when ``cross_attn_norm``, else ``nn.Identity``), ``attn2`` (cross),
+    ``norm3``, ``ffn``, and the ``scale_shift_table`` (6·d parameters)."""
+    n, t = tokens, text_tokens
+    children = [
+        Node("norm1", ops.layer_norm(n, dim, affine=False, thop_rule=False)),
+        wan_attention("attn1", tokens=n, context_tokens=n, dim=dim, heads=heads, head_dim=head_dim),
+        wan_attention("attn2", tokens=n, context_tokens=t, dim=dim, heads=heads, head_dim=head_dim),
+    ]
+    if cross_attn_norm:
+        children.append(Node("norm2", ops.layer_norm(n, dim, thop_rule=False)))
+    children += [
+        feed_forward("ffn", n, dim, inner=ffn_dim),
+        Node("norm3", ops.layer_norm(n, dim, affine=False, thop_rule=False)),
+    ]
+    return Node("block", ops.parameters(6 * dim), children=tuple(children), formula="wan_transformer_block")
+
+
+def wan_condition_embedder(*, dim: int, freq_dim: int, text_dim: int, text_tokens: Any) -> Node:
+    r"""``WanTimeTextImageEmbedding`` without an image embedder (``image_dim`` null): the
+    sinusoidal ``timesteps_proj`` (no parameters), ``time_embedder`` (``TimestepEmbedding``:
+    f → d → d on one timestep), SiLU and ``time_proj`` (d → 6d), and ``text_embedder``
+    (``PixArtAlphaTextProjection``: d_t → d → d with tanh GELU, on every text token).
+
+    .. math:: \mathrm{MACs} = f d + d^2 + 6 d^2 + T (d_t d + d^2)
+    """
+    return Node(
+        "condition_embedder",
+        children=(
+            mlp_embedder("time_embedder", freq_dim, dim),
+            Node("time_proj", ops.activation(dim) + ops.linear(1, dim, 6 * dim)),
+            mlp_embedder("text_embedder", text_dim, dim, tokens=text_tokens),
+        ),
+        formula="wan_condition_embedder",
+    )

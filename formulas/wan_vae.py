@@ -1,0 +1,294 @@
+r"""The Wan causal 3-D VAE on videos of any length: diffusers
+``models/autoencoders/autoencoder_kl_wan.py`` (``WanCausalConv3d``, ``WanRMS_norm``,
+``WanResidualBlock``, ``WanAttentionBlock``, ``WanResample``, ``WanMidBlock``, ``WanUpBlock`` /
+``WanResidualUpBlock``, ``WanResidualDownBlock``, ``WanEncoder3d``, ``WanDecoder3d``).
+
+**Chunks.** ``AutoencoderKLWan._decode`` calls the decoder once per latent frame (a feature cache
+stands in for the frames before), ``_encode`` the encoder on the first frame and then on chunks of 4
+frames. A video is therefore a :class:`Chunks`: a first chunk of ``first`` frames and ``count``
+later chunks of ``later`` frames each, ``count`` an int or a sympy expression (the latent frame
+count of a symbolic law). Every function returns the cost summed over the chunks, as
+``FlopCounterMode`` sums a module's calls. An image is ``Chunks(1, 1, 0)``.
+
+**Causal convolutions** (``WanCausalConv3d``, an ``nn.Conv3d`` subclass: thop counts 0, so its MACs
+are ``functional``) keep the frames of their chunk (the cache or zero padding supplies the
+``2·p_t`` frames in front): :math:`\mathrm{MACs} = P\,C_o C_i k_t k_h k_w`, :math:`P` the output
+positions (frames × H × W summed over the chunks). The block pieces are those of
+``formulas/causal_vae.py`` (written for the Qwen-Image copy of this VAE); here they take
+:class:`Chunks`, so the count stays exact when the number of chunks is a symbol.
+
+**Temporal resampling.** The ``time_conv`` of ``upsample3d`` (c → 2c, kernel 3×1×1) does not run on
+the first chunk (its cache slot becomes ``"Rep"``) and doubles the frames of every later chunk;
+the ``time_conv`` of ``downsample3d`` (c → c, 3×1×1, stride 2 in time) does not run on the first
+chunk either and leaves a later chunk of :math:`f` frames with :math:`\lfloor (f-2)/2 \rfloor + 1`
+(it sees the previous chunk's last frame too). Spatial resampling is a plain ``nn.Conv2d`` per frame
+(thop counts it): ``upsample*`` is nearest-exact 2× then a 3×3 conv to ``upsample_out_dim``
+(c/2 in ``WanUpBlock``, c in ``WanResidualUpBlock``); ``downsample*`` a ``ZeroPad2d((0,1,0,1))``
+and a stride-2 3×3 conv.
+
+**Wan 2.2** (``is_residual``): the encoder's levels are ``WanResidualDownBlock``\ s and the
+decoder's ``WanResidualUpBlock``\ s; their ``avg_shortcut`` (``AvgDown3D`` / ``DupUp3D``: reshapes,
+a mean, a repeat) counts nothing.
+
+Decode, for :math:`T` latent frames of :math:`h \times w`: every term is a convolution over
+:math:`(1 + m (T-1))\,hw\,4^i` positions (:math:`m` the temporal upsampling reached so far) or a
+``time_conv`` over the later chunks only, plus the mid-block attention
+:math:`T \cdot 2 (hw)^2 c_0`: linear in :math:`T`, :math:`\alpha\,hw + \beta\,(hw)^2` per frame.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Sequence
+
+from flopcalc.cost import Node, module_list
+from flopcalc.formulas import ops
+from flopcalc.formulas.causal_vae import causal_conv3d, rms_norm
+
+
+@dataclass(frozen=True)
+class Chunks:
+    """Frames as the causal VAE sees them: a first chunk of ``first`` frames, then ``count`` chunks of
+    ``later`` frames each (``count`` an int or a sympy expression)."""
+
+    first: int
+    later: int
+    count: Any
+
+    @property
+    def frames(self) -> Any:
+        """All frames, summed over the chunks."""
+        return self.first + self.later * self.count
+
+    @property
+    def later_frames(self) -> Any:
+        """Frames of the later chunks only (where the temporal ``time_conv``\\ s run)."""
+        return self.later * self.count
+
+    def upsampled(self) -> Chunks:
+        """After ``upsample3d``: every later chunk has twice its frames."""
+        return Chunks(self.first, 2 * self.later, self.count)
+
+    def downsampled(self) -> Chunks:
+        """After ``downsample3d``: a later chunk of f frames keeps ⌊(f − 2)/2⌋ + 1."""
+        later = (self.later + 1 - 3) // 2 + 1
+        if later < 1 and not (isinstance(self.count, int) and self.count == 0):
+            raise ValueError(f"a {self.later}-frame chunk is too short for another temporal downsampling "
+                             "(WanCausalConv3d would get fewer frames than its kernel)")
+        return Chunks(self.first, later, self.count)
+
+
+def decode_chunks(latent_frames: Any) -> Chunks:
+    """``_decode``: one decoder call per latent frame."""
+    return Chunks(1, 1, latent_frames - 1)
+
+
+def encode_chunks(frames: Any) -> Chunks:
+    """``_encode``: ``1 + (F − 1) // 4`` encoder calls, the first frame alone, then chunks of 4 (frames past
+    the last full chunk are not encoded). On a symbol, ``(F − 1)/4`` (a law for F = 4k + 1)."""
+    later = (frames - 1) // 4 if isinstance(frames, int) else (frames - 1) / 4
+    return Chunks(1, 4, later)
+
+
+def _norm_act(name: str, channels: int, positions: Any) -> Node:
+    """A ``WanRMS_norm`` followed by the block's SiLU (the activation module has no cost node)."""
+    return Node(name, rms_norm(channels, positions) + ops.activation(channels * positions))
+
+
+@lru_cache(maxsize=4096)
+def residual_block(c_in: int, c_out: int, chunks: Chunks, height: Any, width: Any) -> Node:
+    r"""``WanResidualBlock(c_in, c_out)``: RMS norm, SiLU, causal 3×3×3 ``conv1``, RMS norm, SiLU,
+    causal 3×3×3 ``conv2``, and a causal 1×1×1 ``conv_shortcut`` when the widths differ.
+
+    .. math:: \mathrm{MACs} = P\,(27 C_o C_i + 27 C_o^2 + [C_i \ne C_o]\,C_o C_i),\quad P = F\,HW
+    """
+    pos = chunks.frames * height * width
+    children = [
+        _norm_act("norm1", c_in, pos),
+        Node("conv1", causal_conv3d(c_in, c_out, (3, 3, 3), pos)),
+        _norm_act("norm2", c_out, pos),
+        Node("conv2", causal_conv3d(c_out, c_out, (3, 3, 3), pos)),
+    ]
+    if c_in != c_out:
+        children.append(Node("conv_shortcut", causal_conv3d(c_in, c_out, (1, 1, 1), pos)))
+    return Node("resnet", children=tuple(children), formula="causal_residual_block")
+
+
+@lru_cache(maxsize=1024)
+def attention_block(channels: int, chunks: Chunks, height: Any, width: Any) -> Node:
+    r"""``WanAttentionBlock(c)``: per frame, RMS norm, 1×1 ``to_qkv`` (``nn.Conv2d`` c → 3c), one-head
+    attention over the :math:`HW` pixels (head width c), 1×1 ``proj``.
+
+    .. math:: \mathrm{MACs} = F\,(4 H W C^2 + 2 (HW)^2 C)
+    """
+    frames = chunks.frames
+    hw = height * width
+    pos = frames * hw
+    return Node(
+        "attention",
+        ops.attention(hw, hw, 1, channels) * frames,
+        children=(
+            Node("norm", rms_norm(channels, pos)),
+            Node("to_qkv", ops.conv(channels, 3 * channels, 1, pos)),
+            Node("proj", ops.conv(channels, channels, 1, pos)),
+        ),
+        formula="causal_vae_attention",
+    )
+
+
+def mid_block(channels: int, chunks: Chunks, height: Any, width: Any) -> Node:
+    """``WanMidBlock(c, num_layers=1)``: residual block, attention block, residual block."""
+    res = residual_block(channels, channels, chunks, height, width)
+    att = attention_block(channels, chunks, height, width)
+    return Node("mid_block", children=(module_list("resnets", [res, res]), module_list("attentions", [att])),
+                formula="causal_vae_mid_block")
+
+
+def upsample(channels: int, out_channels: int, mode: str, chunks: Chunks, height: Any, width: Any,
+             name: str = "upsample") -> tuple[Node, Chunks]:
+    r"""``WanResample(c, "upsample2d" | "upsample3d", upsample_out_dim)`` on an ``H × W`` input;
+    returns the node and the chunks after it.
+
+    ``upsample3d``'s ``time_conv`` (c → 2c, 3×1×1) runs on the later chunks and doubles their frames;
+    then nearest-exact 2× upsampling (``WanUpsample``, an ``nn.Upsample`` subclass: thop counts 0) and
+    ``nn.Conv2d(c, c_o, 3)`` per frame:
+    :math:`\mathrm{MACs} = 9\,F' \cdot 4HW\,C_o C + [\text{3d}]\,3 F_\text{later} HW\,2C^2`.
+    """
+    if mode not in ("upsample2d", "upsample3d"):
+        raise ValueError(f"unknown upsampling mode {mode!r}")
+    children = []
+    if mode == "upsample3d":
+        children.append(Node("time_conv", causal_conv3d(channels, 2 * channels, (3, 1, 1),
+                                                        chunks.later_frames * height * width)))
+        chunks = chunks.upsampled()
+    pos = chunks.frames * 4 * height * width
+    resample = Node("resample", children=(
+        Node("0", ops.upsample_nearest(channels * pos)),
+        Node("1", ops.conv(channels, out_channels, 9, pos)),
+    ))
+    return Node(name, children=(resample, *children), formula="causal_vae_upsample"), chunks
+
+
+def downsample(channels: int, mode: str, chunks: Chunks, height: Any, width: Any,
+               name: str = "downsample") -> tuple[Node, Chunks]:
+    r"""``WanResample(c, "downsample2d" | "downsample3d")`` on an ``H × W`` input; returns the node and
+    the chunks after it.
+
+    ``ZeroPad2d((0, 1, 0, 1))`` and ``nn.Conv2d(c, c, 3, stride=2)`` per frame (output
+    :math:`\lfloor H/2 \rfloor \times \lfloor W/2 \rfloor`); ``downsample3d``'s ``time_conv`` (c → c,
+    3×1×1, stride 2 in time) then runs on the later chunks, each with the previous chunk's last frame.
+    """
+    if mode not in ("downsample2d", "downsample3d"):
+        raise ValueError(f"unknown downsampling mode {mode!r}")
+    h2, w2 = ops.conv_output_size(height + 1, 3, 2), ops.conv_output_size(width + 1, 3, 2)
+    children = [Node("resample", children=(
+        Node("0"),  # ZeroPad2d: no work
+        Node("1", ops.conv(channels, channels, 9, chunks.frames * h2 * w2)),
+    ))]
+    if mode == "downsample3d":
+        chunks = chunks.downsampled()
+        children.append(Node("time_conv", causal_conv3d(channels, channels, (3, 1, 1),
+                                                        chunks.later_frames * h2 * w2)))
+    return Node(name, children=tuple(children), formula="causal_vae_downsample"), chunks
+
+
+def halve(size: Any) -> Any:
+    """A side after a stride-2 downsampler (``ZeroPad2d((0,1,0,1))`` + 3×3 stride 2): ⌊size/2⌋."""
+    return ops.conv_output_size(size + 1, 3, 2)
+
+
+def wan_decoder(*, base_dim: int, z_dim: int, dim_mult: Sequence[int], num_res_blocks: int,
+                temperal_upsample: Sequence[bool], out_channels: int, is_residual: bool, height: Any, width: Any,
+                chunks: Chunks) -> Node:
+    r"""``WanDecoder3d``: causal ``conv_in`` (z → c₀), mid block at c₀, ``len(dim_mult)`` up blocks of
+    ``num_res_blocks + 1`` residual blocks, all but the last followed by an upsampler
+    (``upsample3d`` where ``temperal_upsample``), RMS norm, SiLU, causal ``conv_out``.
+
+    Widths :math:`c = \text{base}\cdot[m_{-1}, m_{-1}, m_{-2}, \dots, m_0]`. Wan 2.1 (``WanUpBlock``):
+    the upsampler halves its block's width and the next block starts from half the previous width,
+    modules ``up_blocks.i.upsamplers.0``. Wan 2.2 (``WanResidualUpBlock``): the upsampler keeps the
+    width, module ``up_blocks.i.upsampler``.
+    """
+    dims = [base_dim * m for m in [dim_mult[-1], *dim_mult[::-1]]]
+    h, w = height, width
+    children = [
+        Node("conv_in", causal_conv3d(z_dim, dims[0], (3, 3, 3), chunks.frames * h * w)),
+        mid_block(dims[0], chunks, h, w),
+    ]
+    ups = []
+    levels = len(dim_mult)
+    for i in range(levels):
+        c_in, c_out = dims[i], dims[i + 1]
+        if i > 0 and not is_residual:
+            c_in //= 2
+        resnets = [residual_block(c_in if j == 0 else c_out, c_out, chunks, h, w) for j in range(num_res_blocks + 1)]
+        parts = [module_list("resnets", resnets)]
+        if i != levels - 1:
+            mode = "upsample3d" if temperal_upsample[i] else "upsample2d"
+            if is_residual:
+                node, chunks = upsample(c_out, c_out, mode, chunks, h, w, name="upsampler")
+                parts.append(node)
+            else:
+                node, chunks = upsample(c_out, c_out // 2, mode, chunks, h, w)
+                parts.append(module_list("upsamplers", [node]))
+            h, w = 2 * h, 2 * w
+        ups.append(Node("up_block", children=tuple(parts), formula="causal_vae_up_block"))
+    pos = chunks.frames * h * w
+    children += [
+        module_list("up_blocks", ups),
+        _norm_act("norm_out", dims[-1], pos),
+        Node("conv_out", causal_conv3d(dims[-1], out_channels, (3, 3, 3), pos)),
+    ]
+    return Node("decoder", children=tuple(children), formula="causal_vae_decoder")
+
+
+def wan_encoder(*, base_dim: int, z_channels: int, dim_mult: Sequence[int], num_res_blocks: int,
+                attn_scales: Sequence[float], temperal_downsample: Sequence[bool], in_channels: int,
+                is_residual: bool, height: Any, width: Any, chunks: Chunks) -> tuple[Node, Chunks, Any, Any]:
+    r"""``WanEncoder3d``: causal ``conv_in`` (input → c₀), the levels, mid block, RMS norm, SiLU, causal
+    ``conv_out`` to ``z_channels`` (2·z_dim). Returns the node, the chunks, height and width of its output.
+
+    Wan 2.1: one flat ``down_blocks`` list, per level ``num_res_blocks`` residual blocks (each followed
+    by an attention block when the level's scale :math:`2^{-i}` is in ``attn_scales``) and, for all but
+    the last level, a downsampler (``downsample3d`` where ``temperal_downsample``). Wan 2.2
+    (``is_residual``): one ``WanResidualDownBlock`` per level (``resnets``, ``downsampler``; no
+    attention). Widths :math:`c = \text{base}\cdot[1, m_0, m_1, \dots]`.
+    """
+    dims = [base_dim * m for m in [1, *dim_mult]]
+    h, w = height, width
+    children = [Node("conv_in", causal_conv3d(in_channels, dims[0], (3, 3, 3), chunks.frames * h * w))]
+    blocks: list[Node] = []
+    scale = 1.0
+    last = len(dim_mult) - 1
+    for i, (c_in, c_out) in enumerate(zip(dims[:-1], dims[1:])):
+        level: list[Node] = []
+        for _ in range(num_res_blocks):
+            level.append(residual_block(c_in, c_out, chunks, h, w))
+            if not is_residual and scale in attn_scales:
+                level.append(attention_block(c_out, chunks, h, w))
+            c_in = c_out
+        sampler = None
+        if i != last:
+            mode = "downsample3d" if temperal_downsample[i] else "downsample2d"
+            sampler, chunks = downsample(c_out, mode, chunks, h, w, name="downsampler" if is_residual else "downsample")
+            h, w = halve(h), halve(w)
+            scale /= 2.0
+        if is_residual:
+            parts = [module_list("resnets", level)] + ([sampler] if sampler is not None else [])
+            blocks.append(Node("down_block", children=tuple(parts), formula="wan_vae_down_block"))
+        else:
+            blocks += level + ([sampler] if sampler is not None else [])
+    top = dims[-1]
+    pos = chunks.frames * h * w
+    children += [
+        module_list("down_blocks", blocks),
+        mid_block(top, chunks, h, w),
+        _norm_act("norm_out", top, pos),
+        Node("conv_out", causal_conv3d(top, z_channels, (3, 3, 3), pos)),
+    ]
+    return Node("encoder", children=tuple(children), formula="causal_vae_encoder"), chunks, h, w
+
+
+__all__ = ["Chunks", "decode_chunks", "encode_chunks", "residual_block", "attention_block", "mid_block", "upsample",
+           "downsample", "halve", "wan_decoder", "wan_encoder"]
