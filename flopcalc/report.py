@@ -29,13 +29,17 @@ SUMMARY_FORMULAS = frozenset({
     # transformer blocks
     "mmdit_joint_block", "single_stream_block", "cross_attention_block", "spatial_transformer", "kaplan_transformer",
     "decoder_layer", "bert_layer", "sana_transformer_block", "qwen_image_block", "hunyuan_dit_block", "lumina2_block",
-    "lumina_next_block", "efficient_vit_block", "wan_transformer_block", "feed_forward", "attention",
+    "lumina_next_block", "efficient_vit_block", "wan_transformer_block", "ltx_video_block", "cogvideox_block",
+    "hunyuan_video_token_refiner_block", "hunyuan_video_token_replace_block",
+    "hunyuan_video_token_replace_single_block", "feed_forward", "attention",
     # convolutional blocks and their attentions
     "resnet_block", "resnet_block_cond_norm", "kandinsky3_resnet_block", "dc_res_block", "causal_residual_block",
     "spatial_self_attention", "kandinsky3_attention_block", "kandinsky3_attention_pooling", "hunyuan_attention_pool",
-    "pixel_attention", "causal_vae_attention",
+    "pixel_attention", "causal_vae_attention", "ltx_resnet_block", "cogvideox_resnet_block",
+    "hunyuan_video_vae_resnet", "hunyuan_video_vae_attention",
     # samplers
     "downsample", "upsample", "dc_down_block", "dc_up_block", "causal_vae_downsample", "causal_vae_upsample",
+    "ltx_downsampler", "ltx_upsampler", "hunyuan_video_vae_downsample", "hunyuan_video_vae_upsample",
 })
 
 

@@ -1,0 +1,98 @@
+"""LTX-Video transformer: ``LTXVideoTransformer3DModel`` (diffusers
+``models/transformers/transformer_ltx.py``); block formula in ``formulas/ltx.py``.
+
+``LTXPipeline`` packs the ``C × T × h × w`` latent (``_pack_latents``, patch ``p_t × p × p``) so the
+model sees ``N = (T/p_t)(h/p)(w/p)`` tokens of ``in_channels`` features (1×1×1 patches for every
+LTX-Video release: N = T·h·w), and ``L`` T5 tokens of ``caption_channels`` features:
+
+* ``proj_in`` (in_channels → d) on the N tokens;
+* ``time_embed`` (``AdaLayerNormSingle``): ``emb.timestep_embedder`` (256 → d → d) and ``linear``
+  (SiLU, d → 6d) on one timestep per video;
+* ``caption_projection`` (``PixArtAlphaTextProjection``: caption_channels → d, tanh-GELU, d → d) on
+  the L text tokens;
+* ``rope`` (``LTXVideoRotaryPosEmbed``): cos/sin tables from the token grid, no counted work;
+* ``num_layers`` blocks; ``norm_out`` (``nn.LayerNorm`` without affine; thop: 2 ops per element),
+  modulated by ``scale_shift_table`` (2·d), and ``proj_out`` (d → out_channels) on the N tokens.
+
+.. math:: \\mathrm{MACs} = N (C_i d + d C_o) + 256 d + 7 d^2 + L (C_c d + d^2) + \\text{layers}\\cdot\\text{block}
+"""
+
+from __future__ import annotations
+
+from flopcalc.config import Config, count_int, positive_int
+from flopcalc.cost import Node, module_list
+from flopcalc.errors import ConfigError
+from flopcalc.formulas import ops
+from flopcalc.formulas.conditioning import mlp_embedder
+from flopcalc.formulas.ltx import ACTIVATIONS, TIMESTEP_CHANNELS, ltx_video_block
+from flopcalc.registry import RunShape, register
+
+#: ``LTXVideoTransformer3DModel.__init__`` keyword defaults (transformer_ltx.py).
+DEFAULTS = {
+    "in_channels": 128,
+    "out_channels": 128,
+    "patch_size": 1,
+    "patch_size_t": 1,
+    "num_attention_heads": 32,
+    "attention_head_dim": 64,
+    "cross_attention_dim": 2048,
+    "num_layers": 28,
+    "activation_fn": "gelu-approximate",
+    "qk_norm": "rms_norm_across_heads",
+    "norm_elementwise_affine": False,
+    "norm_eps": 1e-6,
+    "caption_channels": 4096,
+    "attention_bias": True,
+    "attention_out_bias": True,
+}
+
+#: A valid shape for parameter counts: 2 latent frames of 4×4, 8 text tokens.
+NOMINAL = RunShape(latent_height=4, latent_width=4, latent_frames=2, text_len=8)
+
+
+def video_tokens(config: Config, shape: RunShape):
+    """``N = (T/p_t)(h/p)(w/p)``: the tokens ``_pack_latents`` makes of the latent (an image: T = 1)."""
+    frames = 1 if shape.latent_frames is None else shape.latent_frames
+    p, pt = positive_int(config, "patch_size"), positive_int(config, "patch_size_t")
+    return (ops.exact_div(frames, pt) * ops.exact_div(shape.latent_height, p)
+            * ops.exact_div(shape.latent_width, p))
+
+
+@register("LTXVideoTransformer3DModel", role="denoiser", defaults=DEFAULTS, nominal=NOMINAL,
+          source="diffusers/models/transformers/transformer_ltx.py")
+def ltx_video_transformer(config: Config, shape: RunShape) -> Node:
+    heads = positive_int(config, "num_attention_heads")
+    head_dim = positive_int(config, "attention_head_dim")
+    dim = heads * head_dim
+    in_channels = positive_int(config, "in_channels")
+    out_channels = config["out_channels"] or in_channels
+    if config["qk_norm"] != "rms_norm_across_heads":
+        raise ConfigError(f"{config.component}/config.json: LTXAttention supports only qk_norm "
+                          f"'rms_norm_across_heads', got {config['qk_norm']!r}")
+    if config["activation_fn"] not in ACTIVATIONS:
+        raise ConfigError(f"{config.component}/config.json: activation_fn {config['activation_fn']!r} is not one "
+                          f"diffusers' FeedForward builds ({', '.join(ACTIVATIONS)})")
+    n, t = video_tokens(config, shape), shape.text_len
+    block = ltx_video_block(
+        dim=dim, heads=heads, head_dim=head_dim, tokens=n, text_tokens=t,
+        cross_attention_dim=positive_int(config, "cross_attention_dim"), activation=config["activation_fn"],
+        attention_bias=bool(config["attention_bias"]), attention_out_bias=bool(config["attention_out_bias"]),
+        norm_affine=bool(config["norm_elementwise_affine"]),
+    )
+    time_embed = Node("time_embed", children=(
+        Node("emb", children=(mlp_embedder("timestep_embedder", TIMESTEP_CHANNELS, dim),)),
+        Node("linear", ops.activation(dim) + ops.linear(1, dim, 6 * dim)),
+    ), formula="ada_layer_norm_single")
+    return Node(
+        "transformer",
+        children=(
+            Node("proj_in", ops.linear(n, in_channels, dim)),
+            Node("scale_shift_table", ops.parameters(2 * dim)),
+            time_embed,
+            mlp_embedder("caption_projection", positive_int(config, "caption_channels"), dim, tokens=t),
+            module_list("transformer_blocks", [block] * count_int(config, "num_layers")),
+            Node("norm_out", ops.layer_norm(n, dim, affine=False)),
+            Node("proj_out", ops.linear(n, dim, out_channels)),
+        ),
+        formula="ltx_video_transformer",
+    )
