@@ -128,11 +128,12 @@ def render_text(report: SymbolicReport, latex: bool = False) -> str:
 def _terms(expr: Any) -> list[dict[str, str]]:
     """``[{monomial, coefficient}]`` of an expanded expression (coefficients exact, as strings)."""
     expr = sp.expand(expr)
-    gens = sorted(expr.free_symbols, key=lambda s: s.name)
-    if not gens:
+    if not expr.free_symbols:
         return [{"monomial": "1", "coefficient": str(expr)}]
-    poly = sp.Poly(expr, *gens)
-    return [{"monomial": str(sp.Mul(*[g**e for g, e in zip(gens, exps)])), "coefficient": str(coef)}
+    # sympy picks the generators: the symbols, and whole terms such as floor((F - 1)/16) where a
+    # chunked video decode makes the law piecewise
+    poly = sp.Poly(expr)
+    return [{"monomial": str(sp.Mul(*[g**e for g, e in zip(poly.gens, exps)])), "coefficient": str(coef)}
             for exps, coef in poly.terms()]
 
 

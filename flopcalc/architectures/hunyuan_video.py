@@ -1,0 +1,139 @@
+"""HunyuanVideo transformer: ``HunyuanVideoTransformer3DModel`` (diffusers
+``models/transformers/transformer_hunyuan_video.py``); block formulas in ``formulas/hunyuan_video.py``.
+
+``HunyuanVideoPipeline`` feeds the ``C × F_lat × H/8 × W/8`` latent and ``T`` Llama tokens
+(cropped past the prompt template). The model:
+
+* ``x_embedder.proj``: an ``nn.Conv3d`` with kernel = stride = (p_t, p, p): ``N = ⌊F_lat/p_t⌋ ·
+  ⌊h/p⌋ · ⌊w/p⌋`` video tokens (the real code floors);
+* ``context_embedder`` (``HunyuanVideoTokenRefiner``): ``time_text_embed`` (timestep 256 → d → d and
+  the masked mean of the text states text_embed_dim → d → d), ``proj_in`` (text_embed_dim → d) on the
+  T tokens, ``num_refiner_layers`` refiner blocks;
+* ``time_text_embed`` (``HunyuanVideoConditionEmbedding``): timestep (256 → d → d; run twice with
+  ``image_condition_type: token_replace``, once more on a zero timestep), pooled CLIP text
+  (pooled_projection_dim → d → d), and the guidance embedder (256 → d → d) when ``guidance_embeds``;
+* ``rope``: 3-D rotary tables from ``arange`` grids (broadcast products, no parameters, no counted work);
+* ``num_layers`` dual-stream and ``num_single_layers`` single-stream blocks over N + T tokens;
+* ``norm_out`` (``AdaLayerNormContinuous``, d → 2d) and ``proj_out`` (d → p_t·p²·out_channels) on N.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from flopcalc.config import Config, count_int, positive_int
+from flopcalc.cost import Node, module_list
+from flopcalc.errors import ConfigError, FlopcalcError
+from flopcalc.formulas import ops
+from flopcalc.formulas.conditioning import ada_layer_norm_continuous, mlp_embedder
+from flopcalc.formulas.hunyuan_video import dual_stream_block, single_block, token_refiner_block
+from flopcalc.registry import RunShape, register
+
+#: ``HunyuanVideoTransformer3DModel.__init__`` keyword defaults (transformer_hunyuan_video.py).
+DEFAULTS = {
+    "in_channels": 16,
+    "out_channels": 16,
+    "num_attention_heads": 24,
+    "attention_head_dim": 128,
+    "num_layers": 20,
+    "num_single_layers": 40,
+    "num_refiner_layers": 2,
+    "mlp_ratio": 4.0,
+    "patch_size": 2,
+    "patch_size_t": 1,
+    "qk_norm": "rms_norm",
+    "guidance_embeds": True,
+    "text_embed_dim": 4096,
+    "pooled_projection_dim": 768,
+    "rope_theta": 256.0,
+    "rope_axes_dim": (16, 56, 56),
+    "image_condition_type": None,
+}
+
+#: ``Timesteps(num_channels=256)`` feeds every ``TimestepEmbedding(256, d)`` of the model.
+TIMESTEP_CHANNELS = 256
+#: ``qk_norm`` values whose per-head norms flopcalc models (``Attention``: RMSNorm, nn.LayerNorm, none).
+QK_NORMS = ("rms_norm", "layer_norm", None)
+IMAGE_CONDITION_TYPES = (None, "latent_concat", "token_replace")
+
+
+def patched(size: Any, patch: int) -> Any:
+    """Tokens along one axis after a stride-``patch`` patch embedding: ``size // patch`` (the
+    ``Conv3d`` and ``num_frames // p_t`` floor); exact division for a symbolic size."""
+    if patch == 1:
+        return size
+    return size // patch if isinstance(size, int) else ops.exact_div(size, patch)
+
+
+def _choice(config: Config, key: str, allowed: tuple) -> Any:
+    value = config[key]
+    if value not in allowed:
+        raise ConfigError(f"{config.component}/config.json: {key!r} must be one of {', '.join(map(repr, allowed))}, "
+                          f"got {value!r}")
+    return value
+
+
+def _mlp_ratio(config: Config) -> float:
+    value = config["mlp_ratio"]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise ConfigError(f"{config.component}/config.json: 'mlp_ratio' must be a positive number, got {value!r}")
+    return float(value)
+
+
+@register("HunyuanVideoTransformer3DModel", role="denoiser", defaults=DEFAULTS,
+          source="diffusers/models/transformers/transformer_hunyuan_video.py",
+          nominal=RunShape(latent_height=8, latent_width=8, latent_frames=1, text_len=8))
+def hunyuan_video_transformer(config: Config, shape: RunShape) -> Node:
+    heads = positive_int(config, "num_attention_heads")
+    head_dim = positive_int(config, "attention_head_dim")
+    dim = heads * head_dim
+    in_channels = positive_int(config, "in_channels")
+    out_channels = config["out_channels"] or in_channels
+    p, pt = positive_int(config, "patch_size"), positive_int(config, "patch_size_t")
+    text_dim = positive_int(config, "text_embed_dim")
+    qk_norm = _choice(config, "qk_norm", QK_NORMS)
+    token_replace = _choice(config, "image_condition_type", IMAGE_CONDITION_TYPES) == "token_replace"
+    mlp_ratio = _mlp_ratio(config)
+    frames = 1 if shape.latent_frames is None else shape.latent_frames
+    if isinstance(frames, int) and frames < pt:
+        raise FlopcalcError(f"{config.component}: {frames} latent frame(s) are fewer than patch_size_t {pt}; the "
+                            f"patch embedding needs at least {pt} (more video frames)")
+    n = patched(frames, pt) * patched(shape.latent_height, p) * patched(shape.latent_width, p)
+    t = shape.text_len
+
+    timestep = mlp_embedder("timestep_embedder", TIMESTEP_CHANNELS, dim)
+    embed = [_twice(timestep) if token_replace else timestep,
+             mlp_embedder("text_embedder", positive_int(config, "pooled_projection_dim"), dim)]
+    if config["guidance_embeds"]:
+        embed.append(mlp_embedder("guidance_embedder", TIMESTEP_CHANNELS, dim))
+
+    refiner = token_refiner_block(dim=dim, heads=heads, head_dim=head_dim, tokens=t)
+    context_embedder = Node("context_embedder", children=(
+        Node("time_text_embed", children=(mlp_embedder("timestep_embedder", TIMESTEP_CHANNELS, dim),
+                                          mlp_embedder("text_embedder", text_dim, dim))),
+        Node("proj_in", ops.linear(t, text_dim, dim)),
+        Node("token_refiner", children=(
+            module_list("refiner_blocks", [refiner] * count_int(config, "num_refiner_layers")),)),
+    ), formula="hunyuan_video_token_refiner")
+
+    dual = dual_stream_block(dim=dim, heads=heads, head_dim=head_dim, video_tokens=n, text_tokens=t,
+                             mlp_ratio=mlp_ratio, qk_norm=qk_norm, token_replace=token_replace)
+    single = single_block(dim=dim, heads=heads, head_dim=head_dim, tokens=n + t, mlp_ratio=mlp_ratio,
+                          qk_norm=qk_norm, token_replace=token_replace)
+    return Node("transformer", children=(
+        Node("x_embedder", children=(Node("proj", ops.conv(in_channels, dim, pt * p * p, n)),)),
+        context_embedder,
+        Node("time_text_embed", children=tuple(embed)),
+        module_list("transformer_blocks", [dual] * count_int(config, "num_layers")),
+        module_list("single_transformer_blocks", [single] * count_int(config, "num_single_layers")),
+        ada_layer_norm_continuous("norm_out", dim, dim, n),
+        Node("proj_out", ops.linear(n, dim, pt * p * p * out_channels)),
+    ), formula="hunyuan_video_transformer")
+
+
+def _twice(node: Node) -> Node:
+    """A module called twice per forward (``timestep_embedder`` with ``token_replace``: on the
+    timestep and on a zero timestep): its work doubles, its parameters count once."""
+    return replace(node, cost=replace(node.cost * 2, params=node.cost.params),
+                   children=tuple(_twice(c) for c in node.children))

@@ -1,0 +1,113 @@
+r"""HunyuanVideo transformer blocks (diffusers ``models/transformers/transformer_hunyuan_video.py``).
+
+Symbols: width :math:`d = h d_h`, :math:`N` video tokens, :math:`T` text tokens, MLP width
+:math:`m = \lfloor r d \rfloor` (``mlp_ratio`` :math:`r`).
+
+**Dual-stream block** (``HunyuanVideoTransformerBlock``): MMDiT-like, each stream with its own
+``AdaLayerNormZero`` (6·d² on the conditioning vector), q/k/v projections with per-head q/k norms
+(``norm_q``/``norm_k``, ``norm_added_q``/``norm_added_k``), one joint attention over :math:`N + T`
+tokens (``HunyuanVideoAttnProcessor2_0``; rotary on the video part is elementwise), ``to_out`` and
+``to_add_out``, and a tanh-GELU ``FeedForward`` per stream (inner width :math:`m`):
+
+.. math::
+
+   \mathrm{MACs} = 12 d^2 + 4 (N + T) d^2 + 2 h (N+T)^2 d_h + 2 (N + T) d m
+
+The token-replace variant (``HunyuanVideoTokenReplaceTransformerBlock``, image-conditioned models
+with ``image_condition_type: token_replace``) runs ``norm1.linear`` twice (on ``temb`` and on the
+token-replace embedding): :math:`+6 d^2`.
+
+**Single-stream block** (``HunyuanVideoSingleTransformerBlock``): exactly FLUX's
+(:func:`flopcalc.formulas.single_stream_block.single_stream_block`, measured equal):
+:math:`3 d^2 + 3 L d^2 + L d m + 2 h L^2 d_h + L (d + m) d` with :math:`L = N + T`; the
+token-replace variant runs ``norm.linear`` twice (:math:`+3 d^2`).
+
+**Token refiner block** (``HunyuanVideoIndividualTokenRefinerBlock``), on the :math:`T` text tokens
+only: affine ``nn.LayerNorm``, self-attention with biases and no q/k norm (``AttnProcessor2_0``; the
+padding mask is dense), affine ``nn.LayerNorm``, a SiLU ``FeedForward`` (``linear-silu``, inner
+width :math:`\lfloor 4 d \rfloor`: the refiner's ``mlp_ratio`` is its own default 4.0, the
+transformer never passes its ``mlp_ratio``) and ``norm_out`` (``HunyuanVideoAdaNorm``: one
+``Linear(d, 2d)`` on ``temb``):
+
+.. math::
+
+   \mathrm{MACs} = 4 T d^2 + 2 h T^2 d_h + 8 T d^2 + 2 d^2
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from flopcalc.cost import Node
+from flopcalc.formulas import ops
+from flopcalc.formulas.conditioning import ada_layer_norm_zero
+from flopcalc.formulas.single_stream_block import single_stream_block
+from flopcalc.formulas.transformer_parts import attention_module, feed_forward
+
+#: ``HunyuanVideoTokenRefiner`` builds its blocks with its own ``mlp_ratio`` default (4.0).
+REFINER_MLP_RATIO = 4.0
+
+
+def mlp_width(dim: int, mlp_ratio: float) -> int:
+    """``int(hidden_size * mlp_ratio)``, as ``FeedForward`` and the single block compute it."""
+    return int(dim * mlp_ratio)
+
+
+def _linear_twice(norm: Node) -> Node:
+    """A token-replace adaptive norm: its ``linear`` child runs twice (on ``temb`` and on the
+    token-replace embedding), its parameters count once."""
+    def twice(part: Node) -> Node:
+        return replace(part, cost=replace(part.cost * 2, params=part.cost.params)) if part.name == "linear" else part
+
+    return replace(norm, children=tuple(twice(c) for c in norm.children))
+
+
+def dual_stream_block(*, dim: int, heads: int, head_dim: int, video_tokens: Any, text_tokens: Any,
+                      mlp_ratio: float, qk_norm: str | None, token_replace: bool = False) -> Node:
+    r"""``HunyuanVideoTransformerBlock`` (``HunyuanVideoTokenReplaceTransformerBlock`` when
+    ``token_replace``): :math:`12 d^2 + 4 (N+T) d^2 + 2 h (N+T)^2 d_h + 2 (N+T) d m` MACs."""
+    n, t = video_tokens, text_tokens
+    inner = mlp_width(dim, mlp_ratio)
+    norm1 = ada_layer_norm_zero("norm1", dim, n)
+    if token_replace:
+        norm1 = _linear_twice(norm1)
+    children = (
+        norm1,
+        ada_layer_norm_zero("norm1_context", dim, t),
+        attention_module("attn", tokens=n, dim=dim, heads=heads, head_dim=head_dim, qk_norm=qk_norm,
+                         context_tokens=t, context_dim=dim),
+        Node("norm2", ops.layer_norm(n, dim, affine=False)),
+        feed_forward("ff", n, dim, inner=inner),
+        Node("norm2_context", ops.layer_norm(t, dim, affine=False)),
+        feed_forward("ff_context", t, dim, inner=inner),
+    )
+    return Node("block", children=children,
+                formula="hunyuan_video_token_replace_block" if token_replace else "hunyuan_video_dual_stream_block")
+
+
+def single_block(*, dim: int, heads: int, head_dim: int, tokens: Any, mlp_ratio: float, qk_norm: str | None,
+                 token_replace: bool = False) -> Node:
+    r"""``HunyuanVideoSingleTransformerBlock``: FLUX's single-stream block on :math:`L = N + T`
+    tokens; ``HunyuanVideoTokenReplaceSingleTransformerBlock`` (``token_replace``) runs
+    ``norm.linear`` twice."""
+    block = single_stream_block(dim=dim, heads=heads, head_dim=head_dim, tokens=tokens, mlp_ratio=mlp_ratio,
+                                qk_norm=qk_norm)
+    if not token_replace:
+        return block
+    children = tuple(_linear_twice(c) if c.name == "norm" else c for c in block.children)
+    return replace(block, children=children, formula="hunyuan_video_token_replace_single_block")
+
+
+def token_refiner_block(*, dim: int, heads: int, head_dim: int, tokens: Any) -> Node:
+    r"""``HunyuanVideoIndividualTokenRefinerBlock`` on ``tokens`` text tokens:
+    :math:`12 T d^2 + 2 h T^2 d_h + 2 d^2` MACs (q, k, v, out: 4Td²; SiLU MLP of width 4d: 8Td²;
+    ``norm_out``: 2d²)."""
+    inner = mlp_width(dim, REFINER_MLP_RATIO)
+    return Node("block", children=(
+        Node("norm1", ops.layer_norm(tokens, dim)),
+        attention_module("attn", tokens=tokens, dim=dim, heads=heads, head_dim=head_dim),
+        Node("norm2", ops.layer_norm(tokens, dim)),
+        feed_forward("ff", tokens, dim, inner=inner),
+        Node("norm_out", children=(Node("linear", ops.activation(dim) + ops.linear(1, dim, 2 * dim)),)),
+    ), formula="hunyuan_video_token_refiner_block")
