@@ -157,17 +157,45 @@ def estimate_configs(
     p: Plan = plan(model_index, components, settings)
     params: dict[str, int] = {}
     estimates = []
-    for run in p.runs:
+    for group in _same_call_groups(p.runs):
+        run = group[0]
         cfg = components[run.component]
-        tree = assemble(cfg, run.shape, component=run.component, call=run.call)
+        trees = [assemble(cfg, r.shape, component=r.component, call=r.call) for r in group]
         if run.component not in params:
-            params[run.component] = component_params(cfg, component=run.component, assembled=tree, call=run.call)
+            params[run.component] = component_params(cfg, component=run.component, assembled=trees[0],
+                                                     call=run.call)
         shape = {k: v for k, v in vars(run.shape).items() if v is not None}
-        estimates.append(ComponentEstimate(run.component, run.class_name, run.call, run.role, run.runs, run.why,
-                                           params[run.component], shape, _rename(tree, run.component), convention))
+        if len(group) == 1:
+            tree, runs, why = replace(trees[0], name=run.component), run.runs, run.why
+        else:
+            tree, runs, why = _merge_pieces(run.component, group, trees)
+        estimates.append(ComponentEstimate(run.component, run.class_name, run.call, run.role, runs, why,
+                                           params[run.component], shape, tree, convention))
     return Report(model, source_kind, revision, p.pipeline, convention, p.settings, p.passes, tuple(estimates),
                   p.notes)
 
 
-def _rename(tree: Node, name: str) -> Node:
-    return replace(tree, name=name)
+def _same_call_groups(runs) -> list[list]:
+    """Consecutive runs of the same component call (e.g. a tiled VAE decode: one run per tile
+    shape) form one group."""
+    groups: list[list] = []
+    for run in runs:
+        if groups and (groups[-1][0].component, groups[-1][0].call) == (run.component, run.call):
+            groups[-1].append(run)
+        else:
+            groups.append([run])
+    return groups
+
+
+def _merge_pieces(name: str, group: list, trees: list[Node]) -> tuple[Node, int, str]:
+    """One report row for a call made in pieces (tiles of several shapes): runs = the greatest
+    common count, each piece a child node ``piece <i>`` repeated ``runs_i / runs`` times."""
+    from math import gcd
+
+    runs = 0
+    for r in group:
+        runs = gcd(runs, r.runs)
+    children = tuple(replace(t, name=f"piece{i}", count=t.count * (r.runs // runs))
+                     for i, (r, t) in enumerate(zip(group, trees)))
+    why = f"{runs} run(s) of {len(group)} piece shapes: " + "; ".join(r.why for r in group)
+    return Node(name, children=children, formula="pieces"), runs, why

@@ -31,6 +31,16 @@ def _plan(settings: Settings, **overrides):
     return estimate_configs(index, components, settings)
 
 
+def _pieces(settings: Settings, call: str, **kw):
+    """The plan's runs of the VAE ``call``: one per tile shape when tiled (the report folds them
+    into one row whose block tree lists the pieces)."""
+    from flopcalc.pipelines import plan
+
+    report = _plan(settings, **kw)  # validates like the report does
+    index, components = _configs()
+    return [r for r in plan(index, components, report.settings).runs if r.component == "vae" and r.call == call]
+
+
 def _runs(report) -> dict[str, int]:
     out: dict[str, int] = {}
     for c in report.components:
@@ -136,16 +146,17 @@ def test_tile_grid_mirrors_tiled_decode():
 def test_vae_tiling_decodes_overlapping_tiles_in_full():
     plain, tiled = _plan(Settings()), _plan(Settings(vae_tiling=True))
     assert _plan(Settings(vae_tiling=False)).component("vae").macs == plain.component("vae").macs
-    runs = [c for c in tiled.components if c.call == "decode"]
-    assert {(c.shape["latent_height"], c.shape["latent_width"]): c.runs for c in runs} == \
+    runs = _pieces(Settings(vae_tiling=True), "decode")
+    assert {(c.shape.latent_height, c.shape.latent_width): c.runs for c in runs} == \
         {(16, 16): 1, (16, 8): 1, (2, 16): 1, (2, 8): 1}
-    assert all(c.shape["latent_frames"] == 21 for c in runs)
+    assert all(c.shape.latent_frames == 21 for c in runs)
+    assert len(tiled.component("vae", "decode").tree.children) == 4  # one report row, four pieces
     assert any("4 spatial tile(s)" in n for n in tiled.notes)
     # Linear in area: the tiles cover (16 + 2) × (16 + 8) latent pixels instead of 16 × 22.
-    plain_macs, tiled_macs = plain.component("vae").macs, sum(c.macs for c in runs)
+    plain_macs, tiled_macs = plain.component("vae").macs, tiled.component("vae", "decode").macs
     assert tiled_macs > plain_macs
     small = _plan(Settings(height=256, width=384, num_frames=25, vae_tiling=True))
-    assert [c.runs for c in small.components if c.call == "decode"] == [1]  # 8 × 12 latent: one tile
+    assert [c.runs for c in _pieces(Settings(height=256, width=384, num_frames=25, vae_tiling=True), "decode")] == [1]
     assert any("fits one 16×16 tile" in n for n in small.notes)
 
 
@@ -154,8 +165,8 @@ def test_strength_encodes_the_input_video():
     assert _runs(r) == {"text_encoder.forward": 2, "vae.encode": 1, "transformer.forward": 25 * 2, "vae.decode": 1}
     assert r.component("vae", "encode").shape == {"height": 512, "width": 704, "frames": 25}
     assert any("no strength" in n for n in r.notes)
-    tiled = _plan(Settings(strength=1.0, height=736, width=1024, num_frames=9, vae_tiling=True))
-    enc = {(c.shape["height"], c.shape["width"]): c.runs for c in tiled.components if c.call == "encode"}
+    pieces = _pieces(Settings(strength=1.0, height=736, width=1024, num_frames=9, vae_tiling=True), "encode")
+    enc = {(c.shape.height, c.shape.width): c.runs for c in pieces}
     assert enc == {(512, 512): 2, (512, 128): 1, (288, 512): 2, (288, 128): 1}
 
 

@@ -32,6 +32,17 @@ def _plan(settings: Settings, *, index: dict | None = None, drop: tuple[str, ...
     return estimate_configs({**base_index, **(index or {})}, components, settings)
 
 
+def _pieces(settings: Settings, call: str, **kw):
+    """The plan's runs of the VAE ``call``: one per tile shape when tiled (the report folds them
+    into one row whose block tree lists the pieces)."""
+    from flopcalc.pipelines import plan
+
+    report = _plan(settings, **kw)  # validates like the report does
+    index, components = _configs()
+    index = {**index, **(kw.get("index") or {})}
+    return [r for r in plan(index, components, report.settings).runs if r.component == "vae" and r.call == call]
+
+
 def _runs(report) -> dict[str, int]:
     out: dict[str, int] = {}
     for c in report.components:
@@ -116,12 +127,12 @@ def test_a_bare_transformer_runs_under_wan_pipeline():
 def test_tiling_counts_every_overlapping_tile():
     untiled = _plan(Settings(vae_tiling=False))
     tiled = _plan(Settings(vae_tiling=True))
-    decodes = [c for c in tiled.components if c.call == "decode"]
+    decodes = _pieces(Settings(vae_tiling=True), "decode")
     # latent 60×104, 32-latent tiles every 24: rows 32, 32, 12; columns 32, 32, 32, 32, 8
-    shapes = {(c.shape["latent_height"], c.shape["latent_width"]): c.runs for c in decodes}
+    shapes = {(c.shape.latent_height, c.shape.latent_width): c.runs for c in decodes}
     assert shapes == {(32, 32): 8, (32, 8): 2, (12, 32): 4, (12, 8): 1}
-    assert all(c.shape["latent_frames"] == 21 for c in decodes)
-    assert sum(c.macs for c in decodes) > untiled.component("vae").macs  # overlaps cost extra
+    assert all(c.shape.latent_frames == 21 for c in decodes)
+    assert tiled.component("vae", "decode").macs > untiled.component("vae").macs  # overlaps cost extra
     assert any("tiled decode" in n and "15 tiles" in n for n in tiled.notes)
     assert any("untiled (as asked)" in n for n in untiled.notes)
 
@@ -129,13 +140,13 @@ def test_tiling_counts_every_overlapping_tile():
 def test_tiling_asked_on_a_latent_that_fits_one_tile():
     r = _plan(Settings(height=256, width=256, vae_tiling=True))
     assert [c.shape for c in r.components if c.call == "decode"] == [
-        {"latent_height": 32, "latent_width": 32, "latent_frames": 21}]
+        {"latent_height": 32, "latent_width": 32, "latent_frames": 21}]  # one untiled call
     assert any("fits one tile" in n for n in r.notes)
 
 
 def test_tiled_encode_for_video_to_video():
-    r = _plan(Settings(height=480, width=832, strength=0.5, vae_tiling=True))
-    encodes = {(c.shape["height"], c.shape["width"]): c.runs for c in r.components if c.call == "encode"}
+    pieces = _pieces(Settings(height=480, width=832, strength=0.5, vae_tiling=True), "encode")
+    encodes = {(c.shape.height, c.shape.width): c.runs for c in pieces}
     # 256-pixel tiles every 192: rows 256, 256, 96; columns 256, 256, 256, 256, 64
     assert encodes == {(256, 256): 8, (256, 64): 2, (96, 256): 4, (96, 64): 1}
 
