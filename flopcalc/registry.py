@@ -21,8 +21,9 @@ class RunShape:
 
     Denoisers: the VAE latent grid (``latent_height`` × ``latent_width``, before any patching;
     video: × ``latent_frames``) and ``text_len`` tokens of text conditioning. Text encoders:
-    ``seq_len`` tokens. VAE decode: the latent grid; VAE encode: the image or video (``height`` ×
-    ``width``, video: × ``frames``). Image models leave the frame fields None.
+    ``seq_len`` tokens. VAE decode: the latent grid (a video VAE may also read ``frames``, the
+    decoded frame count, where its frame batching depends on it); VAE encode: the image or video
+    (``height`` × ``width``, video: × ``frames``). Image models leave the frame fields None.
     """
 
     latent_height: Any = None

@@ -40,6 +40,7 @@ SUMMARY_FORMULAS = frozenset({
     # samplers
     "downsample", "upsample", "dc_down_block", "dc_up_block", "causal_vae_downsample", "causal_vae_upsample",
     "ltx_downsampler", "ltx_upsampler", "hunyuan_video_vae_downsample", "hunyuan_video_vae_upsample",
+    "cogvideox_downsampler", "cogvideox_upsampler",
 })
 
 

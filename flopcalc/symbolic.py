@@ -194,10 +194,11 @@ class Term:
 
 def structure(component: SymbolicComponent) -> list[Term]:
     """A component's per-run MACs split by where they come from: attention (QKᵀ, A·V), linear
-    layers, convolutions, other functional matmuls; each an expression in H, W, L."""
+    layers, convolutions, functional work (matmuls and convs thop's exact-type hooks miss); each an
+    expression in H, W, L (and F)."""
     c = component.per_run
     parts = [("attention", c.attention), ("linear layers", c.linear), ("convolutions", c.conv),
-             ("other matmuls", c.functional)]
+             ("functional", c.functional)]  # matmuls/convs thop's hooks miss (e.g. causal Conv3d subclasses)
     if component.convention == "thop":
         parts = [("linear layers", c.linear), ("convolutions", c.conv), ("thop norm rules", c.thop_extra)]
     return [Term(kind, sp.expand(expr)) for kind, expr in parts if sp.expand(expr) != 0]

@@ -1,0 +1,126 @@
+"""CogVideoX: ``CogVideoXTransformer3DModel`` (diffusers
+``models/transformers/cogvideox_transformer_3d.py``), block formulas in ``formulas/cogvideox.py``.
+
+One forward sees ``T`` latent frames of ``h × w`` (``RunShape.latent_frames``, ``latent_height``,
+``latent_width``) and ``L`` T5 tokens: the time embedding (``Timesteps`` → ``TimestepEmbedding``
+inner → ``time_embed_dim``), CogVideoX 1.5 image-to-video's ``ofs_embedding`` (when
+``ofs_embed_dim``), the patch embedding, ``num_layers`` ``CogVideoXBlock``\\ s over the joint
+text + video sequence, ``norm_final`` (``nn.LayerNorm`` on the video tokens), ``norm_out``
+(``AdaLayerNorm``) and ``proj_out`` to ``p² [p_t] · out_channels`` values per token.
+
+Positional information: CogVideoX-2b adds a 3-D sincos table (recomputed, no MACs, for sizes
+other than the config's ``sample_*``), which covers exactly ``max_text_seq_length`` text
+positions: the text must have that many tokens (the pipeline plan checks it, and that learned
+tables, CogVideoX-5b-I2V's, only run at the config's sample size). CogVideoX-5b and 1.5 use rotary
+embeddings (``use_rotary_positional_embeddings``) computed by the pipeline and applied elementwise.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flopcalc.config import Config, count_int, positive_int
+from flopcalc.cost import Node, module_list
+from flopcalc.errors import ConfigError
+from flopcalc.formulas import ops
+from flopcalc.formulas.cogvideox import ACTIVATIONS, ada_layer_norm_out, cogvideox_block, patch_embed
+from flopcalc.formulas.conditioning import mlp_embedder
+from flopcalc.registry import RunShape, register
+
+#: ``CogVideoXTransformer3DModel.__init__`` keyword defaults (cogvideox_transformer_3d.py).
+DEFAULTS = {
+    "num_attention_heads": 30,
+    "attention_head_dim": 64,
+    "in_channels": 16,
+    "out_channels": 16,
+    "flip_sin_to_cos": True,
+    "freq_shift": 0,
+    "time_embed_dim": 512,
+    "ofs_embed_dim": None,
+    "text_embed_dim": 4096,
+    "num_layers": 30,
+    "dropout": 0.0,
+    "attention_bias": True,
+    "sample_width": 90,
+    "sample_height": 60,
+    "sample_frames": 49,
+    "patch_size": 2,
+    "patch_size_t": None,
+    "temporal_compression_ratio": 4,
+    "max_text_seq_length": 226,
+    "activation_fn": "gelu-approximate",
+    "timestep_activation_fn": "silu",
+    "norm_elementwise_affine": True,
+    "norm_eps": 1e-5,
+    "spatial_interpolation_scale": 1.875,
+    "temporal_interpolation_scale": 1.0,
+    "use_rotary_positional_embeddings": False,
+    "use_learned_positional_embeddings": False,
+    "patch_bias": True,
+}
+SOURCE = "diffusers/models/transformers/cogvideox_transformer_3d.py"
+#: A one-frame video when a shape has no frame count (parameter counts, a bare image).
+_ONE_FRAME = 1
+
+
+def uses_positional_table(values: dict[str, Any]) -> bool:
+    """Whether ``CogVideoXPatchEmbed`` adds a positional table (sincos, or learned): then the text
+    must have exactly ``max_text_seq_length`` tokens."""
+    rotary = values.get("use_rotary_positional_embeddings", DEFAULTS["use_rotary_positional_embeddings"])
+    learned = values.get("use_learned_positional_embeddings", DEFAULTS["use_learned_positional_embeddings"])
+    return not rotary or bool(learned)
+
+
+def _optional_positive(config: Config, key: str) -> int | None:
+    value = config[key]
+    if value is None:
+        return None
+    return positive_int(config, key)
+
+
+@register("CogVideoXTransformer3DModel", role="denoiser", defaults=DEFAULTS, source=SOURCE)
+def cogvideox_transformer(config: Config, shape: RunShape) -> Node:
+    heads = positive_int(config, "num_attention_heads")
+    head_dim = positive_int(config, "attention_head_dim")
+    dim = heads * head_dim
+    patch = positive_int(config, "patch_size")
+    patch_t = _optional_positive(config, "patch_size_t")
+    in_channels = positive_int(config, "in_channels")
+    out_channels = positive_int(config, "out_channels")
+    cond = positive_int(config, "time_embed_dim")
+    ofs = _optional_positive(config, "ofs_embed_dim")
+    activation = config["activation_fn"]
+    if activation not in ACTIVATIONS:
+        raise ConfigError(f"{config.component}/config.json: activation_fn {activation!r} is not one of "
+                          f"{', '.join(ACTIVATIONS)}")
+    if config["use_learned_positional_embeddings"] and not config["use_rotary_positional_embeddings"]:
+        raise ConfigError(f"{config.component}/config.json: learned positional embeddings without rotary ones "
+                          "are refused by CogVideoXTransformer3DModel")
+    affine = bool(config["norm_elementwise_affine"])
+    h, w, t = shape.latent_height, shape.latent_width, shape.text_len
+    frames = _ONE_FRAME if shape.latent_frames is None else shape.latent_frames
+    grid_h, grid_w = ops.exact_div(h, patch), ops.exact_div(w, patch)
+    n = (frames if patch_t is None else ops.exact_div(frames, patch_t)) * grid_h * grid_w
+
+    block = cogvideox_block(dim=dim, heads=heads, head_dim=head_dim, cond_dim=cond, video_tokens=n, text_tokens=t,
+                            activation=activation, attention_bias=bool(config["attention_bias"]),
+                            norm_affine=affine)
+    children = [
+        patch_embed(in_channels=in_channels, dim=dim, text_dim=positive_int(config, "text_embed_dim"), patch=patch,
+                    patch_t=patch_t, frames=frames, grid_h=grid_h, grid_w=grid_w, text_tokens=t,
+                    bias=bool(config["patch_bias"])),
+        mlp_embedder("time_embedding", dim, cond),
+    ]
+    if ofs is not None:
+        if ofs != cond:
+            raise ConfigError(f"{config.component}/config.json: ofs_embed_dim ({ofs}) must equal time_embed_dim "
+                              f"({cond}): the ofs embedding is added to the time embedding")
+        children.append(mlp_embedder("ofs_embedding", ofs, ofs))
+    out_dim = patch * patch * (patch_t or 1) * out_channels
+    children += [
+        module_list("transformer_blocks", [block] * count_int(config, "num_layers")),
+        Node("norm_final", ops.layer_norm(n, dim, affine=affine)),
+        ada_layer_norm_out("norm_out", dim=dim, cond_dim=cond, tokens=n, affine=affine),
+        Node("proj_out", ops.linear(n, dim, out_dim)),
+    ]
+    return Node("transformer", children=tuple(children), formula="cogvideox_transformer")

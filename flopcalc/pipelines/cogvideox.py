@@ -1,0 +1,230 @@
+"""CogVideoX text-to-video (diffusers ``pipelines/cogvideo/pipeline_cogvideox.py``,
+``CogVideoXPipeline.__call__``).
+
+What one generation runs, at the pipeline's defaults:
+
+* size: ``transformer.sample_height/width × vae_scale_factor_spatial`` (60 × 8 = 480 by 90 × 8 =
+  720 for every released checkpoint); ``num_frames`` defaults to ``transformer.sample_frames``
+  (49). ``vae_scale_factor_spatial = 2 ** (len(vae.block_out_channels) − 1)`` (8) and
+  ``vae_scale_factor_temporal = vae.temporal_compression_ratio`` (4), or 8 and 4 without a VAE.
+* latents: ``(num_frames − 1) // 4 + 1`` frames (49 → 13) of ``H/8 × W/8``; CogVideoX 1.5
+  (``patch_size_t``) pads the latent frames up to a multiple of ``patch_size_t`` for the
+  transformer and decodes only the unpadded ones. ``check_inputs`` wants sizes divisible by 8;
+  the transformer's ``p × p`` patches need ``H/8`` and ``W/8`` divisible by ``patch_size`` (16
+  pixels). The pipeline floors ``(num_frames − 1) / 4`` silently; flopcalc asks for a frame count
+  of the form ``4k + 1`` (the lengths CogVideoX generates) and names the nearest ones.
+* 50 steps, ``guidance_scale`` 6.0: classifier-free guidance on a doubled batch (2 passes); the
+  negative prompt (default ``""``) is encoded too.
+* text: T5 (``T5EncoderModel``) on ``max_sequence_length`` = 226 tokens (padded), once per prompt
+  and once per negative prompt. A transformer with a positional table (CogVideoX-2b: sincos,
+  ``use_rotary_positional_embeddings`` false) covers exactly ``max_text_seq_length`` (226) text
+  positions, so it runs only at that length; rotary models (5b, 1.5) take any length.
+* ``num_videos_per_prompt``: the ``__call__`` overwrites it with 1.
+* VAE: ``decode`` once per video, in frame batches (``_decode``), untiled: the pipeline never calls
+  ``enable_tiling()`` and ``use_tiling`` starts False. ``vae_tiling=True`` plans ``tiled_decode``:
+  one run per tile shape, every overlapping tile decoded in full. A ``strength`` plans a
+  video-to-video style encode of ``num_frames`` frames as well (``vae.encode``, tiled alike), with
+  the kept steps.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import replace
+from typing import Any, Mapping
+
+from flopcalc.architectures import autoencoder_kl_cogvideox as cog_vae
+from flopcalc.architectures.cogvideox import DEFAULTS as TRANSFORMER_DEFAULTS
+from flopcalc.architectures.cogvideox import uses_positional_table
+from flopcalc.errors import FlopcalcError, ResolutionError
+from flopcalc.formulas.cogvideox_vae import LATENT_FRAMES_BATCH, SAMPLE_FRAMES_BATCH
+from flopcalc.pipelines.base import (
+    ComponentRun,
+    Plan,
+    Settings,
+    cfg_passes,
+    check_divisible,
+    component_class,
+    denoiser_run,
+    missing_notes,
+    register_pipeline,
+    text_runs,
+    vae_scale_factor,
+)
+from flopcalc.registry import RunShape
+
+#: ``CogVideoXPipeline.__call__`` defaults.
+DEFAULT_STEPS = 50
+DEFAULT_GUIDANCE = 6.0
+DEFAULT_TEXT_LEN = 226
+#: ``vae_scale_factor_temporal`` without a VAE.
+DEFAULT_TEMPORAL_FACTOR = 4
+
+
+def _transformer(components: Mapping[str, Mapping[str, Any]], key: str) -> Any:
+    return components.get("transformer", {}).get(key, TRANSFORMER_DEFAULTS[key])
+
+
+def temporal_factor(components: Mapping[str, Mapping[str, Any]]) -> int:
+    """``vae_scale_factor_temporal``: the VAE's ``temporal_compression_ratio``, or 4 without a VAE."""
+    vae = components.get("vae")
+    return DEFAULT_TEMPORAL_FACTOR if vae is None else cog_vae.temporal_ratio(vae)
+
+
+def latent_frames(num_frames: int, temporal: int) -> int:
+    """``prepare_latents``: ``(num_frames − 1) // vae_scale_factor_temporal + 1``."""
+    return (num_frames - 1) // temporal + 1
+
+
+def check_frames(num_frames: int, temporal: int) -> None:
+    """Frame counts of the form ``temporal · k + 1`` (49 = 4·12 + 1); the error names the nearest."""
+    if (num_frames - 1) % temporal:
+        lo = (num_frames - 1) // temporal * temporal + 1
+        raise ResolutionError(
+            f"CogVideoX num_frames must be {temporal}·k + 1 (the VAE compresses {temporal} frames into one latent "
+            f"frame after the first; the pipeline would silently drop the rest): num_frames {num_frames} → nearest "
+            f"valid: {lo} or {lo + temporal}."
+        )
+
+
+def _symbolic(s: Settings) -> bool:
+    """Whether the plan runs on tracked integers (a symbolic law is being built)."""
+    return type(s.height) is not int
+
+
+def _check_transformer(components: Mapping[str, Mapping[str, Any]], latent_h: int, latent_w: int,
+                       text_len: int) -> None:
+    """What the transformer cannot run under this pipeline: the image-to-video variants (``ofs``
+    embeddings, or input channels beyond the VAE's latent), another text length than its
+    positional table covers, a learned table away from its sample size."""
+    cfg = components.get("transformer")
+    if cfg is None:
+        return
+    if cfg.get("ofs_embed_dim"):
+        raise FlopcalcError("transformer: ofs_embed_dim is set: an image-to-video transformer (CogVideoX 1.5 I2V), "
+                            "which CogVideoXPipeline cannot run (it passes no ofs); CogVideoXImageToVideoPipeline "
+                            "is not supported")
+    vae = components.get("vae")
+    latent = (vae or {}).get("latent_channels", cog_vae.DEFAULTS["latent_channels"])
+    if vae is not None and _transformer(components, "in_channels") != latent:
+        raise FlopcalcError(f"transformer: in_channels {_transformer(components, 'in_channels')} ≠ the VAE's "
+                            f"{latent} latent channels: an image-to-video transformer, which CogVideoXPipeline "
+                            "cannot run")
+    if uses_positional_table(cfg) and _transformer(components, "patch_size_t") not in (None, 1):
+        raise FlopcalcError("transformer: patch_size_t with a positional table (sincos or learned) cannot run: the "
+                            "table covers every latent frame, the tokens only every patch_size_t-th")
+    if uses_positional_table(cfg):
+        limit = _transformer(components, "max_text_seq_length")
+        if text_len != limit:
+            raise FlopcalcError(
+                f"transformer: its positional table covers max_text_seq_length={limit} text positions, so "
+                f"CogVideoXPipeline fails for max_sequence_length {text_len}: use {limit}")
+    if _transformer(components, "use_learned_positional_embeddings"):
+        size = (_transformer(components, "sample_height"), _transformer(components, "sample_width"))
+        if (latent_h, latent_w) != size:
+            raise ResolutionError(f"transformer: learned positional embeddings only run at the {size[0]}×{size[1]} "
+                                  f"latent grid of sample_height × sample_width, not {latent_h}×{latent_w}")
+
+
+def _grid(tiles: list[tuple[int, int]] | None, whole: tuple[int, int]) -> Counter:
+    """``(tile height, tile width) → count``; the whole latent (video) once when untiled."""
+    return Counter(tiles) if tiles else Counter({whole: 1})
+
+
+def _tiling_text(grid: Counter, unit: str) -> str:
+    return ", ".join(f"{n}× {h}×{w}" for (h, w), n in sorted(grid.items(), reverse=True)) + f" {unit}"
+
+
+def _vae_runs(components: Mapping[str, Mapping[str, Any]], s: Settings, f: int, frames: int) -> tuple[list, str]:
+    """The decode (and, with ``strength``, encode) runs, and the note saying how the VAE runs:
+    untiled one call per video; tiled one run per tile shape, every overlapping tile decoded (encoded)
+    in full through the frame-batched call (``tiled_decode`` / ``tiled_encode``)."""
+    vae = components.get("vae")
+    if vae is None:
+        return [], ""
+    cls = component_class(components, "vae") or "?"
+    h, w = s.height // f, s.width // f
+    out_frames = cog_vae.decoded_frames(vae, frames)
+    tiled = bool(s.vae_tiling)
+    if tiled and _symbolic(s):
+        raise FlopcalcError("a tiled VAE has no closed-form law in H and W (its tile count steps with the size): "
+                            "use the numeric estimate, or --no-vae-tiling")
+    videos = s.batch_size * s.num_images_per_prompt
+    grid = _grid(cog_vae.decode_tiles(vae, h, w) if tiled else None, (h, w))
+    whole = grid == Counter({(h, w): 1})
+    runs = [ComponentRun("vae", cls, "decode", "vae_decoder",
+                         RunShape(latent_height=th, latent_width=tw, latent_frames=frames, frames=out_frames),
+                         n * videos,
+                         f"{videos} video(s)" if whole else f"{n} tile(s) of {th}×{tw} latent × {videos} video(s)")
+            for (th, tw), n in sorted(grid.items(), reverse=True)]
+    batches = max(frames // LATENT_FRAMES_BATCH, 1)
+    first = min(LATENT_FRAMES_BATCH + frames % LATENT_FRAMES_BATCH, frames)
+    how = (f"VAE: {frames} latent frames decoded in {batches} frame batch(es) (the first of {first}, the others of "
+           f"{LATENT_FRAMES_BATCH}, conv cache between them) into {out_frames} frames, ")
+    if not tiled:
+        how += "untiled (the pipeline's default: it never calls vae.enable_tiling())"
+    elif whole:
+        how += "tiling asked for (vae.enable_tiling()) but the latent fits one tile: decoded untiled, as the VAE does"
+    else:
+        how += (f"tiled (vae.enable_tiling(), not the pipeline's default): {sum(grid.values())} overlapping tiles "
+                f"({_tiling_text(grid, 'latent')}), each decoded in full")
+    if s.strength is not None:
+        pixels = _grid(cog_vae.encode_tiles(vae, s.height, s.width) if tiled else None, (s.height, s.width))
+        whole = pixels == Counter({(s.height, s.width): 1})
+        runs[:0] = [ComponentRun("vae", cls, "encode", "vae_encoder",
+                                 RunShape(height=th, width=tw, frames=s.num_frames), n * s.batch_size,
+                                 f"{s.batch_size} input video(s)" if whole
+                                 else f"{n} tile(s) of {th}×{tw} px × {s.batch_size} input video(s)")
+                    for (th, tw), n in sorted(pixels.items(), reverse=True)]
+        how += f"; encode: frame batches of {SAMPLE_FRAMES_BATCH}"
+        if not whole:
+            how += f", {sum(pixels.values())} tiles ({_tiling_text(pixels, 'px')})"
+    return runs, how
+
+
+@register_pipeline("CogVideoXPipeline", denoisers=("CogVideoXTransformer3DModel",))
+def cogvideox_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
+                       index: Mapping[str, Any] | None = None) -> Plan:
+    """``CogVideoXPipeline.__call__``: see the module docstring."""
+    f = vae_scale_factor(components)
+    temporal = temporal_factor(components)
+    notes = list(missing_notes(components, ["text_encoder", "transformer", "vae"]))
+    if s.num_images_per_prompt != 1:
+        notes.append(f"num_videos_per_prompt {s.num_images_per_prompt} is ignored: CogVideoXPipeline.__call__ "
+                     "sets it to 1")
+    s = replace(
+        s,
+        height=s.height or _transformer(components, "sample_height") * f,
+        width=s.width or _transformer(components, "sample_width") * f,
+        num_frames=s.num_frames or _transformer(components, "sample_frames"),
+        steps=s.steps or DEFAULT_STEPS,
+        guidance_scale=DEFAULT_GUIDANCE if s.guidance_scale is None else s.guidance_scale,
+        max_sequence_length=s.max_sequence_length or DEFAULT_TEXT_LEN,
+        num_images_per_prompt=1,
+        vae_tiling=bool(s.vae_tiling),
+    )
+    patch = _transformer(components, "patch_size") if "transformer" in components else 1
+    check_divisible(s.height, s.width, f * patch,
+                    f"CogVideoX height and width ({f}× VAE" + (f", {patch}×{patch} patches)" if patch > 1 else ")"))
+    check_frames(s.num_frames, temporal)
+    frames = latent_frames(s.num_frames, temporal)
+    text_len = s.max_sequence_length
+    if "transformer" in components and uses_positional_table(components["transformer"]):
+        text_len = int(text_len)  # fixed by the positional table: no free text length in a law
+    _check_transformer(components, s.height // f, s.width // f, text_len)
+    padded = frames
+    p_t = _transformer(components, "patch_size_t")
+    if p_t and frames % p_t:
+        padded = frames + (p_t - frames % p_t)
+        notes.append(f"transformer: {frames} latent frames padded to {int(padded)} (a multiple of patch_size_t "
+                     f"{p_t}); the padding is dropped before decoding")
+    cfg = s.guidance_scale > 1
+    passes = cfg_passes(cfg)
+    runs = text_runs(components, [("text_encoder", text_len)], s.batch_size * passes,
+                     f"{s.batch_size} prompt(s)" + (" + negative" if cfg else ""))
+    runs += denoiser_run(components, "transformer", s, f, text_len, passes, latent_frames=padded)
+    vae_runs, how = _vae_runs(components, s, f, frames)
+    runs += vae_runs
+    if how:
+        notes.append(how)
+    return Plan("CogVideoXPipeline", s, passes, tuple(runs), tuple(notes))
