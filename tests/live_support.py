@@ -22,7 +22,7 @@ import measure  # noqa: E402
 
 print(f"\nflopcalc live tests: FLOPCALC_SEED={SEED}")
 
-__all__ = ["REPO", "SEED", "assert_matches_measurement", "measure", "write_config"]
+__all__ = ["REPO", "SEED", "assert_matches_measurement", "check_plan", "measure", "random_size", "write_config"]
 
 
 def write_config(tmp_path: Path, name: str, config: dict) -> Path:
@@ -49,3 +49,23 @@ def assert_matches_measurement(comp, fx: dict, where: str, *, modules: bool = Tr
                 assert node.total.params == params, f"{path}: {where}"
     if thop and "macs" in fx.get("thop", {}):
         assert comp.tree.total.macs("thop") == fx["thop"]["macs"], where
+
+
+def check_plan(config_dir: Path, name: str, settings, measure_settings: dict, *, index: dict | None = None,
+               call: str = "forward", thop: bool = True, module_depth: int | None = None) -> None:
+    """The component ``name`` (the config in ``config_dir``) as flopcalc plans it, under the pipeline
+    of ``index`` (``model_index.json``) or alone, against a fresh measurement of the real module."""
+    from flopcalc.api import estimate_configs
+
+    cfg = json.loads((config_dir / "config.json").read_text())
+    report = estimate_configs(index, {name: cfg}, settings, convention="torch")
+    comp = next(c for c in report.components if c.component == name and c.call == call)
+    depth = {} if module_depth is None else {"module_depth": module_depth}
+    fx = measure.measure_component(config_dir, settings=measure_settings, call=call, with_thop=thop, **depth)
+    assert_matches_measurement(comp, fx, f"seed {SEED}, {config_dir.name} {call} {measure_settings}: {cfg}",
+                               thop=thop)
+
+
+def random_size(rng, multiple: int, lo: int, hi: int) -> int:
+    """A random multiple of ``multiple`` in ``[lo, hi]`` (at least one ``multiple``)."""
+    return multiple * rng.randint(max(1, lo // multiple), hi // multiple)

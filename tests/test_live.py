@@ -13,14 +13,17 @@ Bar: ``torch`` convention exact, parameters exact, ``thop`` convention exact.
 
 from __future__ import annotations
 
-import json
 import random
 from pathlib import Path
 
 import pytest
 
-from live_support import REPO, SEED, measure, write_config as _write  # noqa: E402  (skips without torch)
-from flopcalc.api import estimate_configs  # noqa: E402
+from live_support import (  # noqa: E402  (skips without torch)
+    REPO,
+    SEED,
+    check_plan,
+    write_config as _write,
+)
 from flopcalc.pipelines import Settings  # noqa: E402
 
 pytestmark = pytest.mark.live
@@ -29,15 +32,7 @@ pytestmark = pytest.mark.live
 
 def _check(config_dir: Path, name: str, settings: Settings, measure_settings: dict, call: str = "forward",
            with_thop: bool = True) -> None:
-    cfg = json.loads((config_dir / "config.json").read_text())
-    report = estimate_configs(None, {name: cfg}, settings, convention="torch")
-    comp = next(c for c in report.components if c.call == call)
-    fx = measure.measure_component(config_dir, settings=measure_settings, call=call, with_thop=with_thop)
-    where = f"seed {SEED}, {config_dir.name} {call} {measure_settings}"
-    assert 2 * comp.macs_per_run == fx["torch"]["flops"], where
-    assert comp.params == fx["params"], where
-    if with_thop:
-        assert comp.tree.total.macs("thop") == fx["thop"]["macs"], where
+    check_plan(config_dir, name, settings, measure_settings, call=call, thop=with_thop)
 
 
 

@@ -24,12 +24,9 @@ import pytest
 
 from live_support import (  # noqa: E402  (skips without torch)
     REPO,
-    SEED,
-    assert_matches_measurement,
-    measure,
+    check_plan,
     write_config as _write,
 )
-from flopcalc.api import estimate_configs  # noqa: E402
 from flopcalc.pipelines import Settings  # noqa: E402
 
 pytestmark = pytest.mark.live
@@ -42,12 +39,7 @@ CARD = REPO / "model_cards" / "kandinsky-3"
 def _check(config_dir: Path, name: str, settings: Settings, measure_settings: dict, call: str = "forward",
            module_depth: int = 5) -> None:
     """flopcalc on the bare config under its pipeline == the real module measured now."""
-    cfg = json.loads((config_dir / "config.json").read_text())
-    report = estimate_configs(None, {name: cfg}, settings, convention="torch")
-    comp = next(c for c in report.components if c.call == call)
-    fx = measure.measure_component(config_dir, settings=measure_settings, call=call, module_depth=module_depth)
-    where = f"seed {SEED}, {config_dir.name} {call} {measure_settings}"
-    assert_matches_measurement(comp, fx, where)
+    check_plan(config_dir, name, settings, measure_settings, call=call, module_depth=module_depth)
 
 
 def _unet(cfg_dir: Path, rng: random.Random, lo: int, hi: int) -> None:

@@ -17,10 +17,11 @@ import random
 from pathlib import Path
 
 import pytest
-from live_support import (  # skips without torch
+from live_support import (  # noqa: E402  (skips without torch)
+    # skips without torch
     REPO,
     SEED,
-    assert_matches_measurement,
+    check_plan,
     measure,
 )
 from live_support import write_config as _write
@@ -41,12 +42,7 @@ INDEX = json.loads((CARD / "model_index.json").read_text())
 def _check(config_dir: Path, name: str, settings: Settings, measure_settings: dict, call: str = "forward",
            with_thop: bool = True) -> None:
     """flopcalc's plan for ``name`` under ``LTXPipeline`` against a fresh measurement."""
-    cfg = json.loads((config_dir / "config.json").read_text())
-    report = estimate_configs(INDEX, {name: cfg}, settings, convention="torch")
-    comp = next(c for c in report.components if c.component == name and c.call == call)
-    fx = measure.measure_component(config_dir, settings=measure_settings, call=call, with_thop=with_thop)
-    where = f"seed {SEED}, {config_dir.name} {call} {measure_settings} {cfg}"
-    assert_matches_measurement(comp, fx, where, thop=with_thop)
+    check_plan(config_dir, name, settings, measure_settings, index=INDEX, call=call, thop=with_thop)
 
 
 def _size(rng: random.Random, multiple: int, lo: int, hi: int) -> int:

@@ -44,7 +44,9 @@ def scale_factor(values: dict[str, Any]) -> int:
     return 2 ** len(values.get("temperal_downsample", DEFAULTS["temperal_downsample"]))
 
 
-def _structure(config: Config) -> dict[str, Any]:
+def causal_vae_levels(config: Config) -> list[int]:
+    """``dim_mult`` of a Wan-style causal VAE (Wan, Qwen-Image), checked with the
+    ``temperal_downsample`` list that must give one entry per downsampling level."""
     dim_mult = config["dim_mult"]
     if not isinstance(dim_mult, list) or not dim_mult or any(
             isinstance(m, bool) or not isinstance(m, int) or m <= 0 for m in dim_mult):
@@ -54,9 +56,13 @@ def _structure(config: Config) -> dict[str, Any]:
     if not isinstance(temporal, list) or len(temporal) < len(dim_mult) - 1:
         raise ConfigError(f"{config.component}/config.json: 'temperal_downsample' needs one entry per "
                           f"downsampling level ({len(dim_mult) - 1}), got {temporal!r}")
+    return [int(m) for m in dim_mult]
+
+
+def _structure(config: Config) -> dict[str, Any]:
     return {
         "base_dim": positive_int(config, "base_dim"),
-        "dim_mult": [int(m) for m in dim_mult],
+        "dim_mult": causal_vae_levels(config),
         "num_res_blocks": count_int(config, "num_res_blocks"),
     }
 

@@ -15,12 +15,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from flopcalc.architectures.autoencoder_kl_qwen_image import causal_vae_levels
 from flopcalc.config import Config, count_int, positive_int
 from flopcalc.cost import Node
 from flopcalc.errors import ConfigError
 from flopcalc.formulas import ops
 from flopcalc.formulas.causal_vae import causal_conv3d
-from flopcalc.formulas.wan_vae import decode_chunks, encode_chunks, wan_decoder, wan_encoder
+from flopcalc.formulas.wan_vae import (
+    decode_chunks,
+    encode_chunks,
+    wan_decoder,
+    wan_encoder,
+)
 from flopcalc.registry import RunShape, register
 
 #: ``AutoencoderKLWan.__init__`` keyword defaults (autoencoder_kl_wan.py).
@@ -66,17 +72,8 @@ def temporal_scale_factor(values: dict[str, Any]) -> int:
 
 
 def _structure(config: Config) -> dict[str, Any]:
-    dim_mult = config["dim_mult"]
-    if not isinstance(dim_mult, list) or not dim_mult or any(
-            isinstance(m, bool) or not isinstance(m, int) or m <= 0 for m in dim_mult):
-        raise ConfigError(f"{config.component}/config.json: 'dim_mult' must be a non-empty list of positive "
-                          f"integers, got {dim_mult!r}")
-    temporal = config["temperal_downsample"]
-    if not isinstance(temporal, list) or len(temporal) < len(dim_mult) - 1:
-        raise ConfigError(f"{config.component}/config.json: 'temperal_downsample' needs one entry per "
-                          f"downsampling level ({len(dim_mult) - 1}), got {temporal!r}")
     return {
-        "dim_mult": [int(m) for m in dim_mult],
+        "dim_mult": causal_vae_levels(config),
         "num_res_blocks": count_int(config, "num_res_blocks"),
         "is_residual": bool(config["is_residual"]),
     }
