@@ -65,23 +65,32 @@ def rms_norm(channels: int, positions: Any) -> Cost:
     return ops.rms_norm(positions, channels)
 
 
-def _norm_act(name: str, channels: int, positions: Any) -> Node:
-    """A ``QwenImageRMS_norm`` followed by the block's SiLU (the activation module has no cost node)."""
+def norm_act(name: str, channels: int, positions: Any) -> Node:
+    """An RMS norm (``QwenImageRMS_norm`` / ``WanRMS_norm``) followed by the block's SiLU (the
+    activation module has no cost node)."""
     return Node(name, rms_norm(channels, positions) + ops.activation(channels * positions))
 
 
 @lru_cache(maxsize=4096)  # nodes are immutable; a VAE repeats the same few blocks
 def residual_block(c_in: int, c_out: int, frames: Frames, height: Any, width: Any) -> Node:
-    r"""``QwenImageResidualBlock(c_in, c_out)``: RMS norm, SiLU, causal 3×3×3 ``conv1``, RMS norm,
-    SiLU, causal 3×3×3 ``conv2``, and a causal 1×1×1 ``conv_shortcut`` when the widths differ.
+    r"""``QwenImageResidualBlock(c_in, c_out)`` on the frames of each chunk: see
+    :func:`residual_block_at`, with :math:`P = \textstyle\sum f\,HW`."""
+    return residual_block_at(c_in, c_out, _positions(frames, height, width))
 
-    .. math:: \mathrm{MACs} = P\,(27 C_o C_i + 27 C_o^2 + [C_i \ne C_o]\,C_o C_i),\quad P = \textstyle\sum f\,HW
+
+@lru_cache(maxsize=4096)
+def residual_block_at(c_in: int, c_out: int, pos: Any) -> Node:
+    r"""The causal residual block of the Wan-style VAEs (``QwenImageResidualBlock``,
+    ``WanResidualBlock``) over ``pos`` output positions (frames × H × W, summed over calls): RMS norm,
+    SiLU, causal 3×3×3 ``conv1``, RMS norm, SiLU, causal 3×3×3 ``conv2``, and a causal 1×1×1
+    ``conv_shortcut`` when the widths differ.
+
+    .. math:: \mathrm{MACs} = P\,(27 C_o C_i + 27 C_o^2 + [C_i \ne C_o]\,C_o C_i)
     """
-    pos = _positions(frames, height, width)
     children = [
-        _norm_act("norm1", c_in, pos),
+        norm_act("norm1", c_in, pos),
         Node("conv1", causal_conv3d(c_in, c_out, (3, 3, 3), pos)),
-        _norm_act("norm2", c_out, pos),
+        norm_act("norm2", c_out, pos),
         Node("conv2", causal_conv3d(c_out, c_out, (3, 3, 3), pos)),
     ]
     if c_in != c_out:
@@ -214,7 +223,7 @@ def causal_decoder(
     pos = _positions(frames, h, w)
     children += [
         module_list("up_blocks", ups),
-        _norm_act("norm_out", dims[-1], pos),
+        norm_act("norm_out", dims[-1], pos),
         Node("conv_out", causal_conv3d(dims[-1], out_channels, (3, 3, 3), pos)),
     ]
     return Node("decoder", children=tuple(children), formula="causal_vae_decoder")
@@ -264,7 +273,7 @@ def causal_encoder(
     children += [
         module_list("down_blocks", blocks),
         mid_block(top, frames, h, w),
-        _norm_act("norm_out", top, pos),
+        norm_act("norm_out", top, pos),
         Node("conv_out", causal_conv3d(top, z_channels, (3, 3, 3), pos)),
     ]
     return Node("encoder", children=tuple(children), formula="causal_vae_encoder")

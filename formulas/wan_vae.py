@@ -44,7 +44,7 @@ from typing import Any, Sequence
 
 from flopcalc.cost import Node, module_list
 from flopcalc.formulas import ops
-from flopcalc.formulas.causal_vae import causal_conv3d, rms_norm
+from flopcalc.formulas.causal_vae import causal_conv3d, norm_act, residual_block_at, rms_norm
 
 
 @dataclass(frozen=True)
@@ -91,28 +91,10 @@ def encode_chunks(frames: Any) -> Chunks:
     return Chunks(1, 4, later)
 
 
-def _norm_act(name: str, channels: int, positions: Any) -> Node:
-    """A ``WanRMS_norm`` followed by the block's SiLU (the activation module has no cost node)."""
-    return Node(name, rms_norm(channels, positions) + ops.activation(channels * positions))
-
-
-@lru_cache(maxsize=4096)
 def residual_block(c_in: int, c_out: int, chunks: Chunks, height: Any, width: Any) -> Node:
-    r"""``WanResidualBlock(c_in, c_out)``: RMS norm, SiLU, causal 3×3×3 ``conv1``, RMS norm, SiLU,
-    causal 3×3×3 ``conv2``, and a causal 1×1×1 ``conv_shortcut`` when the widths differ.
-
-    .. math:: \mathrm{MACs} = P\,(27 C_o C_i + 27 C_o^2 + [C_i \ne C_o]\,C_o C_i),\quad P = F\,HW
-    """
-    pos = chunks.frames * height * width
-    children = [
-        _norm_act("norm1", c_in, pos),
-        Node("conv1", causal_conv3d(c_in, c_out, (3, 3, 3), pos)),
-        _norm_act("norm2", c_out, pos),
-        Node("conv2", causal_conv3d(c_out, c_out, (3, 3, 3), pos)),
-    ]
-    if c_in != c_out:
-        children.append(Node("conv_shortcut", causal_conv3d(c_in, c_out, (1, 1, 1), pos)))
-    return Node("resnet", children=tuple(children), formula="causal_residual_block")
+    r"""``WanResidualBlock(c_in, c_out)`` over the frames of all chunks (:math:`P = F\,HW`): the
+    causal residual block of :func:`flopcalc.formulas.causal_vae.residual_block_at`."""
+    return residual_block_at(c_in, c_out, chunks.frames * height * width)
 
 
 @lru_cache(maxsize=1024)
@@ -237,7 +219,7 @@ def wan_decoder(*, base_dim: int, z_dim: int, dim_mult: Sequence[int], num_res_b
     pos = chunks.frames * h * w
     children += [
         module_list("up_blocks", ups),
-        _norm_act("norm_out", dims[-1], pos),
+        norm_act("norm_out", dims[-1], pos),
         Node("conv_out", causal_conv3d(dims[-1], out_channels, (3, 3, 3), pos)),
     ]
     return Node("decoder", children=tuple(children), formula="causal_vae_decoder")
@@ -284,7 +266,7 @@ def wan_encoder(*, base_dim: int, z_channels: int, dim_mult: Sequence[int], num_
     children += [
         module_list("down_blocks", blocks),
         mid_block(top, chunks, h, w),
-        _norm_act("norm_out", top, pos),
+        norm_act("norm_out", top, pos),
         Node("conv_out", causal_conv3d(top, z_channels, (3, 3, 3), pos)),
     ]
     return Node("encoder", children=tuple(children), formula="causal_vae_encoder"), chunks, h, w
