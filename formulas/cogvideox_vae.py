@@ -39,6 +39,7 @@ decoder :math:`2 z (c_i + c_o)` for the ``conv_y``/``conv_b`` of its two spatial
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any, Sequence
 
 from flopcalc.cost import Cost, Node, module_list
@@ -84,6 +85,7 @@ def _norm(name: str, channels: int, positions: Any, zq_channels: int | None) -> 
     return Node(name, act, node.children, formula=node.formula)
 
 
+@lru_cache(maxsize=4096)  # nodes are immutable; the decoder repeats the same blocks per frame batch
 def resnet_block(c_in: int, c_out: int, positions: Any, zq_channels: int | None = None) -> Node:
     r"""``CogVideoXResnetBlock3D(c_in, c_out, temb_channels=0)``: norm1, SiLU, causal 3×3×3 ``conv1``,
     norm2, SiLU, causal 3×3×3 ``conv2``, and a 1×1×1 ``CogVideoXSafeConv3d`` ``conv_shortcut`` when
