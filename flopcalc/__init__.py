@@ -15,8 +15,8 @@ __version__ = "0.1.0"
 __all__ = ["estimate", "FlopcalcError", "__version__"]
 
 if TYPE_CHECKING:
-    from flopcalc.errors import FlopcalcError
     from flopcalc.api import estimate
+    from flopcalc.errors import FlopcalcError
 
 
 def __getattr__(name: str) -> Any:

@@ -84,3 +84,21 @@ def count_int(config: Config, key: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ConfigError(f"{config.component}/config.json: {key!r} must be a non-negative integer, got {value!r}")
     return value
+
+
+def positive_int_list(config: Config, key: str) -> list[int]:
+    """A non-empty list of positive integers (``block_out_channels``, ``dim_mult``)."""
+    value = config[key]
+    if not isinstance(value, list) or not value or any(
+            isinstance(v, bool) or not isinstance(v, int) or v <= 0 for v in value):
+        raise ConfigError(f"{config.component}/config.json: {key!r} must be a non-empty list of positive integers, "
+                          f"got {value!r}")
+    return list(value)
+
+
+def check_block_types(config: Config, key: str, kind: str, count: int) -> None:
+    """``key`` must list ``kind`` once per level (``count`` levels): the only block type modelled."""
+    types = config[key]
+    if not isinstance(types, list) or len(types) != count or any(t != kind for t in types):
+        raise ConfigError(f"{config.component}/config.json: {key!r} must list {kind!r} once per entry of "
+                          f"block_out_channels ({count}), got {types!r}")

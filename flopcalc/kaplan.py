@@ -32,8 +32,8 @@ class KaplanRow:
 
 
 def kaplan_rows(model: str, *, revision: str | None = None) -> list[KaplanRow]:
-    from flopcalc.config import Config
     from flopcalc.api import estimate
+    from flopcalc.config import Config
     from flopcalc.registry import lookup
     from flopcalc.sources import resolve
 

@@ -8,8 +8,8 @@ import io
 import json
 from typing import Any, Iterator
 
-from flopcalc.cost import Node
 from flopcalc.api import CONVENTION_TEXT, ELEMENTWISE_TEXT, ComponentEstimate, Report
+from flopcalc.cost import Node
 
 FORMATS = ("table", "json", "csv")
 

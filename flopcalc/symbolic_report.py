@@ -12,7 +12,14 @@ from typing import Any
 import sympy as sp
 
 from flopcalc.errors import FlopcalcError
-from flopcalc.symbolic import SYMBOL_TEXT, H, SymbolicComponent, SymbolicReport, W, structure
+from flopcalc.symbolic import (
+    SYMBOL_TEXT,
+    H,
+    SymbolicComponent,
+    SymbolicReport,
+    W,
+    structure,
+)
 
 RATIO_HELP = ("two settings separated by ':', each 'HxW', 'HxW@STEPS', 'steps=N' or 'frames=N', "
               "e.g. 1024x1024:512x512 or steps=50:steps=28")

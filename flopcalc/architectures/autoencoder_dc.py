@@ -13,7 +13,12 @@ from typing import Any
 from flopcalc.config import Config, positive_int
 from flopcalc.cost import Node
 from flopcalc.errors import ConfigError
-from flopcalc.formulas.autoencoder_dc import BLOCK_TYPES, NORM_TYPES, dc_decoder, dc_encoder
+from flopcalc.formulas.autoencoder_dc import (
+    BLOCK_TYPES,
+    NORM_TYPES,
+    dc_decoder,
+    dc_encoder,
+)
 from flopcalc.registry import RunShape, register
 
 #: ``AutoencoderDC.__init__`` keyword defaults (autoencoder_dc.py).

@@ -22,7 +22,13 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
-from flopcalc.config import Config, count_int, positive_int
+from flopcalc.config import (
+    Config,
+    check_block_types,
+    count_int,
+    positive_int,
+    positive_int_list,
+)
 from flopcalc.cost import Node
 from flopcalc.errors import ConfigError, ResolutionError
 from flopcalc.formulas import cogvideox_vae as vae
@@ -110,18 +116,11 @@ def encode_tiles(values: Mapping[str, Any], height: int, width: int) -> list[tup
 
 
 def _structure(config: Config) -> dict[str, Any]:
-    channels = config["block_out_channels"]
-    if not isinstance(channels, list) or not channels or any(
-            isinstance(c, bool) or not isinstance(c, int) or c <= 0 for c in channels):
-        raise ConfigError(f"{config.component}/config.json: 'block_out_channels' must be a non-empty list of "
-                          f"positive integers, got {channels!r}")
+    channels = positive_int_list(config, "block_out_channels")
     for key, kind in (("down_block_types", "CogVideoXDownBlock3D"), ("up_block_types", "CogVideoXUpBlock3D")):
-        types = config[key]
-        if not isinstance(types, list) or len(types) != len(channels) or any(t != kind for t in types):
-            raise ConfigError(f"{config.component}/config.json: {key!r} must be {len(channels)} × {kind!r} "
-                              f"(one per block_out_channels entry), got {types!r}")
+        check_block_types(config, key, kind, len(channels))
     return {
-        "block_out_channels": list(channels),
+        "block_out_channels": channels,
         "layers_per_block": count_int(config, "layers_per_block"),
     }
 

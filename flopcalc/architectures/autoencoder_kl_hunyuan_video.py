@@ -28,7 +28,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from flopcalc.config import Config, count_int, positive_int
+from flopcalc.config import (
+    Config,
+    check_block_types,
+    count_int,
+    positive_int,
+    positive_int_list,
+)
 from flopcalc.cost import Node
 from flopcalc.errors import ConfigError, FlopcalcError
 from flopcalc.formulas.hunyuan_video_vae import (
@@ -91,16 +97,9 @@ def temporal_factor(values: Mapping[str, Any]) -> int:
 
 
 def structure(config: Config) -> VaeStructure:
-    channels = config["block_out_channels"]
-    if not isinstance(channels, list) or not channels or any(
-            isinstance(c, bool) or not isinstance(c, int) or c <= 0 for c in channels):
-        raise ConfigError(f"{config.component}/config.json: 'block_out_channels' must be a non-empty list of "
-                          f"positive integers, got {channels!r}")
+    channels = positive_int_list(config, "block_out_channels")
     for key, kind in (("down_block_types", "HunyuanVideoDownBlock3D"), ("up_block_types", "HunyuanVideoUpBlock3D")):
-        types = config[key]
-        if not isinstance(types, list) or len(types) != len(channels) or any(t != kind for t in types):
-            raise ConfigError(f"{config.component}/config.json: {key!r} must list {kind} once per entry of "
-                              f"block_out_channels ({len(channels)}), got {types!r}")
+        check_block_types(config, key, kind, len(channels))
     temporal = positive_int(config, "temporal_compression_ratio")
     if temporal != 4:
         raise ConfigError(f"{config.component}/config.json: temporal_compression_ratio {temporal} is not supported "

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flopcalc.config import Config, count_int, positive_int
+from flopcalc.config import Config, count_int, positive_int, positive_int_list
 from flopcalc.cost import Node
 from flopcalc.errors import ConfigError
 from flopcalc.formulas import ops
@@ -47,16 +47,12 @@ def scale_factor(values: dict[str, Any]) -> int:
 def causal_vae_levels(config: Config) -> list[int]:
     """``dim_mult`` of a Wan-style causal VAE (Wan, Qwen-Image), checked with the
     ``temperal_downsample`` list that must give one entry per downsampling level."""
-    dim_mult = config["dim_mult"]
-    if not isinstance(dim_mult, list) or not dim_mult or any(
-            isinstance(m, bool) or not isinstance(m, int) or m <= 0 for m in dim_mult):
-        raise ConfigError(f"{config.component}/config.json: 'dim_mult' must be a non-empty list of positive "
-                          f"integers, got {dim_mult!r}")
+    dim_mult = positive_int_list(config, "dim_mult")
     temporal = config["temperal_downsample"]
     if not isinstance(temporal, list) or len(temporal) < len(dim_mult) - 1:
         raise ConfigError(f"{config.component}/config.json: 'temperal_downsample' needs one entry per "
                           f"downsampling level ({len(dim_mult) - 1}), got {temporal!r}")
-    return [int(m) for m in dim_mult]
+    return dim_mult
 
 
 def _structure(config: Config) -> dict[str, Any]:

@@ -23,7 +23,12 @@ from flopcalc.config import Config, count_int, positive_int
 from flopcalc.cost import Node, module_list
 from flopcalc.errors import ConfigError
 from flopcalc.formulas import ops
-from flopcalc.formulas.cogvideox import ACTIVATIONS, ada_layer_norm_out, cogvideox_block, patch_embed
+from flopcalc.formulas.cogvideox import (
+    ACTIVATIONS,
+    ada_layer_norm_out,
+    cogvideox_block,
+    patch_embed,
+)
 from flopcalc.formulas.conditioning import mlp_embedder
 from flopcalc.registry import RunShape, register
 

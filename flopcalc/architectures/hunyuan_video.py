@@ -27,7 +27,11 @@ from flopcalc.cost import Node, module_list
 from flopcalc.errors import ConfigError, FlopcalcError
 from flopcalc.formulas import ops
 from flopcalc.formulas.conditioning import ada_layer_norm_continuous, mlp_embedder
-from flopcalc.formulas.hunyuan_video import dual_stream_block, single_block, token_refiner_block
+from flopcalc.formulas.hunyuan_video import (
+    dual_stream_block,
+    single_block,
+    token_refiner_block,
+)
 from flopcalc.registry import RunShape, register
 
 #: ``HunyuanVideoTransformer3DModel.__init__`` keyword defaults (transformer_hunyuan_video.py).

@@ -23,7 +23,11 @@ from flopcalc.config import Config, count_int, positive_int
 from flopcalc.cost import Node, module_list
 from flopcalc.errors import ConfigError
 from flopcalc.formulas import ops
-from flopcalc.formulas.decoder_layer import gated_mlp, gqa_self_attention, rotary_embedding
+from flopcalc.formulas.decoder_layer import (
+    gated_mlp,
+    gqa_self_attention,
+    rotary_embedding,
+)
 from flopcalc.registry import RunShape, register
 
 #: ``LlamaConfig`` defaults (transformers ``models/llama/configuration_llama.py``).

@@ -17,7 +17,10 @@ from flopcalc.cost import Node, module_list
 from flopcalc.errors import ResolutionError
 from flopcalc.formulas import ops
 from flopcalc.formulas.conditioning import mlp_embedder
-from flopcalc.formulas.cross_attention_block import cross_attention_block, timestep_label_embedding
+from flopcalc.formulas.cross_attention_block import (
+    cross_attention_block,
+    timestep_label_embedding,
+)
 from flopcalc.registry import RunShape, register
 
 #: ``PixArtTransformer2DModel.__init__`` keyword defaults.

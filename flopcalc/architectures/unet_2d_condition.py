@@ -22,7 +22,12 @@ from flopcalc.errors import ConfigError, UnknownArchitectureError
 from flopcalc.formulas import ops
 from flopcalc.formulas.conditioning import mlp_embedder
 from flopcalc.formulas.resnet_block import resnet_block
-from flopcalc.formulas.unet_blocks import downsample, spatial_transformer, unet_block, upsample
+from flopcalc.formulas.unet_blocks import (
+    downsample,
+    spatial_transformer,
+    unet_block,
+    upsample,
+)
 from flopcalc.registry import RunShape, register
 
 #: ``UNet2DConditionModel.__init__`` keyword defaults (unet_2d_condition.py).

@@ -6,9 +6,16 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from flopcalc.architectures.autoencoder_kl_hunyuan_video import HunyuanVideoVaeShape, temporal_factor
+from flopcalc.architectures.autoencoder_kl_hunyuan_video import (
+    HunyuanVideoVaeShape,
+    temporal_factor,
+)
 from flopcalc.errors import FlopcalcError
-from flopcalc.formulas.hunyuan_video_vae import TILE_SAMPLE_MIN_FRAMES, TILE_SAMPLE_STRIDE_FRAMES, tiles
+from flopcalc.formulas.hunyuan_video_vae import (
+    TILE_SAMPLE_MIN_FRAMES,
+    TILE_SAMPLE_STRIDE_FRAMES,
+    tiles,
+)
 from flopcalc.pipelines.base import (
     ComponentRun,
     Plan,

@@ -7,7 +7,10 @@ from collections import Counter
 from dataclasses import replace
 from typing import Any, Mapping
 
-from flopcalc.architectures.autoencoder_kl_wan import scale_factor, temporal_scale_factor
+from flopcalc.architectures.autoencoder_kl_wan import (
+    scale_factor,
+    temporal_scale_factor,
+)
 from flopcalc.architectures.wan import patch_size
 from flopcalc.config import Config
 from flopcalc.errors import FlopcalcError
