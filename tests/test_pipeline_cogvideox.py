@@ -3,26 +3,25 @@ CogVideoX VAE's frame batches and tiles, and the symbolic law in H, W, F. No tor
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
+from flopcalc.formulas import cogvideox_vae as vae
 
 import flopcalc
 from flopcalc.api import estimate_configs
 from flopcalc.errors import FlopcalcError, ResolutionError
-from flopcalc.formulas import cogvideox_vae as vae
 from flopcalc.pipelines import Settings, plan
+from flopcalc.sources import resolve
 
 REPO = Path(__file__).resolve().parent.parent
 CARD = REPO / "model_cards/cogvideox-2b"
 
 
 def _configs() -> tuple[dict, dict]:
-    index = json.loads((CARD / "model_index.json").read_text())
-    components = {name: json.loads((CARD / name / "config.json").read_text())
-                  for name in ("text_encoder", "transformer", "vae")}
-    return index, components
+    """The card's ``model_index.json`` and component configs, as flopcalc reads them."""
+    source = resolve(CARD.name)
+    return dict(source.model_index), {name: dict(cfg) for name, cfg in source.components.items()}
 
 
 def _plan(settings: Settings, **overrides):

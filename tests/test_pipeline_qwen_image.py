@@ -3,7 +3,6 @@ Qwen-Image block formulas' closed forms. No torch needed."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -12,16 +11,16 @@ import flopcalc
 from flopcalc.api import estimate_configs
 from flopcalc.errors import FlopcalcError, ResolutionError
 from flopcalc.pipelines import Settings
+from flopcalc.sources import resolve
 
 REPO = Path(__file__).resolve().parent.parent
 CARD = REPO / "model_cards/qwen-image"
 
 
 def _configs() -> tuple[dict, dict]:
-    index = json.loads((CARD / "model_index.json").read_text())
-    components = {name: json.loads((CARD / name / "config.json").read_text())
-                  for name in ("text_encoder", "transformer", "vae")}
-    return index, components
+    """The card's ``model_index.json`` and component configs, as flopcalc reads them."""
+    source = resolve(CARD.name)
+    return dict(source.model_index), {name: dict(cfg) for name, cfg in source.components.items()}
 
 
 def _runs(report) -> dict[str, int]:

@@ -13,6 +13,7 @@ import flopcalc
 from flopcalc.api import estimate_configs
 from flopcalc.errors import ConfigError, FlopcalcError, ResolutionError
 from flopcalc.pipelines import Settings
+from flopcalc.sources import resolve
 
 REPO = Path(__file__).resolve().parent.parent
 CARD = REPO / "model_cards/wan2.1-t2v-1.3b"
@@ -20,10 +21,9 @@ FIXTURES = sorted((REPO / "validation/fixtures").glob("wan2.1-t2v-1.3b*/*.json")
 
 
 def _configs() -> tuple[dict, dict]:
-    index = json.loads((CARD / "model_index.json").read_text())
-    components = {name: json.loads((CARD / name / "config.json").read_text())
-                  for name in ("text_encoder", "transformer", "vae")}
-    return index, components
+    """The card's ``model_index.json`` and component configs, as flopcalc reads them."""
+    source = resolve(CARD.name)
+    return dict(source.model_index), {name: dict(cfg) for name, cfg in source.components.items()}
 
 
 def _plan(settings: Settings, *, index: dict | None = None, drop: tuple[str, ...] = (), **overrides):
