@@ -138,7 +138,8 @@ def estimate(
                         num_images_per_prompt, max_sequence_length, strength, resolution_binning, num_frames,
                         vae_tiling)
     return estimate_configs(source.model_index, source.components, settings, convention=convention,
-                            model=source.name, source_kind=source.kind, revision=source.revision)
+                            model=source.name, source_kind=source.kind, revision=source.revision,
+                            source_notes=source.notes, missing=tuple(source.missing))
 
 
 def estimate_configs(
@@ -150,8 +151,12 @@ def estimate_configs(
     model: str = "(configs)",
     source_kind: str = "configs",
     revision: str | None = None,
+    source_notes: tuple[str, ...] = (),
+    missing: tuple[str, ...] = (),
 ) -> Report:
-    """The same as :func:`estimate` for configs already in memory."""
+    """The same as :func:`estimate` for configs already in memory. ``source_notes`` (what the
+    source could not give) lead the report's notes; ``missing`` names listed components without a
+    config, whose generic "absent" plan note they replace."""
     if convention not in CONVENTIONS:
         raise FlopcalcError(f"unknown convention {convention!r}; choose one of: {', '.join(CONVENTIONS)}")
     p: Plan = plan(model_index, components, settings)
@@ -171,8 +176,9 @@ def estimate_configs(
             tree, runs, why = _merge_pieces(run.component, group, trees)
         estimates.append(ComponentEstimate(run.component, run.class_name, run.call, run.role, runs, why,
                                            params[run.component], shape, tree, convention))
+    plan_notes = tuple(n for n in p.notes if not any(n.startswith(f"{name} is absent") for name in missing))
     return Report(model, source_kind, revision, p.pipeline, convention, p.settings, p.passes, tuple(estimates),
-                  p.notes)
+                  tuple(source_notes) + plan_notes)
 
 
 def _same_call_groups(runs) -> list[list]:

@@ -25,7 +25,7 @@ import copy
 import json
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
@@ -69,10 +69,25 @@ class ModelSource:
     provenance: Mapping[str, Any] | None  # parsed PROVENANCE.json when present (cards, local folders)
     revision: str | None  # hub: the commit sha the files came from
     location: str | None  # folder path / cache snapshot path
+    #: model components model_index.json lists whose config.json is not there: {name: class}
+    missing: Mapping[str, str] = field(default_factory=dict)
+    #: non-model entries of model_index.json that are not schedulers, tokenizers or processors
+    #: (guiders, safety checkers, watermarkers): {name: class}, skipped and said so
+    skipped: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def is_pipeline(self) -> bool:
         return self.model_index is not None
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """What the source could not give, for the report: missing configs, skipped entries."""
+        return tuple(
+            [f"{name} ({cls}): listed in {MODEL_INDEX}, but its {CONFIG} is not there; not counted"
+             for name, cls in self.missing.items()]
+            + [f"{name} ({cls}): {_SKIPPED_WHAT.get(_skipped_kind(name, cls), 'not a model')}; skipped"
+               for name, cls in self.skipped.items()]
+        )
 
 
 # --------------------------------------------------------------------------------------------
@@ -91,7 +106,25 @@ _NOT_MODEL_SUFFIXES = (
     "Processor",
     "SafetyChecker",  # post-hoc NSFW filter on the decoded image; not part of the diffusion pipeline
     "Watermarker",
+    "Guidance",  # diffusers.guiders (ClassifierFreeGuidance, ...): guidance helpers, no weights
+    "Guider",
 )
+#: Skipped entries worth a note in the report (schedulers, tokenizers and processors go unsaid).
+_SKIPPED_WHAT = {
+    "guider": "a guidance helper (diffusers.guiders), not a model",
+    "safety_checker": "a post-hoc safety filter, not part of generation",
+    "watermarker": "a watermarker, not part of generation",
+}
+
+
+def _skipped_kind(name: str, class_name: str) -> str | None:
+    if class_name.endswith(("Guidance", "Guider")) or name == "guider" or name.endswith("_guider"):
+        return "guider"
+    if class_name.endswith("SafetyChecker"):
+        return "safety_checker"
+    if class_name.endswith("Watermarker"):
+        return "watermarker"
+    return None
 
 # Folder names that are a pipeline component (a single config.json found in such a folder keeps it).
 _COMPONENT_NAME = re.compile(
@@ -102,8 +135,14 @@ _COMPONENT_NAME = re.compile(
 
 
 def is_model_class(class_name: str) -> bool:
-    """Whether a model_index class names a model (not a scheduler, tokenizer, processor, ...)."""
+    """Whether a model_index class names a model (not a scheduler, tokenizer, processor, guider, ...)."""
     return bool(class_name) and not class_name.endswith(_NOT_MODEL_SUFFIXES)
+
+
+def noted_skips(model_index: Mapping[str, Any]) -> dict[str, str]:
+    """The skipped entries a report mentions: guiders, safety checkers, watermarkers ({name: class})."""
+    return {name: cls for name, (_lib, cls) in skipped_components(model_index).items()
+            if isinstance(cls, str) and _skipped_kind(name, cls) is not None}
 
 
 def _entry(value: Any) -> tuple[str, str] | None:
@@ -119,7 +158,7 @@ def model_components(model_index: Mapping[str, Any]) -> dict[str, tuple[str, str
         if key.startswith("_"):
             continue
         entry = _entry(value)
-        if entry is not None and is_model_class(entry[1]):
+        if entry is not None and is_model_class(entry[1]) and _skipped_kind(key, entry[1]) is None:
             out[key] = entry
     return out
 
@@ -183,26 +222,46 @@ def _model_index_components(index: Mapping[str, Any], where: str) -> dict[str, t
     return comps
 
 
-def _read_pipeline_folder(root: Traversable | Path, display: str) -> tuple[dict, dict, dict | None]:
-    """(model_index, components, provenance) from a folder laid out like a diffusers Hub repo."""
+def _read_pipeline_folder(root: Traversable | Path, display: str) -> _Folder:
+    """The configs of a folder laid out like a diffusers Hub repo. A listed component whose
+    config.json is absent (a gated or partial repo, an encoder the user passes in) is recorded in
+    ``missing``: what can be counted is counted, and the report names what is not."""
     index_where = f"{display}/{MODEL_INDEX}"
     index = _parse_object(_read_bytes(root.joinpath(MODEL_INDEX), index_where), index_where)
     components: dict[str, Mapping[str, Any]] = {}
+    missing: dict[str, str] = {}
     for name, (_library, cls) in _model_index_components(index, index_where).items():
         node = root.joinpath(name, CONFIG)
         where = f"{display}/{name}/{CONFIG}"
         if not node.is_file():
-            raise SourceError(
-                f"{index_where} lists component '{name}' ({cls}) but {where} does not exist. "
-                "Copy that file from the model's Hub repo (only config.json is needed, no weights)."
-            )
+            missing[name] = cls
+            continue
         components[name] = _parse_object(_read_bytes(node, where), where)
+    _require_some(components, missing, index_where)
     provenance = None
     prov = root.joinpath(PROVENANCE)
     if prov.is_file():
         where = f"{display}/{PROVENANCE}"
         provenance = _parse_object(_read_bytes(prov, where), where)
-    return index, components, provenance
+    return _Folder(index, components, provenance, missing, noted_skips(index))
+
+
+@dataclass(frozen=True)
+class _Folder:
+    model_index: dict[str, Any]
+    components: dict[str, Mapping[str, Any]]
+    provenance: dict[str, Any] | None
+    missing: dict[str, str]
+    skipped: dict[str, str]
+
+
+def _require_some(components: Mapping[str, Any], missing: Mapping[str, str], where: str) -> None:
+    if not components:
+        names = ", ".join(f"{n}/{CONFIG}" for n in missing)
+        raise SourceError(
+            f"{where} lists model components but none of their configs is there ({names}). "
+            "Copy those files from the model's Hub repo (only config.json is needed, no weights)."
+        )
 
 
 # --------------------------------------------------------------------------------------------
@@ -215,16 +274,18 @@ def _from_path(model: str, path: Path, display: str | None = None) -> ModelSourc
     display = display or model.rstrip("/\\") or model
     if path.is_dir():
         if (path / MODEL_INDEX).is_file():
-            index, comps, prov = _read_pipeline_folder(path, display)
+            folder = _read_pipeline_folder(path, display)
             return ModelSource(
                 name=model,
                 kind="folder",
-                model_index=index,
-                components=comps,
+                model_index=folder.model_index,
+                components=folder.components,
                 card=None,
-                provenance=prov,
+                provenance=folder.provenance,
                 revision=None,
                 location=str(path.resolve()),
+                missing=folder.missing,
+                skipped=folder.skipped,
             )
         if (path / CONFIG).is_file():
             return _single_config(model, path / CONFIG, f"{display}/{CONFIG}")
@@ -258,16 +319,18 @@ def _single_config(model: str, file: Path, where: str) -> ModelSource:
 
 
 def _from_card(card: _cards.Card) -> ModelSource:
-    index, comps, prov = _read_pipeline_folder(card.path, f"bundled card {card.name}")
+    folder = _read_pipeline_folder(card.path, f"bundled card {card.name}")
     return ModelSource(
         name=card.name,
         kind="card",
-        model_index=index,
-        components=comps,
+        model_index=folder.model_index,
+        components=folder.components,
         card=copy.deepcopy(dict(card.data)),  # the Card is cached per process; the caller gets its own copy
-        provenance=prov,
+        provenance=folder.provenance,
         revision=None,
         location=str(card.path) if isinstance(card.path, Path) else None,
+        missing=folder.missing,
+        skipped=folder.skipped,
     )
 
 
@@ -527,19 +590,18 @@ class _Hub:
         where = f"'{MODEL_INDEX}' of Hub repo '{self.repo_id}'"
         pinned = sha or self.revision  # every component from the same commit as model_index.json
         components: dict[str, Mapping[str, Any]] = {}
+        absent: dict[str, str] = {}
         for name, (_library, cls) in _model_index_components(index, where).items():
             filename = f"{name}/{CONFIG}"
             try:
                 path = self.download(filename, pinned)
             except _Missing as missing:
-                if missing.remote:
-                    raise SourceError(
-                        f"Hub repo '{self.repo_id}' lists component '{name}' ({cls}) in {MODEL_INDEX} but has "
-                        f"no {filename} at commit {pinned or 'main'}. The repo is incomplete; use another "
-                        f"revision, a local folder with that file, or a bundled card (`flopcalc list`)."
-                    ) from None
+                if missing.remote:  # the Hub says the repo has no such file: count the rest, name it
+                    absent[name] = cls
+                    continue
                 raise SourceError(self._not_cached_message(filename, missing)) from None
             components[name] = self.read(path, filename)
+        _require_some(components, absent, where)
         return ModelSource(
             name=self.repo_id,
             kind="hub",
@@ -549,6 +611,8 @@ class _Hub:
             provenance=None,
             revision=sha,
             location=snapshot,
+            missing=absent,
+            skipped=noted_skips(index),
         )
 
 
