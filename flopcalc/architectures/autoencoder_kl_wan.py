@@ -6,9 +6,11 @@ VAE of Wan 2.1 (and, with ``is_residual`` and ``patch_size``, Wan 2.2); block fo
 it on) runs the causal 1×1×1 ``post_quant_conv`` on all ``T`` latent frames at once, then the decoder
 once per latent frame with the causal feature cache, and (``patch_size``) unpatchifies (no work).
 ``encode`` (``_encode``) patchifies, runs the encoder on the first frame and then on chunks of 4,
-and the causal 1×1×1 ``quant_conv`` (2z → 2z) on the latent. Tiled decoding and encoding run these
-same calls on each overlapping tile: the pipeline plan counts them tile by tile
-(``flopcalc/pipelines/wan.py``). The parameters of the whole model are the sum over the two calls.
+and the causal 1×1×1 ``quant_conv`` (2z → 2z) on the latent. Tiled decoding and encoding
+(``enable_tiling()``) run these same calls on each overlapping tile: :func:`decode_split` /
+:func:`encode_split` say how a call is split (``formulas/tiling.py``), and the pipeline plan
+(``flopcalc/pipelines/wan.py``) counts one run per tile shape. The parameters of the whole model are
+the sum over the two calls.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from flopcalc.cost import Node
 from flopcalc.errors import ConfigError
 from flopcalc.formulas import ops
 from flopcalc.formulas.causal_vae import causal_conv3d
+from flopcalc.formulas.tiling import CallSplit, slices, tiled_or_whole
 from flopcalc.formulas.wan_vae import (
     decode_chunks,
     encode_chunks,
@@ -51,6 +54,9 @@ DEFAULTS = {
     "scale_factor_spatial": 8,
 }
 SOURCE = "diffusers/models/autoencoders/autoencoder_kl_wan.py"
+#: ``AutoencoderKLWan.enable_tiling`` defaults (``tile_sample_min_*`` 256, ``tile_sample_stride_*`` 192
+#: pixels); tiling is off unless a caller enables it (``use_tiling = False`` in ``__init__``).
+TILE_SAMPLE_MIN, TILE_SAMPLE_STRIDE = 256, 192
 
 
 def _factor(values: dict[str, Any], key: str) -> int:
@@ -69,6 +75,28 @@ def scale_factor(values: dict[str, Any]) -> int:
 def temporal_scale_factor(values: dict[str, Any]) -> int:
     """``vae_scale_factor_temporal``: ``vae.config.scale_factor_temporal``."""
     return _factor(values, "scale_factor_temporal")
+
+
+def decode_split(values: dict[str, Any], latent_height: int, latent_width: int, tiling: bool) -> CallSplit:
+    """How ``vae.decode`` runs on a ``latent_height × latent_width`` latent: ``tiled_decode`` (with
+    ``use_tiling``, when a side exceeds ``tile_sample_min // scale_factor_spatial``: latent tiles of 32
+    every 24 for the 8× VAE) or whole. The frames are never split: ``_decode`` runs the decoder once per
+    latent frame with its causal feature cache (in the decoder's formula, ``formulas/wan_vae.py``)."""
+    f = scale_factor(values)
+    tile, stride = TILE_SAMPLE_MIN // f, TILE_SAMPLE_STRIDE // f
+    return CallSplit(None, *tiled_or_whole(latent_height, latent_width, tile, tile, stride, stride, tiling))
+
+
+def encode_split(values: dict[str, Any], height: int, width: int, tiling: bool) -> CallSplit:
+    """How ``vae.encode`` runs on a ``height × width`` video: ``tiled_encode`` tiles the patchified
+    pixels (``patch_size``: 256 every 192 of them, when a side exceeds 256), else whole; the tile
+    sides here are in pixels (patchified sides × ``patch_size``)."""
+    patch = values.get("patch_size") or 1
+    hp, wp = height // patch, width // patch
+    if not (tiling and (hp > TILE_SAMPLE_MIN or wp > TILE_SAMPLE_MIN)):
+        return CallSplit.of(None, height, width)
+    rows, cols = (slices(side, TILE_SAMPLE_MIN, TILE_SAMPLE_STRIDE) for side in (hp, wp))
+    return CallSplit(None, tuple((side * patch, n) for side, n in rows), tuple((side * patch, n) for side, n in cols))
 
 
 def _structure(config: Config) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from typing import Any, Callable, Mapping
 
 from flopcalc.config import class_name_of
 from flopcalc.errors import ConfigError, FlopcalcError, ResolutionError
+from flopcalc.formulas.tiling import CallSplit
 from flopcalc.registry import RunShape
 
 
@@ -228,6 +229,15 @@ def vae_runs(components, s: Settings, images: int, latent_h: int, latent_w: int,
                                     RunShape(height=s.height, width=s.width, frames=frames),
                                     s.batch_size, f"{s.batch_size} input {what}"))
     return runs
+
+
+def tile_runs(component: str, class_name: str, call: str, role: str, split: CallSplit, times: int,
+              shape: Callable[[Any, Any], RunShape], why: Callable[[int, Any, Any], str]) -> list[ComponentRun]:
+    """A call split into spatial tiles (the VAE's ``decode_split`` / ``encode_split``, frames whole) as
+    runs: one per distinct tile shape ``(h, w)``, largest first, ``n × times`` runs of ``shape(h, w)``
+    for its ``n`` tiles; the report folds them into one row listing the pieces."""
+    return [ComponentRun(component, class_name, call, role, shape(h, w), n * times, why(n, h, w))
+            for (h, w), n in split.tiles().items()]
 
 
 def missing_notes(components, expected: list[str]) -> tuple[str, ...]:
