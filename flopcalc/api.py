@@ -169,7 +169,7 @@ def estimate_configs(
         if run.component not in params:
             params[run.component] = component_params(cfg, component=run.component, assembled=trees[0],
                                                      call=run.call)
-        shape = {k: v for k, v in vars(run.shape).items() if v is not None}
+        shape = {k: v for k, v in vars(run.shape).items() if v is not None and k != "split"}
         if len(group) == 1:
             tree, runs, why = replace(trees[0], name=run.component), run.runs, run.why
         else:

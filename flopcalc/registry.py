@@ -24,6 +24,11 @@ class RunShape:
     ``seq_len`` tokens. VAE decode: the latent grid (a video VAE may also read ``frames``, the
     decoded frame count, where its frame batching depends on it); VAE encode: the image or video
     (``height`` × ``width``, video: × ``frames``). Image models leave the frame fields None.
+
+    ``split`` says how the call is made, where the assembler realises it (a
+    ``flopcalc.formulas.tiling.CallSplit``: temporal chunks × spatial tiles, made by the VAE's own
+    ``decode_split`` / ``encode_split``); None: the call as the component makes it by default. It
+    is how the call runs, not a size: reports do not list it among the shape's sizes.
     """
 
     latent_height: Any = None
@@ -34,6 +39,7 @@ class RunShape:
     width: Any = None
     latent_frames: Any = None
     frames: Any = None
+    split: Any = None
 
 
 Assembler = Callable[[Config, RunShape], Node]
