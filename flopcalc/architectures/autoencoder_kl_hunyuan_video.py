@@ -73,8 +73,9 @@ NOMINAL = RunShape(latent_height=8, latent_width=8, latent_frames=1, height=64, 
 
 @dataclass(frozen=True)
 class HunyuanVideoVaeShape(RunShape):
-    """A VAE run shape that also says how the model runs: ``use_framewise_decoding`` /
-    ``use_framewise_encoding`` (``framewise``) and ``use_tiling`` (``tiling``)."""
+    """A VAE run shape that also says how the model's switches are set: ``use_framewise_decoding`` /
+    ``use_framewise_encoding`` (``framewise``) and ``use_tiling`` (``tiling``), as reports show them;
+    ``split`` (the plan's :func:`decode_split` / :func:`encode_split`) is what they make of this call."""
 
     framewise: bool = True
     tiling: bool = False
