@@ -8,10 +8,21 @@ import io
 import json
 from typing import Any, Iterator
 
-from flopcalc.api import CONVENTION_TEXT, ELEMENTWISE_TEXT, ComponentEstimate, Report
+from flopcalc.api import ComponentEstimate, Report
 from flopcalc.cost import Node
 
 FORMATS = ("table", "json", "csv")
+
+#: What each convention counts, said in every report.
+CONVENTION_TEXT = {
+    "torch": "multiply-accumulates of matmuls (nn.Linear), convolutions and attention (QKᵀ, A·V), "
+             "exactly as torch.utils.flop_counter.FlopCounterMode counts them; FLOPs = 2 × MACs",
+    "thop": "multiply-accumulates as thop 0.1.1 counts them: nn.Linear and nn.Conv modules plus its "
+            "nn.LayerNorm rule, no functional attention (the convention of published diffusion tables); "
+            "FLOPs = 2 × MACs",
+}
+ELEMENTWISE_TEXT = ("elementwise ops (norms, activations, softmax, upsampling; flopcalc's estimate, "
+                    "counted by neither convention)")
 
 
 def render(report: Report, fmt: str = "table", *, per_block: bool = False, depth: int = 4) -> str:
@@ -83,7 +94,7 @@ def report_dict(report: Report, *, per_block: bool = True) -> dict[str, Any]:
         "convention": report.convention,
         "counted": CONVENTION_TEXT[report.convention],
         "unit": "MACs (multiply-accumulates); flops = 2 × macs",
-        "settings": {k: v for k, v in vars(report.settings).items()},
+        "settings": report.settings.options(),
         "guidance_passes": report.passes,
         "components": [_component_dict(c, total, per_block) for c in report.components],
         "total": {"macs": total, "flops": report.flops, "params": report.params,
@@ -134,14 +145,14 @@ def _node_dict(node: Node, convention: str) -> dict[str, Any]:
 # --------------------------------------------------------------------------- table
 
 
-def _params(n: int) -> str:
+def format_params(n: int) -> str:
     for unit, scale in (("B", 10**9), ("M", 10**6), ("K", 10**3)):
         if n >= scale:
             return f"{n / scale:.2f}{unit}"
     return str(n)
 
 
-def _settings_line(report: Report) -> str:
+def settings_line(report: Report) -> str:
     s = report.settings
     parts = []
     if s.height and s.width:
@@ -169,10 +180,10 @@ def table(report: Report, *, per_block: bool = False, depth: int = 4) -> str:
     rows = [("component", "class", "runs", "params", "GMACs/run", "TFLOPs", "share")]
     for c in report.components:
         cls = c.class_name + (f".{c.call}" if c.call != "forward" else "")
-        rows.append((c.component, cls, str(c.runs), _params(c.params), f"{c.macs_per_run / 1e9:,.2f}",
+        rows.append((c.component, cls, str(c.runs), format_params(c.params), f"{c.macs_per_run / 1e9:,.2f}",
                      f"{c.flops / 1e12:,.3f}", f"{100 * c.macs / total if total else 0:.1f}%"))
-    rows.append(("total", "", "", _params(report.params), "", f"{report.flops / 1e12:,.3f}", "100.0%"))
-    lines = [head, _settings_line(report), ""] + _columns(rows, right=(2, 3, 4, 5, 6), rule_before_last=True)
+    rows.append(("total", "", "", format_params(report.params), "", f"{report.flops / 1e12:,.3f}", "100.0%"))
+    lines = [head, settings_line(report), ""] + _columns(rows, right=(2, 3, 4, 5, 6), rule_before_last=True)
     lines.append(f"elementwise (not in the total): {report.elementwise / 1e12:,.3f} T ops")
     lines.append("")
     lines.append(f"counted ({report.convention} convention): {CONVENTION_TEXT[report.convention]}.")
@@ -184,7 +195,7 @@ def table(report: Report, *, per_block: bool = False, depth: int = 4) -> str:
         for c in report.components:
             lines += ["", f"{c.component}{'.' + c.call if c.call != 'forward' else ''} per block "
                           f"(one run; GMACs; attn = share of attention MACs):"]
-            lines += _columns(_block_rows(c, depth), right=(1, 2, 3, 4))
+            lines += _columns(block_rows(c, depth), right=(1, 2, 3, 4))
             whole = c.macs_per_run or 1
             lines.append("by block kind: " + ", ".join(
                 f"{f} ×{n} {100 * m / whole:.1f}%" if f != "other" else f"other {100 * m / whole:.1f}%"
@@ -192,7 +203,7 @@ def table(report: Report, *, per_block: bool = False, depth: int = 4) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _block_rows(c: ComponentEstimate, depth: int) -> list[tuple[str, ...]]:
+def block_rows(c: ComponentEstimate, depth: int) -> list[tuple[str, ...]]:
     rows = [("module", "×", "GMACs", "share", "attn", "block")]
     whole = c.macs_per_run or 1
     for path, level, node in _walk(c.tree, depth):
@@ -261,7 +272,7 @@ def compare_dict(reports: list[Report]) -> dict[str, Any]:
             {
                 "model": r.model,
                 "pipeline": r.pipeline,
-                "settings": {k: v for k, v in vars(r.settings).items()},
+                "settings": r.settings.options(),
                 "guidance_passes": r.passes,
                 "params": r.params,
                 "flops": r.flops,
@@ -283,7 +294,7 @@ def compare_table(reports: list[Report]) -> str:
         ("pipeline", *[r.pipeline for r in reports]),
         ("size", *[f"{r.settings.height}×{r.settings.width}" for r in reports]),
         ("steps × passes", *[f"{r.settings.steps} × {r.passes}" for r in reports]),
-        ("params", *[_params(r.params) for r in reports]),
+        ("params", *[format_params(r.params) for r in reports]),
         ("text encoders TFLOPs", *[t(_role_flops(r, "text_encoder")) for r in reports]),
         ("denoiser TFLOPs", *[t(_role_flops(r, "denoiser")) for r in reports]),
         ("VAE TFLOPs", *[t(_role_flops(r, "vae_decoder") + _role_flops(r, "vae_encoder")) for r in reports]),

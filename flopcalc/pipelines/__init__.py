@@ -2,6 +2,7 @@
 
 from flopcalc.pipelines.base import (  # noqa: F401
     ComponentRun,
+    Counting,
     Plan,
     Settings,
     check_divisible,

@@ -14,19 +14,36 @@ names (defaults, text lengths, latent geometry, CFG), keyed by ``model_index.jso
 from __future__ import annotations
 
 import importlib
+import math
 import pkgutil
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Callable, Mapping
 
 from flopcalc.config import class_name_of
-from flopcalc.errors import ConfigError, FlopcalcError, ResolutionError
+from flopcalc.errors import ConfigError, FlopcalcError, OptionError, ResolutionError
 from flopcalc.registry import RunShape
 
 
 @dataclass(frozen=True)
+class Counting:
+    """How a plan makes its counts. The numeric estimate counts in exact integers; the symbolic
+    path (:mod:`flopcalc.symbolic`) hands in integers that also carry the law they stand for, and
+    says so here, so a plan never inspects the type of its numbers: ``symbolic`` tells a plan that
+    a closed-form law is being built (a branch with no law, such as a tiled VAE, refuses), and
+    ``passes`` turns the guidance passes per step (1 or 2) into the count the plan multiplies by."""
+
+    symbolic: bool = False
+    passes: Callable[[int], int] = int
+
+
+#: Exact integers: the numeric estimate.
+NUMERIC = Counting()
+
+
+@dataclass(frozen=True, kw_only=True)
 class Settings:
     """Run settings, as the pipeline's ``__call__`` takes them. ``None`` means the pipeline's
-    default (resolved into the plan's settings)."""
+    default (resolved into the plan's settings). Every field but ``counting`` is a user option."""
 
     height: int | None = None
     width: int | None = None
@@ -41,6 +58,16 @@ class Settings:
     resolution_binning: bool = True  # PixArt: snap the size to the model's aspect-ratio bins, as the pipeline does
     num_frames: int | None = None  # video pipelines: frames generated (None: the pipeline's default)
     vae_tiling: bool | None = None  # video VAEs: decode in tiles/temporal chunks (None: as the pipeline does)
+    counting: Counting = field(default=NUMERIC, metadata={"option": False})
+
+    @property
+    def symbolic(self) -> bool:
+        """Whether a symbolic law is being built from this plan (see :class:`Counting`)."""
+        return self.counting.symbolic
+
+    def options(self) -> dict[str, Any]:
+        """The user options, by name (what reports print)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.metadata.get("option", True)}
 
 
 @dataclass(frozen=True)
@@ -70,19 +97,57 @@ _PIPELINES: dict[str, PlanFn] = {}
 #: For a bare denoiser config: class → [(pipeline, denoiser component name, predicate on the config)].
 _PIPELINE_OF_DENOISER: dict[str, list[tuple[str, str, Callable[[Mapping[str, Any]], bool]]]] = {}
 
+#: Options every pipeline applies: size, steps, guidance, batch, image-to-image ``strength``, a
+#: negative prompt (under classifier-free guidance the negative prompt, "" when not given, is
+#: encoded either way), and resolution binning (a pipeline without bins estimates the size as given,
+#: which is what turning binning off asks for).
+COMMON_OPTIONS = frozenset({"height", "width", "steps", "guidance_scale", "batch_size", "num_images_per_prompt",
+                            "strength", "negative_prompt", "resolution_binning"})
+#: The options a pipeline applies only when it declares them (``register_pipeline(options=...)``):
+#: option → (its CLI flag, why a pipeline that does not declare it refuses it).
+OPTIONAL = {
+    "true_cfg_scale": ("--true-cfg-scale", "it has no true classifier-free guidance (a separate negative-prompt "
+                                          "pass); use --guidance-scale"),
+    "max_sequence_length": ("--max-sequence-length", "its __call__ takes no max_sequence_length (its text encoders "
+                                                    "run on a fixed number of tokens)"),
+    "num_frames": ("--num-frames", "it generates images, not videos"),
+    "vae_tiling": ("--vae-tiling / --no-vae-tiling", "flopcalc does not model a tiled decode of its VAE"),
+}
+#: Pipeline → the optional options it applies, and its own reasons for refusing others.
+_OPTIONS: dict[str, frozenset[str]] = {}
+_REFUSALS: dict[str, Mapping[str, str]] = {}
+
 
 def register_pipeline(name: str, *, denoisers: tuple[str, ...] = (), component: str = "transformer",
-                      when: Callable[[Mapping[str, Any]], bool] = lambda cfg: True) -> Callable[[PlanFn], PlanFn]:
+                      when: Callable[[Mapping[str, Any]], bool] = lambda cfg: True,
+                      options: tuple[str, ...] = (), refuses: Mapping[str, str] | None = None,
+                      ) -> Callable[[PlanFn], PlanFn]:
     """Register a pipeline plan; ``denoisers`` run under it when given alone (``when`` picks
-    between pipelines sharing a denoiser class, e.g. SD and SDXL UNets)."""
+    between pipelines sharing a denoiser class, e.g. SD and SDXL UNets). ``options`` names the
+    options of :data:`OPTIONAL` the plan applies (beyond :data:`COMMON_OPTIONS`); any other set
+    option is refused before the plan runs, with the reason in :data:`OPTIONAL` or, where the
+    pipeline knows better, in ``refuses`` (option → why)."""
+    unknown = set(options) - set(OPTIONAL)
+    if unknown:
+        raise RuntimeError(f"{name}: unknown options {sorted(unknown)} (optional ones: {sorted(OPTIONAL)})")
 
     def deco(fn: PlanFn) -> PlanFn:
+        if name in _PIPELINES:
+            raise RuntimeError(f"pipeline {name} registered twice")
         _PIPELINES[name] = fn
+        _OPTIONS[name] = frozenset(options)
+        _REFUSALS[name] = dict(refuses or {})
         for d in denoisers:
             _PIPELINE_OF_DENOISER.setdefault(d, []).append((name, component, when))
         return fn
 
     return deco
+
+
+def pipeline_options(name: str) -> frozenset[str]:
+    """The optional options pipeline ``name`` applies (for variants registered on top of it)."""
+    _load()
+    return _OPTIONS[name]
 
 
 def plan(model_index: Mapping[str, Any] | None, components: Mapping[str, Mapping[str, Any]],
@@ -97,8 +162,20 @@ def plan(model_index: Mapping[str, Any] | None, components: Mapping[str, Mapping
                 f"pipeline {name!r} is not supported (supported: {', '.join(sorted(_PIPELINES))}); "
                 f"estimate a component alone by passing its config.json."
             )
+        _refuse_unapplied(name, settings)
         return _PIPELINES[name](components, settings, index=model_index)
     return _standalone(components, settings)
+
+
+def _refuse_unapplied(name: str, s: Settings) -> None:
+    """One refusal, naming the option, the pipeline and why, for a set option ``name`` does not apply."""
+    for f in fields(s):
+        option = f.name
+        if option in COMMON_OPTIONS or option in _OPTIONS[name] or not f.metadata.get("option", True):
+            continue
+        if getattr(s, option) != f.default:
+            flag, why = OPTIONAL[option]
+            raise OptionError(f"{flag} does not apply to {name}: {_REFUSALS[name].get(option, why)}")
 
 
 # --------------------------------------------------------------------------- shared pieces
@@ -115,6 +192,10 @@ def _validate(s: Settings) -> None:
             raise FlopcalcError(f"{key} must be a positive integer, got {v!r}")
     if s.strength is not None and not 0 < s.strength <= 1:
         raise FlopcalcError(f"strength must be in (0, 1], got {s.strength}")
+    for key in ("guidance_scale", "true_cfg_scale"):
+        v = getattr(s, key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0):
+            raise OptionError(f"{key} must be a finite number >= 0 (guidance is on above 1), got {v!r}")
 
 
 def vae_scale_factor(components: Mapping[str, Mapping[str, Any]], name: str = "vae") -> int:
@@ -172,19 +253,10 @@ def check_divisible(height: int, width: int, multiple: int, why: str) -> None:
         raise ResolutionError(f"{why} must be a multiple of {multiple}: " + "; ".join(parts) + ".")
 
 
-#: While a symbolic plan is built, guidance passes are tracked as the symbol ``P``.
-_PASSES_SYMBOL: list = []
-
-
-def cfg_passes(active: bool) -> int:
+def cfg_passes(s: Settings, active: bool) -> int:
     """Denoiser passes per step: 2 under classifier-free guidance (a doubled batch or two
-    forwards), else 1. In a symbolic plan the count carries the symbol ``P``."""
-    n = 2 if active else 1
-    if _PASSES_SYMBOL:
-        from flopcalc.symbolic import Tracked
-
-        return Tracked(n, _PASSES_SYMBOL[0])
-    return n
+    forwards), else 1, counted as ``s.counting`` counts (a symbolic law carries the symbol ``P``)."""
+    return s.counting.passes(2 if active else 1)
 
 
 def denoising_steps(steps: int, strength: float | None) -> int:
@@ -272,6 +344,7 @@ def _standalone(components: Mapping[str, Mapping[str, Any]], s: Settings) -> Pla
         if not choices:
             raise FlopcalcError(f"{name}: no pipeline is registered for denoiser {cls!r}")
         pipe, comp = choices[0]
+        _refuse_unapplied(pipe, s)
         p = _PIPELINES[pipe]({comp: cfg}, s)
         runs = tuple(replace(r, component=name) for r in p.runs)
         return replace(p, pipeline=f"{pipe} (denoiser only)", runs=runs, notes=p.notes + ("only the denoiser was given",))

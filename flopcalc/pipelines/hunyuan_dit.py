@@ -67,7 +67,8 @@ def _text_lengths(components: Mapping[str, Mapping[str, Any]]) -> int:
     return bert + t5
 
 
-@register_pipeline("HunyuanDiTPipeline", denoisers=("HunyuanDiT2DModel",))
+@register_pipeline("HunyuanDiTPipeline", denoisers=("HunyuanDiT2DModel",),
+                   refuses={"max_sequence_length": f"it encodes a fixed {BERT_TOKENS} BERT and {MT5_TOKENS} mT5 tokens"})
 def hunyuan_dit_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                          index: Mapping[str, Any] | None = None) -> Plan:
     """``HunyuanDiTPipeline.__call__``: default size ``transformer.sample_size × vae_scale_factor``
@@ -77,9 +78,6 @@ def hunyuan_dit_pipeline(components: Mapping[str, Mapping[str, Any]], s: Setting
     (two passes), and both encoders encode the negative prompt ("" by default): BERT on 77
     tokens, mT5 on 256, each once per prompt (+ once per negative). The transformer attends to
     77 + 256 = 333 text tokens. There is no max_sequence_length argument."""
-    if s.max_sequence_length is not None:
-        raise FlopcalcError(f"HunyuanDiTPipeline encodes a fixed {BERT_TOKENS} BERT and {MT5_TOKENS} mT5 tokens: "
-                            "it takes no max_sequence_length")
     f = vae_scale_factor(components)
     transformer = components.get("transformer", {})
     # default_sample_size: transformer.config.sample_size (the class default is 32), 128 without a transformer
@@ -111,7 +109,7 @@ def hunyuan_dit_pipeline(components: Mapping[str, Mapping[str, Any]], s: Setting
     if s.strength is not None:
         notes.append("diffusers has no HunyuanDiT image-to-image pipeline: estimated as the text-to-image pipeline "
                      "with the input image VAE-encoded and the last `strength` of the schedule run")
-    passes = cfg_passes(s.guidance_scale > 1)
+    passes = cfg_passes(s, s.guidance_scale > 1)
     runs = text_runs(components, [("text_encoder", BERT_TOKENS), ("text_encoder_2", MT5_TOKENS)],
                      s.batch_size * passes, f"{s.batch_size} prompt(s)" + (" + negative" if passes == 2 else ""))
     runs += denoiser_run(components, "transformer", s, f, text_len, passes)

@@ -57,11 +57,6 @@ def latent_frame_count(num_frames: int, temporal: int) -> int:
 VAE_MODES = {None: (True, False), False: (False, False), True: (True, True)}
 
 
-def _symbolic(s: Settings) -> bool:
-    """Whether the plan runs on tracked integers (a symbolic law is being built)."""
-    return type(s.num_frames) is not int
-
-
 def _vae_run(kind: str, cls: str, s: Settings, count: int, limit: int, runs: int, why: str,
              **shape: Any) -> ComponentRun:
     """One VAE call (``decode`` or ``encode``) in the mode ``s.vae_tiling`` asks for. A numeric plan
@@ -69,7 +64,7 @@ def _vae_run(kind: str, cls: str, s: Settings, count: int, limit: int, runs: int
     one-pass run (forced, or ``count`` frames at most ``limit``, which the default does not chunk)."""
     framewise, tiling = VAE_MODES[s.vae_tiling]
     role = "vae_decoder" if kind == "decode" else "vae_encoder"
-    if not _symbolic(s):
+    if not s.symbolic:
         return ComponentRun("vae", cls, kind, role, HunyuanVideoVaeShape(framewise=framewise, tiling=tiling, **shape),
                             runs, why)
     if tiling:
@@ -119,7 +114,8 @@ def _vae_runs(components: Mapping[str, Mapping[str, Any]], s: Settings, f: int, 
     return runs, [f"VAE: {how}"]
 
 
-@register_pipeline("HunyuanVideoPipeline", denoisers=("HunyuanVideoTransformer3DModel",))
+@register_pipeline("HunyuanVideoPipeline", denoisers=("HunyuanVideoTransformer3DModel",),
+                   options=("true_cfg_scale", "max_sequence_length", "num_frames", "vae_tiling"))
 def hunyuan_video_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                            index: Mapping[str, Any] | None = None) -> Plan:
     """``HunyuanVideoPipeline.__call__``: 720×1280, 129 frames (33 latent frames), 50 steps,
@@ -144,7 +140,7 @@ def hunyuan_video_pipeline(components: Mapping[str, Mapping[str, Any]], s: Setti
     )
     check_divisible(s.height, s.width, SIZE_MULTIPLE, "HunyuanVideo height and width")
     true_cfg = s.true_cfg_scale > 1 and s.negative_prompt
-    passes = cfg_passes(true_cfg)
+    passes = cfg_passes(s, true_cfg)
     notes = list(missing_notes(components, ["text_encoder", "text_encoder_2", "transformer", "vae"]))
     if s.true_cfg_scale > 1 and not s.negative_prompt:
         notes.append("true_cfg_scale > 1 has no effect without a negative prompt (as in HunyuanVideoPipeline): "

@@ -124,7 +124,8 @@ def vae_runs(components: Mapping[str, Mapping[str, Any]], s: Settings, videos: i
     return runs, notes
 
 
-@register_pipeline("LTXPipeline", denoisers=("LTXVideoTransformer3DModel",))
+@register_pipeline("LTXPipeline", denoisers=("LTXVideoTransformer3DModel",),
+                   options=("max_sequence_length", "num_frames", "vae_tiling"))
 def ltx_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                  index: Mapping[str, Any] | None = None) -> Plan:
     """``LTXPipeline.__call__`` (diffusers ``pipelines/ltx/pipeline_ltx.py``): 512×704 (height ×
@@ -148,7 +149,7 @@ def ltx_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                     "LTX-Video height and width (check_inputs: 32; the VAE's spatial compression × patch size)")
     check_frames(s.num_frames, temporal, patch_t)
     latent_frames = (s.num_frames - 1) // temporal + 1
-    passes = cfg_passes(s.guidance_scale > 1)
+    passes = cfg_passes(s, s.guidance_scale > 1)
     notes = list(missing_notes(components, ["text_encoder", "transformer", "vae"]))
     if s.strength is not None:
         notes.append("LTXPipeline takes no strength (no video-to-video): estimated as the text-to-video pipeline with "

@@ -56,7 +56,7 @@ def _img2img_note(s: Settings, name: str) -> list[str]:
              "input image VAE-encoded and the last `strength` of the schedule run")]
 
 
-@register_pipeline("Lumina2Pipeline", denoisers=("Lumina2Transformer2DModel",))
+@register_pipeline("Lumina2Pipeline", denoisers=("Lumina2Transformer2DModel",), options=("max_sequence_length",))
 def lumina2_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                      index: Mapping[str, Any] | None = None) -> Plan:
     """``Lumina2Pipeline.__call__`` (``pipelines/lumina2/pipeline_lumina2.py``): 1024² default
@@ -78,7 +78,7 @@ def lumina2_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
     f = LUMINA_VAE_SCALE_FACTOR
     check_divisible(s.height, s.width, _size_multiple(components), "Lumina-Image-2.0 height and width")
     cfg = s.guidance_scale > 1
-    passes = cfg_passes(cfg)
+    passes = cfg_passes(s, cfg)
     runs = text_runs(components, [("text_encoder", s.max_sequence_length)], s.batch_size * passes,
                      f"{s.batch_size} prompt(s)" + (" + negative" if cfg else ""))
     runs += denoiser_run(components, "transformer", s, f, s.max_sequence_length, passes)
@@ -90,10 +90,10 @@ def lumina2_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
     return Plan(name, s, passes, tuple(runs), tuple(notes))
 
 
-register_pipeline("Lumina2Text2ImgPipeline")(lumina2_pipeline)
+register_pipeline("Lumina2Text2ImgPipeline", options=("max_sequence_length",))(lumina2_pipeline)
 
 
-@register_pipeline("LuminaPipeline", denoisers=("LuminaNextDiT2DModel",))
+@register_pipeline("LuminaPipeline", denoisers=("LuminaNextDiT2DModel",), options=("max_sequence_length",))
 def lumina_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                     index: Mapping[str, Any] | None = None) -> Plan:
     """``LuminaPipeline.__call__`` (``pipelines/lumina/pipeline_lumina.py``, Lumina-Next): 1024²
@@ -112,7 +112,7 @@ def lumina_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                             f"(self.max_sequence_length); max_sequence_length {s.max_sequence_length} cannot run")
     f = LUMINA_VAE_SCALE_FACTOR
     check_divisible(s.height, s.width, _size_multiple(components), "Lumina-Next height and width")
-    passes = cfg_passes(s.guidance_scale > 1)
+    passes = cfg_passes(s, s.guidance_scale > 1)
     runs = text_runs(components, [("text_encoder", s.max_sequence_length)], s.batch_size * passes,
                      f"{s.batch_size} prompt(s)" + (" + negative" if passes == 2 else ""))
     runs += denoiser_run(components, "transformer", s, f, s.max_sequence_length, passes)
@@ -121,4 +121,4 @@ def lumina_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
     return Plan(name, s, passes, tuple(runs), tuple(notes))
 
 
-register_pipeline("LuminaText2ImgPipeline")(lumina_pipeline)
+register_pipeline("LuminaText2ImgPipeline", options=("max_sequence_length",))(lumina_pipeline)

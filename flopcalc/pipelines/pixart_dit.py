@@ -25,7 +25,7 @@ def pixart_binned_size(height: int, width: int, sample_size: int) -> tuple[int, 
     return nearest_aspect_bin("pixart_aspect_ratio_bins.json", sample_size, height, width, "PixArt")
 
 
-@register_pipeline("PixArtAlphaPipeline", denoisers=("PixArtTransformer2DModel",))
+@register_pipeline("PixArtAlphaPipeline", denoisers=("PixArtTransformer2DModel",), options=("max_sequence_length",))
 def pixart_alpha_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                           index: Mapping[str, Any] | None = None) -> Plan:
     """``PixArtAlphaPipeline.__call__`` (``pipelines/pixart_alpha/pipeline_pixart_alpha.py``):
@@ -36,7 +36,7 @@ def pixart_alpha_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settin
     return _pixart(components, s, "PixArtAlphaPipeline", 120)
 
 
-@register_pipeline("PixArtSigmaPipeline")
+@register_pipeline("PixArtSigmaPipeline", options=("max_sequence_length",))
 def pixart_sigma_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                           index: Mapping[str, Any] | None = None) -> Plan:
     """``PixArtSigmaPipeline.__call__`` (``pipeline_pixart_sigma.py``): as PixArt-α with T5 on
@@ -60,7 +60,7 @@ def _pixart(components: Mapping[str, Mapping[str, Any]], s: Settings, name: str,
                          f"resized, as {name} does (turn off with --no-resolution-binning)")
             s = replace(s, height=binned[0], width=binned[1])
     check_divisible(s.height, s.width, f * patch, "PixArt height and width (VAE factor × patch size)")
-    passes = cfg_passes(s.guidance_scale > 1)
+    passes = cfg_passes(s, s.guidance_scale > 1)
     runs = text_runs(components, [("text_encoder", s.max_sequence_length)], s.batch_size * passes,
                       f"{s.batch_size} prompt(s)" + (" + negative" if passes == 2 else ""))
     runs += denoiser_run(components, "transformer", s, f, s.max_sequence_length, passes)
@@ -81,7 +81,7 @@ def dit_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                 guidance_scale=4.0 if s.guidance_scale is None else s.guidance_scale)
     check_divisible(s.height, s.width, f * components.get("transformer", {}).get("patch_size", 2),
                     "DiT height and width (VAE factor × patch size)")
-    passes = cfg_passes(s.guidance_scale > 1)
+    passes = cfg_passes(s, s.guidance_scale > 1)
     runs = denoiser_run(components, "transformer", s, f, 0, passes) + image_runs(components, s, f)
     notes = [] if (s.height, s.width) == (sample * f, sample * f) else [
         f"DiTPipeline itself always generates at {sample * f}×{sample * f}; this estimates the transformer at "

@@ -83,7 +83,7 @@ CHI_NOTE = ("text_encoder: planned at max_sequence_length tokens for the prompt 
             "not counted here)")
 
 
-@register_pipeline("SanaPipeline", denoisers=("SanaTransformer2DModel",))
+@register_pipeline("SanaPipeline", denoisers=("SanaTransformer2DModel",), options=("max_sequence_length",))
 def sana_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                   index: Mapping[str, Any] | None = None) -> Plan:
     """``SanaPipeline.__call__`` (see the module doc for every default)."""
@@ -102,7 +102,7 @@ def sana_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
     multiple = lcm(SIZE_MULTIPLE, f * transformer.get("patch_size", 1))
     check_divisible(s.height, s.width, multiple, "SANA height and width (multiples of 32, and of the VAE factor × "
                                                  "patch size)")
-    passes = cfg_passes(s.guidance_scale > 1)
+    passes = cfg_passes(s, s.guidance_scale > 1)
     runs = text_runs(components, [("text_encoder", s.max_sequence_length)], s.batch_size * passes,
                      f"{s.batch_size} prompt(s)" + (" + negative" if passes == 2 else ""))
     if runs:

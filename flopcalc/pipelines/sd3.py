@@ -19,7 +19,8 @@ from flopcalc.pipelines.base import (
 )
 
 
-@register_pipeline("StableDiffusion3Pipeline", denoisers=("SD3Transformer2DModel",))
+@register_pipeline("StableDiffusion3Pipeline", denoisers=("SD3Transformer2DModel",),
+                   options=("max_sequence_length",))
 def sd3_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                  index: Mapping[str, Any] | None = None) -> Plan:
     """``StableDiffusion3Pipeline.__call__`` (diffusers ``pipelines/stable_diffusion_3/
@@ -43,7 +44,7 @@ def sd3_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
     )
     check_divisible(s.height, s.width, f * patch, "SD3 height and width (VAE factor × patch size)")
     cfg = s.guidance_scale > 1
-    passes = cfg_passes(cfg)
+    passes = cfg_passes(s, cfg)
     runs = text_runs(
         components,
         [("text_encoder", 77), ("text_encoder_2", 77), ("text_encoder_3", s.max_sequence_length)],
