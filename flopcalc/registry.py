@@ -40,6 +40,18 @@ Assembler = Callable[[Config, RunShape], Node]
 
 
 @dataclass(frozen=True)
+class KaplanShape:
+    """What Kaplan et al. (2020)'s ``C_fwd ≈ 2N + 2·n_layer·n_ctx·d_attn`` reads from a text
+    encoder, declared where the encoder is registered (``register(kaplan=...)``): ``layers``
+    gives ``(n_layer, d_attn)`` from the config (d_attn: the width of the queries, heads × head
+    width); ``embeddings`` names the nodes whose parameters are embeddings (token, position,
+    un-embedding) or never run (a vision tower), left out of N."""
+
+    layers: Callable[[Config], tuple[int, int]]
+    embeddings: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Architecture:
     class_name: str
     call: str
@@ -49,6 +61,7 @@ class Architecture:
     source: str  # the file of the real module it mirrors
     nominal: RunShape  # a valid shape, for parameter counts (which do not depend on it)
     scale_factor: Callable[[Mapping[str, Any]], int] | None = None  # VAEs: image pixels per latent pixel
+    kaplan: KaplanShape | None = None  # text encoders where Kaplan's closed form applies
 
 
 _REGISTRY: dict[tuple[str, str], Architecture] = {}
@@ -61,14 +74,17 @@ _NOMINAL = RunShape(latent_height=64, latent_width=64, text_len=8, seq_len=8, he
 
 def register(class_name: str, *, role: str, source: str, defaults: Mapping[str, Any], call: str = "forward",
              aliases: tuple[str, ...] = (), nominal: RunShape = _NOMINAL,
-             scale_factor: Callable[[Mapping[str, Any]], int] | None = None) -> Callable[[Assembler], Assembler]:
-    """Decorator: register ``fn`` as the assembler of ``class_name``'s ``call``."""
+             scale_factor: Callable[[Mapping[str, Any]], int] | None = None,
+             kaplan: KaplanShape | None = None) -> Callable[[Assembler], Assembler]:
+    """Decorator: register ``fn`` as the assembler of ``class_name``'s ``call`` (``kaplan``: a
+    text encoder's shape for ``flopcalc kaplan``)."""
 
     def deco(fn: Assembler) -> Assembler:
         key = (class_name, call)
         if key in _REGISTRY:
             raise RuntimeError(f"{class_name}.{call} registered twice")
-        _REGISTRY[key] = Architecture(class_name, call, fn, dict(defaults), role, source, nominal, scale_factor)
+        _REGISTRY[key] = Architecture(class_name, call, fn, dict(defaults), role, source, nominal, scale_factor,
+                                      kaplan)
         for alias in aliases:
             _ALIASES[alias] = class_name
         return fn

@@ -9,7 +9,7 @@ import json
 from typing import Any, Iterator
 
 from flopcalc.api import ComponentEstimate, Report
-from flopcalc.cost import Node
+from flopcalc.cost import Node, is_block_kind
 
 FORMATS = ("table", "json", "csv")
 
@@ -35,34 +35,15 @@ def render(report: Report, fmt: str = "table", *, per_block: bool = False, depth
     raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
 
 
-#: Block formulas a summary stops at: the units a reader compares (ResNets vs attentions vs samplers).
-SUMMARY_FORMULAS = frozenset({
-    # transformer blocks
-    "mmdit_joint_block", "single_stream_block", "cross_attention_block", "spatial_transformer", "kaplan_transformer",
-    "decoder_layer", "bert_layer", "sana_transformer_block", "qwen_image_block", "hunyuan_dit_block", "lumina2_block",
-    "lumina_next_block", "efficient_vit_block", "wan_transformer_block", "ltx_video_block", "cogvideox_block",
-    "hunyuan_video_token_refiner_block", "hunyuan_video_token_replace_block", "hunyuan_video_dual_stream_block",
-    "hunyuan_video_token_replace_single_block", "feed_forward", "attention",
-    # convolutional blocks and their attentions
-    "resnet_block", "resnet_block_cond_norm", "kandinsky3_resnet_block", "dc_res_block", "causal_residual_block",
-    "spatial_self_attention", "kandinsky3_attention_block", "kandinsky3_attention_pooling", "hunyuan_attention_pool",
-    "pixel_attention", "causal_vae_attention", "ltx_resnet_block", "cogvideox_resnet_block",
-    "hunyuan_video_vae_resnet", "hunyuan_video_vae_attention",
-    # samplers
-    "downsample", "upsample", "dc_down_block", "dc_up_block", "causal_vae_downsample", "causal_vae_upsample",
-    "ltx_downsampler", "ltx_upsampler", "hunyuan_video_vae_downsample", "hunyuan_video_vae_upsample",
-    "cogvideox_downsampler", "cogvideox_upsampler",
-})
-
-
 def by_block_kind(tree: Node, convention: str) -> list[tuple[str, int, int]]:
     """``(formula, instances, MACs)`` per block kind of one run, largest first; work outside
-    every listed block is ``other``. The rows add up to the component's total."""
+    every declared block kind (:func:`flopcalc.cost.block_kinds`) is ``other``. The rows add up
+    to the component's total."""
     acc: dict[str, list[int]] = {}
 
     def visit(node: Node, k: int) -> None:
         k *= node.count
-        if node.formula in SUMMARY_FORMULAS:
+        if is_block_kind(node.formula):
             entry = acc.setdefault(node.formula, [0, 0])
             entry[0] += k
             entry[1] += k * node.per_item.macs(convention)

@@ -42,9 +42,12 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Sequence
 
-from flopcalc.cost import Node, module_list
+from flopcalc.cost import Node, block_kinds, module_list
 from flopcalc.formulas import ops
 from flopcalc.formulas.causal_vae import causal_conv3d, norm_act, residual_block_at, rms_norm
+
+#: Block kinds this module builds: a per-block summary stops at them.
+BLOCK_KINDS = block_kinds("causal_vae_attention", "causal_vae_downsample", "causal_vae_upsample")
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,13 @@ first block. ``shared`` (the token embedding) is tied to ``encoder.embed_tokens`
 from __future__ import annotations
 
 from flopcalc.config import Config, count_int, positive_int
-from flopcalc.cost import Node, module_list
+from flopcalc.cost import Node, block_kinds, module_list
 from flopcalc.formulas import ops
 from flopcalc.formulas.kaplan_transformer import mlp, self_attention
-from flopcalc.registry import RunShape, register
+from flopcalc.registry import KaplanShape, RunShape, register
+
+#: Block kinds this module builds: a per-block summary stops at them.
+BLOCK_KINDS = block_kinds("kaplan_transformer")
 
 #: ``T5Config`` defaults (transformers configuration_t5.py).
 DEFAULTS = {
@@ -27,7 +30,13 @@ DEFAULTS = {
 }
 
 
-@register("T5EncoderModel", role="text_encoder", defaults=DEFAULTS, source="transformers/models/t5/modeling_t5.py")
+#: Kaplan's shape: ``num_layers`` blocks, attention of width ``num_heads·d_kv``; ``shared`` is the embedding.
+KAPLAN = KaplanShape(lambda c: (count_int(c, "num_layers"), positive_int(c, "num_heads") * positive_int(c, "d_kv")),
+                     embeddings=("shared",))
+
+
+@register("T5EncoderModel", role="text_encoder", defaults=DEFAULTS, source="transformers/models/t5/modeling_t5.py",
+          kaplan=KAPLAN)
 def t5_encoder(config: Config, shape: RunShape) -> Node:
     n = shape.seq_len
     d = positive_int(config, "d_model")

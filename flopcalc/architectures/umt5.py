@@ -15,11 +15,15 @@ for ``gated-*`` ``feed_forward_proj`` (the UMT5 default, ``gated-gelu``). ``UMT5
 
 from __future__ import annotations
 
+from flopcalc.architectures.t5 import KAPLAN  # the same block stack as T5
 from flopcalc.config import Config, count_int, positive_int
-from flopcalc.cost import Node, module_list
+from flopcalc.cost import Node, block_kinds, module_list
 from flopcalc.formulas import ops
 from flopcalc.formulas.kaplan_transformer import mlp, self_attention
 from flopcalc.registry import RunShape, register
+
+#: Block kinds this module builds: a per-block summary stops at them.
+BLOCK_KINDS = block_kinds("kaplan_transformer")
 
 #: ``UMT5Config`` defaults (transformers configuration_umt5.py).
 DEFAULTS = {
@@ -35,7 +39,7 @@ DEFAULTS = {
 
 
 @register("UMT5EncoderModel", role="text_encoder", defaults=DEFAULTS,
-          source="transformers/models/umt5/modeling_umt5.py")
+          source="transformers/models/umt5/modeling_umt5.py", kaplan=KAPLAN)
 def umt5_encoder(config: Config, shape: RunShape) -> Node:
     n = shape.seq_len
     d = positive_int(config, "d_model")
