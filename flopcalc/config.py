@@ -38,6 +38,10 @@ class Config:
             )
         return value
 
+    def __contains__(self, key: object) -> bool:
+        """Whether ``key`` has a value: in the config, or a class default."""
+        return key in self.values or key in self.defaults
+
     def get(self, key: str, default: Any = None) -> Any:
         try:
             return self[key]

@@ -107,6 +107,19 @@ def lookup(class_name: str | None, call: str = "forward", *, component: str = "m
     return arch
 
 
+def config_of(config_values: Mapping[str, Any], *, component: str) -> Config:
+    """A component's config seen through the class defaults its assemblers use (none for a class
+    no architecture registers): what pipeline plans read, so that a plan and the assembler
+    agree on every key the config leaves out."""
+    from flopcalc.config import class_name_of
+
+    _load()
+    name = class_name_of(config_values)
+    name = _ALIASES.get(name or "", name)
+    defaults = next((a.defaults for a in _REGISTRY.values() if a.class_name == name), {})
+    return Config(component, config_values, defaults)
+
+
 def registered() -> list[Architecture]:
     _load()
     return sorted(_REGISTRY.values(), key=lambda a: (a.role, a.class_name, a.call))

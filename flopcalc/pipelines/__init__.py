@@ -6,6 +6,7 @@ from flopcalc.pipelines.base import (  # noqa: F401
     Plan,
     Settings,
     check_divisible,
+    config_value,
     denoising_steps,
     plan,
     register_pipeline,

@@ -19,7 +19,7 @@ import pkgutil
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Callable, Mapping
 
-from flopcalc.config import class_name_of
+from flopcalc.config import Config, class_name_of
 from flopcalc.errors import ConfigError, FlopcalcError, OptionError, ResolutionError
 from flopcalc.registry import RunShape
 
@@ -92,7 +92,9 @@ class Plan:
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 
-PlanFn = Callable[..., Plan]  # (components, settings, index=model_index or None) -> Plan
+#: ``(components, settings, index=model_index or None) -> Plan``; ``components`` maps each component
+#: name to its :class:`~flopcalc.config.Config` (the class defaults applied, as the assemblers see it).
+PlanFn = Callable[..., Plan]
 _PIPELINES: dict[str, PlanFn] = {}
 #: For a bare denoiser config: class → [(pipeline, denoiser component name, predicate on the config)].
 _PIPELINE_OF_DENOISER: dict[str, list[tuple[str, str, Callable[[Mapping[str, Any]], bool]]]] = {}
@@ -163,8 +165,15 @@ def plan(model_index: Mapping[str, Any] | None, components: Mapping[str, Mapping
                 f"estimate a component alone by passing its config.json."
             )
         _refuse_unapplied(name, settings)
-        return _PIPELINES[name](components, settings, index=model_index)
+        return _PIPELINES[name](_configs(components), settings, index=model_index)
     return _standalone(components, settings)
+
+
+def _configs(components: Mapping[str, Mapping[str, Any]]) -> dict[str, Config]:
+    """What a plan reads: each component's config with its class defaults."""
+    from flopcalc.registry import config_of
+
+    return {name: config_of(cfg, component=name) for name, cfg in components.items()}
 
 
 def _refuse_unapplied(name: str, s: Settings) -> None:
@@ -269,6 +278,14 @@ def denoising_steps(steps: int, strength: float | None) -> int:
     return steps - int(max(steps - init_timestep, 0))
 
 
+def config_value(components: Mapping[str, Config], name: str, key: str, absent: Any) -> Any:
+    """``key`` of component ``name``: its config's value or its class default (the assemblers'),
+    or ``absent``, the pipeline's own fallback when the pipeline has no such component (as in
+    diffusers: ``transformer.config.patch_size if self.transformer is not None else 2``)."""
+    cfg = components.get(name)
+    return absent if cfg is None else cfg[key]
+
+
 def component_class(components: Mapping[str, Mapping[str, Any]], name: str) -> str | None:
     cfg = components.get(name)
     return class_name_of(cfg) if cfg is not None else None
@@ -345,7 +362,7 @@ def _standalone(components: Mapping[str, Mapping[str, Any]], s: Settings) -> Pla
             raise FlopcalcError(f"{name}: no pipeline is registered for denoiser {cls!r}")
         pipe, comp = choices[0]
         _refuse_unapplied(pipe, s)
-        p = _PIPELINES[pipe]({comp: cfg}, s)
+        p = _PIPELINES[pipe](_configs({comp: cfg}), s)
         runs = tuple(replace(r, component=name) for r in p.runs)
         return replace(p, pipeline=f"{pipe} (denoiser only)", runs=runs, notes=p.notes + ("only the denoiser was given",))
     if role == "text_encoder":

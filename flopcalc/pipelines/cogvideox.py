@@ -45,6 +45,7 @@ from flopcalc.pipelines.base import (
     cfg_passes,
     check_divisible,
     component_class,
+    config_value,
     denoiser_run,
     missing_notes,
     register_pipeline,
@@ -100,7 +101,7 @@ def _check_transformer(components: Mapping[str, Mapping[str, Any]], latent_h: in
                             "which CogVideoXPipeline cannot run (it passes no ofs); CogVideoXImageToVideoPipeline "
                             "is not supported")
     vae = components.get("vae")
-    latent = (vae or {}).get("latent_channels", cog_vae.DEFAULTS["latent_channels"])
+    latent = config_value(components, "vae", "latent_channels", None)
     if vae is not None and _transformer(components, "in_channels") != latent:
         raise FlopcalcError(f"transformer: in_channels {_transformer(components, 'in_channels')} ≠ the VAE's "
                             f"{latent} latent channels: an image-to-video transformer, which CogVideoXPipeline "

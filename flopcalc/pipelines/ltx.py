@@ -20,6 +20,7 @@ from flopcalc.pipelines.base import (
     cfg_passes,
     check_divisible,
     component_class,
+    config_value,
     denoiser_run,
     missing_notes,
     register_pipeline,
@@ -139,8 +140,8 @@ def ltx_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
     also asks for ``num_frames = 8k + 1`` (the pipeline floors others) and names the nearest valid
     values. The VAE decodes each video once, untiled unless ``vae_tiling`` (``vae.enable_tiling()``)."""
     spatial, temporal = compression(components)
-    transformer = components.get("transformer", {})
-    patch, patch_t = transformer.get("patch_size", 1) or 1, transformer.get("patch_size_t", 1) or 1
+    patch = config_value(components, "transformer", "patch_size", 1) or 1
+    patch_t = config_value(components, "transformer", "patch_size_t", 1) or 1
     s = replace(s, height=s.height or DEFAULT_HEIGHT, width=s.width or DEFAULT_WIDTH,
                 num_frames=s.num_frames or DEFAULT_FRAMES, steps=s.steps or DEFAULT_STEPS,
                 guidance_scale=DEFAULT_GUIDANCE if s.guidance_scale is None else s.guidance_scale,

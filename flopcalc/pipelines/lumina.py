@@ -17,6 +17,7 @@ from flopcalc.pipelines.base import (
     Settings,
     cfg_passes,
     check_divisible,
+    config_value,
     denoiser_run,
     image_runs,
     missing_notes,
@@ -35,14 +36,14 @@ LUMINA2_MAX_TEXT_LEN = 512
 def _size_multiple(components: Mapping[str, Mapping[str, Any]]) -> int:
     """``check_inputs``: sides divide by ``vae_scale_factor · 2``; the latent must also divide by
     the transformer's patch size (2 for every Lumina checkpoint)."""
-    patch = components.get("transformer", {}).get("patch_size", 2)
+    patch = config_value(components, "transformer", "patch_size", 2)
     return LUMINA_VAE_SCALE_FACTOR * math.lcm(2, patch if isinstance(patch, int) and patch > 0 else 2)
 
 
 def _defaults(components: Mapping[str, Mapping[str, Any]], s: Settings) -> Settings:
     """``height = width = default_sample_size · vae_scale_factor`` (``transformer.sample_size``,
     128: 1024²), 30 steps, ``guidance_scale`` 4.0, 256 text tokens."""
-    sample = components.get("transformer", {}).get("sample_size", 128)
+    sample = config_value(components, "transformer", "sample_size", 128)
     size = sample * LUMINA_VAE_SCALE_FACTOR
     return replace(s, height=s.height or size, width=s.width or size, steps=s.steps or 30,
                    guidance_scale=4.0 if s.guidance_scale is None else s.guidance_scale,

@@ -10,6 +10,7 @@ from flopcalc.pipelines.base import (
     Settings,
     cfg_passes,
     check_divisible,
+    config_value,
     denoiser_run,
     image_runs,
     missing_notes,
@@ -46,9 +47,9 @@ def pixart_sigma_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settin
 
 def _pixart(components: Mapping[str, Mapping[str, Any]], s: Settings, name: str, text_len: int) -> Plan:
     f = vae_scale_factor(components)
-    transformer = components.get("transformer", {})
-    sample = transformer.get("sample_size", 128)
-    patch = transformer.get("patch_size", 2)
+    # diffusers: transformer.config.sample_size / patch_size, 128 / 2 without a transformer
+    sample = config_value(components, "transformer", "sample_size", 128)
+    patch = config_value(components, "transformer", "patch_size", 2)
     s = replace(s, height=s.height or sample * f, width=s.width or sample * f, steps=s.steps or 20,
                 guidance_scale=4.5 if s.guidance_scale is None else s.guidance_scale,
                 max_sequence_length=s.max_sequence_length or text_len)
@@ -76,10 +77,10 @@ def dit_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
     given here estimates the transformer at that size), 50 steps, ``guidance_scale`` 4.0 with
     the latents doubled (two passes). ``batch_size`` is the number of class labels."""
     f = vae_scale_factor(components)
-    sample = components.get("transformer", {}).get("sample_size", 32)
+    sample = config_value(components, "transformer", "sample_size", 32)
     s = replace(s, height=s.height or sample * f, width=s.width or sample * f, steps=s.steps or 50,
                 guidance_scale=4.0 if s.guidance_scale is None else s.guidance_scale)
-    check_divisible(s.height, s.width, f * components.get("transformer", {}).get("patch_size", 2),
+    check_divisible(s.height, s.width, f * config_value(components, "transformer", "patch_size", 2),
                     "DiT height and width (VAE factor × patch size)")
     passes = cfg_passes(s, s.guidance_scale > 1)
     runs = denoiser_run(components, "transformer", s, f, 0, passes) + image_runs(components, s, f)

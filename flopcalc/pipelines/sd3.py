@@ -10,6 +10,7 @@ from flopcalc.pipelines.base import (
     Settings,
     cfg_passes,
     check_divisible,
+    config_value,
     denoiser_run,
     image_runs,
     missing_notes,
@@ -31,9 +32,9 @@ def sd3_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
     the transformer sees 77 + 256 = 333 text tokens. Sides must divide by
     ``vae_scale_factor · patch_size``."""
     f = vae_scale_factor(components)
-    transformer = components.get("transformer", {})
-    patch = transformer.get("patch_size", 2)
-    sample = transformer.get("sample_size", 128)
+    # diffusers: transformer.config.patch_size / sample_size, 2 / 128 without a transformer
+    patch = config_value(components, "transformer", "patch_size", 2)
+    sample = config_value(components, "transformer", "sample_size", 128)
     s = replace(
         s,
         height=s.height or sample * f,
