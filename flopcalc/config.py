@@ -48,9 +48,6 @@ class Config:
         except ConfigError:
             return default
 
-    def with_defaults(self, defaults: Mapping[str, Any]) -> Config:
-        return Config(self.component, self.values, defaults)
-
 
 #: Legacy class names diffusers remaps by a config value when it loads them
 #: (``models/model_loading_utils.py`` ``_CLASS_REMAPPING_DICT``): PixArt-α and DiT Hub configs

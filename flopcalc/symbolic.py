@@ -18,7 +18,7 @@ Only this module (and the CLI commands that use it) import sympy.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
-from typing import Any, Mapping
+from typing import Any
 
 import sympy as sp
 
@@ -200,10 +200,6 @@ def structure(component: SymbolicComponent) -> list[Term]:
     if component.convention == "thop":
         parts = [("linear layers", c.linear), ("convolutions", c.conv), ("thop norm rules", c.thop_extra)]
     return [Term(kind, sp.expand(expr)) for kind, expr in parts if sp.expand(expr) != 0]
-
-
-def describe() -> Mapping[str, str]:
-    return dict(SYMBOL_TEXT)
 
 
 __all__ = ["symbolic_estimate", "SymbolicReport", "SymbolicComponent", "Tracked", "structure", "H", "W", "S", "P",
