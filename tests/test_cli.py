@@ -147,3 +147,11 @@ def test_kaplan_refuses_a_model_without_a_text_encoder():
 ])
 def test_an_option_a_pipeline_does_not_apply_is_refused(args, words):
     _assert_user_error(run("estimate", *args), *words)
+
+
+@pytest.mark.parametrize("config, args, words", [
+    ("vae", ("--num-frames", "81"), ("--num-frames", "a VAE given alone")),
+    ("text_encoder", ("--steps", "3"), ("--steps", "a text encoder given alone", "--max-sequence-length")),
+])
+def test_an_option_a_component_given_alone_does_not_apply_is_refused(config, args, words):
+    _assert_user_error(run("estimate", str(REPO / "model_cards" / "sd1.5" / config), *args), *words)

@@ -178,13 +178,39 @@ def _configs(components: Mapping[str, Mapping[str, Any]]) -> dict[str, Config]:
 
 def _refuse_unapplied(name: str, s: Settings) -> None:
     """One refusal, naming the option, the pipeline and why, for a set option ``name`` does not apply."""
+    option = _first_unapplied(s, COMMON_OPTIONS | _OPTIONS[name])
+    if option is not None:
+        flag, why = OPTIONAL[option]
+        raise OptionError(f"{flag} does not apply to {name}: {_REFUSALS[name].get(option, why)}")
+
+
+#: A component given alone: what it runs, and the options that change it.
+_ALONE = {
+    "text encoder": ("it encodes max_sequence_length tokens once per prompt",
+                     frozenset({"batch_size", "max_sequence_length", "resolution_binning"})),
+    "VAE": ("it decodes (with --strength: encodes) one image per batch entry",
+            frozenset({"height", "width", "batch_size", "num_images_per_prompt", "strength", "resolution_binning"})),
+}
+
+
+def _refuse_unapplied_alone(what: str, s: Settings) -> None:
+    how, applied = _ALONE[what]
+    option = _first_unapplied(s, applied)
+    if option is not None:
+        flags = ", ".join(_flag(o) for o in sorted(applied - {"resolution_binning"}))
+        raise OptionError(f"{_flag(option)} does not apply to a {what} given alone: {how}; only {flags} apply")
+
+
+def _first_unapplied(s: Settings, applied: frozenset[str]) -> str | None:
+    """The first user option set away from its default that is not in ``applied``."""
     for f in fields(s):
-        option = f.name
-        if option in COMMON_OPTIONS or option in _OPTIONS[name] or not f.metadata.get("option", True):
-            continue
-        if getattr(s, option) != f.default:
-            flag, why = OPTIONAL[option]
-            raise OptionError(f"{flag} does not apply to {name}: {_REFUSALS[name].get(option, why)}")
+        if f.metadata.get("option", True) and f.name not in applied and getattr(s, f.name) != f.default:
+            return f.name
+    return None
+
+
+def _flag(option: str) -> str:
+    return OPTIONAL[option][0] if option in OPTIONAL else "--" + option.replace("_", "-")
 
 
 # --------------------------------------------------------------------------- shared pieces
@@ -366,6 +392,7 @@ def _standalone(components: Mapping[str, Mapping[str, Any]], s: Settings) -> Pla
         runs = tuple(replace(r, component=name) for r in p.runs)
         return replace(p, pipeline=f"{pipe} (denoiser only)", runs=runs, notes=p.notes + ("only the denoiser was given",))
     if role == "text_encoder":
+        _refuse_unapplied_alone("text encoder", s)
         # its position limit when that is a short CLIP-like window, else 512 (LLM limits run to 128k)
         limit = cfg.get("max_position_embeddings")
         seq = s.max_sequence_length or (limit if isinstance(limit, int) and limit <= 512 else 512)
@@ -373,6 +400,7 @@ def _standalone(components: Mapping[str, Mapping[str, Any]], s: Settings) -> Pla
         run = ComponentRun(name, cls or "?", "forward", "text_encoder", RunShape(seq_len=seq), s.batch_size,
                            f"{s.batch_size} prompt(s)")
         return Plan("text encoder only", s, 1, (run,))
+    _refuse_unapplied_alone("VAE", s)
     f = vae_scale_factor({name: cfg}, name)
     size = cfg.get("sample_size") if isinstance(cfg.get("sample_size"), int) else 1024
     s = replace(s, height=s.height or size, width=s.width or size)
