@@ -5,13 +5,15 @@ plain text) and the resolution plot as inline SVG."""
 from __future__ import annotations
 
 import html
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import sympy as sp
 
-from flopcalc.api import Report
 from flopcalc.report import CONVENTION_TEXT, ELEMENTWISE_TEXT, block_rows, format_params, settings_line
 from flopcalc.symbolic import SYMBOL_TEXT, SymbolicReport
+
+if TYPE_CHECKING:
+    from flopcalc.api import Report
 
 STYLE = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 72em; color: #222; }

@@ -1,4 +1,4 @@
-"""Rendering a :class:`~flopcalc.estimate.Report`: a table for people, JSON (with the whole
+"""Rendering a :class:`~flopcalc.api.Report`: a table for people, JSON (with the whole
 block tree) and CSV for programs. Every output names its convention and unit."""
 
 from __future__ import annotations
@@ -6,10 +6,12 @@ from __future__ import annotations
 import csv
 import io
 import json
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
-from flopcalc.api import ComponentEstimate, Report
 from flopcalc.cost import Node, is_block_kind
+
+if TYPE_CHECKING:  # rendering reads reports; it never imports the computation
+    from flopcalc.api import ComponentEstimate, Report
 
 FORMATS = ("table", "json", "csv")
 

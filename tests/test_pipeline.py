@@ -254,3 +254,16 @@ def test_settings_are_keyword_only():
 
     with pytest.raises(TypeError):
         Settings(512, 512)  # type: ignore[misc]
+
+
+def test_plans_import_neither_the_symbolic_path_nor_the_report():
+    """Imports run one way: plans know nothing of symbolic laws (they ask ``Settings.counting``),
+    and rendering imports none of the computation."""
+    import subprocess
+    import sys
+
+    code = ("import sys, flopcalc.pipelines as p; p.base._load(); import flopcalc.report; "
+            "print(sorted(m for m in ('flopcalc.api', 'flopcalc.symbolic', 'sympy') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
