@@ -65,6 +65,8 @@ class Architecture:
 
 
 _REGISTRY: dict[tuple[str, str], Architecture] = {}
+#: Class name → the defaults its calls share (what :func:`config_of` applies).
+_DEFAULTS_OF_CLASS: dict[str, Mapping[str, Any]] = {}
 #: Legacy or alias class names, resolved as diffusers resolves them.
 _ALIASES: dict[str, str] = {}
 
@@ -85,6 +87,7 @@ def register(class_name: str, *, role: str, source: str, defaults: Mapping[str, 
             raise RuntimeError(f"{class_name}.{call} registered twice")
         _REGISTRY[key] = Architecture(class_name, call, fn, dict(defaults), role, source, nominal, scale_factor,
                                       kaplan)
+        _DEFAULTS_OF_CLASS.setdefault(class_name, _REGISTRY[key].defaults)
         for alias in aliases:
             _ALIASES[alias] = class_name
         return fn
@@ -116,8 +119,7 @@ def config_of(config_values: Mapping[str, Any], *, component: str) -> Config:
     _load()
     name = class_name_of(config_values)
     name = _ALIASES.get(name or "", name)
-    defaults = next((a.defaults for a in _REGISTRY.values() if a.class_name == name), {})
-    return Config(component, config_values, defaults)
+    return Config(component, config_values, _DEFAULTS_OF_CLASS.get(name or "", {}))
 
 
 def registered() -> list[Architecture]:
