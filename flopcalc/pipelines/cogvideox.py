@@ -63,7 +63,8 @@ DEFAULT_TEMPORAL_FACTOR = 4
 
 
 def _transformer(components: Mapping[str, Mapping[str, Any]], key: str) -> Any:
-    return components.get("transformer", {}).get(key, TRANSFORMER_DEFAULTS[key])
+    """The transformer's ``key`` (its class default when left out); the class default without a transformer."""
+    return config_value(components, "transformer", key, TRANSFORMER_DEFAULTS[key])
 
 
 def temporal_factor(components: Mapping[str, Mapping[str, Any]]) -> int:

@@ -32,7 +32,7 @@ def qwen_vae_scale_factor(components: Mapping[str, Mapping[str, Any]]) -> int:
     vae = components.get("vae")
     if vae is None:
         return 8
-    if not isinstance(vae.get("temperal_downsample", []), list):
+    if not isinstance(vae["temperal_downsample"], list):
         raise ConfigError("vae/config.json: 'temperal_downsample' must be a list")
     return scale_factor(vae)
 
