@@ -267,3 +267,13 @@ def test_plans_import_neither_the_symbolic_path_nor_the_report():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_no_plan_inspects_the_type_of_its_numbers():
+    """A plan asks ``s.symbolic`` (the counting the symbolic path declares), never ``type(x)``."""
+    import re
+
+    import flopcalc.pipelines as package
+
+    for path in Path(package.__file__).parent.glob("*.py"):
+        assert not re.search(r"\btype\([^)]*\) is (not )?int\b", path.read_text()), path.name
