@@ -46,6 +46,18 @@ Assembler = Callable[[Config, RunShape], Node]
 
 
 @dataclass(frozen=True)
+class KaplanShape:
+    """What Kaplan et al. (2020)'s ``C_fwd ≈ 2N + 2·n_layer·n_ctx·d_attn`` reads from a text
+    encoder, declared where the encoder is registered (``register(kaplan=...)``): ``layers``
+    gives ``(n_layer, d_attn)`` from the config (d_attn: the width of the queries, heads × head
+    width); ``embeddings`` names the nodes whose parameters are embeddings (token, position,
+    un-embedding) or never run (a vision tower), left out of N."""
+
+    layers: Callable[[Config], tuple[int, int]]
+    embeddings: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Architecture:
     class_name: str
     call: str
@@ -55,9 +67,12 @@ class Architecture:
     source: str  # the file of the real module it mirrors
     nominal: RunShape  # a valid shape, for parameter counts (which do not depend on it)
     scale_factor: Callable[[Mapping[str, Any]], int] | None = None  # VAEs: image pixels per latent pixel
+    kaplan: KaplanShape | None = None  # text encoders where Kaplan's closed form applies
 
 
 _REGISTRY: dict[tuple[str, str], Architecture] = {}
+#: Class name → the defaults its calls share (what :func:`config_of` applies).
+_DEFAULTS_OF_CLASS: dict[str, Mapping[str, Any]] = {}
 #: Legacy or alias class names, resolved as diffusers resolves them.
 _ALIASES: dict[str, str] = {}
 
@@ -67,14 +82,18 @@ _NOMINAL = RunShape(latent_height=64, latent_width=64, text_len=8, seq_len=8, he
 
 def register(class_name: str, *, role: str, source: str, defaults: Mapping[str, Any], call: str = "forward",
              aliases: tuple[str, ...] = (), nominal: RunShape = _NOMINAL,
-             scale_factor: Callable[[Mapping[str, Any]], int] | None = None) -> Callable[[Assembler], Assembler]:
-    """Decorator: register ``fn`` as the assembler of ``class_name``'s ``call``."""
+             scale_factor: Callable[[Mapping[str, Any]], int] | None = None,
+             kaplan: KaplanShape | None = None) -> Callable[[Assembler], Assembler]:
+    """Decorator: register ``fn`` as the assembler of ``class_name``'s ``call`` (``kaplan``: a
+    text encoder's shape for ``flopcalc kaplan``)."""
 
     def deco(fn: Assembler) -> Assembler:
         key = (class_name, call)
         if key in _REGISTRY:
             raise RuntimeError(f"{class_name}.{call} registered twice")
-        _REGISTRY[key] = Architecture(class_name, call, fn, dict(defaults), role, source, nominal, scale_factor)
+        _REGISTRY[key] = Architecture(class_name, call, fn, dict(defaults), role, source, nominal, scale_factor,
+                                      kaplan)
+        _DEFAULTS_OF_CLASS.setdefault(class_name, _REGISTRY[key].defaults)
         for alias in aliases:
             _ALIASES[alias] = class_name
         return fn
@@ -95,6 +114,18 @@ def lookup(class_name: str | None, call: str = "forward", *, component: str = "m
             + f". Supported: {known}."
         )
     return arch
+
+
+def config_of(config_values: Mapping[str, Any], *, component: str) -> Config:
+    """A component's config seen through the class defaults its assemblers use (none for a class
+    no architecture registers): what pipeline plans read, so that a plan and the assembler
+    agree on every key the config leaves out."""
+    from flopcalc.config import class_name_of
+
+    _load()
+    name = class_name_of(config_values)
+    name = _ALIASES.get(name or "", name)
+    return Config(component, config_values, _DEFAULTS_OF_CLASS.get(name or "", {}))
 
 
 def registered() -> list[Architecture]:

@@ -57,8 +57,13 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Iterator, Sequence
 
-from flopcalc.cost import Cost, Node, module_list
+from flopcalc.cost import Cost, Node, block_kinds, module_list
 from flopcalc.formulas import ops
+
+#: Block kinds this module builds: a per-block summary stops at them.
+BLOCK_KINDS = block_kinds(
+    "causal_residual_block", "causal_vae_attention", "causal_vae_downsample", "causal_vae_upsample",
+)
 
 @dataclass(frozen=True)
 class Chunks:

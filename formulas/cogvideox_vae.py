@@ -43,9 +43,12 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any, Sequence
 
-from flopcalc.cost import Cost, Node, module_list
+from flopcalc.cost import Cost, Node, block_kinds, module_list
 from flopcalc.formulas import ops
 from flopcalc.formulas.tiling import extents
+
+#: Block kinds this module builds: a per-block summary stops at them.
+BLOCK_KINDS = block_kinds("cogvideox_resnet_block", "cogvideox_downsampler", "cogvideox_upsampler")
 
 #: ``AutoencoderKLCogVideoX.__init__``: ``num_latent_frames_batch_size`` and
 #: ``num_sample_frames_batch_size`` (frames per decoder / encoder call).

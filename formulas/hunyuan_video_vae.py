@@ -47,10 +47,16 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
-from flopcalc.cost import Node, total_of
+from flopcalc.cost import Node, block_kinds, total_of
 from flopcalc.formulas import ops
 from flopcalc.formulas.tiling import Slices
 from flopcalc.formulas.tiling import slices as tiles  # noqa: F401  (the slicing rule, by its old name here)
+
+#: Block kinds this module builds: a per-block summary stops at them.
+BLOCK_KINDS = block_kinds(
+    "hunyuan_video_vae_resnet", "hunyuan_video_vae_attention", "hunyuan_video_vae_downsample",
+    "hunyuan_video_vae_upsample",
+)
 
 #: ``AutoencoderKLHunyuanVideo.__init__``: tile and chunk sizes in sample pixels / frames.
 TILE_SAMPLE_MIN_SIZE = 256

@@ -15,9 +15,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from flopcalc.cost import Node, module_list
+from flopcalc.cost import Node, block_kinds, module_list
 from flopcalc.formulas import ops
 from flopcalc.formulas.kaplan_transformer import mlp, self_attention
+
+#: Block kinds this module builds: a per-block summary stops at them.
+BLOCK_KINDS = block_kinds("kaplan_transformer")
 
 
 def encoder_block(n: Any, d: int, heads: int, d_kv: int, d_ff: int, *, gated: bool, bias_buckets: int | None) -> Node:

@@ -14,7 +14,7 @@ from typing import Any
 from flopcalc.config import Config, count_int, positive_int
 from flopcalc.cost import Node
 from flopcalc.formulas.t5_encoder import t5_family_encoder
-from flopcalc.registry import RunShape, register
+from flopcalc.registry import KaplanShape, RunShape, register
 
 #: ``T5Config`` defaults (transformers configuration_t5.py).
 DEFAULTS = {
@@ -39,7 +39,13 @@ def encoder_settings(config: Config) -> dict[str, Any]:
     }
 
 
-@register("T5EncoderModel", role="text_encoder", defaults=DEFAULTS, source="transformers/models/t5/modeling_t5.py")
+#: Kaplan's shape: ``num_layers`` blocks, attention of width ``num_heads·d_kv``; ``shared`` is the embedding.
+KAPLAN = KaplanShape(lambda c: (count_int(c, "num_layers"), positive_int(c, "num_heads") * positive_int(c, "d_kv")),
+                     embeddings=("shared",))
+
+
+@register("T5EncoderModel", role="text_encoder", defaults=DEFAULTS, source="transformers/models/t5/modeling_t5.py",
+          kaplan=KAPLAN)
 def t5_encoder(config: Config, shape: RunShape) -> Node:
     """Relative position bias in the first block only."""
     return t5_family_encoder(shape.seq_len, **encoder_settings(config), bias_in_every_block=False, formula="t5_encoder")

@@ -16,7 +16,7 @@ for ``gated-*`` ``feed_forward_proj`` (the UMT5 default, ``gated-gelu``). ``UMT5
 
 from __future__ import annotations
 
-from flopcalc.architectures.t5 import encoder_settings
+from flopcalc.architectures.t5 import KAPLAN, encoder_settings  # the same block stack as T5
 from flopcalc.config import Config
 from flopcalc.cost import Node
 from flopcalc.formulas.t5_encoder import t5_family_encoder
@@ -36,7 +36,7 @@ DEFAULTS = {
 
 
 @register("UMT5EncoderModel", role="text_encoder", defaults=DEFAULTS,
-          source="transformers/models/umt5/modeling_umt5.py")
+          source="transformers/models/umt5/modeling_umt5.py", kaplan=KAPLAN)
 def umt5_encoder(config: Config, shape: RunShape) -> Node:
     """Relative position bias in every block."""
     return t5_family_encoder(shape.seq_len, **encoder_settings(config), bias_in_every_block=True,

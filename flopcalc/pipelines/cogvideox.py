@@ -44,6 +44,7 @@ from flopcalc.pipelines.base import (
     cfg_passes,
     check_divisible,
     component_class,
+    config_value,
     denoiser_run,
     missing_notes,
     register_pipeline,
@@ -62,7 +63,8 @@ DEFAULT_TEMPORAL_FACTOR = 4
 
 
 def _transformer(components: Mapping[str, Mapping[str, Any]], key: str) -> Any:
-    return components.get("transformer", {}).get(key, TRANSFORMER_DEFAULTS[key])
+    """The transformer's ``key`` (its class default when left out); the class default without a transformer."""
+    return config_value(components, "transformer", key, TRANSFORMER_DEFAULTS[key])
 
 
 def temporal_factor(components: Mapping[str, Mapping[str, Any]]) -> int:
@@ -87,11 +89,6 @@ def check_frames(num_frames: int, temporal: int) -> None:
         )
 
 
-def _symbolic(s: Settings) -> bool:
-    """Whether the plan runs on tracked integers (a symbolic law is being built)."""
-    return type(s.height) is not int
-
-
 def _check_transformer(components: Mapping[str, Mapping[str, Any]], latent_h: int, latent_w: int,
                        text_len: int) -> None:
     """What the transformer cannot run under this pipeline: the image-to-video variants (``ofs``
@@ -105,7 +102,7 @@ def _check_transformer(components: Mapping[str, Mapping[str, Any]], latent_h: in
                             "which CogVideoXPipeline cannot run (it passes no ofs); CogVideoXImageToVideoPipeline "
                             "is not supported")
     vae = components.get("vae")
-    latent = (vae or {}).get("latent_channels", cog_vae.DEFAULTS["latent_channels"])
+    latent = config_value(components, "vae", "latent_channels", None)
     if vae is not None and _transformer(components, "in_channels") != latent:
         raise FlopcalcError(f"transformer: in_channels {_transformer(components, 'in_channels')} ≠ the VAE's "
                             f"{latent} latent channels: an image-to-video transformer, which CogVideoXPipeline "
@@ -141,7 +138,7 @@ def _vae_runs(components: Mapping[str, Mapping[str, Any]], s: Settings, f: int, 
     h, w = s.height // f, s.width // f
     out_frames = cog_vae.decoded_frames(vae, frames)
     tiled = bool(s.vae_tiling)
-    if tiled and _symbolic(s):
+    if tiled and s.symbolic:
         raise FlopcalcError("a tiled VAE has no closed-form law in H and W (its tile count steps with the size): "
                             "use the numeric estimate, or --no-vae-tiling")
     videos = s.batch_size * s.num_images_per_prompt
@@ -175,7 +172,8 @@ def _vae_runs(components: Mapping[str, Mapping[str, Any]], s: Settings, f: int, 
     return runs, how
 
 
-@register_pipeline("CogVideoXPipeline", denoisers=("CogVideoXTransformer3DModel",))
+@register_pipeline("CogVideoXPipeline", denoisers=("CogVideoXTransformer3DModel",),
+                   options=("max_sequence_length", "num_frames", "vae_tiling"))
 def cogvideox_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                        index: Mapping[str, Any] | None = None) -> Plan:
     """``CogVideoXPipeline.__call__``: see the module docstring."""
@@ -212,7 +210,7 @@ def cogvideox_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
         notes.append(f"transformer: {frames} latent frames padded to {int(padded)} (a multiple of patch_size_t "
                      f"{p_t}); the padding is dropped before decoding")
     cfg = s.guidance_scale > 1
-    passes = cfg_passes(cfg)
+    passes = cfg_passes(s, cfg)
     runs = text_runs(components, [("text_encoder", text_len)], s.batch_size * passes,
                      f"{s.batch_size} prompt(s)" + (" + negative" if cfg else ""))
     runs += denoiser_run(components, "transformer", s, f, text_len, passes, latent_frames=padded)

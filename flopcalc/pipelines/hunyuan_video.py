@@ -53,18 +53,13 @@ def latent_frame_count(num_frames: int, temporal: int) -> int:
 VAE_MODES = {None: (True, False), False: (False, False), True: (True, True)}
 
 
-def _symbolic(s: Settings) -> bool:
-    """Whether the plan runs on tracked integers (a symbolic law is being built)."""
-    return type(s.num_frames) is not int
-
-
 def _vae_run(kind: str, cls: str, vae: Mapping[str, Any], s: Settings, runs: int, why: str,
              **shape: Any) -> ComponentRun:
     """One VAE call (``decode`` or ``encode``) in the mode ``s.vae_tiling`` asks for: the run shape
     says the mode and carries the call's split (``decode_split`` / ``encode_split``: chunks × tiles,
     taken at this plan's sizes, so a symbolic law gets the one-pass or the chunked branch exactly)."""
     framewise, tiling = VAE_MODES[s.vae_tiling]
-    if tiling and _symbolic(s):
+    if tiling and s.symbolic:
         raise FlopcalcError("the spatially tiled HunyuanVideo VAE (vae_tiling=True) has no closed-form law (its tile "
                             "count steps with the size); state the law for the default (no --vae-tiling)")
     if kind == "decode":
@@ -115,7 +110,8 @@ def _vae_runs(components: Mapping[str, Mapping[str, Any]], s: Settings, f: int,
     return runs, [f"VAE: {how}"]
 
 
-@register_pipeline("HunyuanVideoPipeline", denoisers=("HunyuanVideoTransformer3DModel",))
+@register_pipeline("HunyuanVideoPipeline", denoisers=("HunyuanVideoTransformer3DModel",),
+                   options=("true_cfg_scale", "max_sequence_length", "num_frames", "vae_tiling"))
 def hunyuan_video_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                            index: Mapping[str, Any] | None = None) -> Plan:
     """``HunyuanVideoPipeline.__call__``: 720×1280, 129 frames (33 latent frames), 50 steps,
@@ -140,7 +136,7 @@ def hunyuan_video_pipeline(components: Mapping[str, Mapping[str, Any]], s: Setti
     )
     check_divisible(s.height, s.width, SIZE_MULTIPLE, "HunyuanVideo height and width")
     true_cfg = s.true_cfg_scale > 1 and s.negative_prompt
-    passes = cfg_passes(true_cfg)
+    passes = cfg_passes(s, true_cfg)
     notes = list(missing_notes(components, ["text_encoder", "text_encoder_2", "transformer", "vae"]))
     if s.true_cfg_scale > 1 and not s.negative_prompt:
         notes.append("true_cfg_scale > 1 has no effect without a negative prompt (as in HunyuanVideoPipeline): "

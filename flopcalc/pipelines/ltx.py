@@ -22,6 +22,7 @@ from flopcalc.pipelines.base import (
     cfg_passes,
     check_divisible,
     component_class,
+    config_value,
     denoiser_run,
     missing_notes,
     register_pipeline,
@@ -110,7 +111,8 @@ def vae_runs(components: Mapping[str, Mapping[str, Any]], s: Settings, videos: i
     return runs, notes
 
 
-@register_pipeline("LTXPipeline", denoisers=("LTXVideoTransformer3DModel",))
+@register_pipeline("LTXPipeline", denoisers=("LTXVideoTransformer3DModel",),
+                   options=("max_sequence_length", "num_frames", "vae_tiling"))
 def ltx_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                  index: Mapping[str, Any] | None = None) -> Plan:
     """``LTXPipeline.__call__`` (diffusers ``pipelines/ltx/pipeline_ltx.py``): 512×704 (height ×
@@ -124,8 +126,8 @@ def ltx_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
     also asks for ``num_frames = 8k + 1`` (the pipeline floors others) and names the nearest valid
     values. The VAE decodes each video once, untiled unless ``vae_tiling`` (``vae.enable_tiling()``)."""
     spatial, temporal = compression(components)
-    transformer = components.get("transformer", {})
-    patch, patch_t = transformer.get("patch_size", 1) or 1, transformer.get("patch_size_t", 1) or 1
+    patch = config_value(components, "transformer", "patch_size", 1) or 1
+    patch_t = config_value(components, "transformer", "patch_size_t", 1) or 1
     s = replace(s, height=s.height or DEFAULT_HEIGHT, width=s.width or DEFAULT_WIDTH,
                 num_frames=s.num_frames or DEFAULT_FRAMES, steps=s.steps or DEFAULT_STEPS,
                 guidance_scale=DEFAULT_GUIDANCE if s.guidance_scale is None else s.guidance_scale,
@@ -134,7 +136,7 @@ def ltx_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                     "LTX-Video height and width (check_inputs: 32; the VAE's spatial compression × patch size)")
     check_frames(s.num_frames, temporal, patch_t)
     latent_frames = (s.num_frames - 1) // temporal + 1
-    passes = cfg_passes(s.guidance_scale > 1)
+    passes = cfg_passes(s, s.guidance_scale > 1)
     notes = list(missing_notes(components, ["text_encoder", "transformer", "vae"]))
     if s.strength is not None:
         notes.append("LTXPipeline takes no strength (no video-to-video): estimated as the text-to-video pipeline with "

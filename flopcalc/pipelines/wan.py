@@ -73,7 +73,7 @@ def _refuse_unsupported(index: Mapping[str, Any] | None, components: Mapping[str
 
 
 def _require_numeric(s: Settings) -> None:
-    if type(s.height) is not int or type(s.width) is not int or type(s.num_frames) is not int:
+    if s.symbolic:
         raise FlopcalcError("a tiled VAE has no closed-form law in H and W (its tile count steps with the size): "
                             "use the numeric estimate, or --no-vae-tiling")
 
@@ -131,7 +131,8 @@ def v2v_steps(steps: int, strength: float) -> int:
     return min(int(steps * strength), steps)
 
 
-@register_pipeline("WanPipeline", denoisers=("WanTransformer3DModel",))
+@register_pipeline("WanPipeline", denoisers=("WanTransformer3DModel",),
+                   options=("max_sequence_length", "num_frames", "vae_tiling"))
 def wan_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                  index: Mapping[str, Any] | None = None) -> Plan:
     """``WanPipeline.__call__``: 480×832, 81 frames, 50 steps, ``guidance_scale`` 5.0,
@@ -174,10 +175,8 @@ def wan_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
     if s.strength is not None:
         notes.append("video-to-video (strength given): the input video is VAE-encoded once and "
                      "int(steps · strength) steps run, as WanVideoToVideoPipeline does")
-    if s.true_cfg_scale is not None:
-        notes.append("true_cfg_scale is not a WanPipeline setting: ignored")
     latent_frames = (s.num_frames - 1) // t + 1
-    passes = cfg_passes(s.guidance_scale > 1)
+    passes = cfg_passes(s, s.guidance_scale > 1)
     if s.negative_prompt and passes == 1:
         notes.append("the negative prompt is ignored without classifier-free guidance (guidance_scale <= 1)")
     runs = text_runs(components, [("text_encoder", s.max_sequence_length)], s.batch_size * passes,
@@ -200,7 +199,7 @@ def _denoiser_runs(components, s: Settings, f: int, passes: int, latent_frames: 
                     why=f"{steps} steps × {passes} pass(es) × {videos} video(s)")]
 
 
-@register_pipeline("WanVideoToVideoPipeline")
+@register_pipeline("WanVideoToVideoPipeline", options=("max_sequence_length", "num_frames", "vae_tiling"))
 def wan_video_to_video_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                                 index: Mapping[str, Any] | None = None) -> Plan:
     """``WanVideoToVideoPipeline.__call__``: the text-to-video defaults with ``strength`` 0.8: the input
