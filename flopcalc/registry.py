@@ -68,6 +68,7 @@ class Architecture:
     nominal: RunShape  # a valid shape, for parameter counts (which do not depend on it)
     scale_factor: Callable[[Mapping[str, Any]], int] | None = None  # VAEs: image pixels per latent pixel
     kaplan: KaplanShape | None = None  # text encoders where Kaplan's closed form applies
+    module: str = ""  # the module that registered it (for lazy discovery)
 
 
 _REGISTRY: dict[tuple[str, str], Architecture] = {}
@@ -92,7 +93,7 @@ def register(class_name: str, *, role: str, source: str, defaults: Mapping[str, 
         if key in _REGISTRY:
             raise RuntimeError(f"{class_name}.{call} registered twice")
         _REGISTRY[key] = Architecture(class_name, call, fn, dict(defaults), role, source, nominal, scale_factor,
-                                      kaplan)
+                                      kaplan, fn.__module__)
         _DEFAULTS_OF_CLASS.setdefault(class_name, _REGISTRY[key].defaults)
         for alias in aliases:
             _ALIASES[alias] = class_name
@@ -102,9 +103,13 @@ def register(class_name: str, *, role: str, source: str, defaults: Mapping[str, 
 
 
 def lookup(class_name: str | None, call: str = "forward", *, component: str = "model") -> Architecture:
-    _load()
+    _load_class(class_name)
     name = _ALIASES.get(class_name or "", class_name)
     arch = _REGISTRY.get((name or "", call))
+    if arch is None:
+        _load()  # not where the index said (or not registered at all): look everywhere before saying so
+        name = _ALIASES.get(class_name or "", class_name)
+        arch = _REGISTRY.get((name or "", call))
     if arch is None:
         known = ", ".join(sorted({k[0] for k in _REGISTRY}))
         what = f"class {class_name!r}" if class_name else "no _class_name / architectures entry"
@@ -122,8 +127,8 @@ def config_of(config_values: Mapping[str, Any], *, component: str) -> Config:
     agree on every key the config leaves out."""
     from flopcalc.config import class_name_of
 
-    _load()
     name = class_name_of(config_values)
+    _load_class(name)
     name = _ALIASES.get(name or "", name)
     return Config(component, config_values, _DEFAULTS_OF_CLASS.get(name or "", {}))
 
@@ -131,6 +136,12 @@ def config_of(config_values: Mapping[str, Any], *, component: str) -> Config:
 def registered() -> list[Architecture]:
     _load()
     return sorted(_REGISTRY.values(), key=lambda a: (a.role, a.class_name, a.call))
+
+
+def aliases() -> dict[str, str]:
+    """Legacy / alias class name → registered class name."""
+    _load()
+    return dict(_ALIASES)
 
 
 def assemble(config_values: Mapping[str, Any], shape: RunShape, *, component: str, call: str = "forward",
@@ -149,8 +160,8 @@ def component_params(config_values: Mapping[str, Any], *, component: str, assemb
     the tree of ``call`` already built, is reused: parameters do not depend on the shape."""
     from flopcalc.config import class_name_of
 
-    _load()
     name = class_name_of(config_values)
+    _load_class(name)
     name = _ALIASES.get(name or "", name)
     archs = [arch for arch in _REGISTRY.values() if arch.class_name == name]
     if not archs:
@@ -176,5 +187,26 @@ def _params_of(arch: Architecture, config_values: Mapping[str, Any], component: 
 
 
 def _load() -> None:
-    if not _REGISTRY:
-        import flopcalc.architectures  # noqa: F401  (registers on import)
+    """Import every architecture module (each registers its classes)."""
+    if not _ALL_LOADED:
+        from flopcalc.discovery import load_everything
+
+        load_everything()
+        _ALL_LOADED.append(True)
+
+
+_ALL_LOADED: list[bool] = []
+
+
+def _load_class(class_name: str | None) -> None:
+    """Import the modules that register ``class_name`` (found through the discovery index)."""
+    if _ALL_LOADED or not class_name:
+        return
+    if any(key[0] == class_name for key in _REGISTRY) and class_name not in _ALIASES:
+        return
+    import importlib
+
+    from flopcalc.discovery import architecture_modules
+
+    for module in architecture_modules(class_name):
+        importlib.import_module(module)

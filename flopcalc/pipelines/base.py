@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import importlib
 import math
-import pkgutil
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Callable, Mapping
 
@@ -149,17 +148,41 @@ def register_pipeline(name: str, *, denoisers: tuple[str, ...] = (), component: 
 
 def pipeline_options(name: str) -> frozenset[str]:
     """The optional options pipeline ``name`` applies (for variants registered on top of it)."""
-    _load()
+    if name not in _OPTIONS:  # the variants import their base's module, so this is a fallback
+        _load()
     return _OPTIONS[name]
+
+
+def pipeline_modules() -> dict[str, str]:
+    """Pipeline class name → the module that registers its plan (for :mod:`flopcalc.discovery`)."""
+    return {name: fn.__module__ for name, fn in _PIPELINES.items()}
+
+
+def denoiser_modules() -> dict[str, list[str]]:
+    """Denoiser class → the modules whose plans run it when given alone."""
+    out: dict[str, list[str]] = {}
+    for cls, entries in _PIPELINE_OF_DENOISER.items():
+        out[cls] = list(dict.fromkeys(_PIPELINES[pipe].__module__ for pipe, _comp, _when in entries))
+    return out
+
+
+def _load_modules(modules: list[str]) -> None:
+    for module in modules:
+        importlib.import_module(module)
 
 
 def plan(model_index: Mapping[str, Any] | None, components: Mapping[str, Mapping[str, Any]],
          settings: Settings) -> Plan:
     """The plan for a pipeline folder (``model_index`` given) or a bare component config."""
-    _load()
     _validate(settings)
     if model_index is not None:
         name = model_index.get("_class_name")
+        if isinstance(name, str) and name not in _PIPELINES:
+            from flopcalc.discovery import pipeline_modules as modules_of
+
+            _load_modules(modules_of(name))
+        if name not in _PIPELINES:
+            _load()  # not where the index said: look everywhere before saying it is unsupported
         if name not in _PIPELINES:
             raise FlopcalcError(
                 f"pipeline {name!r} is not supported (supported: {', '.join(sorted(_PIPELINES))}); "
@@ -393,6 +416,11 @@ def _standalone(components: Mapping[str, Mapping[str, Any]], s: Settings) -> Pla
     cls = class_name_of(cfg)
     role = _role_of(cls, name)
     if role == "denoiser":
+        from flopcalc.discovery import denoiser_modules as modules_of
+
+        _load_modules(modules_of(cls or ""))
+        if not _PIPELINE_OF_DENOISER.get(cls or ""):
+            _load()  # not where the index said: look everywhere
         choices = [(pipe, comp) for pipe, comp, when in _PIPELINE_OF_DENOISER.get(cls or "", []) if when(cfg)]
         if not choices:
             raise FlopcalcError(f"{name}: no pipeline is registered for denoiser {cls!r}")
@@ -434,15 +462,14 @@ def _role_of(class_name: str | None, component: str) -> str:
 
 
 def _load() -> None:
-    """Import every family module of this package once: importing registers its plans."""
+    """Import every family module once (importing registers its plans): for the full list only;
+    one question imports only its plan's module (:mod:`flopcalc.discovery`)."""
     if _LOADED:
         return
     _LOADED.append(True)
-    import flopcalc.pipelines as package
+    from flopcalc.discovery import load_everything
 
-    for info in pkgutil.iter_modules(package.__path__):
-        if info.name != "base":
-            importlib.import_module(f"flopcalc.pipelines.{info.name}")
+    load_everything()
 
 
 _LOADED: list[bool] = []
