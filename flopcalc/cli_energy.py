@@ -1,4 +1,5 @@
-"""CLI commands of the GPU table and the energy predictor (``flopcalc gpus``; more join here).
+"""CLI commands of the GPU table and the energy predictor: ``flopcalc gpus``, ``energy``,
+``energy-fit``, ``energy-plot``.
 
 Registered from :mod:`flopcalc.cli` by :func:`add_parsers`; each parser sets ``handler``, which
 the main dispatcher calls. Nothing heavy is imported at registration time.
@@ -15,6 +16,115 @@ def add_parsers(sub: "argparse._SubParsersAction") -> None:
     g = sub.add_parser("gpus", help="the GPU table: dense tensor peaks, memory, bandwidth, TDP, sources")
     g.add_argument("--format", choices=("table", "json"), default="table")
     g.set_defaults(handler=_gpus)
+
+    e = sub.add_parser("energy", help="energy (J, Wh), latency and CO2e per image/video on a named GPU, "
+                                      "with 90% intervals", description="MODEL and settings as for `estimate`; "
+                       "the prediction applies a law fitted on public measurements (validation/energy/RESULTS.md) "
+                       "to the exact per-op-class counts of the estimate.")
+    _copy_estimate_options(sub.choices["estimate"], e)
+    e.add_argument("--gpu", required=True, help="a GPU of `flopcalc gpus` (key or alias, e.g. h100, A100-SXM4-40GB)")
+    e.add_argument("--num-gpus", type=_positive_int, default=1, help="sequence-parallel GPUs (overhead fitted on "
+                                                                     "2/4/8-GPU runs)")
+    e.add_argument("--precision", choices=("bf16", "fp16", "fp32", "fp8"), default="bf16")
+    e.add_argument("--grid-intensity", type=float, help="gCO2e per kWh (default 480: world average 2023, Ember)")
+    e.add_argument("--law", choices=("opclass", "loglog", "linear"), help="default: the calibration's default law")
+    e.add_argument("--coefficients", help="a coefficients file written by `flopcalc energy-fit` (default: shipped)")
+    e.add_argument("--items", type=_positive_int, default=1, help="items to generate (adds kWh and GPU-hours)")
+    e.set_defaults(handler=_energy)
+
+    f = sub.add_parser("energy-fit", help="fit the energy/latency laws on your own measurements (CSV)",
+                       description="FILE: a CSV with columns " + ", ".join(_columns()) + " (see flopcalc/energy/"
+                       "records.py); writes coefficients for `flopcalc energy --coefficients` and prints their "
+                       "leave-one-model-out errors.")
+    f.add_argument("file")
+    f.add_argument("--out", required=True, help="coefficients YAML to write")
+    f.set_defaults(handler=_energy_fit)
+
+    pl = sub.add_parser("energy-plot", help="measured vs predicted energy and latency of every validation record "
+                                            "(log-log, per GPU, 90%% band; needs flopcalc[plot])")
+    pl.add_argument("--out", required=True, help=".png or .svg")
+    pl.add_argument("--law", choices=("opclass", "loglog", "linear"))
+    pl.set_defaults(handler=_energy_plot)
+
+
+def _positive_int(text: str) -> int:
+    from flopcalc.cli import _positive_int as check
+
+    return check(text)
+
+
+def _columns() -> tuple[str, ...]:
+    from flopcalc.energy.records import COLUMNS
+
+    return COLUMNS
+
+
+_NOT_FOR_ENERGY = {"convention", "per_block", "depth", "help"}
+
+
+def _copy_estimate_options(estimate: argparse.ArgumentParser, target: argparse.ArgumentParser) -> None:
+    """Every option of `estimate` (so `energy` accepts exactly what `estimate` accepts) except those
+    that only shape the FLOP table."""
+    for action in estimate._actions:
+        if action.dest not in _NOT_FOR_ENERGY:
+            target._add_action(action)
+
+
+def _estimate_kwargs(args: argparse.Namespace) -> dict:
+    import inspect
+
+    from flopcalc.api import estimate
+
+    names = set(inspect.signature(estimate).parameters) - {"model", "convention"}
+    return {k: getattr(args, k) for k in names if hasattr(args, k)}
+
+
+def _energy(args: argparse.Namespace) -> int:
+    from flopcalc.api import estimate
+    from flopcalc.energy.predict import predict
+    from flopcalc.energy.render import render
+
+    report = estimate(args.model, **_estimate_kwargs(args))
+    result = predict(report, gpu=args.gpu, precision=args.precision, law=args.law, num_gpus=args.num_gpus,
+                     grid_intensity=args.grid_intensity, coefficients=args.coefficients, items=args.items)
+    sys.stdout.write(render(result, args.format))
+    return 0
+
+
+def _energy_fit(args: argparse.Namespace) -> int:
+    import yaml
+
+    from flopcalc.energy.fit import calibrate
+    from flopcalc.energy.predict import EnergyError
+    from flopcalc.energy.records import read_csv
+
+    doc, _ = calibrate(read_csv(args.file))
+    doc = {"source": f"flopcalc energy-fit {args.file}", **doc}
+    try:
+        with open(args.out, "w", encoding="utf-8") as fh:
+            fh.write(yaml.safe_dump(doc, sort_keys=False, width=120))
+    except OSError as exc:
+        raise EnergyError(f"cannot write {args.out}: {exc.strerror or exc}") from None
+    print(f"wrote {args.out} (default law {doc['default_law']}); leave-one-model-out abs % error, median / max:")
+    for cal, c in doc["calibrations"].items():
+        for law, v in c["laws"].items():
+            e, t = v["errors"]["energy"], v["errors"]["latency"]
+            print(f"  {cal:<36} {law:<8} energy {e['median_pct']:5.1f} / {e['max_pct']:5.1f}   "
+                  f"latency {t['median_pct']:5.1f} / {t['max_pct']:5.1f}   ({len(c['models'])} models, {e['n']} records)")
+    for cal, models in doc["left_out_calibrations"].items():
+        print(f"  {cal}: left out, fewer than 3 models ({', '.join(models)})")
+    return 0
+
+
+def _energy_plot(args: argparse.Namespace) -> int:
+    from flopcalc.energy.plot import load_points, measured_vs_predicted
+    from flopcalc.energy.predict import load_coefficients
+    from flopcalc.plots import save
+
+    fig = measured_vs_predicted(load_coefficients(), load_points(), law=args.law)
+    save(fig, args.out)
+    print(f"wrote {args.out}")
+    return 0
 
 
 def _gpus(args: argparse.Namespace) -> int:

@@ -1,0 +1,151 @@
+"""Calibration: measured records → coefficients of every law, with leave-one-model-out errors.
+
+Used by ``validation/energy/fit_energy.py`` (the shipped coefficients) and ``flopcalc energy-fit``
+(a user's own measurements). The output is a plain dict written as YAML; the same records give
+the same bytes (no randomness, sorted keys, fixed iteration order).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import Any, Sequence
+
+import numpy as np
+
+from flopcalc.energy.features import OP_CLASSES, Work, work_of
+from flopcalc.energy.laws import (LAWS, PER_CALIBRATION, TARGETS, Sample, error_summary, fit_law,
+                                  leave_one_model_out, predict_opclass)
+from flopcalc.energy.records import MeasurementError, Record, estimate_record
+
+MIN_MODELS = 3  # a calibration needs this many models: leave-one-model-out then fits on ≥ 2
+
+
+def sample_of(work: Work, gpu_key: str, precision: str, calibration: str, label: str = "",
+              energy: float = 0.0, latency: float = 0.0) -> Sample:
+    from flopcalc.gpus import gpu
+
+    g = gpu(gpu_key)
+    peak = g.peak_flops.get(precision) or g.peak_flops["bf16"]
+    return Sample(label, calibration, work.total("linear"), work.total("attention"), work.total("conv"), work.calls,
+                  work.cfg, float(work.pixels), peak, g.tdp_w, energy, latency, work.items)
+
+
+def samples_of(records: Sequence[Record]) -> tuple[list[Sample], dict[int, Work]]:
+    """One :class:`Sample` per record (``estimate`` at exactly the record's settings)."""
+    cache: dict[tuple, Work] = {}
+    out, works = [], {}
+    for i, r in enumerate(records):
+        key = (r.model, r.batch_size, tuple(sorted(r.settings.items())))
+        if key not in cache:
+            cache[key] = work_of(estimate_record(r))
+        works[i] = cache[key]
+        out.append(sample_of(cache[key], r.gpu, r.precision, r.calibration, r.label, r.energy_j, r.latency_s))
+    return out, works
+
+
+def _range(values: Sequence[float]) -> list[float]:
+    return [float(min(values)), float(max(values))]
+
+
+def _fitted_range(samples: Sequence[Sample]) -> dict[str, list[float]]:
+    shares = {op: [getattr(s, op) / s.flops for s in samples] for op in OP_CLASSES}
+    return {"flops_per_item": _range([s.flops for s in samples]), "batch_size": _range([s.batch_size for s in samples]),
+            "calls_per_item": _range([s.calls for s in samples]),
+            **{f"{op}_share": _range(v) for op, v in shares.items()}}
+
+
+def _multi_gpu(records: Sequence[Record]) -> dict[str, Any]:
+    """Overhead of N-GPU sequence-parallel runs, per GPU and N: the geometric mean over matched
+    rows (same model, GPU, batch as a 1-GPU row) of E_N/E_1 and of t_N·N/t_1 (latency per item on N
+    GPUs is t_1 × factor / N); leave-one-model-out errors of those factors."""
+    single = {(r.label, r.gpu, r.precision, r.stack, r.batch_size): r for r in records if r.num_gpus == 1}
+    pairs: dict[str, list] = defaultdict(list)
+    for r in records:
+        one = single.get((r.label, r.gpu, r.precision, r.stack, r.batch_size))
+        if r.num_gpus > 1 and one is not None:
+            pairs[r.gpu].append((r.label, r.num_gpus, r.energy_j / one.energy_j,
+                                 r.latency_s * r.num_gpus / one.latency_s))
+    out = {}
+    for g, rows in sorted(pairs.items()):
+        labels = sorted({p[0] for p in rows})
+        if len(labels) < MIN_MODELS:
+            continue
+        counts = sorted({p[1] for p in rows})
+        entry: dict[str, Any] = {"models": labels, "n": len(rows), "num_gpus": counts}
+        for j, target in ((2, "energy"), (3, "latency")):
+            def factors(rs: Sequence[tuple]) -> dict[int, float]:
+                return {n: float(np.exp(np.mean([math.log(p[j]) for p in rs if p[1] == n]))) for n in counts}
+            held = []
+            for lab in labels:
+                f = factors([p for p in rows if p[0] != lab])
+                held += [(p[j], f[p[1]]) for p in rows if p[0] == lab]
+            entry[target] = {"factor": factors(rows), "errors": error_summary(held)}
+        out[g] = entry
+    return out
+
+
+def _transfer(samples: Sequence[Sample], coefs: dict, records: Sequence[Record]) -> dict[str, Any]:
+    """Datasheet scaling measured: each calibration's op-class law applied to another GPU of the
+    same precision and stack (its peak and TDP), against that GPU's measurements."""
+    meta = {r.calibration: (r.gpu, r.precision, r.stack) for r in records}
+    out = {}
+    for src in sorted(coefs):
+        for dst in sorted(coefs):
+            if src == dst or meta[src][1:] != meta[dst][1:]:
+                continue
+            test = [s for s in samples if s.calibration == dst]
+            errs = {t: error_summary((s.measured(t), predict_opclass(coefs[src][t], s, t)) for s in test)
+                    for t in TARGETS}
+            out[f"{src} -> {dst}"] = errs
+    return out
+
+
+def calibrate(records: Sequence[Record], *, default_law: str | None = None) -> tuple[dict[str, Any], list[dict]]:
+    """Coefficients, fitted ranges and leave-one-model-out errors of every law; plus the held-out
+    prediction of every record (for the measured-vs-predicted plot)."""
+    single = [r for r in records if r.num_gpus == 1]
+    by_cal: dict[str, set] = defaultdict(set)
+    for r in single:
+        by_cal[r.calibration].add(r.label)
+    kept = sorted(c for c, labels in by_cal.items() if len(labels) >= MIN_MODELS)
+    if not kept:
+        have = ", ".join(f"{c}: {len(v)}" for c, v in sorted(by_cal.items())) or "no single-GPU records"
+        raise MeasurementError(f"too thin to fit: each calibration (GPU × precision × stack) needs single-GPU "
+                               f"records of at least {MIN_MODELS} different models for leave-one-model-out "
+                               f"validation ({have})")
+    recs = [r for r in single if r.calibration in kept]
+    samples, _ = samples_of(recs)
+    coefs = {law: fit_law(law, samples) for law in LAWS}
+    held = {law: leave_one_model_out(law, samples) for law in LAWS}
+    errors: dict[str, Any] = {}
+    for cal in kept:
+        errors[cal] = {law: {t: error_summary((s.measured(t), p[t]) for s, p in held[law] if s.calibration == cal)
+                             for t in TARGETS} for law in LAWS}
+    if default_law is None:
+        score = {law: float(np.median([errors[c][law]["energy"]["median_pct"] for c in kept])) for law in LAWS}
+        default_law = min(LAWS, key=lambda law: (score[law], LAWS.index(law)))
+    meta = {r.calibration: r for r in recs}
+    calibrations = {}
+    for cal in kept:
+        own = [s for s in samples if s.calibration == cal]
+        calibrations[cal] = {
+            "gpu": meta[cal].gpu, "precision": meta[cal].precision, "stack": meta[cal].stack,
+            "models": sorted(by_cal[cal]), "records": len(own), "fitted_range": _fitted_range(own),
+            "laws": {law: {"coefficients": coefs[law][cal], "errors": errors[cal][law]}
+                     for law in LAWS if PER_CALIBRATION[law]} | {
+                "loglog": {"errors": errors[cal]["loglog"]}},
+        }
+    doc = {
+        "default_law": default_law,
+        "calibrations": calibrations,
+        "loglog": coefs["loglog"],
+        "multi_gpu": _multi_gpu(records),
+        "datasheet_transfer": _transfer(samples, coefs["opclass"], recs),
+        "left_out_calibrations": {c: sorted(v) for c, v in sorted(by_cal.items()) if c not in kept},
+    }
+    points = [{"label": s.label, "calibration": s.calibration, "law": law, "batch_size": s.batch_size,
+               "energy_j": s.energy, "latency_s": s.latency,
+               "energy_j_predicted": p["energy"], "latency_s_predicted": p["latency"]}
+              for law in LAWS for s, p in held[law]]
+    return doc, points

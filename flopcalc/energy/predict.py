@@ -1,0 +1,283 @@
+"""Energy, latency and CO2e of one generation on a named GPU, from the exact counts of a report.
+
+``predict(report, gpu=…)`` applies a fitted law (:mod:`flopcalc.energy.laws`) of the calibration
+that matches the GPU × precision (× software stack: the one with the most models) to the report's
+per-item op-class work; the 90% interval is the calibration's leave-one-model-out p90 of
+|log(measured / predicted)| (``validation/energy/RESULTS.md``), widened by the measured error of
+datasheet scaling when the GPU has no calibration and by that of the multi-GPU overhead model.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping
+
+from flopcalc.energy.features import Work, work_of
+from flopcalc.energy.laws import LAWS, Sample, opclass_row
+from flopcalc.errors import FlopcalcError
+
+if TYPE_CHECKING:
+    from flopcalc.api import Report
+
+SHIPPED = Path(__file__).resolve().parents[1] / "data" / "energy_coefficients.yaml"
+#: World average carbon intensity of electricity generation in 2023 (Ember, Global Electricity
+#: Review 2024, https://ember-energy.org/latest-insights/global-electricity-review-2024/).
+DEFAULT_GRID_G_PER_KWH = 480.0
+GRID_SOURCE = "world average 2023, Ember Global Electricity Review 2024"
+
+
+class EnergyError(FlopcalcError):
+    """An energy prediction cannot be made as asked (law, precision, coefficients file)."""
+
+
+@dataclass(frozen=True)
+class ComponentEnergy:
+    component: str
+    role: str
+    energy_j: float
+    latency_s: float
+
+
+@dataclass(frozen=True)
+class EnergyResult:
+    """Per item (image or video) at the given batch size, on ``num_gpus`` GPUs."""
+
+    model: str
+    gpu: str
+    gpu_name: str
+    precision: str
+    num_gpus: int
+    batch_size: int
+    law: str
+    calibration: str
+    energy_j: float
+    energy_j_interval: tuple[float, float]
+    latency_s: float
+    latency_s_interval: tuple[float, float]
+    co2e_g: float
+    co2e_g_interval: tuple[float, float]
+    grid_g_per_kwh: float
+    flops_per_item: float
+    components: tuple[ComponentEnergy, ...]
+    warnings: tuple[str, ...]
+    errors: Mapping[str, Any]
+    items: int = 1
+    coefficients: str = ""
+    grid_source: str = GRID_SOURCE
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def energy_wh(self) -> float:
+        return self.energy_j / 3600
+
+    @property
+    def gpu_hours(self) -> float:
+        """GPU-hours for ``items`` items (latency per item × GPUs)."""
+        return self.items * self.latency_s * self.num_gpus / 3600
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "gpu": {"key": self.gpu, "name": self.gpu_name, "count": self.num_gpus},
+            "precision": self.precision,
+            "batch_size": self.batch_size,
+            "prediction": {
+                "energy_j": self.energy_j, "energy_j_interval": list(self.energy_j_interval),
+                "energy_wh": self.energy_wh,
+                "latency_s": self.latency_s, "latency_s_interval": list(self.latency_s_interval),
+                "co2e_g": self.co2e_g, "co2e_g_interval": list(self.co2e_g_interval),
+                "interval": "90%, from leave-one-model-out errors",
+                "per": "item (image or video) at the given batch size",
+                "items": self.items, "gpu_hours": self.gpu_hours,
+                "law": self.law, "calibration": self.calibration, "coefficients": self.coefficients,
+                "grid_g_per_kwh": self.grid_g_per_kwh, "grid_source": self.grid_source,
+                "warnings": list(self.warnings),
+            },
+            "flops_per_item": self.flops_per_item,
+            "components": [{"component": c.component, "role": c.role, "energy_j": c.energy_j, "latency_s": c.latency_s}
+                           for c in self.components],
+            "validation": dict(self.errors),
+        }
+
+
+@lru_cache(maxsize=8)
+def load_coefficients(path: str | None = None) -> Mapping[str, Any]:
+    """The coefficients document (shipped, or one written by ``flopcalc energy-fit``)."""
+    import yaml
+
+    p = Path(path) if path else SHIPPED
+    try:
+        doc = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise EnergyError(f"cannot read coefficients {p}: {exc.strerror or exc}") from None
+    except yaml.YAMLError:
+        raise EnergyError(f"{p} is not YAML; pass a file written by `flopcalc energy-fit`") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("calibrations"), dict) or not doc["calibrations"]:
+        raise EnergyError(f"{p} has no calibrations; pass a file written by `flopcalc energy-fit`")
+    return doc
+
+
+def _choose(doc: Mapping, gpu_key: str, precision: str) -> tuple[str, list[str], bool]:
+    """(calibration key, warnings, transferred): the GPU's own calibration at the precision when
+    there is one (most models first), else its other 16-bit one, else another GPU's (datasheet scaling)."""
+    cals = doc["calibrations"]
+    order = sorted(cals, key=lambda k: (-len(cals[k]["models"]), k))
+    for k in order:
+        if cals[k]["gpu"] == gpu_key and cals[k]["precision"] == precision:
+            return k, [], False
+    half = ("bf16", "fp16")
+    for k in order:
+        c = cals[k]
+        if c["gpu"] == gpu_key and precision in half and c["precision"] in half:
+            return k, [f"no {precision} measurements on this GPU: used its {c['precision']} calibration "
+                       f"(same tensor peak; software stack {c['stack']})"], False
+    for k in order:
+        c = cals[k]
+        if c["gpu"] == gpu_key:
+            return k, [f"no {precision} measurements on this GPU: its {c['precision']} calibration with the "
+                       f"compute terms scaled by the datasheet {precision} peak (unvalidated)"], False
+    same = [k for k in order if cals[k]["precision"] in half] if precision in half else []
+    same = same or [k for k in order if cals[k]["precision"] == precision] or order
+    return same[0], [], True
+
+
+def _transfer_error(doc: Mapping, target: str) -> tuple[float, float]:
+    """(log-ratio p90, median %) of datasheet scaling, the worst measured pair."""
+    rows = [v[target] for v in doc.get("datasheet_transfer", {}).values() if v.get(target)]
+    if not rows:
+        return math.log(2), float("nan")
+    return max(r["log_ratio_p90"] for r in rows), max(r["median_pct"] for r in rows)
+
+
+def _out_of_range(work: Work, sample: Sample, rng: Mapping[str, list]) -> list[str]:
+    out = []
+    checks = {"flops_per_item": sample.flops, "batch_size": sample.batch_size, "calls_per_item": sample.calls,
+              **{f"{op}_share": getattr(sample, op) / sample.flops for op in ("linear", "attention", "conv")}}
+    for key, value in checks.items():
+        lo, hi = rng[key]
+        if value < lo * (1 - 1e-9) or value > hi * (1 + 1e-9):
+            out.append(f"{key.replace('_', ' ')} {value:.3g} outside the fitted range [{lo:.3g}, {hi:.3g}]")
+    return out
+
+
+def predict(report: "Report", *, gpu: str, precision: str = "bf16", law: str | None = None, num_gpus: int = 1,
+            grid_intensity: float | None = None, coefficients: str | None = None, items: int = 1) -> EnergyResult:
+    """Energy, latency and CO2e per item of ``report``'s generation on ``num_gpus`` × ``gpu``."""
+    from flopcalc.energy.fit import sample_of
+    from flopcalc.energy.laws import predict_law
+    from flopcalc.gpus import gpu as lookup
+
+    g = lookup(gpu)
+    if precision not in g.peak_flops:
+        raise EnergyError(f"{g.key} has no {precision} tensor peak in the GPU table "
+                          f"(it has {', '.join(g.peak_flops)}); pick one of those with --precision")
+    if num_gpus < 1 or items < 1:
+        raise EnergyError("num_gpus and items must be positive")
+    if grid_intensity is not None and not (math.isfinite(grid_intensity) and grid_intensity >= 0):
+        raise EnergyError(f"grid intensity must be a finite number of gCO2e/kWh ≥ 0, got {grid_intensity}")
+    doc = load_coefficients(coefficients)
+    law = law or doc["default_law"]
+    if law not in LAWS:
+        raise EnergyError(f"unknown law {law!r}; choose one of {', '.join(LAWS)}")
+    cal_key, warnings, transferred = _choose(doc, g.key, precision)
+    cal = doc["calibrations"][cal_key]
+    work = work_of(report)
+    if work.flops <= 0:
+        raise EnergyError(f"{report.model}: no counted work to predict from")
+    sample = sample_of(work, g.key, precision, cal_key)
+    errors = {t: dict(cal["laws"][law]["errors"][t]) for t in ("energy", "latency")}
+    widen = {t: errors[t]["log_ratio_p90"] for t in errors}
+    if transferred:
+        if law != "opclass":
+            raise EnergyError(f"{g.key} has no calibration; only the opclass law scales to another GPU by its "
+                              f"datasheet (calibrated: {', '.join(sorted({c['gpu'] for c in doc['calibrations'].values()}))})")
+        for t in widen:
+            extra, median = _transfer_error(doc, t)
+            widen[t] += extra
+        warnings.append(f"{g.key} has no calibration: datasheet scaling (dense {precision} peak, TDP) of the "
+                        f"{cal_key} law; measured error of such scaling between calibrated GPUs: median "
+                        f"{_transfer_error(doc, 'energy')[1]:.0f}% (energy), {_transfer_error(doc, 'latency')[1]:.0f}% "
+                        f"(latency); interval widened accordingly")
+    warnings += [f"extrapolating: {w}" for w in _out_of_range(work, sample, cal["fitted_range"])]
+    coefs = {cal_key: cal["laws"][law]["coefficients"]} if law != "loglog" else doc["loglog"]
+    totals = {t: predict_law(law, coefs, sample, t) for t in ("energy", "latency")}
+    comps = _split(work, sample, law, coefs[cal_key] if law != "loglog" else None, totals)
+    if num_gpus > 1:
+        mg = doc.get("multi_gpu", {}).get(g.key) or next(iter(doc.get("multi_gpu", {}).values()), None)
+        if mg is None:
+            raise EnergyError("the coefficients have no multi-GPU overhead fit; use --num-gpus 1")
+        if g.key not in doc.get("multi_gpu", {}):
+            warnings.append(f"multi-GPU overhead of another GPU used ({', '.join(mg['models'][:1])}…)")
+        fe, ft = (_gpu_factor(mg[t]["factor"], num_gpus) for t in ("energy", "latency"))
+        ft /= num_gpus
+        totals = {"energy": totals["energy"] * fe, "latency": totals["latency"] * ft}
+        comps = tuple(ComponentEnergy(c.component, c.role, c.energy_j * fe, c.latency_s * ft) for c in comps)
+        for t in widen:
+            widen[t] += mg[t]["errors"]["log_ratio_p90"]
+        if num_gpus not in mg["num_gpus"]:
+            warnings.append(f"extrapolating: {num_gpus} GPUs outside the measured counts {mg['num_gpus']}")
+        warnings.append(f"{num_gpus}-GPU sequence-parallel overhead: ×{fe:.2f} energy per item "
+                        f"(leave-one-model-out median error {mg['energy']['errors']['median_pct']:.0f}%)")
+    grid = DEFAULT_GRID_G_PER_KWH if grid_intensity is None else float(grid_intensity)
+    interval = {t: (totals[t] * math.exp(-widen[t]), totals[t] * math.exp(widen[t])) for t in totals}
+    co2 = lambda j: j / 3.6e6 * grid  # noqa: E731  (J → kWh → g)
+    return EnergyResult(
+        model=report.model, gpu=g.key, gpu_name=g.name, precision=precision, num_gpus=num_gpus,
+        batch_size=work.items, law=law, calibration=cal_key, energy_j=totals["energy"],
+        energy_j_interval=interval["energy"], latency_s=totals["latency"], latency_s_interval=interval["latency"],
+        co2e_g=co2(totals["energy"]), co2e_g_interval=(co2(interval["energy"][0]), co2(interval["energy"][1])),
+        grid_g_per_kwh=grid, flops_per_item=work.flops, components=comps, warnings=tuple(warnings),
+        errors={"calibration_models": len(cal["models"]), "energy": errors["energy"], "latency": errors["latency"]},
+        items=items, coefficients=str(coefficients) if coefficients else "shipped",
+        grid_source=GRID_SOURCE if grid_intensity is None else "given")
+
+
+def _gpu_factor(factors: Mapping, n: int) -> float:
+    """The measured factor at ``n`` GPUs; between or beyond the measured counts, interpolated
+    (or extrapolated from the last two) linearly in log2 N."""
+    pts = sorted((int(k), float(v)) for k, v in factors.items())
+    pts = [(1, 1.0)] + pts
+    x = math.log2(n)
+    for (n0, f0), (n1, f1) in zip(pts, pts[1:]):
+        if n <= n1 or (n1, f1) == pts[-1]:
+            x0, x1 = math.log2(n0), math.log2(n1)
+            return f0 + (f1 - f0) * (x - x0) / (x1 - x0)
+    return pts[-1][1]
+
+
+def _split(work: Work, sample: Sample, law: str, coef: Mapping | None, totals: Mapping[str, float]):
+    """Per component: the op-class law is a sum over work, so each component gets its own terms;
+    the other laws share the total in proportion to the component's FLOPs."""
+    import numpy as np
+
+    out = []
+    for c in work.components:
+        if law == "opclass":
+            part = Sample("", "", c.linear, c.attention, c.conv, c.calls, False, 1.0, sample.peak, sample.tdp, 0, 0)
+            vals = {t: float(opclass_row(part, t) @ np.array([coef[t][k] for k in ("linear", "attention", "conv", "per_call")]))
+                    for t in totals}
+        else:
+            share = c.flops / work.flops
+            vals = {t: totals[t] * share for t in totals}
+        out.append(ComponentEnergy(c.component, c.role, vals["energy"], vals["latency"]))
+    return tuple(out)
+
+
+def energy(model: str, *, gpu: str, precision: str = "bf16", law: str | None = None, num_gpus: int = 1,
+           grid_intensity: float | None = None, coefficients: str | None = None, items: int = 1,
+           **settings: Any) -> EnergyResult:
+    """Predict energy, latency and CO2e per item of one generation of ``model`` on ``gpu``.
+
+    ``settings`` are those of :func:`flopcalc.estimate` (height, width, steps, batch_size, ...).
+
+    >>> import flopcalc
+    >>> r = flopcalc.energy("flux-dev", gpu="h100", steps=28)
+    >>> r.energy_j, r.energy_j_interval, r.to_dict()["prediction"]["latency_s"]
+    """
+    from flopcalc.api import estimate
+
+    return predict(estimate(model, **settings), gpu=gpu, precision=precision, law=law, num_gpus=num_gpus,
+                   grid_intensity=grid_intensity, coefficients=coefficients, items=items)

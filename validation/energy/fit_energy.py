@@ -1,0 +1,155 @@
+"""Fit the energy / latency laws on the measurements in data/ and validate them leave-one-model-out.
+
+    python validation/energy/fit_energy.py            # rewrites the outputs below
+    python validation/energy/fit_energy.py --check    # exits 1 if any output would change
+
+Reads data/ (ML.ENERGY v3 and v2, copied from ../shared/energy with data/README.md) and models.yaml
+(which flopcalc card or config folder each model is, at which settings it ran); writes
+
+* records.csv: every mapped record, one row per (model, GPU, batch, GPU count), in the format of
+  ``flopcalc energy-fit`` (so ``flopcalc energy-fit validation/energy/records.csv`` refits the same);
+* flopcalc/data/energy_coefficients.yaml: the shipped coefficients, fitted ranges, errors;
+* flopcalc/data/energy_points.json: every record's held-out (leave-one-model-out) prediction under
+  every law (the measured-vs-predicted plot of ``flopcalc energy-plot`` and the HTML report);
+* RESULTS.md: the error tables.
+
+Deterministic: the same data give the same bytes (a test refits and compares).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import yaml
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(ROOT))
+
+from flopcalc.energy.fit import calibrate  # noqa: E402
+from flopcalc.energy.records import Record, read_csv, write_csv  # noqa: E402
+from flopcalc.gpus import gpu  # noqa: E402
+
+COEFFICIENTS = ROOT / "flopcalc" / "data" / "energy_coefficients.yaml"
+RECORDS = HERE / "records.csv"
+POINTS = ROOT / "flopcalc" / "data" / "energy_points.json"
+RESULTS_MD = HERE / "RESULTS.md"
+V3_FILES = ("mlenergy_v3_text-to-image.json", "mlenergy_v3_text-to-video.json")
+V3_SOURCE = "github ml-energy/leaderboard @0cd52dab public/data/tasks/{task}.json"
+
+
+def _v3_records(mapping: dict) -> list[Record]:
+    out = []
+    for name in V3_FILES:
+        doc = json.loads((HERE / "data" / name).read_text(encoding="utf-8"))
+        for row in doc["configurations"]:
+            m = mapping[row["model_id"]]
+            video = "num_frames" in row
+            settings = {"steps": row["inference_steps"], "height": row["video_height" if video else "image_height"],
+                        "width": row["video_width" if video else "image_width"],
+                        "num_frames": row["num_frames"] if video else None, **m["settings"]}
+            energy = row["energy_per_video_joules" if video else "energy_per_image_joules"]
+            assert row["weight_precision"] == "bfloat16", row
+            out.append(Record(m["source"], row["model_id"], gpu(row["gpu_model"]).key, "bf16", "mlenergy-v3",
+                              int(row["num_gpus"]), int(row["batch_size"]), settings, float(energy),
+                              float(row["batch_latency_s"]) / int(row["batch_size"]),
+                              V3_SOURCE.format(task=doc["task"]), HERE))
+    return out
+
+
+def _v2_records(mapping: dict) -> list[Record]:
+    import csv
+
+    out = []
+    with (HERE / "data" / "mlenergy_v2_diffusion.csv").open(newline="", encoding="utf-8") as fh:
+        for row in csv.DictReader(fh):
+            m = mapping[row["model"]]
+            if "left_out" in m:
+                continue
+            settings = {"steps": int(row["steps"]), **m["settings"]}
+            batch = int(row["batch"])
+            out.append(Record(m["source"], row["model"], gpu(row["gpu"]).key, "fp16", "mlenergy-v2", 1, batch,
+                              settings, float(row["energy_j"]), float(row["batch_latency_s"]) / batch,
+                              row["source"].split(" data/")[0], HERE))
+    return out
+
+
+def _pct(e: dict) -> str:
+    return f"{e['median_pct']:.1f} / {e['p90_pct']:.1f} / {e['max_pct']:.1f}" if e else "—"
+
+
+def _markdown(doc: dict, mapping: dict) -> str:
+    lines = ["# Energy and latency laws: leave-one-model-out validation", "",
+             "Written by `validation/energy/fit_energy.py`; do not edit. Each model is held out of every fit "
+             "(all its batch sizes and GPUs at once) and predicted by the law fitted on the others. "
+             "Figures are absolute % errors per item, median / p90 / max, over every held-out record.", "",
+             f"Default law: **{doc['default_law']}** (lowest median energy error across calibrations).", "",
+             "| calibration | models | records | law | energy % (median / p90 / max) | latency % (median / p90 / max) |",
+             "|---|---|---|---|---|---|"]
+    for cal, c in doc["calibrations"].items():
+        for law in ("opclass", "loglog", "linear"):
+            e = c["laws"][law]["errors"]
+            lines.append(f"| {cal} | {len(c['models'])} | {c['records']} | {law} | {_pct(e['energy'])} | {_pct(e['latency'])} |")
+    lines += ["", "## Multi-GPU (sequence-parallel) overhead", "",
+              "Per GPU and GPU count N, the geometric mean of E_N / E_1 (energy per item) and of t_N·N / t_1 "
+              "(GPU-seconds per item) over the rows matched to the 1-GPU run of the same model and batch (Ulysses "
+              "and ring degrees pooled); errors leave one model out.", "",
+              "| GPU | models | rows | energy factor by N | energy % | GPU-time factor by N | latency % |",
+              "|---|---|---|---|---|---|---|"]
+    for g, m in doc["multi_gpu"].items():
+        fac = {t: ", ".join(f"{n}: ×{f:.2f}" for n, f in m[t]["factor"].items()) for t in ("energy", "latency")}
+        lines.append(f"| {g} | {len(m['models'])} | {m['n']} | {fac['energy']} | {_pct(m['energy']['errors'])} | "
+                     f"{fac['latency']} | {_pct(m['latency']['errors'])} |")
+    lines += ["", "## Datasheet scaling, measured", "",
+              "The op-class law of one GPU applied to another (its dense peak and TDP), same precision and stack: "
+              "what a prediction on a GPU with no calibration is worth.", "",
+              "| from -> to | energy % | latency % |", "|---|---|---|"]
+    for k, e in doc["datasheet_transfer"].items():
+        lines.append(f"| {k} | {_pct(e['energy'])} | {_pct(e['latency'])} |")
+    lines += ["", "## Models left out", "", "| model | reason |", "|---|---|"]
+    for group in mapping.values():
+        for model, m in group.items():
+            if "left_out" in m:
+                lines.append(f"| {model} | {m['left_out']} |")
+    for cal, models in doc["left_out_calibrations"].items():
+        lines.append(f"| {cal} ({', '.join(models)}) | fewer than 3 models on this GPU × precision × stack |")
+    return "\n".join(lines) + "\n"
+
+
+def build() -> dict[Path, str]:
+    mapping = yaml.safe_load((HERE / "models.yaml").read_text(encoding="utf-8"))
+    records = _v3_records(mapping["mlenergy_v3"]) + _v2_records(mapping["mlenergy_v2"])
+    write_csv(records, RECORDS)  # the fit reads what energy-fit reads
+    records = list(read_csv(RECORDS))
+    doc, points = calibrate(records)
+    doc = {"source": "validation/energy/fit_energy.py on validation/energy/records.csv "
+                     "(ML.ENERGY leaderboard v3 and v2, see validation/energy/data/README.md)", **doc}
+    return {
+        COEFFICIENTS: yaml.safe_dump(doc, sort_keys=False, width=120),
+        POINTS: json.dumps(points, indent=0) + "\n",
+        RESULTS_MD: _markdown(doc, mapping),
+    }
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--check", action="store_true", help="exit 1 if an output would change")
+    args = p.parse_args()
+    before = RECORDS.read_bytes() if RECORDS.exists() else b""
+    outputs = build()
+    changed = [] if RECORDS.read_bytes() == before else [RECORDS]
+    for path, text in outputs.items():
+        if not path.exists() or path.read_text(encoding="utf-8") != text:
+            changed.append(path)
+            if not args.check:
+                path.write_text(text, encoding="utf-8")
+    for path in changed:
+        print(f"{'would change' if args.check else 'wrote'} {path.relative_to(ROOT)}")
+    return 1 if args.check and changed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
