@@ -33,7 +33,7 @@ def add_parsers(sub: "argparse._SubParsersAction") -> None:
     e.set_defaults(handler=_energy)
 
     f = sub.add_parser("energy-fit", help="fit the energy/latency laws on your own measurements (CSV)",
-                       description="FILE: a CSV with columns " + ", ".join(_columns()) + " (see flopcalc/energy/"
+                       description="FILE: a CSV with columns " + ", ".join(_columns()) + " (see flopcalc/energy_laws/"
                        "records.py); writes coefficients for `flopcalc energy --coefficients` and prints their "
                        "leave-one-model-out errors.")
     f.add_argument("file")
@@ -54,7 +54,7 @@ def _positive_int(text: str) -> int:
 
 
 def _columns() -> tuple[str, ...]:
-    from flopcalc.energy.records import COLUMNS
+    from flopcalc.energy_laws.records import COLUMNS
 
     return COLUMNS
 
@@ -81,8 +81,8 @@ def _estimate_kwargs(args: argparse.Namespace) -> dict:
 
 def _energy(args: argparse.Namespace) -> int:
     from flopcalc.api import estimate
-    from flopcalc.energy.predict import predict
-    from flopcalc.energy.render import render
+    from flopcalc.energy_laws.predict import predict
+    from flopcalc.energy_laws.render import render
 
     report = estimate(args.model, **_estimate_kwargs(args))
     result = predict(report, gpu=args.gpu, precision=args.precision, law=args.law, num_gpus=args.num_gpus,
@@ -94,9 +94,9 @@ def _energy(args: argparse.Namespace) -> int:
 def _energy_fit(args: argparse.Namespace) -> int:
     import yaml
 
-    from flopcalc.energy.fit import calibrate
-    from flopcalc.energy.predict import EnergyError
-    from flopcalc.energy.records import read_csv
+    from flopcalc.energy_laws.fit import calibrate
+    from flopcalc.energy_laws.predict import EnergyError
+    from flopcalc.energy_laws.records import read_csv
 
     doc, _ = calibrate(read_csv(args.file))
     doc = {"source": f"flopcalc energy-fit {args.file}", **doc}
@@ -117,8 +117,8 @@ def _energy_fit(args: argparse.Namespace) -> int:
 
 
 def _energy_plot(args: argparse.Namespace) -> int:
-    from flopcalc.energy.plot import load_points, measured_vs_predicted
-    from flopcalc.energy.predict import load_coefficients
+    from flopcalc.energy_laws.plot import load_points, measured_vs_predicted
+    from flopcalc.energy_laws.predict import load_coefficients
     from flopcalc.plots import save
 
     fig = measured_vs_predicted(load_coefficients(), load_points(), law=args.law)

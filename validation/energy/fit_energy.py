@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import yaml
@@ -29,8 +30,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT))
 
-from flopcalc.energy.fit import calibrate  # noqa: E402
-from flopcalc.energy.records import Record, read_csv, write_csv  # noqa: E402
+from flopcalc.energy_laws.fit import calibrate  # noqa: E402
+from flopcalc.energy_laws.records import Record, read_csv, write_csv  # noqa: E402
 from flopcalc.gpus import gpu  # noqa: E402
 
 COEFFICIENTS = ROOT / "flopcalc" / "data" / "energy_coefficients.yaml"
@@ -86,13 +87,17 @@ def _markdown(doc: dict, mapping: dict) -> str:
              "Written by `validation/energy/fit_energy.py`; do not edit. Each model is held out of every fit "
              "(all its batch sizes and GPUs at once) and predicted by the law fitted on the others. "
              "Figures are absolute % errors per item, median / p90 / max, over every held-out record.", "",
-             f"Default law: **{doc['default_law']}** (lowest median energy error across calibrations).", "",
+             f"Default law: **{doc['default_law']}** (lowest median energy error across calibrations); each "
+             "calibration's own default (marked *) is its law with the lowest sum of median energy and latency "
+             "errors, and is what `flopcalc energy` uses on that GPU unless `--law` says otherwise.", "",
              "| calibration | models | records | law | energy % (median / p90 / max) | latency % (median / p90 / max) |",
              "|---|---|---|---|---|---|"]
     for cal, c in doc["calibrations"].items():
         for law in ("opclass", "loglog", "linear"):
             e = c["laws"][law]["errors"]
-            lines.append(f"| {cal} | {len(c['models'])} | {c['records']} | {law} | {_pct(e['energy'])} | {_pct(e['latency'])} |")
+            mark = "*" if law == c["default_law"] else ""
+            lines.append(f"| {cal} | {len(c['models'])} | {c['records']} | {law}{mark} | {_pct(e['energy'])} | "
+                         f"{_pct(e['latency'])} |")
     lines += ["", "## Multi-GPU (sequence-parallel) overhead", "",
               "Per GPU and GPU count N, the geometric mean of E_N / E_1 (energy per item) and of t_N·N / t_1 "
               "(GPU-seconds per item) over the rows matched to the 1-GPU run of the same model and batch (Ulysses "
@@ -119,15 +124,18 @@ def _markdown(doc: dict, mapping: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def build() -> dict[Path, str]:
+def build(records_csv: Path = RECORDS) -> dict[Path, str]:
+    """Every output's text; ``records_csv`` is written first and the fit reads it back, exactly as
+    ``flopcalc energy-fit`` would (relative model paths resolve against this folder)."""
     mapping = yaml.safe_load((HERE / "models.yaml").read_text(encoding="utf-8"))
     records = _v3_records(mapping["mlenergy_v3"]) + _v2_records(mapping["mlenergy_v2"])
-    write_csv(records, RECORDS)  # the fit reads what energy-fit reads
-    records = list(read_csv(RECORDS))
+    write_csv(records, records_csv)
+    records = [replace(r, base=HERE) for r in read_csv(records_csv)]
     doc, points = calibrate(records)
     doc = {"source": "validation/energy/fit_energy.py on validation/energy/records.csv "
                      "(ML.ENERGY leaderboard v3 and v2, see validation/energy/data/README.md)", **doc}
     return {
+        RECORDS: records_csv.read_text(encoding="utf-8"),
         COEFFICIENTS: yaml.safe_dump(doc, sort_keys=False, width=120),
         POINTS: json.dumps(points, indent=0) + "\n",
         RESULTS_MD: _markdown(doc, mapping),
@@ -138,9 +146,11 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--check", action="store_true", help="exit 1 if an output would change")
     args = p.parse_args()
-    before = RECORDS.read_bytes() if RECORDS.exists() else b""
-    outputs = build()
-    changed = [] if RECORDS.read_bytes() == before else [RECORDS]
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        outputs = build(Path(tmp) / "records.csv")
+    changed = []
     for path, text in outputs.items():
         if not path.exists() or path.read_text(encoding="utf-8") != text:
             changed.append(path)

@@ -8,6 +8,6 @@ leave-one-model-out errors), :mod:`predict` (the prediction, :func:`energy`), :m
 
 from __future__ import annotations
 
-from flopcalc.energy.predict import EnergyResult, energy, predict
+from flopcalc.energy_laws.predict import EnergyResult, energy, predict
 
 __all__ = ["EnergyResult", "energy", "predict"]

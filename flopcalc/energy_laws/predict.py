@@ -1,6 +1,6 @@
 """Energy, latency and CO2e of one generation on a named GPU, from the exact counts of a report.
 
-``predict(report, gpu=…)`` applies a fitted law (:mod:`flopcalc.energy.laws`) of the calibration
+``predict(report, gpu=…)`` applies a fitted law (:mod:`flopcalc.energy_laws.laws`) of the calibration
 that matches the GPU × precision (× software stack: the one with the most models) to the report's
 per-item op-class work; the 90% interval is the calibration's leave-one-model-out p90 of
 |log(measured / predicted)| (``validation/energy/RESULTS.md``), widened by the measured error of
@@ -15,8 +15,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
-from flopcalc.energy.features import Work, work_of
-from flopcalc.energy.laws import LAWS, Sample, opclass_row
+from flopcalc.energy_laws.features import Work, work_of
+from flopcalc.energy_laws.laws import LAWS, Sample, opclass_row
 from flopcalc.errors import FlopcalcError
 
 if TYPE_CHECKING:
@@ -166,8 +166,8 @@ def _out_of_range(work: Work, sample: Sample, rng: Mapping[str, list]) -> list[s
 def predict(report: "Report", *, gpu: str, precision: str = "bf16", law: str | None = None, num_gpus: int = 1,
             grid_intensity: float | None = None, coefficients: str | None = None, items: int = 1) -> EnergyResult:
     """Energy, latency and CO2e per item of ``report``'s generation on ``num_gpus`` × ``gpu``."""
-    from flopcalc.energy.fit import sample_of
-    from flopcalc.energy.laws import predict_law
+    from flopcalc.energy_laws.fit import sample_of
+    from flopcalc.energy_laws.laws import predict_law
     from flopcalc.gpus import gpu as lookup
 
     g = lookup(gpu)
@@ -179,11 +179,11 @@ def predict(report: "Report", *, gpu: str, precision: str = "bf16", law: str | N
     if grid_intensity is not None and not (math.isfinite(grid_intensity) and grid_intensity >= 0):
         raise EnergyError(f"grid intensity must be a finite number of gCO2e/kWh ≥ 0, got {grid_intensity}")
     doc = load_coefficients(coefficients)
-    law = law or doc["default_law"]
-    if law not in LAWS:
+    if law is not None and law not in LAWS:
         raise EnergyError(f"unknown law {law!r}; choose one of {', '.join(LAWS)}")
     cal_key, warnings, transferred = _choose(doc, g.key, precision)
     cal = doc["calibrations"][cal_key]
+    law = law or ("opclass" if transferred else cal.get("default_law", doc["default_law"]))
     work = work_of(report)
     if work.flops <= 0:
         raise EnergyError(f"{report.model}: no counted work to predict from")

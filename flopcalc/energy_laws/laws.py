@@ -1,7 +1,7 @@
 """The energy and latency laws: design rows, predictions, and their fits (numpy only).
 
 Every law predicts energy per item ``E`` (J) and latency per item ``t`` (s) of one calibration
-(GPU × precision × software stack) from the per-item work of :mod:`flopcalc.energy.features`.
+(GPU × precision × software stack) from the per-item work of :mod:`flopcalc.energy_laws.features`.
 With ``L``, ``A``, ``C`` the linear, attention and convolution FLOPs per item, ``P`` the GPU's
 dense tensor peak at the precision (FLOP/s), ``W`` its TDP and ``n`` the denoiser calls per item
 (steps ÷ items in the batch):
@@ -26,7 +26,7 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from flopcalc.energy.nnls import nnls
+from flopcalc.energy_laws.nnls import nnls
 
 LAWS = ("opclass", "loglog", "linear")
 TARGETS = ("energy", "latency")

@@ -1,4 +1,4 @@
-"""Text, JSON and CSV renderings of an :class:`~flopcalc.energy.predict.EnergyResult`."""
+"""Text, JSON and CSV renderings of an :class:`~flopcalc.energy_laws.predict.EnergyResult`."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import csv
 import io
 import json
 
-from flopcalc.energy.predict import EnergyResult
+from flopcalc.energy_laws.predict import EnergyResult
 
 
 def _iv(lo: float, hi: float, fmt: str) -> str:

@@ -13,10 +13,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from flopcalc.energy.features import OP_CLASSES, Work, work_of
-from flopcalc.energy.laws import (LAWS, PER_CALIBRATION, TARGETS, Sample, error_summary, fit_law,
+from flopcalc.energy_laws.features import OP_CLASSES, Work, work_of
+from flopcalc.energy_laws.laws import (LAWS, PER_CALIBRATION, TARGETS, Sample, error_summary, fit_law,
                                   leave_one_model_out, predict_opclass)
-from flopcalc.energy.records import MeasurementError, Record, estimate_record
+from flopcalc.energy_laws.records import MeasurementError, Record, estimate_record
 
 MIN_MODELS = 3  # a calibration needs this many models: leave-one-model-out then fits on ≥ 2
 
@@ -129,7 +129,10 @@ def calibrate(records: Sequence[Record], *, default_law: str | None = None) -> t
     calibrations = {}
     for cal in kept:
         own = [s for s in samples if s.calibration == cal]
+        cal_score = {law: errors[cal][law]["energy"]["median_pct"] + errors[cal][law]["latency"]["median_pct"]
+                     for law in LAWS}
         calibrations[cal] = {
+            "default_law": min(LAWS, key=lambda law: (cal_score[law], LAWS.index(law))),
             "gpu": meta[cal].gpu, "precision": meta[cal].precision, "stack": meta[cal].stack,
             "models": sorted(by_cal[cal]), "records": len(own), "fitted_range": _fitted_range(own),
             "laws": {law: {"coefficients": coefs[law][cal], "errors": errors[cal][law]}
