@@ -7,7 +7,8 @@ settings given), never re-derived. Op classes follow :class:`flopcalc.cost.Cost`
 * ``attention``: the QKᵀ and A·V matmuls (``Cost.attention``),
 * ``conv``: convolutions, ``Cost.conv`` plus ``Cost.functional`` (functional / subclassed convs and
   matmuls; in the models counted it is almost all the causal 3-D convolutions of video VAEs),
-* ``elementwise``: flopcalc's estimate of norms, activations, softmax (counted by no convention),
+* ``elementwise``: flopcalc's estimate of elementwise ops (norms, activations, softmax; no convention
+  counts them; ops, not doubled),
 
 each as FLOPs (2 × MACs) per item (image or video), plus the denoiser calls per item (steps ÷
 items in the batch: the per-step overhead that dominates small workloads).
@@ -72,7 +73,7 @@ def work_of(report: "Report") -> Work:
     for c in report.components:
         t = c.per_run
         fields = (2 * c.runs * t.linear, 2 * c.runs * t.attention, 2 * c.runs * (t.conv + t.functional),
-                  2 * c.runs * t.elementwise, c.runs / (passes * items) if c.role == "denoiser" else 0.0)
+                  c.runs * t.elementwise, c.runs / (passes * items) if c.role == "denoiser" else 0.0)
         row = merged.setdefault(c.component, [c.role, 0.0, 0.0, 0.0, 0.0, 0.0])
         for i, v in enumerate(fields, start=1):
             row[i] += v
