@@ -32,11 +32,14 @@ def add_parsers(sub: "argparse._SubParsersAction") -> None:
     e.add_argument("--items", type=_positive_int, default=1, help="items to generate (adds kWh and GPU-hours)")
     e.set_defaults(handler=_energy)
 
-    f = sub.add_parser("energy-fit", help="fit the energy/latency laws on your own measurements (CSV)",
+    f = sub.add_parser("energy-fit", help="fit the energy/latency laws on your own measurements",
                        description="FILE: a CSV with columns " + ", ".join(_columns()) + " (see flopcalc/energy_laws/"
-                       "records.py); writes coefficients for `flopcalc energy --coefficients` and prints their "
+                       "records.py), or ML.ENERGY leaderboard files (v3 task JSON, v2 table) with --model-map; "
+                       "writes coefficients for `flopcalc energy --coefficients` and prints their "
                        "leave-one-model-out errors.")
-    f.add_argument("file")
+    f.add_argument("file", nargs="+")
+    f.add_argument("--model-map", help="ML.ENERGY files: YAML mapping each model id to the flopcalc `source` that "
+                                       "counts it (and `settings`), or `left_out` (see validation/energy/models.yaml)")
     f.add_argument("--out", required=True, help="coefficients YAML to write")
     f.set_defaults(handler=_energy_fit)
 
@@ -98,8 +101,21 @@ def _energy_fit(args: argparse.Namespace) -> int:
     from flopcalc.energy_laws.predict import EnergyError
     from flopcalc.energy_laws.records import read_csv
 
-    doc, _ = calibrate(read_csv(args.file))
-    doc = {"source": f"flopcalc energy-fit {args.file}", **doc}
+    from pathlib import Path
+
+    from flopcalc.energy_laws.mlenergy import load_model_map, read_mlenergy
+    from flopcalc.energy_laws.records import MeasurementError, is_records_csv
+
+    records = []
+    for name in args.file:
+        if is_records_csv(name):
+            records += read_csv(name)
+        elif args.model_map is None:
+            raise MeasurementError(f"{name}: not a records CSV; for ML.ENERGY files pass --model-map")
+        else:
+            records += read_mlenergy(name, load_model_map(args.model_map), Path(args.model_map).parent)
+    doc, _ = calibrate(records)
+    doc = {"source": f"flopcalc energy-fit {' '.join(args.file)}", **doc}
     try:
         with open(args.out, "w", encoding="utf-8") as fh:
             fh.write(yaml.safe_dump(doc, sort_keys=False, width=120))

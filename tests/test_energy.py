@@ -235,3 +235,19 @@ def test_energy_numeric_path_imports_neither_sympy_nor_hub():
             "print(sorted(m for m in ('sympy', 'huggingface_hub') if m in sys.modules))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.stdout.strip() == "[]", proc.stderr
+
+
+def test_energy_fit_reads_mlenergy_files_with_a_model_map(tmp_path, capsys):
+    data = ROOT / "validation" / "energy"
+    out = tmp_path / "c.yaml"
+    assert main(["energy-fit", str(data / "data" / "mlenergy_v3_text-to-image.json"), "--model-map",
+                 str(data / "models.yaml"), "--out", str(out)]) == 0
+    doc = yaml.safe_load(out.read_text())
+    assert set(doc["calibrations"]) == {"h100-sxm/bf16/mlenergy-v3", "b200/bf16/mlenergy-v3"}
+    assert main(["energy-fit", str(data / "data" / "mlenergy_v2_diffusion.csv"), "--out", str(out)]) == 2
+    assert "--model-map" in capsys.readouterr().err
+    partial = tmp_path / "map.yaml"
+    partial.write_text("black-forest-labs/FLUX.1-dev: {source: flux-dev}\n")
+    assert main(["energy-fit", str(data / "data" / "mlenergy_v3_text-to-image.json"), "--model-map", str(partial),
+                 "--out", str(out)]) == 2
+    assert "is not in the model map" in capsys.readouterr().err

@@ -164,8 +164,10 @@ def _out_of_range(work: Work, sample: Sample, rng: Mapping[str, list]) -> list[s
 
 
 def predict(report: "Report", *, gpu: str, precision: str = "bf16", law: str | None = None, num_gpus: int = 1,
-            grid_intensity: float | None = None, coefficients: str | None = None, items: int = 1) -> EnergyResult:
-    """Energy, latency and CO2e per item of ``report``'s generation on ``num_gpus`` × ``gpu``."""
+            grid_intensity: float | None = None, coefficients: str | Mapping | None = None,
+            items: int = 1) -> EnergyResult:
+    """Energy, latency and CO2e per item of ``report``'s generation on ``num_gpus`` × ``gpu``
+    (``coefficients``: a file written by ``flopcalc energy-fit``, or its parsed mapping; default shipped)."""
     from flopcalc.energy_laws.fit import sample_of
     from flopcalc.energy_laws.laws import predict_law
     from flopcalc.gpus import gpu as lookup
@@ -178,7 +180,7 @@ def predict(report: "Report", *, gpu: str, precision: str = "bf16", law: str | N
         raise EnergyError("num_gpus and items must be positive")
     if grid_intensity is not None and not (math.isfinite(grid_intensity) and grid_intensity >= 0):
         raise EnergyError(f"grid intensity must be a finite number of gCO2e/kWh ≥ 0, got {grid_intensity}")
-    doc = load_coefficients(coefficients)
+    doc = coefficients if isinstance(coefficients, Mapping) else load_coefficients(coefficients)
     if law is not None and law not in LAWS:
         raise EnergyError(f"unknown law {law!r}; choose one of {', '.join(LAWS)}")
     cal_key, warnings, transferred = _choose(doc, g.key, precision)
@@ -231,7 +233,8 @@ def predict(report: "Report", *, gpu: str, precision: str = "bf16", law: str | N
         co2e_g=co2(totals["energy"]), co2e_g_interval=(co2(interval["energy"][0]), co2(interval["energy"][1])),
         grid_g_per_kwh=grid, flops_per_item=work.flops, components=comps, warnings=tuple(warnings),
         errors={"calibration_models": len(cal["models"]), "energy": errors["energy"], "latency": errors["latency"]},
-        items=items, coefficients=str(coefficients) if coefficients else "shipped",
+        items=items, coefficients=(str(coefficients) if isinstance(coefficients, str) else
+                                   "given" if coefficients else "shipped"),
         grid_source=GRID_SOURCE if grid_intensity is None else "given")
 
 

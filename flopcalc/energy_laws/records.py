@@ -97,6 +97,16 @@ def _setting(key: str, text: str, line: int) -> Any:
     return _number(text, float if key == "guidance_scale" else int, key, line)
 
 
+def is_records_csv(path: str | Path) -> bool:
+    """Whether ``path`` starts with a header of this format (``energy_j`` and ``latency_s`` columns)."""
+    try:
+        with Path(path).open(newline="", encoding="utf-8") as fh:
+            header = next(csv.reader(fh), [])
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return False
+    return {"energy_j", "latency_s"} <= set(header)
+
+
 def read_csv(path: str | Path) -> tuple[Record, ...]:
     """Records of a measurement CSV (format in the module docstring); bad rows name their line."""
     from flopcalc.gpus import gpu

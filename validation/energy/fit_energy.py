@@ -31,51 +31,14 @@ ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT))
 
 from flopcalc.energy_laws.fit import calibrate  # noqa: E402
-from flopcalc.energy_laws.records import Record, read_csv, write_csv  # noqa: E402
-from flopcalc.gpus import gpu  # noqa: E402
+from flopcalc.energy_laws.mlenergy import load_model_map, read_mlenergy  # noqa: E402
+from flopcalc.energy_laws.records import read_csv, write_csv  # noqa: E402
 
 COEFFICIENTS = ROOT / "flopcalc" / "data" / "energy_coefficients.yaml"
 RECORDS = HERE / "records.csv"
 POINTS = ROOT / "flopcalc" / "data" / "energy_points.json"
 RESULTS_MD = HERE / "RESULTS.md"
-V3_FILES = ("mlenergy_v3_text-to-image.json", "mlenergy_v3_text-to-video.json")
-V3_SOURCE = "github ml-energy/leaderboard @0cd52dab public/data/tasks/{task}.json"
-
-
-def _v3_records(mapping: dict) -> list[Record]:
-    out = []
-    for name in V3_FILES:
-        doc = json.loads((HERE / "data" / name).read_text(encoding="utf-8"))
-        for row in doc["configurations"]:
-            m = mapping[row["model_id"]]
-            video = "num_frames" in row
-            settings = {"steps": row["inference_steps"], "height": row["video_height" if video else "image_height"],
-                        "width": row["video_width" if video else "image_width"],
-                        "num_frames": row["num_frames"] if video else None, **m["settings"]}
-            energy = row["energy_per_video_joules" if video else "energy_per_image_joules"]
-            assert row["weight_precision"] == "bfloat16", row
-            out.append(Record(m["source"], row["model_id"], gpu(row["gpu_model"]).key, "bf16", "mlenergy-v3",
-                              int(row["num_gpus"]), int(row["batch_size"]), settings, float(energy),
-                              float(row["batch_latency_s"]) / int(row["batch_size"]),
-                              V3_SOURCE.format(task=doc["task"]), HERE))
-    return out
-
-
-def _v2_records(mapping: dict) -> list[Record]:
-    import csv
-
-    out = []
-    with (HERE / "data" / "mlenergy_v2_diffusion.csv").open(newline="", encoding="utf-8") as fh:
-        for row in csv.DictReader(fh):
-            m = mapping[row["model"]]
-            if "left_out" in m:
-                continue
-            settings = {"steps": int(row["steps"]), **m["settings"]}
-            batch = int(row["batch"])
-            out.append(Record(m["source"], row["model"], gpu(row["gpu"]).key, "fp16", "mlenergy-v2", 1, batch,
-                              settings, float(row["energy_j"]), float(row["batch_latency_s"]) / batch,
-                              row["source"].split(" data/")[0], HERE))
-    return out
+DATA_FILES = ("mlenergy_v3_text-to-image.json", "mlenergy_v3_text-to-video.json", "mlenergy_v2_diffusion.csv")
 
 
 def _pct(e: dict) -> str:
@@ -114,6 +77,10 @@ def _markdown(doc: dict, mapping: dict) -> str:
               "| from -> to | energy % | latency % |", "|---|---|---|"]
     for k, e in doc["datasheet_transfer"].items():
         lines.append(f"| {k} | {_pct(e['energy'])} | {_pct(e['latency'])} |")
+    lines += ["", "## Independent check: published latencies", "",
+              "Single-GPU latencies published by xDiT (data/public_latency.csv; not used in any fit), against the "
+              "shipped default law at the published settings. Other harnesses than the calibration's: a "
+              "torch.compile row measures the compiler, not the law.", ""] + _public_latency(doc)
     lines += ["", "## Models left out", "", "| model | reason |", "|---|---|"]
     for group in mapping.values():
         for model, m in group.items():
@@ -124,11 +91,42 @@ def _markdown(doc: dict, mapping: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _public_latency(doc: dict) -> list[str]:
+    """Published single-GPU latencies (data/public_latency.csv) against the shipped law's prediction:
+    an independent check (another harness, settings the calibration did not run)."""
+    import ast
+    import csv
+
+    from flopcalc.api import estimate
+    from flopcalc.energy_laws.predict import predict
+    from flopcalc.errors import FlopcalcError
+
+    cards = {"black-forest-labs/FLUX.1-dev": ("flux-dev", {"height": 1024, "width": 1024}),
+             "tencent/HunyuanVideo": ("hunyuanvideo", {"vae_tiling": True})}
+    lines = ["| model | GPU | stack | settings | published s | predicted s [90%] | error |", "|---|---|---|---|---|---|---|"]
+    with (HERE / "data" / "public_latency.csv").open(newline="", encoding="utf-8") as fh:
+        for row in csv.DictReader(fh):
+            card, fixed = cards[row["model"]]
+            settings = {**fixed, **ast.literal_eval(row["settings"])}
+            try:
+                r = predict(estimate(card, **settings), gpu=row["gpu"], coefficients=doc)
+            except FlopcalcError as exc:
+                lines.append(f"| {card} | {row['gpu']} | {row['stack']} | {row['note']} | {row['seconds_per_item']} | "
+                             f"not predicted: {str(exc).split(';')[0]} | |")
+                continue
+            got = float(row["seconds_per_item"])
+            lo, hi = r.latency_s_interval
+            lines.append(f"| {card} | {r.gpu} | {row['stack']} | {row['note']} | {got:g} | {r.latency_s:.1f} "
+                         f"[{lo:.1f}, {hi:.1f}] | {100 * (r.latency_s / got - 1):+.0f}% |")
+    return lines
+
+
 def build(records_csv: Path = RECORDS) -> dict[Path, str]:
     """Every output's text; ``records_csv`` is written first and the fit reads it back, exactly as
     ``flopcalc energy-fit`` would (relative model paths resolve against this folder)."""
     mapping = yaml.safe_load((HERE / "models.yaml").read_text(encoding="utf-8"))
-    records = _v3_records(mapping["mlenergy_v3"]) + _v2_records(mapping["mlenergy_v2"])
+    model_map = load_model_map(HERE / "models.yaml")
+    records = [r for name in DATA_FILES for r in read_mlenergy(HERE / "data" / name, model_map, HERE)]
     write_csv(records, records_csv)
     records = [replace(r, base=HERE) for r in read_csv(records_csv)]
     doc, points = calibrate(records)
