@@ -15,7 +15,7 @@ import numpy as np
 
 from flopcalc.energy_laws.features import OP_CLASSES, Work, work_of
 from flopcalc.energy_laws.laws import (LAWS, PER_CALIBRATION, TARGETS, Sample, error_summary, fit_law,
-                                  leave_one_model_out, predict_opclass)
+                                  leave_one_model_out, predict_law)
 from flopcalc.energy_laws.records import MeasurementError, Record, estimate_record
 
 MIN_MODELS = 3  # a calibration needs this many models: leave-one-model-out then fits on ≥ 2
@@ -85,19 +85,62 @@ def _multi_gpu(records: Sequence[Record]) -> dict[str, Any]:
     return out
 
 
-def _transfer(samples: Sequence[Sample], coefs: dict, records: Sequence[Record]) -> dict[str, Any]:
-    """Datasheet scaling measured: each calibration's op-class law applied to another GPU of the
-    same precision and stack (its peak and TDP), against that GPU's measurements."""
-    meta = {r.calibration: (r.gpu, r.precision, r.stack) for r in records}
-    out = {}
-    for src in sorted(coefs):
-        for dst in sorted(coefs):
-            if src == dst or meta[src][1:] != meta[dst][1:]:
-                continue
-            test = [s for s in samples if s.calibration == dst]
-            errs = {t: error_summary((s.measured(t), predict_opclass(coefs[src][t], s, t)) for s in test)
-                    for t in TARGETS}
-            out[f"{src} -> {dst}"] = errs
+def _gpu_ratio(records: Sequence[Record], src: str, dst: str, target: str) -> float:
+    """log of the datasheet ratio a law scales by from GPU ``src`` to ``dst``: dense peak for
+    latency, peak per watt of TDP for energy (src over dst)."""
+    from flopcalc.gpus import gpu
+
+    prec = next(r.precision for r in records if r.gpu == src)
+    a, b = gpu(src), gpu(dst)
+    pa, pb = a.peak_flops[prec], b.peak_flops.get(prec, b.peak_flops["bf16"])
+    return math.log(pa / pb) if target == "latency" else math.log((pa / a.tdp_w) / (pb / b.tdp_w))
+
+
+def _transfer(samples: Sequence[Sample], coefs: dict, records: Sequence[Record], law_of: dict) -> dict[str, Any]:
+    """Datasheet scaling, calibrated and measured. Between GPUs of one precision and stack, the
+    measured ratio of the same model and batch follows the datasheet ratio to a power:
+    t_dst/t_src = (P_src/P_dst)^β_t and E_dst/E_src = ((P/W)_src/(P/W)_dst)^β_E (β = 1 is plain
+    datasheet scaling). β is fitted through the origin in log space on every matched pair; its
+    error holds one GPU pair out: the source calibration's law at its own GPU, scaled with the β of
+    the other pairs, against the destination's measurements."""
+    meta = {r.calibration: r for r in records}
+    by_key = {(s.label, s.batch_size, s.calibration): s for s in samples}
+    pairs: dict[tuple[str, str], list[tuple[Sample, Sample]]] = {}
+    for src in sorted(law_of):
+        for dst in sorted(law_of):
+            if src != dst and (meta[src].precision, meta[src].stack) == (meta[dst].precision, meta[dst].stack):
+                matched = [(s, by_key[(s.label, s.batch_size, dst)]) for s in samples
+                           if s.calibration == src and (s.label, s.batch_size, dst) in by_key]
+                if matched:
+                    pairs[(src, dst)] = matched
+    if not pairs:
+        return {}
+
+    def beta(keys: Sequence[tuple[str, str]], target: str) -> float:
+        xy = xx = 0.0
+        for k in keys:
+            x = _gpu_ratio(records, meta[k[0]].gpu, meta[k[1]].gpu, target)
+            for a, b in pairs[k]:
+                xy += x * math.log(b.measured(target) / a.measured(target))
+                xx += x * x
+        return xy / xx
+
+    out: dict[str, Any] = {"exponent": {t: beta(list(pairs), t) for t in TARGETS}, "pairs": {}}
+    held: dict[str, list] = {t: [] for t in TARGETS}
+    for src, dst in pairs:
+        others = [k for k in pairs if set(k) != {src, dst}]
+        errs = {}
+        for t in TARGETS:
+            b = beta(others, t) if others else 1.0
+            x = _gpu_ratio(records, meta[src].gpu, meta[dst].gpu, t)
+            law = law_of[src]
+            rows = [(d.measured(t), predict_law(law, {src: coefs[law][src]} if PER_CALIBRATION[law] else coefs[law], s, t)
+                     * math.exp(b * x)) for s, d in pairs[(src, dst)]]
+            held[t] += rows
+            errs[t] = error_summary(rows)
+            errs[t]["exponent_used"] = b
+        out["pairs"][f"{src} -> {dst}"] = errs
+    out["errors"] = {t: error_summary(held[t]) for t in TARGETS}
     return out
 
 
@@ -144,7 +187,7 @@ def calibrate(records: Sequence[Record], *, default_law: str | None = None) -> t
         "calibrations": calibrations,
         "loglog": coefs["loglog"],
         "multi_gpu": _multi_gpu(records),
-        "datasheet_transfer": _transfer(samples, coefs["opclass"], recs),
+        "datasheet_transfer": _transfer(samples, coefs, recs, {c: v["default_law"] for c, v in calibrations.items()}),
         "left_out_calibrations": {c: sorted(v) for c, v in sorted(by_cal.items()) if c not in kept},
     }
     points = [{"label": s.label, "calibration": s.calibration, "law": law, "batch_size": s.batch_size,

@@ -122,7 +122,10 @@ def load_coefficients(path: str | None = None) -> Mapping[str, Any]:
 
 def _choose(doc: Mapping, gpu_key: str, precision: str) -> tuple[str, list[str], bool]:
     """(calibration key, warnings, transferred): the GPU's own calibration at the precision when
-    there is one (most models first), else its other 16-bit one, else another GPU's (datasheet scaling)."""
+    there is one (most models first), else its other 16-bit one, else another GPU's (datasheet
+    scaling from the one with the most models, the closest dense peak among those)."""
+    from flopcalc.gpus import gpu as lookup
+
     cals = doc["calibrations"]
     order = sorted(cals, key=lambda k: (-len(cals[k]["models"]), k))
     for k in order:
@@ -141,15 +144,26 @@ def _choose(doc: Mapping, gpu_key: str, precision: str) -> tuple[str, list[str],
                        f"compute terms scaled by the datasheet {precision} peak (unvalidated)"], False
     same = [k for k in order if cals[k]["precision"] in half] if precision in half else []
     same = same or [k for k in order if cals[k]["precision"] == precision] or order
-    return same[0], [], True
+    most = len(cals[same[0]]["models"])
+    peak = lookup(gpu_key).peak_flops[precision]
+
+    def distance(k: str) -> float:
+        ref = lookup(cals[k]["gpu"]).peak_flops
+        return abs(math.log(ref.get(precision, ref["bf16"]) / peak))
+
+    return min((k for k in same if len(cals[k]["models"]) == most), key=lambda k: (distance(k), k)), [], True
 
 
-def _transfer_error(doc: Mapping, target: str) -> tuple[float, float]:
-    """(log-ratio p90, median %) of datasheet scaling, the worst measured pair."""
-    rows = [v[target] for v in doc.get("datasheet_transfer", {}).values() if v.get(target)]
-    if not rows:
-        return math.log(2), float("nan")
-    return max(r["log_ratio_p90"] for r in rows), max(r["median_pct"] for r in rows)
+def _scale(doc: Mapping, ref_gpu: str, gpu_key: str, precision: str) -> dict[str, float]:
+    """Factor from the reference GPU's prediction to ``gpu_key``'s: the datasheet ratio (dense
+    peak; peak per TDP watt for energy) to the fitted exponent (validation/energy/RESULTS.md)."""
+    from flopcalc.gpus import gpu as lookup
+
+    a, b = lookup(ref_gpu), lookup(gpu_key)
+    pa, pb = a.peak_flops.get(precision, a.peak_flops["bf16"]), b.peak_flops[precision]
+    beta = doc.get("datasheet_transfer", {}).get("exponent", {"energy": 1.0, "latency": 1.0})
+    return {"latency": (pa / pb) ** beta["latency"],
+            "energy": ((pa / a.tdp_w) / (pb / b.tdp_w)) ** beta["energy"]}
 
 
 def _out_of_range(work: Work, sample: Sample, rng: Mapping[str, list]) -> list[str]:
@@ -189,24 +203,33 @@ def predict(report: "Report", *, gpu: str, precision: str = "bf16", law: str | N
     work = work_of(report)
     if work.flops <= 0:
         raise EnergyError(f"{report.model}: no counted work to predict from")
-    sample = sample_of(work, g.key, precision, cal_key)
+    # on a GPU without calibration: predict on the reference GPU, then scale by the datasheet ratio
+    ref_gpu = cal["gpu"] if transferred else g.key
+    sample = sample_of(work, ref_gpu, precision, cal_key)
     errors = {t: dict(cal["laws"][law]["errors"][t]) for t in ("energy", "latency")}
     widen = {t: errors[t]["log_ratio_p90"] for t in errors}
-    if transferred:
-        if law != "opclass":
-            raise EnergyError(f"{g.key} has no calibration; only the opclass law scales to another GPU by its "
-                              f"datasheet (calibrated: {', '.join(sorted({c['gpu'] for c in doc['calibrations'].values()}))})")
-        for t in widen:
-            extra, median = _transfer_error(doc, t)
-            widen[t] += extra
-        warnings.append(f"{g.key} has no calibration: datasheet scaling (dense {precision} peak, TDP) of the "
-                        f"{cal_key} law; measured error of such scaling between calibrated GPUs: median "
-                        f"{_transfer_error(doc, 'energy')[1]:.0f}% (energy), {_transfer_error(doc, 'latency')[1]:.0f}% "
-                        f"(latency); interval widened accordingly")
     warnings += [f"extrapolating: {w}" for w in _out_of_range(work, sample, cal["fitted_range"])]
     coefs = {cal_key: cal["laws"][law]["coefficients"]} if law != "loglog" else doc["loglog"]
     totals = {t: predict_law(law, coefs, sample, t) for t in ("energy", "latency")}
     comps = _split(work, sample, law, coefs[cal_key] if law != "loglog" else None, totals)
+    if transferred:
+        tr = doc.get("datasheet_transfer") or {}
+        if not tr:
+            raise EnergyError(f"{g.key} has no calibration in these coefficients and they hold no measured "
+                              f"datasheet scaling; pass --gpu one of "
+                              f"{', '.join(sorted({c['gpu'] for c in doc['calibrations'].values()}))}")
+        f = _scale(doc, ref_gpu, g.key, precision)
+        totals = {t: totals[t] * f[t] for t in totals}
+        comps = tuple(ComponentEnergy(c.component, c.role, c.energy_j * f["energy"], c.latency_s * f["latency"])
+                      for c in comps)
+        for t in widen:
+            widen[t] += tr["errors"][t]["log_ratio_p90"]
+        warnings.append(f"{g.key} has no calibration: the {cal_key} prediction scaled by the datasheet ratio "
+                        f"(dense {precision} peak, and peak per TDP watt for energy) to the fitted power "
+                        f"{tr['exponent']['latency']:.2f} (latency) and {tr['exponent']['energy']:.2f} (energy); "
+                        f"that scaling's error between calibrated GPUs, one GPU pair held out: median "
+                        f"{tr['errors']['energy']['median_pct']:.0f}% (energy), "
+                        f"{tr['errors']['latency']['median_pct']:.0f}% (latency); interval widened accordingly")
     if num_gpus > 1:
         mg = doc.get("multi_gpu", {}).get(g.key) or next(iter(doc.get("multi_gpu", {}).values()), None)
         if mg is None:
