@@ -55,16 +55,36 @@ def _fitted_range(samples: Sequence[Sample]) -> dict[str, list[float]]:
             **{f"{op}_share": _range(v) for op, v in shares.items()}}
 
 
-def _multi_gpu(records: Sequence[Record]) -> dict[str, Any]:
-    """Overhead of N-GPU sequence-parallel runs, per GPU and N: the geometric mean over matched
-    rows (same model, GPU, batch as a 1-GPU row) of E_N/E_1 and of t_N·N/t_1 (latency per item on N
-    GPUs is t_1 × factor / N); leave-one-model-out errors of those factors."""
+#: Work per item (FLOPs) at which a multi-GPU factor equals its per-N constant: ln F = 35 (≈ 1.6 PFLOP).
+MULTI_GPU_LOG_FLOPS_REF = 35.0
+
+
+def multi_gpu_design(num_gpus: int, flops: float, counts: Sequence[int]) -> list[float]:
+    """Row of the multi-GPU overhead law ln f = c_N + d·log2 N·(ln F − 35): one-hot of N, then the
+    work term (small workloads split over more GPUs pay more)."""
+    return [1.0 if num_gpus == n else 0.0 for n in counts] + [
+        math.log2(num_gpus) * (math.log(flops) - MULTI_GPU_LOG_FLOPS_REF)]
+
+
+def _multi_gpu(records: Sequence[Record], flops: Sequence[float]) -> dict[str, Any]:
+    """Overhead of N-GPU sequence-parallel runs per GPU: f = E_N/E_1 (energy per item) and
+    f = t_N·N/t_1 (GPU-seconds per item) against the 1-GPU run of the same model and batch, fitted
+    as ln f = c_N + d·log2 N·(ln F − 35) with F the FLOPs per item (least squares in log space).
+    Of several runs of one model, GPU, N and batch (each split of N into Ulysses × ring degrees the
+    benchmark tried) the least-energy one counts: the split a user would pick. Errors leave one
+    model out. ``flops[i]`` is the work per item of ``records[i]``."""
     single = {(r.label, r.gpu, r.precision, r.stack, r.batch_size): r for r in records if r.num_gpus == 1}
+    best: dict[tuple, int] = {}
+    for i, r in enumerate(records):
+        key = (r.label, r.gpu, r.precision, r.stack, r.batch_size, r.num_gpus)
+        if r.num_gpus > 1 and (key not in best or r.energy_j < records[best[key]].energy_j):
+            best[key] = i
     pairs: dict[str, list] = defaultdict(list)
-    for r in records:
+    for i in best.values():
+        r = records[i]
         one = single.get((r.label, r.gpu, r.precision, r.stack, r.batch_size))
-        if r.num_gpus > 1 and one is not None:
-            pairs[r.gpu].append((r.label, r.num_gpus, r.energy_j / one.energy_j,
+        if one is not None:
+            pairs[r.gpu].append((r.label, r.num_gpus, flops[i], r.energy_j / one.energy_j,
                                  r.latency_s * r.num_gpus / one.latency_s))
     out = {}
     for g, rows in sorted(pairs.items()):
@@ -73,14 +93,19 @@ def _multi_gpu(records: Sequence[Record]) -> dict[str, Any]:
             continue
         counts = sorted({p[1] for p in rows})
         entry: dict[str, Any] = {"models": labels, "n": len(rows), "num_gpus": counts}
-        for j, target in ((2, "energy"), (3, "latency")):
-            def factors(rs: Sequence[tuple]) -> dict[int, float]:
-                return {n: float(np.exp(np.mean([math.log(p[j]) for p in rs if p[1] == n]))) for n in counts}
+        for j, target in ((3, "energy"), (4, "latency")):
+            def fit(rs: Sequence[tuple]) -> np.ndarray:
+                x = np.array([multi_gpu_design(p[1], p[2], counts) for p in rs])
+                return np.linalg.lstsq(x, np.log([p[j] for p in rs]), rcond=None)[0]
+
             held = []
             for lab in labels:
-                f = factors([p for p in rows if p[0] != lab])
-                held += [(p[j], f[p[1]]) for p in rows if p[0] == lab]
-            entry[target] = {"factor": factors(rows), "errors": error_summary(held)}
+                c = fit([p for p in rows if p[0] != lab])
+                held += [(p[j], float(np.exp(np.array(multi_gpu_design(p[1], p[2], counts)) @ c)))
+                         for p in rows if p[0] == lab]
+            c = fit(rows)
+            entry[target] = {"factor": {n: float(np.exp(c[k])) for k, n in enumerate(counts)},
+                             "per_log2_gpus_per_log_flops": float(c[-1]), "errors": error_summary(held)}
         out[g] = entry
     return out
 
@@ -186,7 +211,7 @@ def calibrate(records: Sequence[Record], *, default_law: str | None = None) -> t
         "default_law": default_law,
         "calibrations": calibrations,
         "loglog": coefs["loglog"],
-        "multi_gpu": _multi_gpu(records),
+        "multi_gpu": _multi_gpu(records, [s.flops for s in samples_of(records)[0]]),
         "datasheet_transfer": _transfer(samples, coefs, recs, {c: v["default_law"] for c, v in calibrations.items()}),
         "left_out_calibrations": {c: sorted(v) for c, v in sorted(by_cal.items()) if c not in kept},
     }

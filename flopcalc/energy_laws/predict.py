@@ -182,7 +182,7 @@ def predict(report: "Report", *, gpu: str, precision: str = "bf16", law: str | N
             items: int = 1) -> EnergyResult:
     """Energy, latency and CO2e per item of ``report``'s generation on ``num_gpus`` × ``gpu``
     (``coefficients``: a file written by ``flopcalc energy-fit``, or its parsed mapping; default shipped)."""
-    from flopcalc.energy_laws.fit import sample_of
+    from flopcalc.energy_laws.fit import MULTI_GPU_LOG_FLOPS_REF, sample_of
     from flopcalc.energy_laws.laws import predict_law
     from flopcalc.gpus import gpu as lookup
 
@@ -236,7 +236,9 @@ def predict(report: "Report", *, gpu: str, precision: str = "bf16", law: str | N
             raise EnergyError("the coefficients have no multi-GPU overhead fit; use --num-gpus 1")
         if g.key not in doc.get("multi_gpu", {}):
             warnings.append(f"multi-GPU overhead of another GPU used ({', '.join(mg['models'][:1])}…)")
-        fe, ft = (_gpu_factor(mg[t]["factor"], num_gpus) for t in ("energy", "latency"))
+        fe, ft = (_gpu_factor(mg[t]["factor"], num_gpus) * math.exp(
+            mg[t]["per_log2_gpus_per_log_flops"] * math.log2(num_gpus) * (math.log(work.flops) - MULTI_GPU_LOG_FLOPS_REF))
+            for t in ("energy", "latency"))
         ft /= num_gpus
         totals = {"energy": totals["energy"] * fe, "latency": totals["latency"] * ft}
         comps = tuple(ComponentEnergy(c.component, c.role, c.energy_j * fe, c.latency_s * ft) for c in comps)

@@ -62,13 +62,16 @@ def _markdown(doc: dict, mapping: dict) -> str:
             lines.append(f"| {cal} | {len(c['models'])} | {c['records']} | {law}{mark} | {_pct(e['energy'])} | "
                          f"{_pct(e['latency'])} |")
     lines += ["", "## Multi-GPU (sequence-parallel) overhead", "",
-              "Per GPU and GPU count N, the geometric mean of E_N / E_1 (energy per item) and of t_N·N / t_1 "
-              "(GPU-seconds per item) over the rows matched to the 1-GPU run of the same model and batch (Ulysses "
-              "and ring degrees pooled); errors leave one model out.", "",
-              "| GPU | models | rows | energy factor by N | energy % | GPU-time factor by N | latency % |",
+              "The factor f = E_N / E_1 (energy per item) and f = t_N·N / t_1 (GPU-seconds per item) against the "
+              "1-GPU run of the same model and batch, fitted per GPU as ln f = c_N + d·log2 N·(ln F − 35), F the "
+              "FLOPs per item: the factor at F = e³⁵ ≈ 1.6 PFLOP by N below, and d (negative: big workloads split "
+              "better). Of the Ulysses × ring splits the benchmark tried for one model, N and batch, the "
+              "least-energy one counts (the split a user would pick); errors leave one model out.", "",
+              "| GPU | models | rows | energy factor by N; d | energy % | GPU-time factor by N; d | latency % |",
               "|---|---|---|---|---|---|---|"]
     for g, m in doc["multi_gpu"].items():
-        fac = {t: ", ".join(f"{n}: ×{f:.2f}" for n, f in m[t]["factor"].items()) for t in ("energy", "latency")}
+        fac = {t: ", ".join(f"{n}: ×{f:.2f}" for n, f in m[t]["factor"].items())
+               + f"; d = {m[t]['per_log2_gpus_per_log_flops']:.3f}" for t in ("energy", "latency")}
         lines.append(f"| {g} | {len(m['models'])} | {m['n']} | {fac['energy']} | {_pct(m['energy']['errors'])} | "
                      f"{fac['latency']} | {_pct(m['latency']['errors'])} |")
     tr = doc["datasheet_transfer"]
