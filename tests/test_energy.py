@@ -253,3 +253,12 @@ def test_energy_fit_reads_mlenergy_files_with_a_model_map(tmp_path, capsys):
     assert main(["energy-fit", str(data / "data" / "mlenergy_v3_text-to-image.json"), "--model-map", str(partial),
                  "--out", str(out)]) == 2
     assert "is not in the model map" in capsys.readouterr().err
+
+
+def test_readme_error_table_is_the_fit_scripts():
+    results = (ROOT / "validation" / "energy" / "RESULTS.md").read_text(encoding="utf-8")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    rows = [line for line in results.splitlines() if "/mlenergy-" in line and line.count("|") == 7]
+    assert len(rows) == 12
+    for line in rows:
+        assert line in readme, f"README lacks {line!r}: copy the table from validation/energy/RESULTS.md"

@@ -152,6 +152,7 @@ def _transfer(samples: Sequence[Sample], coefs: dict, records: Sequence[Record],
 
     out: dict[str, Any] = {"exponent": {t: beta(list(pairs), t) for t in TARGETS}, "pairs": {}}
     held: dict[str, list] = {t: [] for t in TARGETS}
+    plain: dict[str, list] = {t: [] for t in TARGETS}
     for src, dst in pairs:
         others = [k for k in pairs if set(k) != {src, dst}]
         errs = {}
@@ -159,13 +160,16 @@ def _transfer(samples: Sequence[Sample], coefs: dict, records: Sequence[Record],
             b = beta(others, t) if others else 1.0
             x = _gpu_ratio(records, meta[src].gpu, meta[dst].gpu, t)
             law = law_of[src]
-            rows = [(d.measured(t), predict_law(law, {src: coefs[law][src]} if PER_CALIBRATION[law] else coefs[law], s, t)
-                     * math.exp(b * x)) for s, d in pairs[(src, dst)]]
+            at_src = [(d.measured(t), predict_law(law, {src: coefs[law][src]} if PER_CALIBRATION[law] else coefs[law],
+                                                  s, t)) for s, d in pairs[(src, dst)]]
+            rows = [(m, p * math.exp(b * x)) for m, p in at_src]
             held[t] += rows
+            plain[t] += [(m, p * math.exp(x)) for m, p in at_src]
             errs[t] = error_summary(rows)
             errs[t]["exponent_used"] = b
         out["pairs"][f"{src} -> {dst}"] = errs
     out["errors"] = {t: error_summary(held[t]) for t in TARGETS}
+    out["plain_datasheet_errors"] = {t: error_summary(plain[t]) for t in TARGETS}
     return out
 
 

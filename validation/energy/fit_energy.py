@@ -86,6 +86,8 @@ def _markdown(doc: dict, mapping: dict) -> str:
         lines.append(f"| {k} | {e['latency']['exponent_used']:.3f}, {e['energy']['exponent_used']:.3f} | "
                      f"{_pct(e['energy'])} | {_pct(e['latency'])} |")
     lines.append(f"| all pairs | | {_pct(tr['errors']['energy'])} | {_pct(tr['errors']['latency'])} |")
+    pl = tr["plain_datasheet_errors"]
+    lines.append(f"| all pairs, plain datasheet scaling (exponent 1) | 1, 1 | {_pct(pl['energy'])} | {_pct(pl['latency'])} |")
     lines += ["", "## Independent check: published latencies", "",
               "Single-GPU latencies published by xDiT (data/public_latency.csv; not used in any fit), against the "
               "shipped default law at the published settings. Other harnesses than the calibration's: a "
