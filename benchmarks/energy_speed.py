@@ -9,21 +9,17 @@ Prints a Markdown table: warm ``estimate()``, warm ``predict()`` on its report, 
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE.parent), str(HERE)]
+
+from speed import _median_seconds  # noqa: E402  (benchmarks/speed.py)
 
 
 def _median_ms(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return 1000 * statistics.median(times)
+    return 1000 * _median_seconds(fn, repeat)
 
 
 def main() -> int:

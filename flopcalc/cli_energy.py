@@ -66,11 +66,17 @@ _NOT_FOR_ENERGY = {"convention", "per_block", "depth", "help"}
 
 
 def _copy_estimate_options(estimate: argparse.ArgumentParser, target: argparse.ArgumentParser) -> None:
-    """Every option of `estimate` (so `energy` accepts exactly what `estimate` accepts) except those
-    that only shape the FLOP table."""
+    """Every option of `estimate` (so `energy` accepts exactly what `estimate` accepts, and keeps
+    accepting what others add to it) except those that only shape the FLOP table; argparse's own
+    ``parents=`` mechanism, applied to a parser that already exists."""
     for action in estimate._actions:
         if action.dest not in _NOT_FOR_ENERGY:
             target._add_action(action)
+    for group in estimate._mutually_exclusive_groups:
+        copy = target.add_mutually_exclusive_group(required=group.required)
+        for action in group._group_actions:
+            if action.dest not in _NOT_FOR_ENERGY:
+                copy._group_actions.append(action)
 
 
 def _estimate_kwargs(args: argparse.Namespace) -> dict:

@@ -22,7 +22,7 @@ import json
 from pathlib import Path
 from typing import Any, Mapping
 
-from flopcalc.energy_laws.records import MeasurementError, Record
+from flopcalc.energy_laws.records import MeasurementError, Record, read_yaml
 
 V2_PRECISION, V2_STACK = "fp16", "mlenergy-v2"
 V3_STACK = "mlenergy-v3"
@@ -31,15 +31,8 @@ _V3_PRECISION = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 
 def load_model_map(path: str | Path) -> dict[str, Mapping[str, Any]]:
     """The model map: ``{model id: {source, settings} | {left_out: reason}}``, every section merged."""
-    import yaml
-
     p = Path(path)
-    try:
-        doc = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise MeasurementError(f"cannot read model map {p}: {exc.strerror or exc}") from None
-    except yaml.YAMLError:
-        raise MeasurementError(f"model map {p} is not YAML") from None
+    doc = read_yaml(p, "model map")
     if not isinstance(doc, dict):
         raise MeasurementError(f"model map {p}: expected a mapping of model ids")
     sections = [v for v in doc.values() if isinstance(v, dict) and all(isinstance(e, dict) for e in v.values())]

@@ -106,15 +106,10 @@ class EnergyResult:
 @lru_cache(maxsize=8)
 def load_coefficients(path: str | None = None) -> Mapping[str, Any]:
     """The coefficients document (shipped, or one written by ``flopcalc energy-fit``)."""
-    import yaml
+    from flopcalc.energy_laws.records import read_yaml
 
     p = Path(path) if path else SHIPPED
-    try:
-        doc = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise EnergyError(f"cannot read coefficients {p}: {exc.strerror or exc}") from None
-    except yaml.YAMLError:
-        raise EnergyError(f"{p} is not YAML; pass a file written by `flopcalc energy-fit`") from None
+    doc = read_yaml(p, "coefficients", EnergyError)
     if not isinstance(doc, dict) or not isinstance(doc.get("calibrations"), dict) or not doc["calibrations"]:
         raise EnergyError(f"{p} has no calibrations; pass a file written by `flopcalc energy-fit`")
     return doc

@@ -68,6 +68,19 @@ class Record:
         return out
 
 
+def read_yaml(path: str | Path, what: str, error: type[FlopcalcError] = MeasurementError) -> Any:
+    """A user's YAML file (``yaml.safe_load``); unreadable or not YAML → ``error`` naming ``what``."""
+    import yaml
+
+    p = Path(path)
+    try:
+        return yaml.safe_load(p.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise error(f"cannot read {what} {p}: {getattr(exc, 'strerror', None) or exc}") from None
+    except yaml.YAMLError:
+        raise error(f"{what} {p} is not YAML") from None
+
+
 def write_csv(records: Iterable[Record], path: Path) -> None:
     with path.open("w", newline="", encoding="utf-8") as fh:
         w = csv.DictWriter(fh, fieldnames=COLUMNS, lineterminator="\n")
