@@ -262,3 +262,25 @@ def test_readme_error_table_is_the_fit_scripts():
     assert len(rows) == 12
     for line in rows:
         assert line in readme, f"README lacks {line!r}: copy the table from validation/energy/RESULTS.md"
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["energy", "no-such-model", "--gpu", "h100"], "error"),
+    (["energy", "sd1.5", "--gpu", "h100", "--grid-intensity", "-1"], "grid intensity"),
+    (["energy", "sd1.5", "--gpu", "a100", "--precision", "fp8"], "no fp8 tensor peak"),
+    (["energy", "sd1.5", "--gpu", "h100", "--coefficients", str(ROOT / "README.md")], "not YAML"),
+    (["energy", "sd1.5", "--gpu", "h100", "--coefficients", str(ROOT / "flopcalc" / "data" / "gpus.yaml")],
+     "no calibrations"),
+    (["energy", str(ROOT / "model_cards" / "sd1.5" / "text_encoder" / "config.json"), "--gpu", "h100", "--law",
+      "loglog"], "needs an output size"),
+    (["energy-fit", "/nonexistent.csv", "--out", "/tmp/x.yaml"], "not a records CSV"),
+])
+def test_energy_cli_errors_are_one_line(argv, message, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("flopcalc: error:") and message in err and err.count("\n") == 1
+
+
+def test_energy_of_a_bare_text_encoder_config():
+    r = flopcalc.energy(str(ROOT / "model_cards" / "sd1.5" / "text_encoder" / "config.json"), gpu="h100")
+    assert r.energy_j > 0 and any("extrapolating" in w for w in r.warnings)

@@ -50,7 +50,7 @@ class Work:
     items: int  # images or videos per batch
     steps: int
     cfg: bool  # more than one denoiser pass per step
-    pixels: int  # output pixels per item (H·W·frames)
+    pixels: int  # output pixels per item (H·W·frames); 0 when the report has no image size
 
     def total(self, field: str) -> float:
         return sum(getattr(c, field) for c in self.components)
@@ -79,5 +79,5 @@ def work_of(report: "Report") -> Work:
             row[i] += v
     comps = tuple(ComponentWork(name, role, lin / items, att / items, conv / items, el / items, calls / items)
                   for name, (role, lin, att, conv, el, calls) in merged.items())
-    frames = s.num_frames or 1
-    return Work(comps, items, int(s.steps or 0), passes > 1, int(s.height) * int(s.width) * frames)
+    pixels = (s.height or 0) * (s.width or 0) * (s.num_frames or 1)  # 0: a bare text encoder has no image
+    return Work(comps, items, int(s.steps or 0), passes > 1, int(pixels))

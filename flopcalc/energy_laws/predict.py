@@ -112,7 +112,38 @@ def load_coefficients(path: str | None = None) -> Mapping[str, Any]:
     doc = read_yaml(p, "coefficients", EnergyError)
     if not isinstance(doc, dict) or not isinstance(doc.get("calibrations"), dict) or not doc["calibrations"]:
         raise EnergyError(f"{p} has no calibrations; pass a file written by `flopcalc energy-fit`")
+    try:
+        _check(doc)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise EnergyError(f"{p} is malformed ({type(exc).__name__}: {exc}); rewrite it with `flopcalc energy-fit`") from None
     return doc
+
+
+def _check(doc: Mapping) -> None:
+    """Every key and number :func:`predict` reads is there, finite, and of its type."""
+    from flopcalc.gpus import gpu as lookup
+
+    LAWS.index(doc["default_law"])
+    for cal in doc["calibrations"].values():
+        lookup(cal["gpu"])
+        str(cal["precision"]), str(cal["stack"]), len(cal["models"]), LAWS.index(cal["default_law"])
+        for lo, hi in cal["fitted_range"].values():
+            float(lo), float(hi)
+        for law in LAWS:
+            for t in ("energy", "latency"):
+                if not math.isfinite(float(cal["laws"][law]["errors"][t]["log_ratio_p90"])):
+                    raise ValueError(f"{law} {t} error")
+                if law != "loglog" and not all(math.isfinite(float(v)) and float(v) >= 0
+                                               for v in cal["laws"][law]["coefficients"][t].values()):
+                    raise ValueError(f"{law} {t} coefficients must be finite and non-negative")
+    for t in ("energy", "latency"):
+        ll = doc["loglog"][t]
+        [float(ll[k]) for k in ("intercept", "log_flops", "cfg", "log_pixels")] + [float(v) for v in ll["calibration"].values()]
+        for mg in doc.get("multi_gpu", {}).values():
+            [float(v) for v in mg[t]["factor"].values()] + [float(mg[t]["per_log2_gpus_per_log_flops"])]
+            float(mg[t]["errors"]["log_ratio_p90"])
+        if doc.get("datasheet_transfer"):
+            float(doc["datasheet_transfer"]["exponent"][t]), float(doc["datasheet_transfer"]["errors"][t]["log_ratio_p90"])
 
 
 def _choose(doc: Mapping, gpu_key: str, precision: str) -> tuple[str, list[str], bool]:
@@ -146,7 +177,14 @@ def _choose(doc: Mapping, gpu_key: str, precision: str) -> tuple[str, list[str],
         ref = lookup(cals[k]["gpu"]).peak_flops
         return abs(math.log(ref.get(precision, ref["bf16"]) / peak))
 
-    return min((k for k in same if len(cals[k]["models"]) == most), key=lambda k: (distance(k), k)), [], True
+    key = min((k for k in same if len(cals[k]["models"]) == most), key=lambda k: (distance(k), k))
+    ref = cals[key]["precision"]
+    if ref == precision:
+        return key, [], True
+    if precision in half and ref in half:
+        return key, [f"the reference calibration is {ref}; {precision} has the same tensor peak"], True
+    return key, [f"no {precision} measurements on any GPU: the {ref} calibration with the compute terms scaled by "
+                 f"the datasheet {precision} peak (unvalidated)"], True
 
 
 def _scale(doc: Mapping, ref_gpu: str, gpu_key: str, precision: str) -> dict[str, float]:
@@ -194,10 +232,13 @@ def predict(report: "Report", *, gpu: str, precision: str = "bf16", law: str | N
         raise EnergyError(f"unknown law {law!r}; choose one of {', '.join(LAWS)}")
     cal_key, warnings, transferred = _choose(doc, g.key, precision)
     cal = doc["calibrations"][cal_key]
-    law = law or ("opclass" if transferred else cal.get("default_law", doc["default_law"]))
+    law = law or cal.get("default_law", doc["default_law"])
     work = work_of(report)
     if work.flops <= 0:
         raise EnergyError(f"{report.model}: no counted work to predict from")
+    if law == "loglog" and work.pixels <= 0:
+        raise EnergyError(f"{report.model}: the loglog law needs an output size (it has a resolution term); "
+                          f"use --law opclass or linear for a component without one")
     # on a GPU without calibration: predict on the reference GPU, then scale by the datasheet ratio
     ref_gpu = cal["gpu"] if transferred else g.key
     sample = sample_of(work, ref_gpu, precision, cal_key)
