@@ -11,7 +11,8 @@ settings given), never re-derived. Op classes follow :class:`flopcalc.cost.Cost`
   counts them; ops, not doubled),
 
 each as FLOPs (2 × MACs) per item (image or video), plus the denoiser calls per item (steps ÷
-items in the batch: the per-step overhead that dominates small workloads).
+items in the batch: the per-step overhead that dominates small workloads) and the parameters read
+per item (the denoiser's once per call, every other component's once per batch: weight traffic).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ class ComponentWork:
     conv: float
     elementwise: float
     calls: float  # denoiser calls per item: one per step for the whole batch, so steps ÷ items
+    weight_reads: float = 0.0  # parameters read per item (× bytes per parameter = weight traffic)
 
     @property
     def flops(self) -> float:
@@ -72,12 +74,14 @@ def work_of(report: "Report") -> Work:
     merged: dict[str, list] = {}
     for c in report.components:
         t = c.per_run
+        calls = c.runs / (passes * items) if c.role == "denoiser" else 0.0  # per batch
         fields = (2 * c.runs * t.linear, 2 * c.runs * t.attention, 2 * c.runs * (t.conv + t.functional),
-                  c.runs * t.elementwise, c.runs / (passes * items) if c.role == "denoiser" else 0.0)
-        row = merged.setdefault(c.component, [c.role, 0.0, 0.0, 0.0, 0.0, 0.0])
+                  c.runs * t.elementwise, calls, c.params * (calls if c.role == "denoiser" else 1))
+        row = merged.setdefault(c.component, [c.role, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
         for i, v in enumerate(fields, start=1):
             row[i] += v
-    comps = tuple(ComponentWork(name, role, lin / items, att / items, conv / items, el / items, calls / items)
-                  for name, (role, lin, att, conv, el, calls) in merged.items())
+    comps = tuple(ComponentWork(name, role, lin / items, att / items, conv / items, el / items, calls / items,
+                                reads / items)
+                  for name, (role, lin, att, conv, el, calls, reads) in merged.items())
     pixels = (s.height or 0) * (s.width or 0) * (s.num_frames or 1)  # 0: a bare text encoder has no image
     return Work(comps, items, int(s.steps or 0), passes > 1, int(pixels))

@@ -7,10 +7,13 @@ dense tensor peak at the precision (FLOP/s), ``W`` its TDP and ``n`` the denoise
 (steps ÷ items in the batch):
 
 * ``opclass`` (op-class model with per-step overhead), non-negative coefficients:
-  ``t = a_L·L/P + a_A·A/P + a_C·C/P + o_t·n`` and ``E = W·(e_L·L/P + e_A·A/P + e_C·C/P + o_E·n)``.
-  ``a`` are inverse efficiencies (1 = the datasheet peak), ``e`` fractions of TDP × inverse
-  efficiency, ``o`` seconds per call; datasheet scaling to another GPU is the same formula with
-  that GPU's ``P`` and ``W``.
+  ``t = a_L·L/P + a_A·A/P + a_C·C/P + o_t·n + w_t·R/B`` and
+  ``E = W·(e_L·L/P + e_A·A/P + e_C·C/P + o_E·n + w_E·R/B)``, with ``R`` the weight bytes read per
+  item (each denoiser call reads the denoiser's weights once for the whole batch, every other
+  component once per batch) and ``B`` the memory bandwidth. ``a`` are inverse efficiencies (1 = the
+  datasheet peak), ``e`` fractions of TDP × inverse efficiency, ``o`` seconds per call; the weight term
+  (its coefficient far above 1: a per-call cost that grows with the model, not bandwidth alone)
+  earns its place on the small fp16 UNet workloads (ML.ENERGY v2) and fits to 0 on v3.
 * ``loglog`` (the seed paper's law, ../shared/seeds 002, eq. 3): ``log y = c₀ + α·log F + β·cfg +
   ρ·log(pixels) + δ_calibration`` with ``F = L + A + C``, fitted on all calibrations at once.
 * ``linear``: ``E = k·F`` and ``t = k_t·F`` (the simplest baseline).
@@ -30,7 +33,7 @@ from flopcalc.energy_laws.nnls import nnls
 
 LAWS = ("opclass", "loglog", "linear")
 TARGETS = ("energy", "latency")
-OPCLASS_TERMS = ("linear", "attention", "conv", "per_call")
+OPCLASS_TERMS = ("linear", "attention", "conv", "per_call", "weights")
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,7 @@ class Sample:
     energy: float  # J per item (measured; 0 when predicting)
     latency: float  # s per item
     batch_size: int = 1
+    weight_time: float = 0.0  # s: weight bytes read per item ÷ memory bandwidth
 
     @property
     def flops(self) -> float:
@@ -60,7 +64,7 @@ class Sample:
 
 
 def opclass_row(s: Sample, target: str) -> np.ndarray:
-    row = np.array([s.linear / s.peak, s.attention / s.peak, s.conv / s.peak, s.calls])
+    row = np.array([s.linear / s.peak, s.attention / s.peak, s.conv / s.peak, s.calls, s.weight_time])
     return row * s.tdp if target == "energy" else row
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 from flopcalc.energy_laws.features import Work, work_of
-from flopcalc.energy_laws.laws import LAWS, Sample, opclass_row
+from flopcalc.energy_laws.laws import LAWS, OPCLASS_TERMS, Sample, opclass_row
 from flopcalc.errors import FlopcalcError
 
 if TYPE_CHECKING:
@@ -320,9 +320,10 @@ def _split(work: Work, sample: Sample, law: str, coef: Mapping | None, totals: M
     out = []
     for c in work.components:
         if law == "opclass":
-            part = Sample("", "", c.linear, c.attention, c.conv, c.calls, False, 1.0, sample.peak, sample.tdp, 0, 0)
-            vals = {t: float(opclass_row(part, t) @ np.array([coef[t][k] for k in ("linear", "attention", "conv", "per_call")]))
-                    for t in totals}
+            reads = c.weight_reads / work.total("weight_reads") if work.total("weight_reads") else 0.0
+            part = Sample("", "", c.linear, c.attention, c.conv, c.calls, False, 1.0, sample.peak, sample.tdp, 0, 0,
+                          1, sample.weight_time * reads)
+            vals = {t: float(opclass_row(part, t) @ np.array([coef[t][k] for k in OPCLASS_TERMS])) for t in totals}
         else:
             share = c.flops / work.flops
             vals = {t: totals[t] * share for t in totals}
