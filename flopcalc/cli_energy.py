@@ -114,6 +114,8 @@ def _energy_fit(args: argparse.Namespace) -> int:
 
     records = []
     for name in args.file:
+        if not Path(name).is_file():
+            raise MeasurementError(f"cannot read {name}: no such file")
         if is_records_csv(name):
             records += read_csv(name)
         elif args.model_map is None:
@@ -143,8 +145,13 @@ def _energy_plot(args: argparse.Namespace) -> int:
     from flopcalc.energy_laws.predict import load_coefficients
     from flopcalc.plots import save
 
+    from flopcalc.energy_laws.predict import EnergyError
+
     fig = measured_vs_predicted(load_coefficients(), load_points(), law=args.law)
-    save(fig, args.out)
+    try:
+        save(fig, args.out)
+    except OSError as exc:
+        raise EnergyError(f"cannot write {args.out}: {exc.strerror or exc}") from None
     print(f"wrote {args.out}")
     return 0
 

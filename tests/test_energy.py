@@ -230,6 +230,7 @@ def test_energy_plot(tmp_path):
     assert main(["energy-plot", "--out", str(out)]) == 0
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert main(["energy-plot", "--out", str(tmp_path / "e.txt")]) == 2
+    assert main(["energy-plot", "--out", str(tmp_path / "missing" / "e.png")]) == 2
 
 
 def test_energy_numeric_path_imports_neither_sympy_nor_hub():
@@ -273,7 +274,8 @@ def test_readme_error_table_is_the_fit_scripts():
      "no calibrations"),
     (["energy", str(ROOT / "model_cards" / "sd1.5" / "text_encoder" / "config.json"), "--gpu", "h100", "--law",
       "loglog"], "needs an output size"),
-    (["energy-fit", "/nonexistent.csv", "--out", "/tmp/x.yaml"], "not a records CSV"),
+    (["energy-fit", "/nonexistent.csv", "--out", "/tmp/x.yaml"], "no such file"),
+    (["energy-fit", str(ROOT / "README.md"), "--out", "/tmp/x.yaml"], "not a records CSV"),
 ])
 def test_energy_cli_errors_are_one_line(argv, message, capsys):
     assert main(argv) == 2
