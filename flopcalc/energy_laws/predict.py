@@ -272,8 +272,9 @@ def predict(report: "Report", *, gpu: str, precision: str = "bf16", law: str | N
             raise EnergyError("the coefficients have no multi-GPU overhead fit; use --num-gpus 1")
         if g.key not in doc.get("multi_gpu", {}):
             warnings.append(f"multi-GPU overhead of another GPU used ({', '.join(mg['models'][:1])}…)")
-        fe, ft = (_gpu_factor(mg[t]["factor"], num_gpus) * math.exp(
-            mg[t]["per_log2_gpus_per_log_flops"] * math.log2(num_gpus) * (math.log(work.flops) - MULTI_GPU_LOG_FLOPS_REF))
+        # never below 1: splitting one item over GPUs adds communication, it saves no energy or GPU-time
+        fe, ft = (max(1.0, _gpu_factor(mg[t]["factor"], num_gpus) * math.exp(
+            mg[t]["per_log2_gpus_per_log_flops"] * math.log2(num_gpus) * (math.log(work.flops) - MULTI_GPU_LOG_FLOPS_REF)))
             for t in ("energy", "latency"))
         ft /= num_gpus
         totals = {"energy": totals["energy"] * fe, "latency": totals["latency"] * ft}
