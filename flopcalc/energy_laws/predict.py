@@ -215,7 +215,7 @@ def predict(report: "Report", *, gpu: str, precision: str = "bf16", law: str | N
             items: int = 1) -> EnergyResult:
     """Energy, latency and CO2e per item of ``report``'s generation on ``num_gpus`` × ``gpu``
     (``coefficients``: a file written by ``flopcalc energy-fit``, or its parsed mapping; default shipped)."""
-    from flopcalc.energy_laws.fit import MULTI_GPU_LOG_FLOPS_REF, sample_of
+    from flopcalc.energy_laws.fit import sample_of
     from flopcalc.energy_laws.laws import predict_law
     from flopcalc.gpus import gpu as lookup
 
@@ -249,42 +249,15 @@ def predict(report: "Report", *, gpu: str, precision: str = "bf16", law: str | N
     totals = {t: predict_law(law, coefs, sample, t) for t in ("energy", "latency")}
     comps = _split(work, sample, law, coefs[cal_key] if law != "loglog" else None, totals)
     if transferred:
-        tr = doc.get("datasheet_transfer") or {}
-        if not tr:
-            raise EnergyError(f"{g.key} has no calibration in these coefficients and they hold no measured "
-                              f"datasheet scaling; pass --gpu one of "
-                              f"{', '.join(sorted({c['gpu'] for c in doc['calibrations'].values()}))}")
-        f = _scale(doc, ref_gpu, g.key, precision)
-        totals = {t: totals[t] * f[t] for t in totals}
-        comps = tuple(ComponentEnergy(c.component, c.role, c.energy_j * f["energy"], c.latency_s * f["latency"])
-                      for c in comps)
-        for t in widen:
-            widen[t] += tr["errors"][t]["log_ratio_p90"]
-        warnings.append(f"{g.key} has no calibration: the {cal_key} prediction scaled by the datasheet ratio "
-                        f"(dense {precision} peak, and peak per TDP watt for energy) to the fitted power "
-                        f"{tr['exponent']['latency']:.2f} (latency) and {tr['exponent']['energy']:.2f} (energy); "
-                        f"that scaling's error between calibrated GPUs, one GPU pair held out: median "
-                        f"{tr['errors']['energy']['median_pct']:.0f}% (energy), "
-                        f"{tr['errors']['latency']['median_pct']:.0f}% (latency); interval widened accordingly")
+        factors, extra, note = _transfer(doc, ref_gpu, g.key, precision, cal_key)
+        totals, comps = _scaled(totals, comps, factors)
+        widen = {t: widen[t] + extra[t] for t in widen}
+        warnings.append(note)
     if num_gpus > 1:
-        mg = doc.get("multi_gpu", {}).get(g.key) or next(iter(doc.get("multi_gpu", {}).values()), None)
-        if mg is None:
-            raise EnergyError("the coefficients have no multi-GPU overhead fit; use --num-gpus 1")
-        if g.key not in doc.get("multi_gpu", {}):
-            warnings.append(f"multi-GPU overhead of another GPU used ({', '.join(mg['models'][:1])}…)")
-        # never below 1: splitting one item over GPUs adds communication, it saves no energy or GPU-time
-        fe, ft = (max(1.0, _gpu_factor(mg[t]["factor"], num_gpus) * math.exp(
-            mg[t]["per_log2_gpus_per_log_flops"] * math.log2(num_gpus) * (math.log(work.flops) - MULTI_GPU_LOG_FLOPS_REF)))
-            for t in ("energy", "latency"))
-        ft /= num_gpus
-        totals = {"energy": totals["energy"] * fe, "latency": totals["latency"] * ft}
-        comps = tuple(ComponentEnergy(c.component, c.role, c.energy_j * fe, c.latency_s * ft) for c in comps)
-        for t in widen:
-            widen[t] += mg[t]["errors"]["log_ratio_p90"]
-        if num_gpus not in mg["num_gpus"]:
-            warnings.append(f"extrapolating: {num_gpus} GPUs outside the measured counts {mg['num_gpus']}")
-        warnings.append(f"{num_gpus}-GPU sequence-parallel overhead: ×{fe:.2f} energy per item "
-                        f"(leave-one-model-out median error {mg['energy']['errors']['median_pct']:.0f}%)")
+        factors, extra, notes = _multi_gpu(doc, g.key, ref_gpu, num_gpus, work.flops)
+        totals, comps = _scaled(totals, comps, factors)
+        widen = {t: widen[t] + extra[t] for t in widen}
+        warnings += notes
     grid = DEFAULT_GRID_G_PER_KWH if grid_intensity is None else float(grid_intensity)
     interval = {t: (totals[t] * math.exp(-widen[t]), totals[t] * math.exp(widen[t])) for t in totals}
     co2 = lambda j: j / 3.6e6 * grid  # noqa: E731  (J → kWh → g)
@@ -298,6 +271,50 @@ def predict(report: "Report", *, gpu: str, precision: str = "bf16", law: str | N
         items=items, coefficients=(str(coefficients) if isinstance(coefficients, str) else
                                    "given" if coefficients else "shipped"),
         grid_source=GRID_SOURCE if grid_intensity is None else "given")
+
+
+def _scaled(totals: Mapping[str, float], comps, factors: Mapping[str, float]):
+    return ({t: totals[t] * factors[t] for t in totals},
+            tuple(ComponentEnergy(c.component, c.role, c.energy_j * factors["energy"], c.latency_s * factors["latency"])
+                  for c in comps))
+
+
+def _transfer(doc: Mapping, ref_gpu: str, gpu_key: str, precision: str, cal_key: str):
+    """(factors, interval widening, warning) of datasheet scaling from ``ref_gpu`` to ``gpu_key``."""
+    tr = doc.get("datasheet_transfer") or {}
+    if not tr:
+        raise EnergyError(f"{gpu_key} has no calibration in these coefficients and they hold no measured "
+                          f"datasheet scaling; pass --gpu one of "
+                          f"{', '.join(sorted({c['gpu'] for c in doc['calibrations'].values()}))}")
+    e = tr["errors"]
+    note = (f"{gpu_key} has no calibration: the {cal_key} prediction scaled by the datasheet ratio (dense "
+            f"{precision} peak, and peak per TDP watt for energy) to the fitted power {tr['exponent']['latency']:.2f} "
+            f"(latency) and {tr['exponent']['energy']:.2f} (energy); that scaling's error between calibrated GPUs, "
+            f"one GPU pair held out: median {e['energy']['median_pct']:.0f}% (energy), "
+            f"{e['latency']['median_pct']:.0f}% (latency); interval widened accordingly")
+    return _scale(doc, ref_gpu, gpu_key, precision), {t: e[t]["log_ratio_p90"] for t in e}, note
+
+
+def _multi_gpu(doc: Mapping, gpu_key: str, ref_gpu: str, num_gpus: int, flops: float):
+    """(factors, interval widening, warnings) of running one item on ``num_gpus`` GPUs: energy per
+    item × f_E, latency per item × f_t / N, f never below 1 (splitting adds communication)."""
+    from flopcalc.energy_laws.fit import MULTI_GPU_LOG_FLOPS_REF
+
+    fits = doc.get("multi_gpu", {})
+    key = gpu_key if gpu_key in fits else ref_gpu if ref_gpu in fits else next(iter(sorted(fits)), None)
+    if key is None:
+        raise EnergyError("the coefficients have no multi-GPU overhead fit; use --num-gpus 1")
+    mg = fits[key]
+    notes = [] if key == gpu_key else [f"no multi-GPU runs on {gpu_key}: the {key} overhead fit used"]
+    f = {t: max(1.0, _gpu_factor(mg[t]["factor"], num_gpus) * math.exp(
+        mg[t]["per_log2_gpus_per_log_flops"] * math.log2(num_gpus) * (math.log(flops) - MULTI_GPU_LOG_FLOPS_REF)))
+        for t in ("energy", "latency")}
+    if num_gpus not in mg["num_gpus"]:
+        notes.append(f"extrapolating: {num_gpus} GPUs outside the measured counts {mg['num_gpus']}")
+    notes.append(f"{num_gpus}-GPU sequence-parallel overhead: ×{f['energy']:.2f} energy per item (leave-one-model-out "
+                 f"median error {mg['energy']['errors']['median_pct']:.0f}%)")
+    return ({"energy": f["energy"], "latency": f["latency"] / num_gpus},
+            {t: mg[t]["errors"]["log_ratio_p90"] for t in ("energy", "latency")}, notes)
 
 
 def _gpu_factor(factors: Mapping, n: int) -> float:
