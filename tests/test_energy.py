@@ -189,7 +189,7 @@ def test_cli_energy_formats(capsys):
 def test_energy_accepts_the_estimate_options(capsys):
     assert main(["energy", "cogvideox-2b", "--gpu", "b200", "--num-frames", "49", "--vae-tiling",
                  "--guidance-scale", "6", "--batch-size", "2", "--format", "json"]) == 0
-    assert json.loads(capsys.readouterr().out)["batch_size"] == 2
+    assert json.loads(capsys.readouterr().out)["items_per_batch"] == 2
     with pytest.raises(SystemExit):
         main(["energy", "sd1.5", "--gpu", "h100", "--per-block"])  # only shapes the FLOP table
 
@@ -286,3 +286,10 @@ def test_energy_cli_errors_are_one_line(argv, message, capsys):
 def test_energy_of_a_bare_text_encoder_config():
     r = flopcalc.energy(str(ROOT / "model_cards" / "sd1.5" / "text_encoder" / "config.json"), gpu="h100")
     assert r.energy_j > 0 and any("extrapolating" in w for w in r.warnings)
+
+
+def test_readme_energy_example_is_what_the_command_prints(capsys):
+    assert main(["energy", "flux-dev", "--gpu", "h100", "--steps", "28", "--items", "1000"]) == 0
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for line in capsys.readouterr().out.strip().splitlines():
+        assert line in readme, f"README's `flopcalc energy` example is stale at {line!r}"

@@ -50,7 +50,7 @@ class EnergyResult:
     gpu_name: str
     precision: str
     num_gpus: int
-    batch_size: int
+    batch_size: int  # items generated together (prompts × images per prompt): the laws' batch
     law: str
     calibration: str
     energy_j: float
@@ -83,7 +83,7 @@ class EnergyResult:
             "model": self.model,
             "gpu": {"key": self.gpu, "name": self.gpu_name, "count": self.num_gpus},
             "precision": self.precision,
-            "batch_size": self.batch_size,
+            "items_per_batch": self.batch_size,
             "prediction": {
                 "energy_j": self.energy_j, "energy_j_interval": list(self.energy_j_interval),
                 "energy_wh": self.energy_wh,

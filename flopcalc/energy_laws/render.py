@@ -29,7 +29,7 @@ def render(r: EnergyResult, fmt: str) -> str:
         return buf.getvalue()
     e = r.errors
     lines = [
-        f"{r.model} on {r.num_gpus} × {r.gpu_name} ({r.precision}), batch {r.batch_size}: per item",
+        f"{r.model} on {r.num_gpus} × {r.gpu_name} ({r.precision}), {r.batch_size} item(s) per batch: per item",
         f"  energy   {r.energy_j:,.0f} J ({r.energy_wh:,.2f} Wh)   90% interval {_iv(*r.energy_j_interval, ',.0f')} J",
         f"  latency  {r.latency_s:,.2f} s   90% interval {_iv(*r.latency_s_interval, ',.2f')} s",
         f"  CO2e     {r.co2e_g:,.2f} g   {_iv(*r.co2e_g_interval, ',.2f')} g at {r.grid_g_per_kwh:g} gCO2e/kWh "
