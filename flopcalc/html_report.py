@@ -63,7 +63,8 @@ def _law(law: SymbolicReport) -> str:
             f"<p>As text: <code>{html.escape(sp.sstr(law.flops))}</code></p>")
 
 
-def render(reports: Sequence[Report], laws: Sequence[SymbolicReport], figure_svg: str | None) -> str:
+def render(reports: Sequence[Report], laws: Sequence[SymbolicReport], figure_svg: str | None,
+           extra_html: str = "") -> str:
     from flopcalc import __version__
 
     sections = []
@@ -90,7 +91,7 @@ def render(reports: Sequence[Report], laws: Sequence[SymbolicReport], figure_svg
         f"<style>{STYLE}</style></head><body>"
         f"<h1>flopcalc report</h1><p>Counted ({convention} convention): {html.escape(CONVENTION_TEXT[convention])}. "
         f"Not in the totals: {html.escape(ELEMENTWISE_TEXT)}. flopcalc {__version__}.</p>"
-        + "".join(sections) + figure + "</body></html>\n"
+        + "".join(sections) + figure + extra_html + "</body></html>\n"
     )
 
 
@@ -109,4 +110,6 @@ def build(models: Sequence[str], *, convention: str = "torch", **settings: Any) 
         if not isinstance(exc, FlopcalcError):
             raise
         figure = f"<p class=\"note\">{html.escape(str(exc))}</p>"
-    return render(reports, laws, figure)
+    from flopcalc.energy_laws.html import section as energy_section
+
+    return render(reports, laws, figure, energy_section(reports, _table))
