@@ -94,16 +94,19 @@ def test_a_stale_index_costs_time_never_a_wrong_answer(monkeypatch, tmp_path):
 
 
 @pytest.mark.parametrize("model", ["flux-dev", "wan2.1-t2v-1.3b"])
-def test_one_question_imports_only_what_it_needs(tmp_path, model):
-    """With a warm cache, estimating one card imports its own plan and assemblers, no other family,
-    and neither YAML, sympy, numpy nor huggingface_hub."""
-    code = ("import sys, flopcalc; flopcalc.estimate(%r); "
-            "print('\\n'.join(sorted(m for m in sys.modules)))" % model)
+@pytest.mark.parametrize("via", ["api", "cli"])
+def test_one_question_imports_only_what_it_needs(tmp_path, model, via):
+    """With a warm cache, estimating one card (API or CLI) imports its own plan and assemblers, no
+    other family, and neither YAML, sympy, numpy nor huggingface_hub."""
+    call = (f"import flopcalc; flopcalc.estimate({model!r})" if via == "api" else
+            f"from flopcalc.cli import main; main(['estimate', {model!r}, '--format', 'json'])")
+    code = (f"import sys; {call}; print('@@'); "
+            "print('\\n'.join(sorted(m for m in sys.modules)))")
     env = {**os.environ, "FLOPCALC_CACHE_DIR": str(tmp_path)}
     for _ in range(2):  # the first run builds the cache, the second uses it
         proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0, proc.stderr
-    modules = set(proc.stdout.split())
+    modules = set(proc.stdout.split("@@")[-1].split())
     families = {m.rsplit(".", 1)[1] for m in modules if m.startswith(("flopcalc.architectures.", "flopcalc.pipelines."))}
     all_families = {p.stem for p in (REPO_ROOT / "flopcalc" / "architectures").glob("*.py")} | {
         p.stem for p in (REPO_ROOT / "flopcalc" / "pipelines").glob("*.py")}

@@ -8,6 +8,18 @@ leave-one-model-out errors), :mod:`predict` (the prediction, :func:`energy`), :m
 
 from __future__ import annotations
 
-from flopcalc.energy_laws.predict import EnergyResult, energy, predict
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["EnergyResult", "energy", "predict"]
+__all__ = ["EnergyResult", "energy"]  # predict(): flopcalc.energy_laws.predict.predict
+
+if TYPE_CHECKING:
+    from flopcalc.energy_laws.predict import EnergyResult, energy
+
+
+def __getattr__(name: str) -> Any:
+    """Lazy: the CLI reads ``records.COLUMNS`` for its help text without importing numpy."""
+    if name in __all__:
+        import importlib
+
+        return getattr(importlib.import_module("flopcalc.energy_laws.predict"), name)
+    raise AttributeError(f"module 'flopcalc.energy_laws' has no attribute {name!r}")
