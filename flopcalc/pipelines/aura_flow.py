@@ -1,0 +1,55 @@
+"""AuraFlow (diffusers ``pipelines/aura_flow/pipeline_aura_flow.py``, ``AuraFlowPipeline``)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Any, Mapping
+
+from flopcalc.pipelines.base import (
+    Plan,
+    Settings,
+    cfg_passes,
+    check_divisible,
+    denoiser_run,
+    image_runs,
+    missing_notes,
+    register_pipeline,
+    text_runs,
+    vae_scale_factor,
+)
+
+#: ``AuraFlowPipeline.__call__`` defaults (``height``/``width`` default to 1024 in the signature itself).
+HEIGHT, WIDTH, STEPS, GUIDANCE, MAX_SEQUENCE_LENGTH = 1024, 1024, 50, 3.5, 256
+
+
+def _size_multiple(components: Mapping[str, Mapping[str, Any]], f: int) -> int:
+    """``check_inputs``: sides divide by ``vae_scale_factor · 2``; the latent must also divide by the
+    transformer's patch size (2 in every AuraFlow checkpoint)."""
+    patch = components.get("transformer", {}).get("patch_size", 2)
+    return f * math.lcm(2, patch if isinstance(patch, int) and patch > 0 else 2)
+
+
+@register_pipeline("AuraFlowPipeline", denoisers=("AuraFlowTransformer2DModel",))
+def aura_flow_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
+                       index: Mapping[str, Any] | None = None) -> Plan:
+    """``AuraFlowPipeline.__call__``: 1024², 50 steps, ``guidance_scale`` 3.5, sides divisible by
+    ``vae_scale_factor · 2`` (16). The Pile-T5 encoder (``UMT5EncoderModel``) runs on the prompt padded
+    to ``max_sequence_length`` (256) tokens and, under CFG (``guidance_scale > 1``), on the negative
+    prompt ("" unless given) padded to the same length; the transformer then runs on the concatenated
+    [negative, prompt] batch (two passes per step) and sees 8 register tokens + 256 caption tokens."""
+    f = vae_scale_factor(components)
+    s = replace(s, height=s.height or HEIGHT, width=s.width or WIDTH, steps=s.steps or STEPS,
+                guidance_scale=GUIDANCE if s.guidance_scale is None else s.guidance_scale,
+                max_sequence_length=s.max_sequence_length or MAX_SEQUENCE_LENGTH)
+    check_divisible(s.height, s.width, _size_multiple(components, f), "AuraFlow height and width")
+    passes = cfg_passes(s.guidance_scale > 1)
+    runs = text_runs(components, [("text_encoder", s.max_sequence_length)], s.batch_size * passes,
+                     f"{s.batch_size} prompt(s)" + (" + negative" if passes == 2 else ""))
+    runs += denoiser_run(components, "transformer", s, f, s.max_sequence_length, passes)
+    runs += image_runs(components, s, f)
+    notes = list(missing_notes(components, ["text_encoder", "transformer", "vae"]))
+    if s.strength is not None:
+        notes.append("diffusers 0.42.1 has no AuraFlow image-to-image pipeline: estimated as the text-to-image "
+                     "pipeline with the input image VAE-encoded and the last `strength` of the schedule run")
+    return Plan("AuraFlowPipeline", s, passes, tuple(runs), tuple(notes))

@@ -1,0 +1,91 @@
+"""AuraFlow pipeline semantics (``AuraFlowPipeline``) and the transformer's closed form and config
+checks. No torch needed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import flopcalc
+from flopcalc.api import estimate_configs
+from flopcalc.errors import ConfigError, ResolutionError
+from flopcalc.formulas.aura_flow import feed_forward_width
+from flopcalc.pipelines import Settings
+from flopcalc.pipelines.base import plan
+
+REPO = Path(__file__).resolve().parent.parent
+CARD = REPO / "model_cards" / "aura-flow"
+FIXTURES = REPO / "validation" / "fixtures" / "aura-flow"
+
+
+def _config(component: str) -> dict:
+    return json.loads((CARD / component / "config.json").read_text())
+
+
+def _components() -> dict:
+    return {name: _config(name) for name in ("text_encoder", "transformer", "vae")}
+
+
+def _index() -> dict:
+    return json.loads((CARD / "model_index.json").read_text())
+
+
+def _flops(name: str) -> int:
+    return json.loads((FIXTURES / name).read_text())["torch"]["flops"]
+
+
+def test_defaults_doubled_batch_and_negative_prompt():
+    p = plan(_index(), _components(), Settings())
+    assert p.pipeline == "AuraFlowPipeline"
+    s = p.settings
+    assert (s.height, s.width, s.steps, s.guidance_scale, s.max_sequence_length) == (1024, 1024, 50, 3.5, 256)
+    runs = {r.component: r for r in p.runs}
+    assert p.passes == 2
+    assert runs["text_encoder"].runs == 2 and runs["text_encoder"].shape.seq_len == 256
+    t = runs["transformer"]
+    assert t.runs == 100 and (t.shape.latent_height, t.shape.latent_width, t.shape.text_len) == (128, 128, 256)
+    assert runs["vae"].runs == 1 and runs["vae"].call == "decode"
+
+
+def test_the_card_estimate_equals_the_measured_components():
+    by = {c.component: c for c in flopcalc.estimate("aura-flow").components}
+    assert 2 * by["transformer"].macs_per_run == _flops("transformer-1024x1024.json")
+    assert 2 * by["text_encoder"].macs_per_run == _flops("text_encoder-L256.json")
+    assert 2 * by["vae"].macs_per_run == _flops("vae-decode-1024x1024.json")
+
+
+def test_no_guidance_one_pass_and_the_transformer_alone():
+    p = plan(_index(), _components(), Settings(guidance_scale=1.0, steps=8, num_images_per_prompt=2))
+    runs = {r.component: r for r in p.runs}
+    assert p.passes == 1 and runs["text_encoder"].runs == 1 and runs["transformer"].runs == 16
+    r = estimate_configs(None, {"transformer": _config("transformer")}, Settings(height=512, width=512))
+    assert r.pipeline == "AuraFlowPipeline (denoiser only)"
+    assert 2 * r.components[0].macs_per_run == _flops("transformer-512x512.json")
+
+
+def test_sizes_divide_by_16():
+    with pytest.raises(ResolutionError, match="multiple of 16.*1000 → nearest valid: 992 or 1008"):
+        plan(_index(), _components(), Settings(height=1000, width=1024))
+
+
+def test_transformer_config_checks():
+    cfg = _config("transformer")
+    with pytest.raises(ConfigError, match="caption_projection_dim 2048 must equal"):
+        estimate_configs(None, {"transformer": {**cfg, "caption_projection_dim": 2048}}, Settings())
+    with pytest.raises(ConfigError, match="out_channels"):
+        estimate_configs(None, {"transformer": {**cfg, "out_channels": None}}, Settings())
+
+
+def test_transformer_closed_form():
+    """Per step: 4 joint + 32 single blocks on N image and T = 8 + L text tokens (d = 3072, h = 12,
+    d_h = 256, f = 8192), plus the embedders and the output layers."""
+    n, L, d, h, dh = (1024 // 16) ** 2, 256, 3072, 12, 256
+    t, f = 8 + L, feed_forward_width(d)
+    assert f == 8192
+    joint = 12 * d * d + 4 * (n + t) * d * d + 2 * h * (n + t) ** 2 * dh + 3 * (n + t) * d * f
+    single = 6 * d * d + 4 * (n + t) * d * d + 2 * h * (n + t) ** 2 * dh + 3 * (n + t) * d * f
+    edges = n * 16 * d + (256 * d + d * d) + L * 2048 * d + 2 * d * d + n * d * 16
+    r = estimate_configs(None, {"transformer": _config("transformer")}, Settings())
+    assert r.components[0].macs_per_run == 4 * joint + 32 * single + edges
