@@ -1,0 +1,89 @@
+"""CogView4 pipeline semantics (``CogView4Pipeline``), the transformer's closed form and the GLM-4
+encoder's config checks. No torch needed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import flopcalc
+from flopcalc.api import estimate_configs
+from flopcalc.errors import ConfigError, ResolutionError
+from flopcalc.pipelines import Settings
+from flopcalc.pipelines.base import plan
+
+REPO = Path(__file__).resolve().parent.parent
+CARD = REPO / "model_cards" / "cogview4-6b"
+FIXTURES = REPO / "validation" / "fixtures" / "cogview4-6b"
+
+
+def _config(component: str) -> dict:
+    return json.loads((CARD / component / "config.json").read_text())
+
+
+def _components() -> dict:
+    return {name: _config(name) for name in ("text_encoder", "transformer", "vae")}
+
+
+def _index() -> dict:
+    return json.loads((CARD / "model_index.json").read_text())
+
+
+def _flops(name: str) -> int:
+    return json.loads((FIXTURES / name).read_text())["torch"]["flops"]
+
+
+def test_defaults_two_forwards_and_the_text_upper_bound():
+    p = plan(_index(), _components(), Settings())
+    assert p.pipeline == "CogView4Pipeline"
+    s = p.settings
+    assert (s.height, s.width, s.steps, s.guidance_scale, s.max_sequence_length) == (1024, 1024, 50, 5.0, 1024)
+    runs = {r.component: r for r in p.runs}
+    assert p.passes == 2
+    assert runs["text_encoder"].runs == 2 and runs["text_encoder"].shape.seq_len == 1024
+    t = runs["transformer"]
+    assert t.runs == 100 and (t.shape.latent_height, t.shape.latent_width, t.shape.text_len) == (128, 128, 1024)
+    assert runs["vae"].runs == 1 and runs["vae"].call == "decode"
+    assert any("upper bound" in n for n in p.notes)
+
+
+def test_the_card_estimate_equals_the_measured_components():
+    by = {c.component: c for c in flopcalc.estimate("cogview4-6b").components}
+    assert 2 * by["transformer"].macs_per_run == _flops("transformer-1024x1024.json")
+    assert 2 * by["text_encoder"].macs_per_run == _flops("text_encoder-L1024.json")
+    assert 2 * by["vae"].macs_per_run == _flops("vae-decode-1024x1024.json")
+
+
+def test_no_guidance_and_a_shorter_prompt():
+    p = plan(_index(), _components(), Settings(guidance_scale=1.0, max_sequence_length=128, batch_size=2))
+    runs = {r.component: r for r in p.runs}
+    assert p.passes == 1 and runs["text_encoder"].runs == 2 and runs["text_encoder"].shape.seq_len == 128
+    assert runs["transformer"].runs == 50 * 2 and runs["transformer"].shape.text_len == 128
+    r = estimate_configs(None, {"transformer": _config("transformer")}, Settings(height=512, width=512))
+    assert r.pipeline == "CogView4Pipeline (denoiser only)"
+    assert 2 * r.components[0].macs_per_run == _flops("transformer-512x512.json")
+
+
+def test_sizes_divide_by_16():
+    with pytest.raises(ResolutionError, match="multiple of 16.*1000 → nearest valid: 992 or 1008"):
+        plan(_index(), _components(), Settings(height=1000, width=1024))
+
+
+def test_config_checks():
+    with pytest.raises(ConfigError, match="multiple of 4"):
+        estimate_configs(None, {"transformer": {**_config("transformer"), "attention_head_dim": 126}}, Settings())
+    with pytest.raises(ConfigError, match="partial_rotary_factor"):
+        estimate_configs(None, {"text_encoder": {**_config("text_encoder"), "partial_rotary_factor": 0}},
+                         Settings(max_sequence_length=16))
+
+
+def test_transformer_closed_form():
+    """Per step: 28 blocks on S = L + N tokens (d = 4096, h = 32, d_h = 128, d_t = 512) and the edges."""
+    n, L, d, h, dh, dt = (1024 // 16) ** 2, 1024, 4096, 32, 128, 512
+    s = n + L
+    block = 12 * d * dt + 4 * s * d * d + 2 * h * s * s * dh + 8 * s * d * d
+    edges = n * 64 * d + L * 4096 * d + (d * dt + dt * dt) + (6 * 256 * dt + dt * dt) + dt * 2 * d + n * d * 64
+    r = estimate_configs(None, {"transformer": _config("transformer")}, Settings())
+    assert r.components[0].macs_per_run == 28 * block + edges
