@@ -13,26 +13,27 @@ from flopcalc.api import estimate_configs
 from flopcalc.errors import ConfigError, ResolutionError
 from flopcalc.pipelines import Settings
 from flopcalc.pipelines.base import plan
+from flopcalc.sources import resolve
 
 REPO = Path(__file__).resolve().parent.parent
-CARD = REPO / "model_cards" / "cogview4-6b"
 FIXTURES = REPO / "validation" / "fixtures" / "cogview4-6b"
+_SOURCE = resolve("cogview4-6b")  # the card's model_index.json and component configs, as flopcalc reads them
 
 
 def _config(component: str) -> dict:
-    return json.loads((CARD / component / "config.json").read_text())
+    return dict(_SOURCE.components[component])
 
 
 def _components() -> dict:
-    return {name: _config(name) for name in ("text_encoder", "transformer", "vae")}
+    return {name: _config(name) for name in _SOURCE.components}
 
 
 def _index() -> dict:
-    return json.loads((CARD / "model_index.json").read_text())
+    return dict(_SOURCE.model_index)
 
 
-def _flops(name: str) -> int:
-    return json.loads((FIXTURES / name).read_text())["torch"]["flops"]
+def _fixture(name: str) -> dict:
+    return json.loads((FIXTURES / name).read_text())
 
 
 def test_defaults_two_forwards_and_the_text_upper_bound():
@@ -51,9 +52,9 @@ def test_defaults_two_forwards_and_the_text_upper_bound():
 
 def test_the_card_estimate_equals_the_measured_components():
     by = {c.component: c for c in flopcalc.estimate("cogview4-6b").components}
-    assert 2 * by["transformer"].macs_per_run == _flops("transformer-1024x1024.json")
-    assert 2 * by["text_encoder"].macs_per_run == _flops("text_encoder-L1024.json")
-    assert 2 * by["vae"].macs_per_run == _flops("vae-decode-1024x1024.json")
+    assert 2 * by["transformer"].macs_per_run == _fixture("transformer-1024x1024.json")["torch"]["flops"]
+    assert 2 * by["text_encoder"].macs_per_run == _fixture("text_encoder-L1024.json")["torch"]["flops"]
+    assert 2 * by["vae"].macs_per_run == _fixture("vae-decode-1024x1024.json")["torch"]["flops"]
 
 
 def test_no_guidance_and_a_shorter_prompt():
@@ -63,7 +64,7 @@ def test_no_guidance_and_a_shorter_prompt():
     assert runs["transformer"].runs == 50 * 2 and runs["transformer"].shape.text_len == 128
     r = estimate_configs(None, {"transformer": _config("transformer")}, Settings(height=512, width=512))
     assert r.pipeline == "CogView4Pipeline (denoiser only)"
-    assert 2 * r.components[0].macs_per_run == _flops("transformer-512x512.json")
+    assert 2 * r.components[0].macs_per_run == _fixture("transformer-512x512.json")["torch"]["flops"]
 
 
 def test_sizes_divide_by_16():

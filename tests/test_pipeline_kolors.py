@@ -13,22 +13,23 @@ from flopcalc.api import estimate_configs
 from flopcalc.errors import ConfigError, FlopcalcError, ResolutionError, UnknownArchitectureError
 from flopcalc.pipelines import Settings
 from flopcalc.pipelines.base import plan
+from flopcalc.sources import resolve
 
 REPO = Path(__file__).resolve().parent.parent
-CARD = REPO / "model_cards" / "kolors"
 FIXTURES = REPO / "validation" / "fixtures" / "kolors"
+_SOURCE = resolve("kolors")  # the card's model_index.json and component configs, as flopcalc reads them
 
 
-def _config(component: str, card: Path = CARD) -> dict:
-    return json.loads((card / component / "config.json").read_text())
+def _config(component: str) -> dict:
+    return dict(_SOURCE.components[component])
 
 
 def _components() -> dict:
-    return {name: _config(name) for name in ("text_encoder", "unet", "vae")}
+    return {name: _config(name) for name in _SOURCE.components}
 
 
 def _index() -> dict:
-    return json.loads((CARD / "model_index.json").read_text())
+    return dict(_SOURCE.model_index)
 
 
 def _fixture(name: str) -> dict:
@@ -88,7 +89,7 @@ def test_a_kolors_unet_alone_runs_under_kolors_and_sdxl_stays_sdxl():
     r = estimate_configs(None, {"unet": _config("unet")}, Settings())
     assert r.pipeline == "KolorsPipeline (denoiser only)"
     assert 2 * r.components[0].macs_per_run == _fixture("unet-1024x1024.json")["torch"]["flops"]
-    sdxl = estimate_configs(None, {"unet": _config("unet", REPO / "model_cards" / "sdxl-base")}, Settings())
+    sdxl = estimate_configs(None, {"unet": dict(resolve("sdxl-base").components["unet"])}, Settings())
     assert sdxl.pipeline == "StableDiffusionXLPipeline (denoiser only)"
 
 

@@ -43,7 +43,8 @@ def chatglm_model(config: Config, shape: RunShape) -> Node:
     positions = positive_int(config, "seq_length")
     if isinstance(n, int) and n > positions:
         raise FlopcalcError(f"{config.component}: ChatGLMModel builds its rotary table for seq_length {positions} "
-                            f"positions and cannot encode {n} tokens; use a max_sequence_length of at most {positions}.")
+                            f"positions and cannot encode {n} tokens; use a max_sequence_length of at most "
+                            f"{positions}.")
     rmsnorm = bool(config["rmsnorm"])
     layer = glm_block(tokens=n, dim=d, heads=heads, kv_groups=_kv_groups(config, heads), head_dim=head_dim,
                       d_ff=positive_int(config, "ffn_hidden_size"), qkv_bias=bool(config["add_qkv_bias"]),

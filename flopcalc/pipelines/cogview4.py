@@ -60,10 +60,11 @@ def cogview4_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
     runs += denoiser_run(components, "transformer", s, f, text_len, passes)
     runs += image_runs(components, s, f)
     notes = list(missing_notes(components, ["text_encoder", "transformer", "vae"]))
-    notes.append(f"text: {text_len} GLM tokens for the prompt{' and the negative prompt' if cfg else ''} (the pipeline "
-                 f"pads each to its own length, a multiple of {TOKEN_MULTIPLE}, at most max_sequence_length; the "
-                 f"default negative prompt \"\", its special tokens only, pads to {TOKEN_MULTIPLE}): an upper bound, set the prompt's padded "
-                 "length with max_sequence_length")
+    negative = " and the negative prompt" if cfg else ""
+    notes.append(f"text: {text_len} GLM tokens for the prompt{negative} (the pipeline pads each to its own length, "
+                 f"a multiple of {TOKEN_MULTIPLE}, at most max_sequence_length; the default negative prompt \"\", "
+                 f"its special tokens only, pads to {TOKEN_MULTIPLE}): an upper bound, set the prompt's padded length "
+                 "with max_sequence_length")
     if s.strength is not None:
         notes.append("diffusers 0.42.1 has no CogView4 image-to-image pipeline: estimated as the text-to-image "
                      "pipeline with the input image VAE-encoded and the last `strength` of the schedule run")
