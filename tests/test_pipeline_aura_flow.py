@@ -90,3 +90,10 @@ def test_transformer_closed_form():
     edges = n * 16 * d + (256 * d + d * d) + L * 2048 * d + 2 * d * d + n * d * 16
     r = estimate_configs(None, {"transformer": _config("transformer")}, Settings())
     assert r.components[0].macs_per_run == 4 * joint + 32 * single + edges
+
+
+def test_a_patch_grid_beyond_the_positional_table_is_noted():
+    big = plan(_index(), _components(), Settings())
+    assert any("64×64 patch grid exceeds the transformer's 32×32 positional table" in n for n in big.notes)
+    small = plan(_index(), _components(), Settings(height=512, width=512))
+    assert not any("positional table" in n for n in small.notes)

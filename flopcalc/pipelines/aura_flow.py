@@ -49,7 +49,24 @@ def aura_flow_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
     runs += denoiser_run(components, "transformer", s, f, s.max_sequence_length, passes)
     runs += image_runs(components, s, f)
     notes = list(missing_notes(components, ["text_encoder", "transformer", "vae"]))
+    notes += _pos_embed_note(components.get("transformer", {}), s.height // f, s.width // f)
     if s.strength is not None:
         notes.append("diffusers 0.42.1 has no AuraFlow image-to-image pipeline: estimated as the text-to-image "
                      "pipeline with the input image VAE-encoded and the last `strength` of the schedule run")
     return Plan("AuraFlowPipeline", s, passes, tuple(runs), tuple(notes))
+
+
+def _pos_embed_note(transformer: Mapping[str, Any], latent_h: int, latent_w: int) -> list[str]:
+    """``AuraFlowPatchEmbed.pe_selection_index_based_on_dim`` takes the centred h_p × w_p crop of the
+    √pos_embed_max_size square table; a larger patch grid indexes outside it (diffusers issue #12656:
+    a CUDA assert, wrapped indices on the CPU). The matmuls are the same either way."""
+    table, patch = transformer.get("pos_embed_max_size", 1024), transformer.get("patch_size", 2)
+    if not (isinstance(table, int) and isinstance(patch, int) and table > 0 and patch > 0):
+        return []
+    side = math.isqrt(table)
+    h_p, w_p = int(latent_h) // patch, int(latent_w) // patch
+    if h_p <= side and w_p <= side:
+        return []
+    return [f"the {h_p}×{w_p} patch grid exceeds the transformer's {side}×{side} positional table "
+            f"(pos_embed_max_size {table}): diffusers indexes outside it (issue #12656); the count is the work the "
+            "module does, which does not depend on the table"]
