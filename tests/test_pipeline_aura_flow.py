@@ -3,10 +3,8 @@ checks. No torch needed."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
+from card_support import Card
 
 import flopcalc
 from flopcalc.api import estimate_configs
@@ -14,31 +12,12 @@ from flopcalc.errors import ConfigError, ResolutionError
 from flopcalc.formulas.aura_flow import feed_forward_width
 from flopcalc.pipelines import Settings
 from flopcalc.pipelines.base import plan
-from flopcalc.sources import resolve
 
-REPO = Path(__file__).resolve().parent.parent
-FIXTURES = REPO / "validation" / "fixtures" / "aura-flow"
-_SOURCE = resolve("aura-flow")  # the card's model_index.json and component configs, as flopcalc reads them
-
-
-def _config(component: str) -> dict:
-    return dict(_SOURCE.components[component])
-
-
-def _components() -> dict:
-    return {name: _config(name) for name in _SOURCE.components}
-
-
-def _index() -> dict:
-    return dict(_SOURCE.model_index)
-
-
-def _fixture(name: str) -> dict:
-    return json.loads((FIXTURES / name).read_text())
+CARD = Card("aura-flow")
 
 
 def test_defaults_doubled_batch_and_negative_prompt():
-    p = plan(_index(), _components(), Settings())
+    p = plan(CARD.index(), CARD.components(), Settings())
     assert p.pipeline == "AuraFlowPipeline"
     s = p.settings
     assert (s.height, s.width, s.steps, s.guidance_scale, s.max_sequence_length) == (1024, 1024, 50, 3.5, 256)
@@ -52,27 +31,27 @@ def test_defaults_doubled_batch_and_negative_prompt():
 
 def test_the_card_estimate_equals_the_measured_components():
     by = {c.component: c for c in flopcalc.estimate("aura-flow").components}
-    assert 2 * by["transformer"].macs_per_run == _fixture("transformer-1024x1024.json")["torch"]["flops"]
-    assert 2 * by["text_encoder"].macs_per_run == _fixture("text_encoder-L256.json")["torch"]["flops"]
-    assert 2 * by["vae"].macs_per_run == _fixture("vae-decode-1024x1024.json")["torch"]["flops"]
+    assert 2 * by["transformer"].macs_per_run == CARD.fixture("transformer-1024x1024.json")["torch"]["flops"]
+    assert 2 * by["text_encoder"].macs_per_run == CARD.fixture("text_encoder-L256.json")["torch"]["flops"]
+    assert 2 * by["vae"].macs_per_run == CARD.fixture("vae-decode-1024x1024.json")["torch"]["flops"]
 
 
 def test_no_guidance_one_pass_and_the_transformer_alone():
-    p = plan(_index(), _components(), Settings(guidance_scale=1.0, steps=8, num_images_per_prompt=2))
+    p = plan(CARD.index(), CARD.components(), Settings(guidance_scale=1.0, steps=8, num_images_per_prompt=2))
     runs = {r.component: r for r in p.runs}
     assert p.passes == 1 and runs["text_encoder"].runs == 1 and runs["transformer"].runs == 16
-    r = estimate_configs(None, {"transformer": _config("transformer")}, Settings(height=512, width=512))
+    r = estimate_configs(None, {"transformer": CARD.config("transformer")}, Settings(height=512, width=512))
     assert r.pipeline == "AuraFlowPipeline (denoiser only)"
-    assert 2 * r.components[0].macs_per_run == _fixture("transformer-512x512.json")["torch"]["flops"]
+    assert 2 * r.components[0].macs_per_run == CARD.fixture("transformer-512x512.json")["torch"]["flops"]
 
 
 def test_sizes_divide_by_16():
     with pytest.raises(ResolutionError, match="multiple of 16.*1000 → nearest valid: 992 or 1008"):
-        plan(_index(), _components(), Settings(height=1000, width=1024))
+        plan(CARD.index(), CARD.components(), Settings(height=1000, width=1024))
 
 
 def test_transformer_config_checks():
-    cfg = _config("transformer")
+    cfg = CARD.config("transformer")
     with pytest.raises(ConfigError, match="caption_projection_dim 2048 must equal"):
         estimate_configs(None, {"transformer": {**cfg, "caption_projection_dim": 2048}}, Settings())
     with pytest.raises(ConfigError, match="out_channels"):
@@ -88,12 +67,12 @@ def test_transformer_closed_form():
     joint = 12 * d * d + 4 * (n + t) * d * d + 2 * h * (n + t) ** 2 * dh + 3 * (n + t) * d * f
     single = 6 * d * d + 4 * (n + t) * d * d + 2 * h * (n + t) ** 2 * dh + 3 * (n + t) * d * f
     edges = n * 16 * d + (256 * d + d * d) + L * 2048 * d + 2 * d * d + n * d * 16
-    r = estimate_configs(None, {"transformer": _config("transformer")}, Settings())
+    r = estimate_configs(None, {"transformer": CARD.config("transformer")}, Settings())
     assert r.components[0].macs_per_run == 4 * joint + 32 * single + edges
 
 
 def test_a_patch_grid_beyond_the_positional_table_is_noted():
-    big = plan(_index(), _components(), Settings())
+    big = plan(CARD.index(), CARD.components(), Settings())
     assert any("64×64 patch grid exceeds the transformer's 32×32 positional table" in n for n in big.notes)
-    small = plan(_index(), _components(), Settings(height=512, width=512))
+    small = plan(CARD.index(), CARD.components(), Settings(height=512, width=512))
     assert not any("positional table" in n for n in small.notes)

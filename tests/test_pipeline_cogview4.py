@@ -3,41 +3,20 @@ encoder's config checks. No torch needed."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
+from card_support import Card
 
 import flopcalc
 from flopcalc.api import estimate_configs
 from flopcalc.errors import ConfigError, ResolutionError
 from flopcalc.pipelines import Settings
 from flopcalc.pipelines.base import plan
-from flopcalc.sources import resolve
 
-REPO = Path(__file__).resolve().parent.parent
-FIXTURES = REPO / "validation" / "fixtures" / "cogview4-6b"
-_SOURCE = resolve("cogview4-6b")  # the card's model_index.json and component configs, as flopcalc reads them
-
-
-def _config(component: str) -> dict:
-    return dict(_SOURCE.components[component])
-
-
-def _components() -> dict:
-    return {name: _config(name) for name in _SOURCE.components}
-
-
-def _index() -> dict:
-    return dict(_SOURCE.model_index)
-
-
-def _fixture(name: str) -> dict:
-    return json.loads((FIXTURES / name).read_text())
+CARD = Card("cogview4-6b")
 
 
 def test_defaults_two_forwards_and_the_text_upper_bound():
-    p = plan(_index(), _components(), Settings())
+    p = plan(CARD.index(), CARD.components(), Settings())
     assert p.pipeline == "CogView4Pipeline"
     s = p.settings
     assert (s.height, s.width, s.steps, s.guidance_scale, s.max_sequence_length) == (1024, 1024, 50, 5.0, 1024)
@@ -52,31 +31,31 @@ def test_defaults_two_forwards_and_the_text_upper_bound():
 
 def test_the_card_estimate_equals_the_measured_components():
     by = {c.component: c for c in flopcalc.estimate("cogview4-6b").components}
-    assert 2 * by["transformer"].macs_per_run == _fixture("transformer-1024x1024.json")["torch"]["flops"]
-    assert 2 * by["text_encoder"].macs_per_run == _fixture("text_encoder-L1024.json")["torch"]["flops"]
-    assert 2 * by["vae"].macs_per_run == _fixture("vae-decode-1024x1024.json")["torch"]["flops"]
+    assert 2 * by["transformer"].macs_per_run == CARD.fixture("transformer-1024x1024.json")["torch"]["flops"]
+    assert 2 * by["text_encoder"].macs_per_run == CARD.fixture("text_encoder-L1024.json")["torch"]["flops"]
+    assert 2 * by["vae"].macs_per_run == CARD.fixture("vae-decode-1024x1024.json")["torch"]["flops"]
 
 
 def test_no_guidance_and_a_shorter_prompt():
-    p = plan(_index(), _components(), Settings(guidance_scale=1.0, max_sequence_length=128, batch_size=2))
+    p = plan(CARD.index(), CARD.components(), Settings(guidance_scale=1.0, max_sequence_length=128, batch_size=2))
     runs = {r.component: r for r in p.runs}
     assert p.passes == 1 and runs["text_encoder"].runs == 2 and runs["text_encoder"].shape.seq_len == 128
     assert runs["transformer"].runs == 50 * 2 and runs["transformer"].shape.text_len == 128
-    r = estimate_configs(None, {"transformer": _config("transformer")}, Settings(height=512, width=512))
+    r = estimate_configs(None, {"transformer": CARD.config("transformer")}, Settings(height=512, width=512))
     assert r.pipeline == "CogView4Pipeline (denoiser only)"
-    assert 2 * r.components[0].macs_per_run == _fixture("transformer-512x512.json")["torch"]["flops"]
+    assert 2 * r.components[0].macs_per_run == CARD.fixture("transformer-512x512.json")["torch"]["flops"]
 
 
 def test_sizes_divide_by_16():
     with pytest.raises(ResolutionError, match="multiple of 16.*1000 → nearest valid: 992 or 1008"):
-        plan(_index(), _components(), Settings(height=1000, width=1024))
+        plan(CARD.index(), CARD.components(), Settings(height=1000, width=1024))
 
 
 def test_config_checks():
     with pytest.raises(ConfigError, match="multiple of 4"):
-        estimate_configs(None, {"transformer": {**_config("transformer"), "attention_head_dim": 126}}, Settings())
+        estimate_configs(None, {"transformer": {**CARD.config("transformer"), "attention_head_dim": 126}}, Settings())
     with pytest.raises(ConfigError, match="partial_rotary_factor"):
-        estimate_configs(None, {"text_encoder": {**_config("text_encoder"), "partial_rotary_factor": 0}},
+        estimate_configs(None, {"text_encoder": {**CARD.config("text_encoder"), "partial_rotary_factor": 0}},
                          Settings(max_sequence_length=16))
 
 
@@ -86,5 +65,5 @@ def test_transformer_closed_form():
     s = n + L
     block = 12 * d * dt + 4 * s * d * d + 2 * h * s * s * dh + 8 * s * d * d
     edges = n * 64 * d + L * 4096 * d + (d * dt + dt * dt) + (6 * 256 * dt + dt * dt) + dt * 2 * d + n * d * 64
-    r = estimate_configs(None, {"transformer": _config("transformer")}, Settings())
+    r = estimate_configs(None, {"transformer": CARD.config("transformer")}, Settings())
     assert r.components[0].macs_per_run == 28 * block + edges

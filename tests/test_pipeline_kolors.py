@@ -3,42 +3,21 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
+from card_support import Card
 
 import flopcalc
 from flopcalc.api import estimate_configs
 from flopcalc.errors import ConfigError, FlopcalcError, ResolutionError, UnknownArchitectureError
 from flopcalc.pipelines import Settings
 from flopcalc.pipelines.base import plan
-from flopcalc.sources import resolve
 
-REPO = Path(__file__).resolve().parent.parent
-FIXTURES = REPO / "validation" / "fixtures" / "kolors"
-_SOURCE = resolve("kolors")  # the card's model_index.json and component configs, as flopcalc reads them
-
-
-def _config(component: str) -> dict:
-    return dict(_SOURCE.components[component])
-
-
-def _components() -> dict:
-    return {name: _config(name) for name in _SOURCE.components}
-
-
-def _index() -> dict:
-    return dict(_SOURCE.model_index)
-
-
-def _fixture(name: str) -> dict:
-    return json.loads((FIXTURES / name).read_text())
+CARD = Card("kolors")
 
 
 def test_the_card_index_names_sdxl_and_is_planned_as_kolors():
-    assert _index()["_class_name"] == "StableDiffusionXLPipeline"  # verbatim from the Hub repo
-    p = plan(_index(), _components(), Settings())
+    assert CARD.index()["_class_name"] == "StableDiffusionXLPipeline"  # verbatim from the Hub repo
+    p = plan(CARD.index(), CARD.components(), Settings())
     assert p.pipeline == "KolorsPipeline"
     assert any("names StableDiffusionXLPipeline" in n for n in p.notes)
     s = p.settings
@@ -56,20 +35,20 @@ def test_the_card_index_names_sdxl_and_is_planned_as_kolors():
 def test_the_card_estimate_equals_the_measured_components():
     r = flopcalc.estimate("kolors")
     by = {c.component: c for c in r.components}
-    assert 2 * by["text_encoder"].macs_per_run == _fixture("text_encoder-L256.json")["torch"]["flops"]
-    assert 2 * by["unet"].macs_per_run == _fixture("unet-1024x1024.json")["torch"]["flops"]
-    assert 2 * by["vae"].macs_per_run == _fixture("vae-decode-1024x1024.json")["torch"]["flops"]
-    assert by["text_encoder"].params == _fixture("text_encoder-L256.json")["params"]
+    assert 2 * by["text_encoder"].macs_per_run == CARD.fixture("text_encoder-L256.json")["torch"]["flops"]
+    assert 2 * by["unet"].macs_per_run == CARD.fixture("unet-1024x1024.json")["torch"]["flops"]
+    assert 2 * by["vae"].macs_per_run == CARD.fixture("vae-decode-1024x1024.json")["torch"]["flops"]
+    assert by["text_encoder"].params == CARD.fixture("text_encoder-L256.json")["params"]
 
 
 def test_kolors_index_name_plans_alike():
-    a = estimate_configs({"_class_name": "KolorsPipeline"}, _components(), Settings(height=768, width=1344))
-    b = estimate_configs(_index(), _components(), Settings(height=768, width=1344))
+    a = estimate_configs({"_class_name": "KolorsPipeline"}, CARD.components(), Settings(height=768, width=1344))
+    b = estimate_configs(CARD.index(), CARD.components(), Settings(height=768, width=1344))
     assert a.pipeline == b.pipeline == "KolorsPipeline" and a.macs == b.macs
 
 
 def test_no_guidance_one_pass_prompt_encoded_once():
-    p = plan(_index(), _components(), Settings(guidance_scale=1.0, steps=20, batch_size=2, num_images_per_prompt=3))
+    p = plan(CARD.index(), CARD.components(), Settings(guidance_scale=1.0, steps=20, batch_size=2, num_images_per_prompt=3))
     runs = {r.component: r for r in p.runs}
     assert p.passes == 1 and runs["text_encoder"].runs == 2
     assert runs["unet"].runs == 20 * 2 * 3 and runs["vae"].runs == 6
@@ -78,23 +57,23 @@ def test_no_guidance_one_pass_prompt_encoded_once():
 
 def test_text_length_and_size_limits():
     with pytest.raises(FlopcalcError, match="greater than 256"):
-        plan(_index(), _components(), Settings(max_sequence_length=257))
+        plan(CARD.index(), CARD.components(), Settings(max_sequence_length=257))
     with pytest.raises(ResolutionError, match="multiple of 8"):
-        plan(_index(), _components(), Settings(height=1020, width=1024))
-    p = plan(_index(), _components(), Settings(max_sequence_length=64))
+        plan(CARD.index(), CARD.components(), Settings(height=1020, width=1024))
+    p = plan(CARD.index(), CARD.components(), Settings(max_sequence_length=64))
     assert {r.component: r.shape for r in p.runs}["unet"].text_len == 64
 
 
 def test_a_kolors_unet_alone_runs_under_kolors_and_sdxl_stays_sdxl():
-    r = estimate_configs(None, {"unet": _config("unet")}, Settings())
+    r = estimate_configs(None, {"unet": CARD.config("unet")}, Settings())
     assert r.pipeline == "KolorsPipeline (denoiser only)"
-    assert 2 * r.components[0].macs_per_run == _fixture("unet-1024x1024.json")["torch"]["flops"]
-    sdxl = estimate_configs(None, {"unet": dict(resolve("sdxl-base").components["unet"])}, Settings())
+    assert 2 * r.components[0].macs_per_run == CARD.fixture("unet-1024x1024.json")["torch"]["flops"]
+    sdxl = estimate_configs(None, {"unet": Card("sdxl-base").config("unet")}, Settings())
     assert sdxl.pipeline == "StableDiffusionXLPipeline (denoiser only)"
 
 
 def test_chatglm_config_checks():
-    cfg = _config("text_encoder")
+    cfg = CARD.config("text_encoder")
     with pytest.raises(FlopcalcError, match="seq_length 64 positions and cannot encode 256"):
         estimate_configs(None, {"text_encoder": {**cfg, "seq_length": 64}}, Settings(max_sequence_length=256))
     with pytest.raises(UnknownArchitectureError, match="pre_seq_len"):
@@ -105,7 +84,7 @@ def test_chatglm_config_checks():
 
 def test_chatglm_closed_form():
     """MACs = L·(n d d_h (2h + 2g) + 2 h n² d_h + 3 n d d_f), the LM head not run."""
-    cfg = _config("text_encoder")
+    cfg = CARD.config("text_encoder")
     n, d, h, g, dh, df, layers = 256, 4096, 32, 2, 128, 13696, 28
     r = estimate_configs(None, {"text_encoder": cfg}, Settings(max_sequence_length=n))
     assert r.components[0].macs_per_run == layers * (n * d * dh * (2 * h + 2 * g) + 2 * h * n * n * dh + 3 * n * d * df)
