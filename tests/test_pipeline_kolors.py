@@ -48,7 +48,8 @@ def test_kolors_index_name_plans_alike():
 
 
 def test_no_guidance_one_pass_prompt_encoded_once():
-    p = plan(CARD.index(), CARD.components(), Settings(guidance_scale=1.0, steps=20, batch_size=2, num_images_per_prompt=3))
+    settings = Settings(guidance_scale=1.0, steps=20, batch_size=2, num_images_per_prompt=3)
+    p = plan(CARD.index(), CARD.components(), settings)
     runs = {r.component: r for r in p.runs}
     assert p.passes == 1 and runs["text_encoder"].runs == 2
     assert runs["unet"].runs == 20 * 2 * 3 and runs["vae"].runs == 6
