@@ -25,11 +25,14 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from flopcalc.cost import Node
+from flopcalc.cost import Node, block_kinds
 from flopcalc.formulas import ops
 from flopcalc.formulas.conditioning import ada_layer_norm_zero
 from flopcalc.formulas.decoder_layer import gated_mlp
 from flopcalc.formulas.transformer_parts import attention_module
+
+#: Block kinds this module builds: a per-block summary stops at them.
+BLOCK_KINDS = block_kinds("aura_flow_joint_block", "aura_flow_single_block")
 
 #: ``AuraFlowTransformer2DModel.forward``: register tokens prepended to the caption (``register_tokens``, 1 × 8 × d).
 REGISTER_TOKENS = 8

@@ -26,8 +26,11 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from flopcalc.cost import Node
+from flopcalc.cost import Node, block_kinds
 from flopcalc.formulas import ops
+
+#: Block kinds this module builds: a per-block summary stops at them.
+BLOCK_KINDS = block_kinds("glm_block")
 
 
 @lru_cache(maxsize=1024)

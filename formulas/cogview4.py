@@ -26,9 +26,12 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from flopcalc.cost import Node
+from flopcalc.cost import Node, block_kinds
 from flopcalc.formulas import ops
 from flopcalc.formulas.transformer_parts import feed_forward
+
+#: Block kinds this module builds: a per-block summary stops at them.
+BLOCK_KINDS = block_kinds("cogview4_block")
 
 
 @lru_cache(maxsize=256)

@@ -20,7 +20,7 @@ from flopcalc.errors import ConfigError, FlopcalcError, UnknownArchitectureError
 from flopcalc.formulas import ops
 from flopcalc.formulas.chatglm import glm_block
 from flopcalc.formulas.decoder_layer import rotary_embedding
-from flopcalc.registry import RunShape, register
+from flopcalc.registry import KaplanShape, RunShape, register
 
 #: ``ChatGLMConfig.__init__`` defaults (diffusers pipelines/kolors/text_encoder.py).
 DEFAULTS = {
@@ -31,7 +31,14 @@ DEFAULTS = {
 }
 
 
-@register("ChatGLMModel", role="text_encoder", defaults=DEFAULTS, source="diffusers/pipelines/kolors/text_encoder.py")
+#: Kaplan's shape: ``num_layers`` layers, queries of ``num_attention_heads · kv_channels``; the token embedding
+#: and the LM head (built, never run) are embeddings.
+KAPLAN = KaplanShape(lambda c: (count_int(c, "num_layers"), positive_int(c, "num_attention_heads")
+                                * positive_int(c, "kv_channels")), embeddings=("word_embeddings", "output_layer"))
+
+
+@register("ChatGLMModel", role="text_encoder", defaults=DEFAULTS, source="diffusers/pipelines/kolors/text_encoder.py",
+          kaplan=KAPLAN)
 def chatglm_model(config: Config, shape: RunShape) -> Node:
     """``ChatGLMModel`` on ``seq_len`` tokens (see the module doc)."""
     n = shape.seq_len

@@ -16,7 +16,7 @@ from flopcalc.cost import Node, module_list
 from flopcalc.errors import ConfigError
 from flopcalc.formulas import ops
 from flopcalc.formulas.decoder_layer import decoder_layer, rotary_embedding
-from flopcalc.registry import RunShape, register
+from flopcalc.registry import KaplanShape, RunShape, register
 
 #: ``GlmConfig`` defaults (transformers configuration_glm.py).
 DEFAULTS = {
@@ -26,7 +26,10 @@ DEFAULTS = {
 }
 
 
-@register("GlmModel", role="text_encoder", defaults=DEFAULTS, source="transformers/models/glm/modeling_glm.py")
+@register("GlmModel", role="text_encoder", defaults=DEFAULTS, source="transformers/models/glm/modeling_glm.py",
+          kaplan=KaplanShape(lambda c: (count_int(c, "num_hidden_layers"),
+                                        positive_int(c, "num_attention_heads") * positive_int(c, "head_dim")),
+                             embeddings=("embed_tokens",)))
 def glm_model(config: Config, shape: RunShape) -> Node:
     n = shape.seq_len
     d = positive_int(config, "hidden_size")
