@@ -8,7 +8,7 @@ from card_support import Card
 
 import flopcalc
 from flopcalc.api import estimate_configs
-from flopcalc.errors import ConfigError, ResolutionError
+from flopcalc.errors import ConfigError, OptionError, ResolutionError
 from flopcalc.formulas.aura_flow import feed_forward_width
 from flopcalc.pipelines import Settings
 from flopcalc.pipelines.base import plan
@@ -76,3 +76,10 @@ def test_a_patch_grid_beyond_the_positional_table_is_noted():
     assert any("64×64 patch grid exceeds the transformer's 32×32 positional table" in n for n in big.notes)
     small = plan(CARD.index(), CARD.components(), Settings(height=512, width=512))
     assert not any("positional table" in n for n in small.notes)
+
+
+def test_options_it_does_not_apply_are_refused():
+    with pytest.raises(OptionError, match="--true-cfg-scale does not apply to AuraFlowPipeline"):
+        plan(CARD.index(), CARD.components(), Settings(true_cfg_scale=2.0))
+    with pytest.raises(OptionError, match="--vae-tiling / --no-vae-tiling does not apply to AuraFlowPipeline"):
+        plan(CARD.index(), CARD.components(), Settings(vae_tiling=True))

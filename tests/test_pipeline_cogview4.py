@@ -8,7 +8,7 @@ from card_support import Card
 
 import flopcalc
 from flopcalc.api import estimate_configs
-from flopcalc.errors import ConfigError, ResolutionError
+from flopcalc.errors import ConfigError, OptionError, ResolutionError
 from flopcalc.pipelines import Settings
 from flopcalc.pipelines.base import plan
 
@@ -67,3 +67,24 @@ def test_transformer_closed_form():
     edges = n * 64 * d + L * 4096 * d + (d * dt + dt * dt) + (6 * 256 * dt + dt * dt) + dt * 2 * d + n * d * 64
     r = estimate_configs(None, {"transformer": CARD.config("transformer")}, Settings())
     assert r.components[0].macs_per_run == 28 * block + edges
+
+
+def test_kaplan_row_of_glm4():
+    """Kaplan's N leaves out the token embedding: the measured parameters of ``layers`` and ``norm``;
+    n_layer and d_attn = heads × head_dim from the config."""
+    from flopcalc.kaplan import kaplan_rows
+
+    (row,) = kaplan_rows("cogview4-6b")
+    cfg, fixture = CARD.config("text_encoder"), CARD.fixture("text_encoder-L1024.json")
+    assert (row.class_name, row.n_ctx, row.n_layer) == ("GlmModel", 1024, cfg["num_hidden_layers"])
+    assert row.d_attn == cfg["num_attention_heads"] * cfg["head_dim"]
+    by_module = fixture["params_by_module"]
+    assert row.non_embedding_params == by_module["layers"] + by_module["norm"]
+    assert row.exact_flops == fixture["torch"]["flops"]
+
+
+def test_options_it_does_not_apply_are_refused():
+    with pytest.raises(OptionError, match="--true-cfg-scale does not apply to CogView4Pipeline"):
+        plan(CARD.index(), CARD.components(), Settings(true_cfg_scale=2.0))
+    with pytest.raises(OptionError, match="--vae-tiling / --no-vae-tiling does not apply to CogView4Pipeline"):
+        plan(CARD.index(), CARD.components(), Settings(vae_tiling=True))

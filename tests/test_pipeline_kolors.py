@@ -3,12 +3,16 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 from card_support import Card
 
 import flopcalc
 from flopcalc.api import estimate_configs
-from flopcalc.errors import ConfigError, FlopcalcError, ResolutionError, UnknownArchitectureError
+from flopcalc.errors import ConfigError, FlopcalcError, OptionError, ResolutionError, UnknownArchitectureError
 from flopcalc.pipelines import Settings
 from flopcalc.pipelines.base import plan
 
@@ -89,3 +93,37 @@ def test_chatglm_closed_form():
     n, d, h, g, dh, df, layers = 256, 4096, 32, 2, 128, 13696, 28
     r = estimate_configs(None, {"text_encoder": cfg}, Settings(max_sequence_length=n))
     assert r.components[0].macs_per_run == layers * (n * d * dh * (2 * h + 2 * g) + 2 * h * n * n * dh + 3 * n * d * df)
+
+
+def test_kaplan_row_of_chatglm():
+    """Kaplan's N leaves out the token embedding and the LM head (built, never run): the measured
+    parameters of ``encoder`` alone; n_layer and d_attn = heads × kv_channels from the config."""
+    from flopcalc.kaplan import kaplan_rows
+
+    (row,) = kaplan_rows("kolors")
+    cfg, fixture = CARD.config("text_encoder"), CARD.fixture("text_encoder-L256.json")
+    assert (row.class_name, row.n_ctx, row.n_layer) == ("ChatGLMModel", 256, cfg["num_layers"])
+    assert row.d_attn == cfg["num_attention_heads"] * cfg["kv_channels"]
+    assert row.non_embedding_params == fixture["params_by_module"]["encoder"]
+    assert row.exact_flops == fixture["torch"]["flops"]
+
+
+def test_options_are_those_kolors_applies_whatever_the_index_names():
+    with pytest.raises(OptionError, match="--num-frames does not apply to KolorsPipeline"):
+        plan(CARD.index(), CARD.components(), Settings(num_frames=9))
+    with pytest.raises(OptionError, match="--true-cfg-scale does not apply to KolorsPipeline"):
+        plan(CARD.index(), CARD.components(), Settings(true_cfg_scale=2.0))
+    sdxl = Card("sdxl-base")
+    with pytest.raises(OptionError, match="--max-sequence-length does not apply to StableDiffusionXLPipeline"):
+        plan(sdxl.index(), sdxl.components(), Settings(max_sequence_length=64))
+
+
+def test_a_fresh_process_finds_the_plan_that_serves_the_index(tmp_path):
+    """Lazy discovery: the index names StableDiffusionXLPipeline, and the module of the plan serving
+    that name's ChatGLM folders is imported too (cache built, then reused)."""
+    code = "import flopcalc; print(flopcalc.estimate('kolors', max_sequence_length=64).pipeline)"
+    env = {**os.environ, "FLOPCALC_CACHE_DIR": str(tmp_path)}
+    for _ in range(2):
+        proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.strip() == "KolorsPipeline"

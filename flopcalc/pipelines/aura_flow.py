@@ -6,6 +6,7 @@ import math
 from dataclasses import replace
 from typing import Any, Mapping
 
+from flopcalc.config import Config, positive_int
 from flopcalc.pipelines.base import (
     Plan,
     Settings,
@@ -23,14 +24,14 @@ from flopcalc.pipelines.base import (
 HEIGHT, WIDTH, STEPS, GUIDANCE, MAX_SEQUENCE_LENGTH = 1024, 1024, 50, 3.5, 256
 
 
-def _size_multiple(components: Mapping[str, Mapping[str, Any]], f: int) -> int:
+def _size_multiple(components: Mapping[str, Config], f: int) -> int:
     """``check_inputs``: sides divide by ``vae_scale_factor · 2``; the latent must also divide by the
-    transformer's patch size (2 in every AuraFlow checkpoint)."""
-    patch = components.get("transformer", {}).get("patch_size", 2)
-    return f * math.lcm(2, patch if isinstance(patch, int) and patch > 0 else 2)
+    transformer's patch size (2 in every AuraFlow checkpoint), when there is a transformer."""
+    transformer = components.get("transformer")
+    return f * (2 if transformer is None else math.lcm(2, positive_int(transformer, "patch_size")))
 
 
-@register_pipeline("AuraFlowPipeline", denoisers=("AuraFlowTransformer2DModel",))
+@register_pipeline("AuraFlowPipeline", denoisers=("AuraFlowTransformer2DModel",), options=("max_sequence_length",))
 def aura_flow_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                        index: Mapping[str, Any] | None = None) -> Plan:
     """``AuraFlowPipeline.__call__``: 1024², 50 steps, ``guidance_scale`` 3.5, sides divisible by
@@ -43,26 +44,25 @@ def aura_flow_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                 guidance_scale=GUIDANCE if s.guidance_scale is None else s.guidance_scale,
                 max_sequence_length=s.max_sequence_length or MAX_SEQUENCE_LENGTH)
     check_divisible(s.height, s.width, _size_multiple(components, f), "AuraFlow height and width")
-    passes = cfg_passes(s.guidance_scale > 1)
+    passes = cfg_passes(s, s.guidance_scale > 1)
     runs = text_runs(components, [("text_encoder", s.max_sequence_length)], s.batch_size * passes,
                      f"{s.batch_size} prompt(s)" + (" + negative" if passes == 2 else ""))
     runs += denoiser_run(components, "transformer", s, f, s.max_sequence_length, passes)
     runs += image_runs(components, s, f)
     notes = list(missing_notes(components, ["text_encoder", "transformer", "vae"]))
-    notes += _pos_embed_note(components.get("transformer", {}), s.height // f, s.width // f)
+    if "transformer" in components:
+        notes += _pos_embed_note(components["transformer"], s.height // f, s.width // f)
     if s.strength is not None:
         notes.append("diffusers 0.42.1 has no AuraFlow image-to-image pipeline: estimated as the text-to-image "
                      "pipeline with the input image VAE-encoded and the last `strength` of the schedule run")
     return Plan("AuraFlowPipeline", s, passes, tuple(runs), tuple(notes))
 
 
-def _pos_embed_note(transformer: Mapping[str, Any], latent_h: int, latent_w: int) -> list[str]:
+def _pos_embed_note(transformer: Config, latent_h: int, latent_w: int) -> list[str]:
     """``AuraFlowPatchEmbed.pe_selection_index_based_on_dim`` takes the centred h_p × w_p crop of the
     √pos_embed_max_size square table; a larger patch grid indexes outside it (diffusers issue #12656:
     a CUDA assert, wrapped indices on the CPU). The matmuls are the same either way."""
-    table, patch = transformer.get("pos_embed_max_size", 1024), transformer.get("patch_size", 2)
-    if not (isinstance(table, int) and isinstance(patch, int) and table > 0 and patch > 0):
-        return []
+    table, patch = positive_int(transformer, "pos_embed_max_size"), positive_int(transformer, "patch_size")
     side = math.isqrt(table)
     h_p, w_p = int(latent_h) // patch, int(latent_w) // patch
     if h_p <= side and w_p <= side:

@@ -6,6 +6,7 @@ import math
 from dataclasses import replace
 from typing import Any, Mapping
 
+from flopcalc.config import positive_int
 from flopcalc.pipelines.base import (
     Plan,
     Settings,
@@ -21,13 +22,14 @@ from flopcalc.pipelines.base import (
 
 #: ``CogView4Pipeline.__call__`` defaults.
 STEPS, GUIDANCE, MAX_SEQUENCE_LENGTH = 50, 5.0, 1024
-#: ``default sample size`` when the transformer config has none (``CogView4Transformer2DModel``'s default).
+#: The default size without a transformer (diffusers reads ``transformer.config.sample_size``; flopcalc falls
+#: back on ``CogView4Transformer2DModel``'s default, 128 latent pixels: 1024²).
 DEFAULT_SAMPLE_SIZE = 128
 #: ``check_inputs``: height and width divisible by 16; ``_get_glm_embeds`` pads the tokens to a multiple of 16.
 SIZE_MULTIPLE = TOKEN_MULTIPLE = 16
 
 
-@register_pipeline("CogView4Pipeline", denoisers=("CogView4Transformer2DModel",))
+@register_pipeline("CogView4Pipeline", denoisers=("CogView4Transformer2DModel",), options=("max_sequence_length",))
 def cogview4_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                       index: Mapping[str, Any] | None = None) -> Plan:
     """``CogView4Pipeline.__call__``: ``height = width = transformer.sample_size × vae_scale_factor``
@@ -42,18 +44,19 @@ def cogview4_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
     therefore depends on the prompt: flopcalc counts ``max_sequence_length`` tokens for the prompt and
     the negative prompt alike (by default 1024, the upper bound); give the prompt's padded token count
     with ``max_sequence_length``."""
-    transformer = components.get("transformer", {})
     f = vae_scale_factor(components)
-    sample = transformer.get("sample_size", DEFAULT_SAMPLE_SIZE)
-    sample = sample if isinstance(sample, int) else DEFAULT_SAMPLE_SIZE
-    s = replace(s, height=s.height or sample * f, width=s.width or sample * f, steps=s.steps or STEPS,
+    transformer = components.get("transformer")
+    if s.height is None or s.width is None:
+        sample = DEFAULT_SAMPLE_SIZE if transformer is None else positive_int(transformer, "sample_size")
+        s = replace(s, height=s.height or sample * f, width=s.width or sample * f)
+    s = replace(s, steps=s.steps or STEPS,
                 guidance_scale=GUIDANCE if s.guidance_scale is None else s.guidance_scale,
                 max_sequence_length=s.max_sequence_length or MAX_SEQUENCE_LENGTH)
-    patch = transformer.get("patch_size", 2)
-    multiple = math.lcm(SIZE_MULTIPLE, f * (patch if isinstance(patch, int) and patch > 0 else 2))
+    patch = 1 if transformer is None else positive_int(transformer, "patch_size")
+    multiple = math.lcm(SIZE_MULTIPLE, f * patch)  # the latent must also divide by the patch size
     check_divisible(s.height, s.width, multiple, "CogView4 height and width")
     cfg = s.guidance_scale > 1
-    passes = cfg_passes(cfg)
+    passes = cfg_passes(s, cfg)
     text_len = s.max_sequence_length
     runs = text_runs(components, [("text_encoder", text_len)], s.batch_size * passes,
                      f"{s.batch_size} prompt(s)" + (" + negative" if cfg else ""))

@@ -5,9 +5,9 @@ with a ``["kolors", "ChatGLMModel"]`` text encoder and no second one: that is Ko
 variant (``kolors/pipelines/pipeline_stable_diffusion_xl_chatglm_256.py`` in github.com/Kwai-Kolors/Kolors,
 the class its ``scripts/sample.py`` builds), which diffusers ports as ``KolorsPipeline``
 (``Kwai-Kolors/Kolors-diffusers``). diffusers' own ``StableDiffusionXLPipeline`` cannot run that
-folder (it expects two CLIP encoders), so the SDXL plan hands a folder whose text encoder is
-``ChatGLMModel`` to :func:`kolors_pipeline` (``flopcalc/pipelines/stable_diffusion.py``), and the
-report names the pipeline that is meant.
+folder (it expects two CLIP encoders), so :func:`kolors_pipeline` serves a folder whose index names
+``StableDiffusionXLPipeline`` and whose text encoder is ``ChatGLMModel``
+(``register_pipeline(serves=...)``), and the report names the pipeline that is meant.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ from flopcalc.pipelines.base import (
     Settings,
     cfg_passes,
     check_divisible,
+    component_class,
+    config_value,
     denoiser_run,
     image_runs,
     missing_notes,
@@ -33,15 +35,13 @@ from flopcalc.pipelines.base import (
 STEPS, GUIDANCE, MAX_SEQUENCE_LENGTH = 50, 5.0, 256
 #: ``check_inputs``: ``max_sequence_length`` cannot be greater than 256.
 MAX_SEQUENCE_LENGTH_LIMIT = 256
-#: ``default_sample_size`` when the UNet config has none.
+#: ``default_sample_size`` without a UNet.
 DEFAULT_SAMPLE_SIZE = 128
 
 
 def is_kolors(components: Mapping[str, Mapping[str, Any]]) -> bool:
     """A pipeline folder whose text encoder is ChatGLM: Kolors (whatever its index calls it)."""
-    from flopcalc.config import class_name_of
-
-    return class_name_of(components.get("text_encoder") or {}) == "ChatGLMModel"
+    return component_class(components, "text_encoder") == "ChatGLMModel"
 
 
 def _is_kolors_unet(cfg: Mapping[str, Any]) -> bool:
@@ -49,7 +49,8 @@ def _is_kolors_unet(cfg: Mapping[str, Any]) -> bool:
     return cfg.get("addition_embed_type") == "text_time" and cfg.get("encoder_hid_dim_type") == "text_proj"
 
 
-@register_pipeline("KolorsPipeline", denoisers=("UNet2DConditionModel",), component="unet", when=_is_kolors_unet)
+@register_pipeline("KolorsPipeline", denoisers=("UNet2DConditionModel",), component="unet", when=_is_kolors_unet,
+                   options=("max_sequence_length",), serves={"StableDiffusionXLPipeline": is_kolors})
 def kolors_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                     index: Mapping[str, Any] | None = None) -> Plan:
     """``KolorsPipeline.__call__``: ``height = width = unet.sample_size × vae_scale_factor`` (128 × 8 =
@@ -68,16 +69,19 @@ def kolors_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
     name = "KolorsPipeline"
     index = index or {}
     f = vae_scale_factor(components)
-    sample = components.get("unet", {}).get("sample_size", DEFAULT_SAMPLE_SIZE)
-    sample = sample if isinstance(sample, int) else sample[0]
-    s = replace(s, height=s.height or sample * f, width=s.width or sample * f, steps=s.steps or STEPS,
+    if s.height is None or s.width is None:
+        sample = config_value(components, "unet", "sample_size", DEFAULT_SAMPLE_SIZE)
+        sample = sample if isinstance(sample, int) else sample[0]
+        s = replace(s, height=s.height or sample * f, width=s.width or sample * f)
+    s = replace(s, steps=s.steps or STEPS,
                 guidance_scale=GUIDANCE if s.guidance_scale is None else s.guidance_scale,
                 max_sequence_length=s.max_sequence_length or MAX_SEQUENCE_LENGTH)
     check_divisible(s.height, s.width, 8, "Kolors height and width")
     if s.max_sequence_length > MAX_SEQUENCE_LENGTH_LIMIT:
         raise FlopcalcError(f"max_sequence_length cannot be greater than {MAX_SEQUENCE_LENGTH_LIMIT} for "
                             f"KolorsPipeline, got {s.max_sequence_length}")
-    passes = cfg_passes(s.guidance_scale > 1 and components.get("unet", {}).get("time_cond_proj_dim") is None)
+    cond_proj = config_value(components, "unet", "time_cond_proj_dim", None)  # an LCM UNet runs no CFG
+    passes = cfg_passes(s, s.guidance_scale > 1 and cond_proj is None)
     runs = text_runs(components, [("text_encoder", s.max_sequence_length)], s.batch_size * passes,
                      f"{s.batch_size} prompt(s)" + (" + negative" if passes == 2 else ""))
     runs += denoiser_run(components, "unet", s, f, s.max_sequence_length, passes) + image_runs(components, s, f)

@@ -55,20 +55,14 @@ def sd_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
 
 @register_pipeline("StableDiffusionXLPipeline", denoisers=("UNet2DConditionModel",), component="unet",
                    when=lambda cfg: cfg.get("addition_embed_type") == "text_time"
-                   and cfg.get("encoder_hid_dim_type") != "text_proj")  # text_proj: Kolors
+                   and cfg.get("encoder_hid_dim_type") != "text_proj")  # text_proj: KolorsPipeline
 def sdxl_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                   index: Mapping[str, Any] | None = None) -> Plan:
     """``StableDiffusionXLPipeline.__call__`` (``pipelines/stable_diffusion_xl/
     pipeline_stable_diffusion_xl.py``): 1024² default (``unet.sample_size`` 128 × 8), 50 steps,
     ``guidance_scale`` 5.0, CFG as a doubled UNet batch. Both CLIP encoders run on 77 tokens per
     prompt; the negative prompt is encoded only when one is given: without it,
-    ``force_zeros_for_empty_prompt`` (the default) uses zero embeddings instead. A folder whose text
-    encoder is ``ChatGLMModel`` is Kolors (its index names Kolors' own ``StableDiffusionXLPipeline``):
-    planned by :func:`flopcalc.pipelines.kolors.kolors_pipeline`."""
-    from flopcalc.pipelines.kolors import is_kolors, kolors_pipeline
-
-    if is_kolors(components):
-        return kolors_pipeline(components, s, index=index)
+    ``force_zeros_for_empty_prompt`` (the default) uses zero embeddings instead."""
     s, f = _unet_defaults(components, s, 50, 5.0)
     passes = _unet_cfg_passes(components, s)
     force_zeros_for_empty_prompt = (index or {}).get("force_zeros_for_empty_prompt", True)
