@@ -13,6 +13,10 @@ from typing import Sequence
 from flopcalc import __version__
 from flopcalc.errors import FlopcalcError
 
+#: Budgets: a sweep grid's points (each a row of exact integers) and a plot's sides.
+SWEEP_MAX_POINTS = 2_000_000
+PLOT_MAX_SIDES = 10_000
+
 
 def _positive_int(text: str) -> int:
     try:
@@ -84,7 +88,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_branch_options(y)
     y.add_argument("--convention", choices=("torch", "thop"), default="torch")
     y.add_argument("--format", choices=("text", "latex", "json"), default="text")
-    y.add_argument("--ratio", metavar="A:B", help="exact ratio of total FLOPs, e.g. 1024x1024:512x512 or steps=50:28")
+    y.add_argument("--ratio", metavar="A:B", help="exact ratio of total FLOPs, e.g. 1024x1024:512x512, steps=50:28 or frames=81:49")
     y.add_argument("--crossover", action="store_true",
                    help="square side where attention overtakes the linear layers, per component")
     y.add_argument("--shares", metavar="SIDES", help="component shares at square sides, e.g. 256,512,1024,2048")
@@ -107,6 +111,8 @@ def _parser() -> argparse.ArgumentParser:
     w.add_argument("--negative-prompt", action="store_true")
     w.add_argument("--convention", choices=("torch", "thop"), default="torch")
     w.add_argument("--format", choices=("csv", "json", "table"), default="csv")
+    w.add_argument("--max-points", type=_positive_int, default=SWEEP_MAX_POINTS, metavar="N",
+                   help=f"refuse a grid of more points (default {SWEEP_MAX_POINTS:,})")
 
     c = sub.add_parser("compare", help="several models side by side at one setting")
     c.add_argument("models", nargs="+")
@@ -118,6 +124,8 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("models", nargs="+")
     g.add_argument("--out", required=True, help="a .png or .svg file")
     g.add_argument("--sides", default="256:4096:64", help="square sides in pixels (default 256:4096:64)")
+    g.add_argument("--max-points", type=_positive_int, default=PLOT_MAX_SIDES, metavar="N",
+                   help=f"refuse more sides than this (default {PLOT_MAX_SIDES:,})")
     _add_branch_options(g)
     g.add_argument("--convention", choices=("torch", "thop"), default="torch")
 
@@ -133,40 +141,29 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+_COMMANDS = {}
+
+
+def command(name: str):
+    """Register ``fn(args) -> exit status`` as the command ``name`` (every command then runs
+    under :func:`flopcalc.output.run_guarded`)."""
+
+    def deco(fn):
+        _COMMANDS[name] = fn
+        return fn
+
+    return deco
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    from flopcalc.output import guard_streams, run_guarded
+
+    guard_streams()  # before argparse: --help and errors print on any terminal encoding
     args = _parser().parse_args(argv)
-    try:
-        if args.command == "estimate":
-            return _estimate(args)
-        if args.command == "list":
-            return _list()
-        if args.command == "kaplan":
-            return _kaplan(args)
-        if args.command == "formulas":
-            return _formulas(args)
-        if args.command == "symbolic":
-            return _symbolic(args)
-        if args.command == "sweep":
-            return _sweep(args)
-        if args.command == "compare":
-            return _compare(args)
-        if args.command == "plot":
-            return _plot(args)
-        if args.command == "report":
-            return _html(args)
-    except FlopcalcError as exc:
-        print(f"flopcalc: error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
-    except BrokenPipeError:  # e.g. `flopcalc … | head`: stop quietly, as Unix tools do
-        import os
-
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 141
-    return 1
+    return run_guarded(lambda: _COMMANDS[args.command](args))
 
 
+@command("estimate")
 def _estimate(args: argparse.Namespace) -> int:
     from flopcalc.api import estimate
     from flopcalc.report import render
@@ -182,7 +179,8 @@ def _estimate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _list() -> int:
+@command("list")
+def _list(args: argparse.Namespace) -> int:
     from flopcalc.cards import list_cards
 
     cards = list_cards()
@@ -200,20 +198,27 @@ def _branch_settings(args: argparse.Namespace) -> dict:
     return {k: getattr(args, k) for k in keys if getattr(args, k) not in (None, False)}
 
 
+@command("symbolic")
 def _symbolic(args: argparse.Namespace) -> int:
     import json
 
     from flopcalc import symbolic_report as sr
     from flopcalc.symbolic import symbolic_estimate
 
+    sides = sr.parse_sides(args.shares) if args.shares else None  # options checked before any output
+    if args.ratio:
+        sr.parse_ratio(args.ratio)
     report = symbolic_estimate(args.model, convention=args.convention, revision=args.revision,
                                **_branch_settings(args))
+    if args.ratio:
+        a, b, q = sr.ratio(report, args.ratio)
+    if sides and not {"H", "W"} <= set(report.symbols):
+        raise FlopcalcError(f"--shares: the FLOPs of {report.model} do not depend on the image size")
     if args.format == "json":
         out = sr.report_dict(report)
     else:
         sys.stdout.write(sr.render_text(report, latex=args.format == "latex"))
     if args.ratio:
-        a, b, q = sr.ratio(report, args.ratio)
         if args.format == "json":
             out["ratio"] = {"a": a, "b": b, "exact": str(q), "value": float(q)}
         else:
@@ -228,7 +233,6 @@ def _symbolic(args: argparse.Namespace) -> int:
                 where = f"at {c.side:,.0f}×{c.side:,.0f} pixels" if c.side else "never (for any size)"
                 print(f"  {c.component}: {where}")
     if args.shares:
-        sides = [int(v) for v in args.shares.split(",")]
         rows = sr.shares(report, sides)
         if args.format == "json":
             out["shares"] = [{"side": side, "shares": sh} for side, sh in rows]
@@ -247,34 +251,40 @@ _SWEEP_SYMBOLS = {"height": "H", "width": "W", "steps": "S", "batch_size": "B", 
                   "num_frames": "F"}
 
 
+@command("sweep")
 def _sweep(args: argparse.Namespace) -> int:
     import json
 
     from flopcalc.api import estimate
-    from flopcalc.sweep import parse_values, rows, run_sweep, write_columns
+    from flopcalc.output import Progress
+    from flopcalc.sweep import grid_size, parse_values, rows, run_sweep, sizes_to_verify, write_columns
     from flopcalc.symbolic import symbolic_estimate
 
-    values = {sym: parse_values(getattr(args, f"sweep_{key}"), key.replace("_", "-"))
+    values = {sym: parse_values(getattr(args, f"sweep_{key}"), key.replace("_", "-"), max_count=args.max_points)
               for key, sym in _SWEEP_SYMBOLS.items() if getattr(args, f"sweep_{key}")}
     branch = {k: getattr(args, k) for k in ("guidance_scale", "true_cfg_scale", "negative_prompt")
               if getattr(args, k) not in (None, False)}
     first = {key: values[sym][0] for key, sym in _SWEEP_SYMBOLS.items() if sym in values}
     law = symbolic_estimate(args.model, convention=args.convention, revision=args.revision, **branch, **first)
+    grid_size(law, values)  # symbols the law lacks are refused before the budget is counted
 
     def exact(height: int, width: int) -> int:
         return estimate(args.model, height=height, width=width, convention=args.convention, revision=args.revision,
                         resolution_binning=False, **branch, **{k: v for k, v in first.items()
                                                                 if k not in ("height", "width")}).flops
 
-    result = run_sweep(law, values, verify=exact)
+    with Progress("checking sizes against the exact estimate", sizes_to_verify(values)) as progress:
+        result = run_sweep(law, values, verify=exact, max_points=args.max_points, progress=progress.advance)
     if args.format == "json":
-        print(json.dumps({"model": law.model, "convention": law.convention, "unit": "FLOPs (float64)",
-                          "rows": rows(result)}))
+        print(json.dumps({"model": law.model, "convention": law.convention,
+                          "unit": "FLOPs (exact integers; FLOPs = 2 × MACs)", "rows": rows(result)}))
     else:
-        write_columns(result, sys.stdout, sep="," if args.format == "csv" else "  ")
+        with Progress("writing rows", len(result)) as progress:
+            write_columns(result, sys.stdout, sep="," if args.format == "csv" else "  ", progress=progress.advance)
     return 0
 
 
+@command("compare")
 def _compare(args: argparse.Namespace) -> int:
     import json
 
@@ -289,28 +299,33 @@ def _compare(args: argparse.Namespace) -> int:
     return 0
 
 
+@command("plot")
 def _plot(args: argparse.Namespace) -> int:
-    from flopcalc.plots import resolution_figure, save
+    from flopcalc.output import check_writable, write_file
+    from flopcalc.plots import SUFFIXES, figure_bytes, resolution_figure
     from flopcalc.sweep import parse_values
     from flopcalc.symbolic import symbolic_estimate
 
+    check_writable(args.out, "--out", SUFFIXES)
+    sides = parse_values(args.sides, "sides", max_count=args.max_points)
     laws = [symbolic_estimate(m, convention=args.convention, **_branch_settings(args)) for m in args.models]
-    save(resolution_figure(laws, parse_values(args.sides, "sides")), args.out)
+    write_file(args.out, figure_bytes(resolution_figure(laws, sides), args.out), "--out", SUFFIXES)
     print(f"wrote {args.out}")
     return 0
 
 
+@command("report")
 def _html(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from flopcalc.html_report import build
+    from flopcalc.output import check_writable, write_file
 
-    Path(args.html).write_text(build(args.models, convention=args.convention, **_branch_settings(args)),
-                               encoding="utf-8")
+    check_writable(args.html, "--html")
+    write_file(args.html, build(args.models, convention=args.convention, **_branch_settings(args)), "--html")
     print(f"wrote {args.html}")
     return 0
 
 
+@command("formulas")
 def _formulas(args: argparse.Namespace) -> int:
     from flopcalc.formulas.catalog import CATALOG, render
 
@@ -321,6 +336,7 @@ def _formulas(args: argparse.Namespace) -> int:
     return 0
 
 
+@command("kaplan")
 def _kaplan(args: argparse.Namespace) -> int:
     from flopcalc.kaplan import kaplan_rows
 

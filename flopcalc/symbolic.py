@@ -172,13 +172,11 @@ def symbolic_estimate(
 
 
 def _tracked(s: Settings) -> Settings:
-    values: dict[str, Any] = {"height": Tracked(s.height, H), "width": Tracked(s.width, W),
-                              "steps": Tracked(s.steps, S), "batch_size": Tracked(s.batch_size, B)}
-    if s.max_sequence_length is not None:
-        values["max_sequence_length"] = Tracked(s.max_sequence_length, L)
-    if s.num_frames is not None:
-        values["num_frames"] = Tracked(s.num_frames, F)
-    return replace(s, **values)
+    """The settings with each one a law can depend on tracked as its symbol; settings the plan left
+    unset (a bare text encoder has no size or steps, a bare VAE no steps) stay unset."""
+    symbols = {"height": H, "width": W, "steps": S, "batch_size": B, "max_sequence_length": L, "num_frames": F}
+    return replace(s, **{key: Tracked(getattr(s, key), sym) for key, sym in symbols.items()
+                         if getattr(s, key) is not None})
 
 
 # --------------------------------------------------------------------------- structure
