@@ -21,13 +21,15 @@ both a ``SourceError`` and a ``ConfigError``) whose message says what to do.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
+import logging
 import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from flopcalc import cards as _cards
 from flopcalc.errors import ConfigError, SourceError
@@ -384,10 +386,11 @@ def _card_hint(repo_id: str) -> str:
 class _Missing(Exception):
     """A file is not there: remote=True means the Hub said so, False means not cached and no Hub."""
 
-    def __init__(self, remote: bool, error: BaseException):
+    def __init__(self, remote: bool, error: BaseException, reason: BaseException | None = None):
         super().__init__(str(error))
         self.remote = remote
         self.error = error
+        self.reason = reason if reason is not None else error.__cause__  # what the network said
 
 
 def _first_line(error: BaseException) -> str:
@@ -442,6 +445,24 @@ def _hf_errors() -> Any:
     )
 
 
+#: Seconds the first request to the Hub may take before it counts as unreachable (HF_HUB_ETAG_TIMEOUT
+#: when that is set lower).
+HUB_PROBE_TIMEOUT = 5
+
+
+@contextlib.contextmanager
+def _quiet_hub_logging() -> Iterator[None]:
+    """huggingface_hub's own warnings (retries, fallbacks) are not shown: flopcalc says what went
+    wrong in one line of its own."""
+    logger = logging.getLogger("huggingface_hub")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
 class _Hub:
     """Downloads through huggingface_hub and turns its exceptions into SourceError."""
 
@@ -460,6 +481,7 @@ class _Hub:
         self.repo_id = repo_id
         self.revision = revision
         self.token = token
+        self.unreachable: _Missing | None = None  # set when a probe found the Hub unreachable
 
     @property
     def _rev_text(self) -> str:
@@ -478,7 +500,7 @@ class _Hub:
             why = f"HF_HUB_OFFLINE=1 is set and {what}."
             fix = "Connect to the network once without HF_HUB_OFFLINE so the configs get cached"
         else:
-            cause = missing.error.__cause__ if missing is not None else None
+            cause = missing.reason if missing is not None else None
             reason = f" ({_first_line(cause)})" if cause is not None and _first_line(cause) else ""
             why = f"Could not reach the Hub at {self.constants.ENDPOINT}{reason} and {what}."
             fix = "Check your connection (and HF_ENDPOINT if set) and connect once so the configs get cached"
@@ -494,15 +516,20 @@ class _Hub:
         is not cached and the Hub cannot be asked (``remote=False``), so the caller can word it.
         """
         e = self.errors
+        if self.unreachable is not None:  # asked once, no answer: only the cache can help now
+            local_only = True
+        elif not local_only:
+            self._probe(filename, revision)
         try:
-            return self.hf.hf_hub_download(
-                self.repo_id,
-                filename,
-                revision=revision,
-                token=self.token,
-                library_name="flopcalc",
-                local_files_only=local_only,
-            )
+            with _quiet_hub_logging():
+                return self.hf.hf_hub_download(
+                    self.repo_id,
+                    filename,
+                    revision=revision,
+                    token=self.token,
+                    library_name="flopcalc",
+                    local_files_only=local_only,
+                )
         except e.GatedRepoError as exc:
             status = getattr(getattr(exc, "response", None), "status_code", None)
             account = "You are logged in, but this account has not been granted access yet. " if status == 403 else ""
@@ -552,6 +579,31 @@ class _Hub:
                 f"{type(exc).__name__}: {exc}. Check your connection, proxy and HF_ENDPOINT, or use a bundled "
                 f"card (`flopcalc list`) or a local folder."
             ) from None
+
+    def _probe(self, filename: str, revision: str | None) -> None:
+        """Ask the Hub once, without retries, for a file that is not cached.
+
+        ``hf_hub_download`` retries a network failure five times with back-off (about 23 s and a
+        warning per try) when the file is not in the cache. One quick HEAD first tells an
+        unreachable Hub apart: then :class:`_Missing` (not remote) is raised at once and every
+        later file is looked up in the cache only. An answer from the Hub (even an error) leaves
+        the download to ``hf_hub_download``, which words it."""
+        if self._offline():
+            return
+        cached = self.hf.try_to_load_from_cache(self.repo_id, filename, revision=revision)
+        if isinstance(cached, str) or cached is not None:  # a cached file, or a cached "does not exist"
+            return
+        e = self.errors
+        url = self.hf.hf_hub_url(self.repo_id, filename, revision=revision)
+        try:
+            with _quiet_hub_logging():
+                self.hf.get_hf_file_metadata(url, token=self.token,
+                                             timeout=min(HUB_PROBE_TIMEOUT, self.constants.HF_HUB_ETAG_TIMEOUT))
+        except (e.HfHubHTTPError, ValueError):  # the Hub answered; hf_hub_download gives the detail
+            return
+        except Exception as exc:  # no answer: DNS, refused, timeout, proxy
+            self.unreachable = _Missing(False, exc, reason=exc)
+            raise self.unreachable from None
 
     def read(self, path: str, filename: str) -> dict[str, Any]:
         where = f"'{filename}' of Hub repo '{self.repo_id}' (cached at {path})"
