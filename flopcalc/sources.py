@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
 
 __all__ = [
+    "ConfigOrigin",
     "ModelSource",
     "MalformedConfigError",
     "resolve",
@@ -57,6 +58,42 @@ LIST_HINT = "Run `flopcalc list` to see the bundled model cards."
 
 class MalformedConfigError(SourceError, ConfigError):
     """A config file exists but is not valid JSON, or not the shape a config must have."""
+
+
+@dataclass(frozen=True)
+class ConfigOrigin:
+    """Where one component's config came from, as every report states it."""
+
+    #: "hub" (downloaded now), "verbatim" (a copy of the Hub's file), "reconstructed" (not the Hub's
+    #: file: rebuilt from code, a conversion script or defaults), "local" (a file whose origin is not recorded)
+    status: str
+    detail: str  # one line: from where
+    correction: str | None = None  # what flopcalc changed in the file and why, where a card corrects it
+
+
+_CORRECTED = re.compile(r"CORRECTED[^:]*:\s*(.+)", re.S)
+
+
+def config_origin(kind: str, component: str, provenance: Mapping[str, Any] | None, *, name: str,
+                  revision: str | None = None, location: str | None = None) -> ConfigOrigin:
+    """The :class:`ConfigOrigin` of ``component``'s config: from the Hub, or from the card's / folder's
+    PROVENANCE.json entry ``<component>/config.json`` (``verbatim``, ``source_repo``, ``notes``)."""
+    if kind == "hub":
+        return ConfigOrigin("hub", f"downloaded from the Hub: {name}" + (f" @ {revision[:12]}" if revision else ""))
+    entry = (provenance or {}).get(f"{component}/{CONFIG}")
+    if not isinstance(entry, Mapping):
+        where = location if kind == "config" else f"{location or name}/{component}/{CONFIG}"
+        what = "bundled card" if kind == "card" else "local file"
+        return ConfigOrigin("local", f"{what} {where} (its origin is not recorded)")
+    source = entry.get("source_repo") or entry.get("source") or "an unnamed source"
+    path = entry.get("source_path")
+    origin = f"{source}" + (f" {path}" if path else "")
+    notes = entry.get("notes") if isinstance(entry.get("notes"), str) else ""
+    match = _CORRECTED.search(notes)
+    correction = " ".join(match.group(1).split()) if match else None
+    if entry.get("verbatim") is True:
+        return ConfigOrigin("verbatim", f"verbatim copy of the Hub file, from {origin}", correction)
+    return ConfigOrigin("reconstructed", f"reconstructed, not the Hub file: from {origin}", correction)
 
 
 @dataclass(frozen=True)
@@ -80,6 +117,12 @@ class ModelSource:
     @property
     def is_pipeline(self) -> bool:
         return self.model_index is not None
+
+    @property
+    def origins(self) -> dict[str, ConfigOrigin]:
+        """Each component's :class:`ConfigOrigin` (Hub, verbatim copy, reconstructed, local)."""
+        return {name: config_origin(self.kind, name, self.provenance, name=self.name, revision=self.revision,
+                                    location=self.location) for name in self.components}
 
     @property
     def notes(self) -> tuple[str, ...]:

@@ -129,7 +129,7 @@ def _hw_grouped(expr: Any, area: Any) -> Any:
 
 
 def _fmt(expr: Any, latex: bool) -> str:
-    """Text (``sympy.sstr``) or LaTeX with explicit ``\cdot`` products, so that ``L (H·W)`` can
+    r"""Text (``sympy.sstr``) or LaTeX with explicit ``\cdot`` products, so that ``L (H·W)`` can
     not be read as a function ``L`` applied to ``H·W``."""
     if latex:
         return sp.latex(_hw_grouped(expr, AREA_LATEX), mul_symbol="dot")
