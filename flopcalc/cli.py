@@ -41,6 +41,30 @@ def _add_branch_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--num-frames", type=_positive_int)
 
 
+#: Examples printed at the end of each command's --help (a test runs every one of them).
+EXAMPLES = {
+    "estimate": ["flopcalc estimate flux-dev", "flopcalc estimate sd3-medium --height 768 --width 1344 --per-block",
+                 "flopcalc estimate sdxl-base --strength 0.3 --steps 28 --format json",
+                 "flopcalc estimate wan2.1-t2v-1.3b --num-frames 33 --format csv"],
+    "list": ["flopcalc list"],
+    "symbolic": ["flopcalc symbolic sd3-medium", "flopcalc symbolic flux-dev --format latex",
+                 "flopcalc symbolic sd3-medium --ratio 1024x1024:512x512", "flopcalc symbolic sd3-medium --ratio steps=50:28",
+                 "flopcalc symbolic wan2.1-t2v-1.3b --ratio frames=81:49", "flopcalc symbolic sd1.5 --crossover",
+                 "flopcalc symbolic sd3-medium --shares 256,512,1024,2048"],
+    "formulas": ["flopcalc formulas", "flopcalc formulas resnet_block --latex"],
+    "sweep": ["flopcalc sweep sd1.5 --height 512,768 --width 512:1024:256 --steps 20,50",
+              "flopcalc sweep flux-dev --height 256:2048:64 --width 1024 --format json"],
+    "compare": ["flopcalc compare flux-dev sd3-medium sdxl-base --height 1024 --width 1024"],
+    "plot": ["flopcalc plot flux-dev sd3-medium --out flops.png", "flopcalc plot sd1.5 --sides 256:2048:128 --out sd.svg"],
+    "report": ["flopcalc report flux-dev sd1.5 --html report.html"],
+    "kaplan": ["flopcalc kaplan sd3-medium"],
+}
+
+
+def _examples(command: str) -> str:
+    return "examples:\n" + "\n".join(f"  {line}" for line in EXAMPLES[command])
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="flopcalc",
@@ -49,7 +73,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"flopcalc {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
-    e = sub.add_parser("estimate", help="MACs/FLOPs of one generation, per component and per block",
+    e = sub.add_parser("estimate", epilog=_examples("estimate"), formatter_class=argparse.RawDescriptionHelpFormatter, help="MACs/FLOPs of one generation, per component and per block",
                        description="MODEL: a bundled card (see `flopcalc list`), a local diffusers folder, "
                                    "a component config.json, or a Hub repo id (org/name; configs only).")
     e.add_argument("model")
@@ -63,8 +87,8 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--batch-size", type=_positive_int, default=1, help="number of prompts")
     e.add_argument("--num-images-per-prompt", type=_positive_int, default=1)
     e.add_argument("--max-sequence-length", type=_positive_int, help="T5 tokens (FLUX 512, SD3 256)")
-    e.add_argument("--strength", type=float, help="image-to-image: encode the input image and run "
-                                                  "int(steps × strength) steps")
+    e.add_argument("--strength", type=float, help="image-to-image: encode the input image and run the last "
+                                                  "steps − int(steps − steps × strength) steps")
     e.add_argument("--num-frames", type=_positive_int, help="video: frames to generate (default: the pipeline's)")
     tiling = e.add_mutually_exclusive_group()
     tiling.add_argument("--vae-tiling", dest="vae_tiling", action="store_true", default=None,
@@ -78,9 +102,9 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--depth", type=_positive_int, default=4, help="levels of the block tree shown (default 4)")
     e.add_argument("--format", choices=("table", "json", "csv"), default="table")
 
-    sub.add_parser("list", help="the bundled model cards")
+    sub.add_parser("list", epilog=_examples("list"), formatter_class=argparse.RawDescriptionHelpFormatter, help="the bundled model cards")
 
-    y = sub.add_parser("symbolic", help="the exact FLOP law in H, W, steps, passes, batch, text length",
+    y = sub.add_parser("symbolic", epilog=_examples("symbolic"), formatter_class=argparse.RawDescriptionHelpFormatter, help="the exact FLOP law in H, W, steps, passes, batch, text length",
                        description="FLOPs of one generation as exact expressions in image height H and width W "
                                    "(pixels), steps S, denoiser passes P, batch B and text tokens L.")
     y.add_argument("model")
@@ -93,12 +117,12 @@ def _parser() -> argparse.ArgumentParser:
                    help="square side where attention overtakes the linear layers, per component")
     y.add_argument("--shares", metavar="SIDES", help="component shares at square sides, e.g. 256,512,1024,2048")
 
-    f = sub.add_parser("formulas", help="the block formulas as closed forms (text or LaTeX)")
+    f = sub.add_parser("formulas", epilog=_examples("formulas"), formatter_class=argparse.RawDescriptionHelpFormatter, help="the block formulas as closed forms (text or LaTeX)")
     f.add_argument("name", nargs="?", help="one block (default: all)")
     f.add_argument("--latex", action="store_true")
     f.add_argument("--convention", choices=("torch", "thop"), default="torch")
 
-    w = sub.add_parser("sweep", help="FLOPs over a grid of settings (the law compiled once to numpy)",
+    w = sub.add_parser("sweep", epilog=_examples("sweep"), formatter_class=argparse.RawDescriptionHelpFormatter, help="FLOPs over a grid of settings (the law compiled once to numpy)",
                        description="Values are lists and inclusive ranges: 512,768 or 256:2048:64.")
     w.add_argument("model")
     w.add_argument("--revision")
@@ -114,13 +138,13 @@ def _parser() -> argparse.ArgumentParser:
     w.add_argument("--max-points", type=_positive_int, default=SWEEP_MAX_POINTS, metavar="N",
                    help=f"refuse a grid of more points (default {SWEEP_MAX_POINTS:,})")
 
-    c = sub.add_parser("compare", help="several models side by side at one setting")
+    c = sub.add_parser("compare", epilog=_examples("compare"), formatter_class=argparse.RawDescriptionHelpFormatter, help="several models side by side at one setting")
     c.add_argument("models", nargs="+")
     _add_branch_options(c)
     c.add_argument("--convention", choices=("torch", "thop"), default="torch")
     c.add_argument("--format", choices=("table", "json"), default="table")
 
-    g = sub.add_parser("plot", help="FLOPs against resolution, stacked by component (needs flopcalc[plot])")
+    g = sub.add_parser("plot", epilog=_examples("plot"), formatter_class=argparse.RawDescriptionHelpFormatter, help="FLOPs against resolution per component, and their shares (needs flopcalc[plot])")
     g.add_argument("models", nargs="+")
     g.add_argument("--out", required=True, help="a .png or .svg file")
     g.add_argument("--sides", default="256:4096:64", help="square sides in pixels (default 256:4096:64)")
@@ -129,13 +153,13 @@ def _parser() -> argparse.ArgumentParser:
     _add_branch_options(g)
     g.add_argument("--convention", choices=("torch", "thop"), default="torch")
 
-    r = sub.add_parser("report", help="one self-contained HTML page: tables, the law, the plot")
+    r = sub.add_parser("report", epilog=_examples("report"), formatter_class=argparse.RawDescriptionHelpFormatter, help="one self-contained HTML page: tables, the law, the plot")
     r.add_argument("models", nargs="+")
     r.add_argument("--html", required=True, help="the HTML file to write")
     _add_branch_options(r)
     r.add_argument("--convention", choices=("torch", "thop"), default="torch")
 
-    k = sub.add_parser("kaplan", help="Kaplan's C≈2N+2·n_layer·n_ctx·d_attn beside the exact text-encoder count")
+    k = sub.add_parser("kaplan", epilog=_examples("kaplan"), formatter_class=argparse.RawDescriptionHelpFormatter, help="Kaplan's C≈2N+2·n_layer·n_ctx·d_attn beside the exact text-encoder count")
     k.add_argument("model")
     k.add_argument("--revision")
     return p
@@ -268,12 +292,11 @@ def _sweep(args: argparse.Namespace) -> int:
     law = symbolic_estimate(args.model, convention=args.convention, revision=args.revision, **branch, **first)
     grid_size(law, values)  # symbols the law lacks are refused before the budget is counted
 
-    def exact(height: int, width: int) -> int:
-        return estimate(args.model, height=height, width=width, convention=args.convention, revision=args.revision,
-                        resolution_binning=False, **branch, **{k: v for k, v in first.items()
-                                                                if k not in ("height", "width")}).flops
+    def exact(**varied: int) -> int:
+        return estimate(args.model, convention=args.convention, revision=args.revision, resolution_binning=False,
+                        **branch, **{**first, **varied}).flops
 
-    with Progress("checking sizes against the exact estimate", sizes_to_verify(values)) as progress:
+    with Progress("checking the law against the exact estimate", sizes_to_verify(values)) as progress:
         result = run_sweep(law, values, verify=exact, max_points=args.max_points, progress=progress.advance)
     if args.format == "json":
         print(json.dumps({"model": law.model, "convention": law.convention,

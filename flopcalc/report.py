@@ -191,21 +191,24 @@ COMPONENT_NUMERIC = (3, 4, 5, 6, 7)
 
 
 def provenance_lines(report: Report) -> list[str]:
-    """Where the configs came from (grouped), and every correction a card makes to a file."""
+    """Where the configs came from: verbatim Hub copies in one line, each reconstructed config on
+    its own line with its source, and every correction a card makes to a file."""
+    origins: dict[str, Any] = {}
+    for c in report.components:
+        origins.setdefault(c.component, report.config_origins.get(c.component))
+    lines = []
+    verbatim = [name for name, o in origins.items() if o is not None and o.status == "verbatim"]
+    if verbatim:
+        lines.append(f"configs of {', '.join(verbatim)}: verbatim copies of the Hub files"
+                     + (" (sources in the card's PROVENANCE.json)" if report.source_kind == "card" else ""))
     by_detail: dict[str, list[str]] = {}
-    for c in report.components:
-        origin = report.config_origins.get(c.component)
-        detail = origin.detail if origin is not None else "origin not recorded"
-        names = by_detail.setdefault(detail, [])
-        if c.component not in names:
-            names.append(c.component)
-    lines = [f"config of {', '.join(names)}: {detail}" for detail, names in by_detail.items()]
-    seen = set()
-    for c in report.components:
-        origin = report.config_origins.get(c.component)
-        if origin is not None and origin.correction and c.component not in seen:
-            seen.add(c.component)
-            lines.append(f"corrected by flopcalc in {c.component}/config.json: {origin.correction}")
+    for name, o in origins.items():
+        if o is None or o.status != "verbatim":
+            by_detail.setdefault(o.detail if o is not None else "origin not recorded", []).append(name)
+    lines += [f"config{'s' if len(names) > 1 else ''} of {', '.join(names)}: {detail}"
+              for detail, names in by_detail.items()]
+    lines += [f"corrected by flopcalc in {name}/config.json: {o.correction}"
+              for name, o in origins.items() if o is not None and o.correction]
     return lines
 
 

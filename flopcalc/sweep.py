@@ -172,7 +172,8 @@ def grid_size(report: SymbolicReport, values: dict[str, Sequence[int]]) -> int:
 def run_sweep(report: SymbolicReport, values: dict[str, Sequence[int]], *, verify: Any = None,
               exact: bool = True, max_points: int | None = None, progress: Any = None) -> Sweep:
     """Evaluate the law over the product of ``values`` (symbols not given keep their
-    representative value). ``verify(height=, width=)`` → exact FLOPs checks each distinct size;
+    representative value). ``verify(height=, width=, num_frames=, max_sequence_length=)`` → exact
+    FLOPs checks each distinct value of the symbols in :data:`BRANCHING`;
     ``max_points`` refuses a larger grid before any work; ``progress`` (a callable taking the
     number of sizes checked) is told as the check goes."""
     from flopcalc.output import check_budget
@@ -202,14 +203,19 @@ def evaluate(report: SymbolicReport, points: dict[str, np.ndarray], *, exact: bo
     return Sweep(grid, sum(parts.values()), parts)  # the total is the sum of the components
 
 
+#: The symbols whose values can change the plan's branches (latent grid divisibility, temporal
+#: chunking, text-length cuts); each value a sweep takes of them is checked against the exact estimate.
+BRANCHING = {"H": "height", "W": "width", "F": "num_frames", "L": "max_sequence_length"}
+
+
 def _verify_sizes(report: SymbolicReport, values: dict[str, Sequence[int]], rep: dict[str, int], verify: Any,
                   progress: Any) -> None:
     bad = []
-    for key in ("H", "W"):
+    for key, setting in BRANCHING.items():
         for v in values.get(key, []):
             point = {**rep, key: v}
             try:
-                exact = verify(height=point.get("H"), width=point.get("W"))
+                exact = verify(**{BRANCHING[k]: point[k] for k in BRANCHING if k in point})
             except FlopcalcError as exc:
                 raise FlopcalcError(f"{key}={v}: {exc}") from None
             if exact != report.at(**point):
@@ -218,13 +224,14 @@ def _verify_sizes(report: SymbolicReport, values: dict[str, Sequence[int]], rep:
                 progress(1)
     if bad:
         raise FlopcalcError(
-            "the law is exact only for sizes that divide every downsampling of the latent grid; not at "
-            + ", ".join(bad) + ": use multiples of a larger power of two, or `flopcalc estimate` for those sizes"
+            "the law is exact only for settings that take the same branches as the first value (sizes that divide "
+            "every downsampling of the latent grid, the same temporal chunking); not at " + ", ".join(bad)
+            + ": sweep those separately, or use `flopcalc estimate` for them"
         )
 
 
 def sizes_to_verify(values: dict[str, Sequence[int]]) -> int:
-    return sum(len(values.get(k, [])) for k in ("H", "W"))
+    return sum(len(values.get(k, [])) for k in BRANCHING)
 
 
 def rows(sweep: Sweep) -> list[dict[str, int]]:
