@@ -312,9 +312,11 @@ def _compare(args: argparse.Namespace) -> int:
     import json
 
     from flopcalc.api import estimate
+    from flopcalc.output import each
     from flopcalc.report import compare_dict, compare_table
 
-    reports = [estimate(m, convention=args.convention, **_branch_settings(args)) for m in args.models]
+    reports = [estimate(m, convention=args.convention, **_branch_settings(args))
+               for m in each(args.models, "estimating")]
     if args.format == "json":
         print(json.dumps(compare_dict(reports), indent=2))
     else:
@@ -324,14 +326,15 @@ def _compare(args: argparse.Namespace) -> int:
 
 @command("plot")
 def _plot(args: argparse.Namespace) -> int:
-    from flopcalc.output import check_writable, write_file
+    from flopcalc.output import check_writable, each, write_file
     from flopcalc.plots import SUFFIXES, figure_bytes, resolution_figure
     from flopcalc.sweep import parse_values
     from flopcalc.symbolic import symbolic_estimate
 
     check_writable(args.out, "--out", SUFFIXES)
     sides = parse_values(args.sides, "sides", max_count=args.max_points)
-    laws = [symbolic_estimate(m, convention=args.convention, **_branch_settings(args)) for m in args.models]
+    laws = [symbolic_estimate(m, convention=args.convention, **_branch_settings(args))
+            for m in each(args.models, "building the laws")]
     write_file(args.out, figure_bytes(resolution_figure(laws, sides), args.out), "--out", SUFFIXES)
     print(f"wrote {args.out}")
     return 0

@@ -25,9 +25,11 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator, Sequence, TypeVar
 
 from flopcalc.errors import FlopcalcError
+
+T = TypeVar("T")
 
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130
@@ -202,3 +204,11 @@ class Progress:
     def __exit__(self, *exc: object) -> None:
         if self.shown:
             self._write("\r\033[K")
+
+
+def each(items: Sequence[T], what: str) -> Iterator[T]:
+    """``items`` one by one, with :class:`Progress` as each is done (e.g. one law per model)."""
+    with Progress(what, len(items)) as progress:
+        for item in items:
+            yield item
+            progress.advance()

@@ -267,3 +267,29 @@ def test_readme_has_examples():
 
 def test_sweep_refuses_values_on_another_branch():
     one_line_error(cli("sweep", "hunyuanvideo", "--num-frames", "5,129"), "not at F=129")
+
+
+def test_plot_shows_shares_truthfully():
+    pytest.importorskip("matplotlib")
+    from matplotlib.collections import PolyCollection
+
+    from flopcalc.plots import resolution_figure
+    from flopcalc.symbolic import symbolic_estimate
+
+    laws = [symbolic_estimate(m) for m in ("flux-dev", "sd1.5", "sd3-medium")]
+    fig = resolution_figure(laws, list(range(256, 4097, 256)))
+    colours: dict[str, set] = {}
+    for ax in fig.axes:
+        areas = [c for c in ax.collections if isinstance(c, PolyCollection)]
+        if ax.get_yscale() == "log":
+            assert not areas  # no stacked areas on a log axis
+        else:
+            assert areas and ax.get_ylim() == (0, 100)
+        for line in ax.get_lines():
+            colours.setdefault(line.get_label(), set()).add(tuple(line.get_color()) if not isinstance(
+                line.get_color(), str) else line.get_color())
+        for area in areas:
+            colours.setdefault(area.get_label(), set()).add(tuple(area.get_facecolor()[0][:3]))
+    for name in ("text_encoder", "vae.decode"):  # in every panel, always the same colour
+        rgb = {c[:3] if isinstance(c, tuple) else c for c in colours[name]}
+        assert len(rgb) == 1, (name, rgb)
