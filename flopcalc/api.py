@@ -58,6 +58,8 @@ class Report:
     passes: int
     components: tuple[ComponentEstimate, ...]
     notes: tuple[str, ...] = field(default_factory=tuple)
+    #: component → where its config came from (:class:`flopcalc.sources.ConfigOrigin`)
+    config_origins: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def macs(self) -> int:
@@ -129,7 +131,8 @@ def estimate(
                         vae_tiling=vae_tiling)
     return estimate_configs(source.model_index, source.components, settings, convention=convention,
                             model=source.name, source_kind=source.kind, revision=source.revision,
-                            source_notes=source.notes, missing=tuple(source.missing))
+                            source_notes=source.notes, missing=tuple(source.missing),
+                            config_origins=source.origins)
 
 
 def estimate_configs(
@@ -143,10 +146,12 @@ def estimate_configs(
     revision: str | None = None,
     source_notes: tuple[str, ...] = (),
     missing: tuple[str, ...] = (),
+    config_origins: Mapping[str, Any] | None = None,
 ) -> Report:
     """The same as :func:`estimate` for configs already in memory. ``source_notes`` (what the
     source could not give) lead the report's notes; ``missing`` names listed components without a
-    config, whose generic "absent" plan note they replace."""
+    config, whose generic "absent" plan note they replace; ``config_origins`` says where each
+    component's config came from."""
     if convention not in CONVENTIONS:
         raise FlopcalcError(f"unknown convention {convention!r}; choose one of: {', '.join(CONVENTIONS)}")
     p: Plan = plan(model_index, components, settings)
@@ -168,7 +173,7 @@ def estimate_configs(
                                            params[run.component], shape, tree, convention))
     plan_notes = tuple(n for n in p.notes if not any(n.startswith(f"{name} is absent") for name in missing))
     return Report(model, source_kind, revision, p.pipeline, convention, p.settings, p.passes, tuple(estimates),
-                  tuple(source_notes) + plan_notes)
+                  tuple(source_notes) + plan_notes, dict(config_origins or {}))
 
 
 def _same_call_groups(runs) -> list[list]:

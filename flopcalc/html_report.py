@@ -9,7 +9,9 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import sympy as sp
 
-from flopcalc.report import CONVENTION_TEXT, ELEMENTWISE_TEXT, block_rows, format_params, settings_line
+from flopcalc.report import (
+    COMPONENT_NUMERIC, CONVENTION_TEXT, ELEMENTWISE_TEXT, block_rows, component_rows, provenance_lines, settings_line,
+)
 from flopcalc.symbolic import SYMBOL_TEXT, SymbolicReport
 
 if TYPE_CHECKING:
@@ -40,14 +42,7 @@ def _table(rows: Sequence[Sequence[str]], numeric: Sequence[int] = ()) -> str:
 
 
 def _components(report: Report) -> str:
-    total = report.macs
-    rows = [("component", "class", "runs", "params", "GMACs/run", "TFLOPs", "share")]
-    for c in report.components:
-        rows.append((c.component, c.class_name + (f".{c.call}" if c.call != "forward" else ""), str(c.runs),
-                     format_params(c.params), f"{c.macs_per_run / 1e9:,.2f}", f"{c.flops / 1e12:,.3f}",
-                     f"{100 * c.macs / total if total else 0:.1f}%"))
-    rows.append(("total", "", "", format_params(report.params), "", f"{report.flops / 1e12:,.3f}", "100.0%"))
-    return _table(rows, numeric=(2, 3, 4, 5, 6))
+    return _table(component_rows(report), numeric=COMPONENT_NUMERIC)
 
 
 def _law(law: SymbolicReport) -> str:
@@ -74,7 +69,8 @@ def render(reports: Sequence[Report], laws: Sequence[SymbolicReport], figure_svg
             + _table(block_rows(c, depth=3), numeric=(1, 2, 3, 4))
             for c in report.components
         )
-        notes = "".join(f'<p class="note">note: {html.escape(n)}</p>' for n in report.notes)
+        notes = "".join(f'<p class="note">{html.escape(n)}</p>' for n in provenance_lines(report))
+        notes += "".join(f'<p class="note">note: {html.escape(n)}</p>' for n in report.notes)
         sections.append(
             f"<h2>{html.escape(report.model)} · {html.escape(report.pipeline)}</h2>"
             f"<p>{html.escape(settings_line(report))}</p>"

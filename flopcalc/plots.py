@@ -1,6 +1,7 @@
 """Plots of FLOPs against resolution (matplotlib, the optional ``[plot]`` extra): one panel per
-model, FLOPs of one generation stacked by component over square image sides, log axes, and the
-side where the denoiser's attention overtakes its linear layers marked."""
+model, the FLOPs of one generation per component over square image sides (log axes) beside each
+component's share (linear axis), and the side where the denoiser's attention overtakes its linear
+layers marked."""
 
 from __future__ import annotations
 
@@ -28,21 +29,31 @@ def default_sides(multiple: int = 64) -> list[int]:
 
 
 def resolution_figure(laws: Sequence[Any], sides: Sequence[int]) -> Any:
-    """A figure with one panel per symbolic law (:class:`flopcalc.symbolic.SymbolicReport`)."""
-    from flopcalc.sweep import run_sweep
+    """A figure with one row per symbolic law (:class:`flopcalc.symbolic.SymbolicReport`): on the
+    left the FLOPs of each component and the total against the square image side (lines on log
+    axes: a 0.2% component sits two decades below the total, as it should); on the right each
+    component's share of the total (stacked areas on a linear 0–100% axis, so an area's height is
+    its share). One colour per component name across every panel."""
+    from flopcalc.sweep import component_label, evaluate
     from flopcalc.symbolic_report import crossover
 
     plt = _pyplot()
-    fig, axes = plt.subplots(len(laws), 1, figsize=(7.5, 3.6 * len(laws)), squeeze=False)
-    for ax, law in zip(axes[:, 0], laws):
-        sweep = run_sweep(law, {"H": list(sides), "W": list(sides)})
-        square = sweep.grid["H"] == sweep.grid["W"]
-        x = sweep.grid["H"][square]
-        order = np.argsort(x)
-        parts = {k: v[square][order] for k, v in sweep.components.items()}
-        # smallest at the bottom, so that on log axes every component keeps a visible band
-        parts = dict(sorted(parts.items(), key=lambda kv: float(kv[1].mean())))
-        ax.stackplot(x[order], *parts.values(), labels=list(parts), alpha=0.85)
+    missing = [law.model for law in laws if not {"H", "W"} <= set(law.symbols)]
+    if missing:
+        raise FlopcalcError(f"the FLOPs of {', '.join(missing)} do not depend on the image size: nothing to plot "
+                            "against resolution (use `flopcalc symbolic` for the law)")
+    x = np.asarray(sorted(set(sides)), dtype=np.int64)
+    names = list(dict.fromkeys(component_label(c) for law in laws for c in law.components))
+    palette = plt.get_cmap("tab10" if len(names) <= 10 else "tab20")
+    colour = {name: palette(i % palette.N) for i, name in enumerate(names)}
+    fig, axes = plt.subplots(len(laws), 2, figsize=(12, 3.8 * len(laws)), squeeze=False,
+                             gridspec_kw={"width_ratios": [3, 2]})
+    for (ax, share_ax), law in zip(axes, laws):
+        parts = evaluate(law, {"H": x, "W": x}, exact=False).components
+        total = sum(parts.values())
+        for name, values in parts.items():
+            ax.plot(x, values, color=colour[name], label=name, linewidth=1.6)
+        ax.plot(x, total, color="black", linewidth=1, linestyle=":", label="total")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("image side (pixels, square)")
@@ -56,15 +67,29 @@ def resolution_figure(laws: Sequence[Any], sides: Sequence[int]) -> Any:
                             xytext=(4, 8), textcoords="offset points", fontsize=8)
         ax.legend(fontsize=7, loc="upper left")
         ax.grid(True, which="both", alpha=0.3)
+        share_ax.stackplot(x, *[100 * v / total for v in parts.values()], labels=list(parts),
+                           colors=[colour[n] for n in parts], alpha=0.85)
+        share_ax.set_xscale("log", base=2)
+        share_ax.set_ylim(0, 100)
+        share_ax.set_xlim(x.min(), x.max())
+        share_ax.set_xlabel("image side (pixels, square)")
+        share_ax.set_ylabel("share of the total (%)")
+        share_ax.grid(True, alpha=0.3)
     fig.tight_layout()
     return fig
 
 
-def save(fig: Any, path: str) -> None:
-    """PNG or SVG by the file's extension."""
-    if not path.lower().endswith((".png", ".svg")):
+SUFFIXES = (".png", ".svg")
+
+
+def figure_bytes(fig: Any, path: str) -> bytes:
+    """The figure as PNG or SVG, by the extension of ``path``."""
+    fmt = path.lower().rsplit(".", 1)[-1]
+    if f".{fmt}" not in SUFFIXES:
         raise FlopcalcError(f"--out {path!r}: give a .png or .svg file")
-    fig.savefig(path, dpi=150)
+    buf = io.BytesIO()
+    fig.savefig(buf, format=fmt, dpi=150)
+    return buf.getvalue()
 
 
 def svg_text(fig: Any) -> str:

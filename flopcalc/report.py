@@ -6,7 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from flopcalc.cost import Node, is_block_kind
 
@@ -79,7 +79,7 @@ def report_dict(report: Report, *, per_block: bool = True) -> dict[str, Any]:
         "unit": "MACs (multiply-accumulates); flops = 2 × macs",
         "settings": report.settings.options(),
         "guidance_passes": report.passes,
-        "components": [_component_dict(c, total, per_block) for c in report.components],
+        "components": [_component_dict(c, total, per_block, report.config_origins) for c in report.components],
         "total": {"macs": total, "flops": report.flops, "params": report.params,
                   "elementwise_ops": report.elementwise},
         "elementwise": ELEMENTWISE_TEXT,
@@ -87,7 +87,13 @@ def report_dict(report: Report, *, per_block: bool = True) -> dict[str, Any]:
     }
 
 
-def _component_dict(c: ComponentEstimate, total: int, per_block: bool) -> dict[str, Any]:
+def _origin_dict(origin: Any) -> dict[str, Any]:
+    if origin is None:
+        return {"status": "unknown", "detail": "not recorded", "correction": None}
+    return {"status": origin.status, "detail": origin.detail, "correction": origin.correction}
+
+
+def _component_dict(c: ComponentEstimate, total: int, per_block: bool, origins: Mapping[str, Any]) -> dict[str, Any]:
     out = {
         "component": c.component,
         "class_name": c.class_name,
@@ -102,6 +108,7 @@ def _component_dict(c: ComponentEstimate, total: int, per_block: bool) -> dict[s
         "flops": c.flops,
         "share": c.macs / total if total else 0.0,
         "per_run": {k: v for k, v in c.per_run.as_dict().items() if k != "params"},
+        "config": _origin_dict(origins.get(c.component)),
     }
     if per_block:
         out["blocks"] = _node_dict(c.tree, c.convention)
@@ -155,29 +162,68 @@ def settings_line(report: Report) -> str:
     return " · ".join(parts)
 
 
-def table(report: Report, *, per_block: bool = False, depth: int = 4) -> str:
+def origin_status(report: Report, component: str) -> str:
+    origin = report.config_origins.get(component)
+    return origin.status if origin is not None else "unknown"
+
+
+def component_rows(report: Report) -> list[tuple[str, ...]]:
+    """The component table (one unit family: FLOPs = 2 × MACs), header first, total last."""
     total = report.macs
+    rows = [("component", "class", "config", "runs", "params", "GFLOPs/run", "TFLOPs", "share")]
+    for c in report.components:
+        cls = c.class_name + (f".{c.call}" if c.call != "forward" else "")
+        rows.append((c.component, cls, origin_status(report, c.component), str(c.runs), format_params(c.params),
+                     f"{2 * c.macs_per_run / 1e9:,.2f}", f"{c.flops / 1e12:,.3f}",
+                     f"{100 * c.macs / total if total else 0:.1f}%"))
+    rows.append(("total", "", "", "", format_params(report.params), "", f"{report.flops / 1e12:,.3f}", "100.0%"))
+    return rows
+
+
+#: Right-aligned (numeric) columns of :func:`component_rows`.
+COMPONENT_NUMERIC = (3, 4, 5, 6, 7)
+
+
+def provenance_lines(report: Report) -> list[str]:
+    """Where the configs came from: verbatim Hub copies in one line, each reconstructed config on
+    its own line with its source, and every correction a card makes to a file."""
+    origins: dict[str, Any] = {}
+    for c in report.components:
+        origins.setdefault(c.component, report.config_origins.get(c.component))
+    lines = []
+    verbatim = [name for name, o in origins.items() if o is not None and o.status == "verbatim"]
+    if verbatim:
+        lines.append(f"configs of {', '.join(verbatim)}: verbatim copies of the Hub files"
+                     + (" (sources in the card's PROVENANCE.json)" if report.source_kind == "card" else ""))
+    by_detail: dict[str, list[str]] = {}
+    for name, o in origins.items():
+        if o is None or o.status != "verbatim":
+            by_detail.setdefault(o.detail if o is not None else "origin not recorded", []).append(name)
+    lines += [f"config{'s' if len(names) > 1 else ''} of {', '.join(names)}: {detail}"
+              for detail, names in by_detail.items()]
+    lines += [f"corrected by flopcalc in {name}/config.json: {o.correction}"
+              for name, o in origins.items() if o is not None and o.correction]
+    return lines
+
+
+def table(report: Report, *, per_block: bool = False, depth: int = 4) -> str:
     head = f"{report.model} ({report.source_kind}"
     head += f" @ {report.revision[:12]}" if report.revision else ""
     head += f") · {report.pipeline}"
-    rows = [("component", "class", "runs", "params", "GMACs/run", "TFLOPs", "share")]
-    for c in report.components:
-        cls = c.class_name + (f".{c.call}" if c.call != "forward" else "")
-        rows.append((c.component, cls, str(c.runs), format_params(c.params), f"{c.macs_per_run / 1e9:,.2f}",
-                     f"{c.flops / 1e12:,.3f}", f"{100 * c.macs / total if total else 0:.1f}%"))
-    rows.append(("total", "", "", format_params(report.params), "", f"{report.flops / 1e12:,.3f}", "100.0%"))
-    lines = [head, settings_line(report), ""] + _columns(rows, right=(2, 3, 4, 5, 6), rule_before_last=True)
+    lines = [head, settings_line(report), ""]
+    lines += _columns(component_rows(report), right=COMPONENT_NUMERIC, rule_before_last=True)
     lines.append(f"elementwise (not in the total): {report.elementwise / 1e12:,.3f} T ops")
     lines.append("")
     lines.append(f"counted ({report.convention} convention): {CONVENTION_TEXT[report.convention]}.")
     lines.append("runs = batch-1 forwards: " + "; ".join(f"{c.component}{'.' + c.call if c.call != 'forward' else ''}"
                                                       f" {c.why}" for c in report.components) + ".")
+    lines += provenance_lines(report)
     for note in report.notes:
         lines.append(f"note: {note}")
     if per_block:
         for c in report.components:
             lines += ["", f"{c.component}{'.' + c.call if c.call != 'forward' else ''} per block "
-                          f"(one run; GMACs; attn = share of attention MACs):"]
+                          f"(one run; GFLOPs = 2 × GMACs; attn = share of attention):"]
             lines += _columns(block_rows(c, depth), right=(1, 2, 3, 4))
             whole = c.macs_per_run or 1
             lines.append("by block kind: " + ", ".join(
@@ -187,13 +233,13 @@ def table(report: Report, *, per_block: bool = False, depth: int = 4) -> str:
 
 
 def block_rows(c: ComponentEstimate, depth: int) -> list[tuple[str, ...]]:
-    rows = [("module", "×", "GMACs", "share", "attn", "block")]
+    rows = [("module", "×", "GFLOPs", "share", "attn", "block")]
     whole = c.macs_per_run or 1
     for path, level, node in _walk(c.tree, depth):
         macs = node.total.macs(c.convention)
         attn = node.total.attention if c.convention == "torch" else 0
         rows.append(("  " * level + path, str(node.count) if node.count != 1 else "",
-                     f"{macs / 1e9:,.2f}", f"{100 * macs / whole:.1f}%", f"{100 * attn / macs:.0f}%" if macs else "-",
+                     f"{2 * macs / 1e9:,.2f}", f"{100 * macs / whole:.1f}%", f"{100 * attn / macs:.0f}%" if macs else "-",
                      node.formula))
     return rows
 
@@ -221,22 +267,32 @@ def _columns(rows: list[tuple[str, ...]], right: tuple[int, ...], rule_before_la
 # --------------------------------------------------------------------------- CSV
 
 
+#: Per-block CSV columns: ``depth`` 0 is a component's row (those add up to the total); a block's
+#: row at depth d is part of its parent's at d − 1, so only rows of one component and one depth
+#: may be summed, never rows of several depths.
+CSV_COLUMNS = ["component", "path", "depth", "class_name", "call", "runs", "count", "params", "macs_per_run", "macs",
+               "flops", "share", "convention", "config", "config_correction"]
+
+
 def to_csv(report: Report, *, per_block: bool = False, depth: int = 4) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["path", "class_name", "call", "runs", "count", "params", "macs_per_run", "macs", "flops", "share",
-                "convention"])
+    w.writerow(CSV_COLUMNS)
     total = report.macs
     for c in report.components:
-        w.writerow([c.component, c.class_name, c.call, c.runs, 1, c.params, c.macs_per_run, c.macs, c.flops,
-                    f"{c.macs / total if total else 0:.6f}", report.convention])
+        origin = report.config_origins.get(c.component)
+        config = [origin_status(report, c.component), (origin.correction or "") if origin else ""]
+        w.writerow([c.component, c.component, 0, c.class_name, c.call, c.runs, 1, c.params, c.macs_per_run, c.macs,
+                    c.flops, f"{c.macs / total if total else 0:.6f}", report.convention, *config])
         if per_block:
             for path, node in c.tree.walk():
-                if path == c.tree.name or path.count(".") >= depth:
+                level = path.count(".")
+                if path == c.tree.name or level >= depth:
                     continue
                 macs = node.total.macs(c.convention)
-                w.writerow([path, "", c.call, c.runs, node.count, node.total.params, macs, c.runs * macs,
-                            2 * c.runs * macs, f"{c.runs * macs / total if total else 0:.6f}", report.convention])
+                w.writerow([c.component, path, level, "", c.call, c.runs, node.count, node.total.params, macs,
+                            c.runs * macs, 2 * c.runs * macs, f"{c.runs * macs / total if total else 0:.6f}",
+                            report.convention, *config])
     return buf.getvalue()
 
 
@@ -262,10 +318,21 @@ def compare_dict(reports: list[Report]) -> dict[str, Any]:
                 "text_encoders_flops": _role_flops(r, "text_encoder"),
                 "denoiser_flops": _role_flops(r, "denoiser"),
                 "vae_flops": _role_flops(r, "vae_decoder") + _role_flops(r, "vae_encoder"),
+                "configs": {c.component: _origin_dict(r.config_origins.get(c.component)) for c in r.components},
             }
             for r in reports
         ],
     }
+
+
+def _origins_summary(report: Report) -> str:
+    """``verbatim``, or ``reconstructed: unet, movq`` when not every config is the Hub's file."""
+    statuses = {c.component: origin_status(report, c.component) for c in report.components}
+    unsure = [name for name, status in statuses.items() if status not in ("verbatim", "hub")]
+    if not unsure:
+        return "Hub" if "hub" in statuses.values() else "verbatim"
+    kinds = sorted({statuses[n] for n in unsure})
+    return f"{'/'.join(kinds)}: {', '.join(unsure)}"
 
 
 def compare_table(reports: list[Report]) -> str:
@@ -282,7 +349,10 @@ def compare_table(reports: list[Report]) -> str:
         ("denoiser TFLOPs", *[t(_role_flops(r, "denoiser")) for r in reports]),
         ("VAE TFLOPs", *[t(_role_flops(r, "vae_decoder") + _role_flops(r, "vae_encoder")) for r in reports]),
         ("total TFLOPs", *[t(r.flops) for r in reports]),
+        ("configs", *[_origins_summary(r) for r in reports]),
     ]
     lines = _columns(rows, right=tuple(range(1, len(reports) + 1)))
     lines.append(f"counted ({reports[0].convention} convention): {CONVENTION_TEXT[reports[0].convention]}.")
+    for r in reports:
+        lines += [f"{r.model}: {line}" for line in provenance_lines(r) if line.startswith("corrected")]
     return "\n".join(lines) + "\n"

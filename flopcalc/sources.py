@@ -21,13 +21,15 @@ both a ``SourceError`` and a ``ConfigError``) whose message says what to do.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
+import logging
 import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from flopcalc import cards as _cards
 from flopcalc.errors import ConfigError, SourceError
@@ -36,6 +38,7 @@ if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
 
 __all__ = [
+    "ConfigOrigin",
     "ModelSource",
     "MalformedConfigError",
     "resolve",
@@ -58,6 +61,42 @@ class MalformedConfigError(SourceError, ConfigError):
 
 
 @dataclass(frozen=True)
+class ConfigOrigin:
+    """Where one component's config came from, as every report states it."""
+
+    #: "hub" (downloaded now), "verbatim" (a copy of the Hub's file), "reconstructed" (not the Hub's
+    #: file: rebuilt from code, a conversion script or defaults), "local" (a file whose origin is not recorded)
+    status: str
+    detail: str  # one line: from where
+    correction: str | None = None  # what flopcalc changed in the file and why, where a card corrects it
+
+
+_CORRECTED = re.compile(r"CORRECTED[^:]*:\s*(.+)", re.S)
+
+
+def config_origin(kind: str, component: str, provenance: Mapping[str, Any] | None, *, name: str,
+                  revision: str | None = None, location: str | None = None) -> ConfigOrigin:
+    """The :class:`ConfigOrigin` of ``component``'s config: from the Hub, or from the card's / folder's
+    PROVENANCE.json entry ``<component>/config.json`` (``verbatim``, ``source_repo``, ``notes``)."""
+    if kind == "hub":
+        return ConfigOrigin("hub", f"downloaded from the Hub: {name}" + (f" @ {revision[:12]}" if revision else ""))
+    entry = (provenance or {}).get(f"{component}/{CONFIG}")
+    if not isinstance(entry, Mapping):
+        where = location if kind == "config" else f"{location or name}/{component}/{CONFIG}"
+        what = "bundled card" if kind == "card" else "local file"
+        return ConfigOrigin("local", f"{what} {where} (its origin is not recorded)")
+    source = entry.get("source_repo") or entry.get("source") or "an unnamed source"
+    path = entry.get("source_path")
+    origin = f"{source}" + (f" {path}" if path else "")
+    notes = entry.get("notes") if isinstance(entry.get("notes"), str) else ""
+    match = _CORRECTED.search(notes)
+    correction = " ".join(match.group(1).split()) if match else None
+    if entry.get("verbatim") is True:
+        return ConfigOrigin("verbatim", f"verbatim copy of the Hub file, from {origin}", correction)
+    return ConfigOrigin("reconstructed", f"reconstructed, not the Hub file: from {origin}", correction)
+
+
+@dataclass(frozen=True)
 class ModelSource:
     """The parsed configs of one model, and where they came from."""
 
@@ -74,6 +113,12 @@ class ModelSource:
     #: non-model entries of model_index.json that are not schedulers, tokenizers or processors
     #: (guiders, safety checkers, watermarkers): {name: class}, skipped and said so
     skipped: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def origins(self) -> dict[str, ConfigOrigin]:
+        """Each component's :class:`ConfigOrigin` (Hub, verbatim copy, reconstructed, local)."""
+        return {name: config_origin(self.kind, name, self.provenance, name=self.name, revision=self.revision,
+                                    location=self.location) for name in self.components}
 
     @property
     def notes(self) -> tuple[str, ...]:
@@ -380,10 +425,11 @@ def _card_hint(repo_id: str) -> str:
 class _Missing(Exception):
     """A file is not there: remote=True means the Hub said so, False means not cached and no Hub."""
 
-    def __init__(self, remote: bool, error: BaseException):
+    def __init__(self, remote: bool, error: BaseException, reason: BaseException | None = None):
         super().__init__(str(error))
         self.remote = remote
         self.error = error
+        self.reason = reason if reason is not None else error.__cause__  # what the network said
 
 
 def _first_line(error: BaseException) -> str:
@@ -438,6 +484,24 @@ def _hf_errors() -> Any:
     )
 
 
+#: Seconds the first request to the Hub may take before it counts as unreachable (HF_HUB_ETAG_TIMEOUT
+#: when that is set lower).
+HUB_PROBE_TIMEOUT = 5
+
+
+@contextlib.contextmanager
+def _quiet_hub_logging() -> Iterator[None]:
+    """huggingface_hub's own warnings (retries, fallbacks) are not shown: flopcalc says what went
+    wrong in one line of its own."""
+    logger = logging.getLogger("huggingface_hub")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
 class _Hub:
     """Downloads through huggingface_hub and turns its exceptions into SourceError."""
 
@@ -456,6 +520,7 @@ class _Hub:
         self.repo_id = repo_id
         self.revision = revision
         self.token = token
+        self.unreachable: _Missing | None = None  # set when a probe found the Hub unreachable
 
     @property
     def _rev_text(self) -> str:
@@ -474,7 +539,7 @@ class _Hub:
             why = f"HF_HUB_OFFLINE=1 is set and {what}."
             fix = "Connect to the network once without HF_HUB_OFFLINE so the configs get cached"
         else:
-            cause = missing.error.__cause__ if missing is not None else None
+            cause = missing.reason if missing is not None else None
             reason = f" ({_first_line(cause)})" if cause is not None and _first_line(cause) else ""
             why = f"Could not reach the Hub at {self.constants.ENDPOINT}{reason} and {what}."
             fix = "Check your connection (and HF_ENDPOINT if set) and connect once so the configs get cached"
@@ -490,15 +555,20 @@ class _Hub:
         is not cached and the Hub cannot be asked (``remote=False``), so the caller can word it.
         """
         e = self.errors
+        if self.unreachable is not None:  # asked once, no answer: only the cache can help now
+            local_only = True
+        elif not local_only:
+            self._probe(filename, revision)
         try:
-            return self.hf.hf_hub_download(
-                self.repo_id,
-                filename,
-                revision=revision,
-                token=self.token,
-                library_name="flopcalc",
-                local_files_only=local_only,
-            )
+            with _quiet_hub_logging():
+                return self.hf.hf_hub_download(
+                    self.repo_id,
+                    filename,
+                    revision=revision,
+                    token=self.token,
+                    library_name="flopcalc",
+                    local_files_only=local_only,
+                )
         except e.GatedRepoError as exc:
             status = getattr(getattr(exc, "response", None), "status_code", None)
             account = "You are logged in, but this account has not been granted access yet. " if status == 403 else ""
@@ -548,6 +618,31 @@ class _Hub:
                 f"{type(exc).__name__}: {exc}. Check your connection, proxy and HF_ENDPOINT, or use a bundled "
                 f"card (`flopcalc list`) or a local folder."
             ) from None
+
+    def _probe(self, filename: str, revision: str | None) -> None:
+        """Ask the Hub once, without retries, for a file that is not cached.
+
+        ``hf_hub_download`` retries a network failure five times with back-off (about 23 s and a
+        warning per try) when the file is not in the cache. One quick HEAD first tells an
+        unreachable Hub apart: then :class:`_Missing` (not remote) is raised at once and every
+        later file is looked up in the cache only. An answer from the Hub (even an error) leaves
+        the download to ``hf_hub_download``, which words it."""
+        if self._offline():
+            return
+        cached = self.hf.try_to_load_from_cache(self.repo_id, filename, revision=revision)
+        if isinstance(cached, str) or cached is not None:  # a cached file, or a cached "does not exist"
+            return
+        e = self.errors
+        url = self.hf.hf_hub_url(self.repo_id, filename, revision=revision)
+        try:
+            with _quiet_hub_logging():
+                self.hf.get_hf_file_metadata(url, token=self.token,
+                                             timeout=min(HUB_PROBE_TIMEOUT, self.constants.HF_HUB_ETAG_TIMEOUT))
+        except (e.HfHubHTTPError, ValueError):  # the Hub answered; hf_hub_download gives the detail
+            return
+        except Exception as exc:  # no answer: DNS, refused, timeout, proxy
+            self.unreachable = _Missing(False, exc, reason=exc)
+            raise self.unreachable from None
 
     def read(self, path: str, filename: str) -> dict[str, Any]:
         where = f"'{filename}' of Hub repo '{self.repo_id}' (cached at {path})"

@@ -169,14 +169,13 @@ SYMBOLIC = Counting(symbolic=True, passes=lambda n: Tracked(n, P))
 
 
 def _tracked(s: Settings) -> Settings:
-    """The settings on tracked integers, counted symbolically (:data:`SYMBOLIC`)."""
-    values: dict[str, Any] = {"counting": SYMBOLIC, "height": Tracked(s.height, H), "width": Tracked(s.width, W),
-                              "steps": Tracked(s.steps, S), "batch_size": Tracked(s.batch_size, B)}
-    if s.max_sequence_length is not None:
-        values["max_sequence_length"] = Tracked(s.max_sequence_length, L)
-    if s.num_frames is not None:
-        values["num_frames"] = Tracked(s.num_frames, F)
-    return replace(s, **values)
+    """The settings on tracked integers, counted symbolically (:data:`SYMBOLIC`): each setting a law
+    can depend on tracked as its symbol; settings the plan left unset (a bare text encoder has no size
+    or steps, a bare VAE no steps) stay unset."""
+    symbols = {"height": H, "width": W, "steps": S, "batch_size": B, "max_sequence_length": L, "num_frames": F}
+    values: dict[str, Any] = {key: Tracked(getattr(s, key), sym) for key, sym in symbols.items()
+                              if getattr(s, key) is not None}
+    return replace(s, counting=SYMBOLIC, **values)
 
 
 # --------------------------------------------------------------------------- structure

@@ -21,37 +21,52 @@ from flopcalc.symbolic import (
     structure,
 )
 
-RATIO_HELP = ("two settings separated by ':', each 'HxW', 'HxW@STEPS', 'steps=N' or 'frames=N', "
-              "e.g. 1024x1024:512x512 or steps=50:steps=28")
+RATIO_HELP = ("two settings separated by ':', each 'HxW', 'HxW@STEPS', 'steps=N', 'batch=N', 'tokens=N' or "
+              "'frames=N' (after 'steps=N:' a bare number means steps too), e.g. 1024x1024:512x512, "
+              "steps=50:28 or steps=50:steps=28")
+_RATIO_KEYS = {"steps": "S", "batch": "B", "tokens": "L", "frames": "F"}
 
 
 # --------------------------------------------------------------------------- settings parsing
 
 
-def parse_point(text: str, base: dict[str, int]) -> dict[str, int]:
-    """One side of ``--ratio``: ``1024x768``, ``1024x768@28`` or ``steps=28`` (others from ``base``)."""
-    point = dict(base)
+def parse_point(text: str, key: str | None = None) -> dict[str, int]:
+    """One side of ``--ratio`` as symbol values: ``1024x768``, ``1024x768@28``, ``steps=28``, or a
+    bare number for the symbol ``key`` (the other side's)."""
     m = re.fullmatch(r"\s*(\d+)x(\d+)(?:@(\d+))?\s*", text)
     if m:
-        point["H"], point["W"] = int(m.group(1)), int(m.group(2))
+        point = {"H": int(m.group(1)), "W": int(m.group(2))}
         if m.group(3):
             point["S"] = int(m.group(3))
-        return point
-    m = re.fullmatch(r"\s*(steps|batch|tokens|frames)=(\d+)\s*", text)
-    if m:
-        point[{"steps": "S", "batch": "B", "tokens": "L", "frames": "F"}[m.group(1)]] = int(m.group(2))
-        return point
-    raise FlopcalcError(f"cannot read {text!r} as a setting: {RATIO_HELP}")
+    elif m := re.fullmatch(r"\s*(steps|batch|tokens|frames)=(\d+)\s*", text):
+        point = {_RATIO_KEYS[m.group(1)]: int(m.group(2))}
+    elif key is not None and (m := re.fullmatch(r"\s*(\d+)\s*", text)):
+        point = {key: int(m.group(1))}
+    else:
+        raise FlopcalcError(f"--ratio: cannot read {text!r} as a setting: {RATIO_HELP}")
+    if min(point.values()) <= 0:
+        raise FlopcalcError(f"--ratio: {text!r}: settings must be positive")
+    return point
+
+
+def parse_ratio(spec: str) -> tuple[dict[str, int], dict[str, int]]:
+    """``--ratio A:B`` as the symbol values of its two sides (unchecked against a law)."""
+    if spec.count(":") != 1:
+        raise FlopcalcError(f"--ratio takes {RATIO_HELP}")
+    left, right = spec.split(":")
+    a = parse_point(left)
+    return a, parse_point(right, key=next(iter(a)) if len(a) == 1 else None)
 
 
 def ratio(report: SymbolicReport, spec: str) -> tuple[dict, dict, sp.Rational]:
-    """Exact ratio of the total FLOPs at two settings."""
-    if spec.count(":") != 1:
-        raise FlopcalcError(f"--ratio takes {RATIO_HELP}")
+    """Exact ratio of the total FLOPs at two settings (symbols not given at their representative values)."""
+    a, b = parse_ratio(spec)
+    unknown = sorted((set(a) | set(b)) - set(report.symbols))
+    if unknown:
+        raise FlopcalcError(f"--ratio {spec}: the law of {report.model} does not depend on {', '.join(unknown)}")
     base = report.representative()
-    a, b = (parse_point(side, base) for side in spec.split(":"))
-    fa, fb = report.at(**a), report.at(**b)
-    return a, b, sp.Rational(fa, fb)
+    a, b = {**base, **a}, {**base, **b}
+    return a, b, sp.Rational(report.at(**a), report.at(**b))
 
 
 # --------------------------------------------------------------------------- crossover
@@ -101,16 +116,31 @@ def shares(report: SymbolicReport, sides: list[int]) -> list[tuple[int, dict[str
 # --------------------------------------------------------------------------- rendering
 
 
-def _hw_grouped(expr: Any) -> Any:
-    """Show products of H and W as (H·W) powers where the law depends on the area only."""
-    a = sp.Symbol("HW", positive=True)
-    grouped = sp.expand(expr).subs(H * W, a)
+#: The image area H·W as one factor, where a law depends on the area only: written so that it
+#: reads (and parses back) as the product, never as a new symbol: ``(H*W)**2``, ``\left(H \cdot W\right)^{2}``.
+AREA_TEXT = sp.Symbol("(H*W)", positive=True)
+AREA_LATEX = sp.Symbol(r"\left(H \cdot W\right)", positive=True)
+
+
+def _hw_grouped(expr: Any, area: Any) -> Any:
+    """Show products of H and W as powers of the area ``(H·W)`` where the law depends on the area only."""
+    grouped = sp.expand(expr).subs(H * W, area)
     return grouped if W not in grouped.free_symbols and H not in grouped.free_symbols else expr
 
 
 def _fmt(expr: Any, latex: bool) -> str:
-    expr = _hw_grouped(expr)
-    return sp.latex(expr) if latex else sp.sstr(expr)
+    r"""Text (``sympy.sstr``) or LaTeX with explicit ``\cdot`` products, so that ``L (H·W)`` can
+    not be read as a function ``L`` applied to ``H·W``."""
+    if latex:
+        return sp.latex(_hw_grouped(expr, AREA_LATEX), mul_symbol="dot")
+    return sp.sstr(_hw_grouped(expr, AREA_TEXT))
+
+
+def parse_sides(text: str) -> list[int]:
+    """``--shares``: square sides in pixels, ``256,512,1024``."""
+    from flopcalc.sweep import parse_values
+
+    return parse_values(text, "shares", max_count=1000)
 
 
 def render_text(report: SymbolicReport, latex: bool = False) -> str:

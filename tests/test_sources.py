@@ -576,3 +576,46 @@ def test_local_paths_do_not_import_huggingface_hub(tmp_path):
 def test_every_error_is_a_flopcalc_error():
     assert issubclass(MalformedConfigError, SourceError) and issubclass(MalformedConfigError, ConfigError)
     assert issubclass(SourceError, FlopcalcError)
+
+
+def _cli_resolve(model: str, env: dict[str, str]) -> tuple[subprocess.CompletedProcess, float]:
+    import time
+
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "flopcalc", "estimate", model], env=env, cwd=str(REPO_ROOT),
+                          capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
+    return proc, time.monotonic() - start
+
+
+def test_unreachable_hub_is_one_line_within_seconds(tmp_path):
+    # Connection refused: huggingface_hub alone retries five times with back-off (~23 s, a warning each).
+    proc, seconds = _cli_resolve("org/anything", _env(tmp_path / "hf", "http://127.0.0.1:9"))
+    assert proc.returncode == 2 and seconds < 6, (seconds, proc.stderr)
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("flopcalc: error: Could not reach the Hub"), \
+        proc.stderr
+    assert "Retrying" not in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_endpoint_that_never_answers_times_out_quickly(tmp_path):
+    import socket
+
+    with socket.socket() as silent:  # accepts connections (the kernel's backlog) and never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        endpoint = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        proc, seconds = _cli_resolve("org/anything", _env(tmp_path / "hf", endpoint, HF_HUB_ETAG_TIMEOUT="1"))
+    assert proc.returncode == 2 and seconds < 15, (seconds, proc.stderr)
+    assert proc.stderr.count("\n") == 1 and "timed out" in proc.stderr, proc.stderr
+
+
+def test_partly_cached_repo_without_network_names_the_missing_file(tmp_path):
+    # model_index.json is cached, a component's config.json is not, and the Hub cannot be reached.
+    with FakeHub() as server:
+        server.add_repo("org/flux-dev", repo_files_from_folder(FLUX))
+        (online,) = run_resolve([{"model": "org/flux-dev"}], _env(tmp_path / "hf", server.endpoint))
+    assert online["ok"], online
+    snapshot = Path(online["location"])
+    (snapshot / "vae" / "config.json").unlink()
+    proc, seconds = _cli_resolve("org/flux-dev", _env(tmp_path / "hf", "http://127.0.0.1:9"))
+    assert proc.returncode == 2 and seconds < 6, (seconds, proc.stderr)
+    assert proc.stderr.count("\n") == 1 and "'vae/config.json'" in proc.stderr, proc.stderr
