@@ -10,6 +10,7 @@ image-only attention in the blocks listed in ``dual_attention_layers``. The last
 
 from __future__ import annotations
 
+from flopcalc.backprop import gradient_graph
 from flopcalc.config import Config, count_int, positive_int
 from flopcalc.cost import Node, module_list
 from flopcalc.errors import ResolutionError
@@ -89,3 +90,13 @@ def _check_pos_embed(config: Config, grid_h, grid_w, patch: int) -> None:
             f"transformer: a {grid_h}×{grid_w} patch grid exceeds pos_embed_max_size={limit}; this model takes at "
             f"most {limit * patch} latent pixels per side ({limit * patch * 8} image pixels with an 8× VAE)."
         )
+
+
+gradient_graph(
+    "SD3Transformer2DModel",
+    # transformer_sd3.py:291-295: pos_embed.proj(latents), time_text_embed(timestep, pooled) whose first
+    # linears read the sinusoidal projection / the pooled embedding, context_embedder(text states)
+    input_layers=("pos_embed.proj", "context_embedder", "time_text_embed.*.linear_1"),
+    checkpointed=("transformer_blocks.*",),  # transformer_sd3.py:308
+    source="diffusers/models/transformers/transformer_sd3.py:291-308",
+)

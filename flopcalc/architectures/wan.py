@@ -25,6 +25,7 @@ from __future__ import annotations
 from math import prod
 from typing import Any
 
+from flopcalc.backprop import gradient_graph
 from flopcalc.config import Config, count_int, positive_int
 from flopcalc.cost import Node, module_list
 from flopcalc.errors import ConfigError, ResolutionError
@@ -113,3 +114,14 @@ def wan_transformer(config: Config, shape: RunShape) -> Node:
         ),
         formula="wan_transformer",
     )
+
+
+gradient_graph(
+    "WanTransformer3DModel",
+    # transformer_wan.py:670, 683: patch_embedding(latents); condition_embedder: time_embedder.linear_1 reads
+    # the sinusoidal projection, text_embedder.linear_1 the UMT5 states (time_proj reads silu(temb): it needs one)
+    input_layers=("patch_embedding", "condition_embedder.time_embedder.linear_1",
+                  "condition_embedder.text_embedder.linear_1"),
+    checkpointed=("blocks.*",),  # transformer_wan.py:699
+    source="diffusers/models/transformers/transformer_wan.py:670-699",
+)
