@@ -13,6 +13,7 @@ from flopcalc.cost import Node, module_list
 from flopcalc.formulas import ops
 from flopcalc.formulas.kaplan_transformer import mlp, self_attention
 from flopcalc.registry import RunShape, register
+from flopcalc.weights import Buffer, loading_rules
 
 #: ``CLIPTextConfig`` defaults (transformers configuration_clip.py).
 DEFAULTS = {
@@ -77,3 +78,12 @@ def _text_transformer(config: Config, n) -> Node:
             Node("final_layer_norm", ops.layer_norm(n, d)),
         ),
     )
+
+
+def _position_ids(config: Config) -> tuple[Buffer, ...]:
+    """CLIPTextEmbeddings: a non-persistent int64 ``position_ids`` (1, max_position_embeddings)."""
+    return (Buffer("text_model.embeddings.position_ids", positive_int(config, "max_position_embeddings"), "int64"),)
+
+
+loading_rules("CLIPTextModel", buffers=_position_ids, source="transformers/models/clip/modeling_clip.py")
+loading_rules("CLIPTextModelWithProjection", buffers=_position_ids, source="transformers/models/clip/modeling_clip.py")

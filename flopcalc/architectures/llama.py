@@ -29,6 +29,7 @@ from flopcalc.formulas.decoder_layer import (
     rotary_embedding,
 )
 from flopcalc.registry import RunShape, register
+from flopcalc.weights import loading_rules, rotary_buffers
 
 #: ``LlamaConfig`` defaults (transformers ``models/llama/configuration_llama.py``).
 DEFAULTS = {
@@ -100,3 +101,7 @@ def llama_model(config: Config, shape: RunShape) -> Node:
         Node("norm", ops.rms_norm(n, d)),
         rotary_embedding("rotary_emb", n, head_dim),
     ), formula="llama_model")
+
+
+loading_rules("LlamaModel", buffers=lambda c: rotary_buffers("rotary_emb", _heads(c)[2]),
+              source="transformers/models/llama/modeling_llama.py (LlamaRotaryEmbedding)")

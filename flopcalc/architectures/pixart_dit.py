@@ -22,6 +22,7 @@ from flopcalc.formulas.cross_attention_block import (
     timestep_label_embedding,
 )
 from flopcalc.registry import RunShape, register
+from flopcalc.weights import Buffer, loading_rules
 
 #: ``PixArtTransformer2DModel.__init__`` keyword defaults.
 PIXART_DEFAULTS = {
@@ -124,3 +125,15 @@ def dit_transformer(config: Config, shape: RunShape) -> Node:
         ),
         formula="dit_transformer",
     )
+
+
+def _pos_embed_buffer(config: Config) -> tuple[Buffer, ...]:
+    """PatchEmbed without ``pos_embed_max_size`` (embeddings.py:332): a non-persistent float32 sin-cos table of
+    (sample_size / patch_size)² × inner_dim."""
+    grid = positive_int(config, "sample_size") // positive_int(config, "patch_size")
+    inner = positive_int(config, "num_attention_heads") * positive_int(config, "attention_head_dim")
+    return (Buffer("pos_embed.pos_embed", grid * grid * inner, "float32"),)
+
+
+loading_rules("PixArtTransformer2DModel", buffers=_pos_embed_buffer, source="diffusers/models/embeddings.py:332")
+loading_rules("DiTTransformer2DModel", buffers=_pos_embed_buffer, source="diffusers/models/embeddings.py:332")

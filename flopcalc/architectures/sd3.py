@@ -18,6 +18,7 @@ from flopcalc.formulas import ops
 from flopcalc.formulas.conditioning import ada_layer_norm_continuous, mlp_embedder
 from flopcalc.formulas.mmdit_joint_block import mmdit_joint_block
 from flopcalc.registry import RunShape, register
+from flopcalc.weights import Buffer, loading_rules
 
 #: ``SD3Transformer2DModel.__init__`` keyword defaults (transformer_sd3.py).
 DEFAULTS = {
@@ -99,4 +100,15 @@ gradient_graph(
     input_layers=("pos_embed.proj", "context_embedder", "time_text_embed.*.linear_1"),
     checkpointed=("transformer_blocks.*",),  # transformer_sd3.py:308
     source="diffusers/models/transformers/transformer_sd3.py:291-308",
+)
+
+
+loading_rules(
+    "SD3Transformer2DModel",
+    # embeddings.py:332 (PatchEmbed): with pos_embed_max_size the sin-cos table of
+    # pos_embed_max_size² × inner_dim is a persistent buffer, loaded like the weights
+    buffers=lambda c: (Buffer("pos_embed.pos_embed", positive_int(c, "pos_embed_max_size") ** 2
+                              * positive_int(c, "num_attention_heads") * positive_int(c, "attention_head_dim"),
+                              "loaded"),),
+    source="diffusers/models/embeddings.py:332",
 )

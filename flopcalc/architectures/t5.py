@@ -11,8 +11,9 @@ from __future__ import annotations
 from flopcalc.config import Config, count_int, positive_int
 from flopcalc.cost import Node, module_list
 from flopcalc.formulas import ops
-from flopcalc.formulas.kaplan_transformer import mlp, self_attention
+from flopcalc.formulas.kaplan_transformer import mlp_in, self_attention
 from flopcalc.registry import RunShape, register
+from flopcalc.weights import loading_rules
 
 #: ``T5Config`` defaults (transformers configuration_t5.py).
 DEFAULTS = {
@@ -25,6 +26,14 @@ DEFAULTS = {
     "relative_attention_num_buckets": 32,
     "feed_forward_proj": "relu",
 }
+
+
+def dense_relu_dense(tokens, d_model: int, d_ff: int, gated: bool) -> Node:
+    """``T5DenseActDense`` / ``T5DenseGatedActDense`` (``layer.1.DenseReluDense``): ``wi`` (gated: ``wi_0``,
+    ``wi_1``) and the activation, then ``wo`` as a child: the module transformers keeps in float32 when
+    loading in float16 (``T5PreTrainedModel._keep_in_fp32_modules = ["wo"]``, modeling_t5.py)."""
+    return Node("DenseReluDense", mlp_in(tokens, d_model, d_ff, bias=False, gated=gated),
+                (Node("wo", ops.linear(tokens, d_ff, d_model, bias=False)),))
 
 
 @register("T5EncoderModel", role="text_encoder", defaults=DEFAULTS, source="transformers/models/t5/modeling_t5.py")
@@ -43,7 +52,7 @@ def t5_encoder(config: Config, shape: RunShape) -> Node:
             children=(
                 Node("layer", children=(
                     Node("0", ops.rms_norm(n, d) + attn),
-                    Node("1", ops.rms_norm(n, d) + mlp(n, d, positive_int(config, "d_ff"), bias=False, gated=gated)),
+                    Node("1", ops.rms_norm(n, d), (dense_relu_dense(n, d, positive_int(config, "d_ff"), gated),)),
                 )),
             ),
             formula="kaplan_transformer",
@@ -60,3 +69,8 @@ def t5_encoder(config: Config, shape: RunShape) -> Node:
         ),
         formula="t5_encoder",
     )
+
+
+# modeling_t5.py:537: _keep_in_fp32_modules = ["wo"], applied when loading in float16 (modeling_utils.py:3842)
+loading_rules("T5EncoderModel", keep_in_fp32=("wo",), keep_in_fp32_dtypes=("fp16",),
+              source="transformers/models/t5/modeling_t5.py:537")

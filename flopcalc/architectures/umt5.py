@@ -18,8 +18,10 @@ from __future__ import annotations
 from flopcalc.config import Config, count_int, positive_int
 from flopcalc.cost import Node, module_list
 from flopcalc.formulas import ops
-from flopcalc.formulas.kaplan_transformer import mlp, self_attention
+from flopcalc.architectures.t5 import dense_relu_dense
+from flopcalc.formulas.kaplan_transformer import self_attention
 from flopcalc.registry import RunShape, register
+from flopcalc.weights import loading_rules
 
 #: ``UMT5Config`` defaults (transformers configuration_umt5.py).
 DEFAULTS = {
@@ -48,7 +50,7 @@ def umt5_encoder(config: Config, shape: RunShape) -> Node:
         children=(
             Node("layer", children=(
                 Node("0", ops.rms_norm(n, d) + attention),
-                Node("1", ops.rms_norm(n, d) + mlp(n, d, positive_int(config, "d_ff"), bias=False, gated=gated)),
+                Node("1", ops.rms_norm(n, d), (dense_relu_dense(n, d, positive_int(config, "d_ff"), gated),)),
             )),
         ),
         formula="kaplan_transformer",
@@ -62,3 +64,8 @@ def umt5_encoder(config: Config, shape: RunShape) -> Node:
         ),
         formula="umt5_encoder",
     )
+
+
+# modeling_umt5.py:520: _keep_in_fp32_modules = ["wo"], applied when loading in float16 (modeling_utils.py:3842)
+loading_rules("UMT5EncoderModel", keep_in_fp32=("wo",), keep_in_fp32_dtypes=("fp16",),
+              source="transformers/models/umt5/modeling_umt5.py:520")
