@@ -1,4 +1,4 @@
-"""CLI commands of the training-compute and memory predictors (``flopcalc train``).
+"""CLI commands of the training-compute and memory predictors (``flopcalc train``, ``flopcalc memory``).
 
 Registered from :mod:`flopcalc.cli` by :func:`add_parsers`; each parser sets ``handler``, which the main
 dispatcher calls. Nothing heavy is imported at registration time.
@@ -54,6 +54,21 @@ def add_parsers(sub: "argparse._SubParsersAction") -> None:
     t.add_argument("--format", choices=("table", "json", "csv"), default="table")
     t.set_defaults(handler=_train)
 
+    m = sub.add_parser("memory", help="weights per component in bytes, resident under offload, fit on a GPU",
+                       description="MODEL as for `flopcalc estimate`. Weights as from_pretrained(torch_dtype=...) "
+                                   "loads them (parameters, float32-kept modules, buffers), exact; activations are "
+                                   "not counted.")
+    m.add_argument("model")
+    m.add_argument("--revision", help="Hub revision (branch, tag or commit)")
+    m.add_argument("--dtype", choices=("bf16", "fp16", "fp32"), default="bf16", help="dtype the weights load in")
+    m.add_argument("--dtype-of", action="append", default=[], metavar="COMPONENT=DTYPE",
+                   help="another dtype for one component, e.g. text_encoder_2=fp32 (repeatable)")
+    m.add_argument("--offload", choices=("none", "model"), default="none",
+                   help="none: pipe.to('cuda'); model: enable_model_cpu_offload(), one component at a time")
+    m.add_argument("--gpu", help="GPU of the GPU table (`flopcalc gpus`): fits or not, with headroom")
+    m.add_argument("--format", choices=("table", "json", "csv"), default="table")
+    m.set_defaults(handler=_memory)
+
 
 def _train(args: argparse.Namespace) -> int:
     from flopcalc.training import train
@@ -65,4 +80,26 @@ def _train(args: argparse.Namespace) -> int:
                 step_time=args.step_time, gpu=args.gpu, num_gpus=args.num_gpus, precision=args.precision,
                 revision=args.revision)
     sys.stdout.write(render_training(est, args.format))
+    return 0
+
+
+def _dtype_of(pairs: list[str]) -> dict[str, str]:
+    from flopcalc.errors import FlopcalcError
+
+    out = {}
+    for pair in pairs:
+        component, sep, dtype = pair.partition("=")
+        if not sep or not component or not dtype:
+            raise FlopcalcError(f"--dtype-of {pair!r}: expected COMPONENT=DTYPE, e.g. text_encoder_2=fp32")
+        out[component] = dtype
+    return out
+
+
+def _memory(args: argparse.Namespace) -> int:
+    from flopcalc.memory import memory
+    from flopcalc.memory_report import render_memory
+
+    est = memory(args.model, dtype=args.dtype, dtype_of=_dtype_of(args.dtype_of), offload=args.offload, gpu=args.gpu,
+                 revision=args.revision)
+    sys.stdout.write(render_memory(est, args.format))
     return 0

@@ -61,11 +61,13 @@ def _law(law: SymbolicReport) -> str:
             f"<p>As text: <code>{html.escape(sp.sstr(law.flops))}</code></p>")
 
 
-def render(reports: Sequence[Report], laws: Sequence[SymbolicReport], figure_svg: str | None) -> str:
+def render(reports: Sequence[Report], laws: Sequence[SymbolicReport], figure_svg: str | None,
+           extras: Sequence[str] = ()) -> str:
+    """The page; ``extras[i]`` (HTML) closes the section of ``reports[i]``."""
     from flopcalc import __version__
 
     sections = []
-    for report, law in zip(reports, laws):
+    for i, (report, law) in enumerate(zip(reports, laws)):
         blocks = "".join(
             f"<h3>{html.escape(c.component)}{'.' + c.call if c.call != 'forward' else ''} per block (one run)</h3>"
             + _table(_block_rows(c, depth=3), numeric=(1, 2, 3, 4))
@@ -78,7 +80,7 @@ def render(reports: Sequence[Report], laws: Sequence[SymbolicReport], figure_svg
             f"<p><b>Total: {report.flops / 1e12:,.3f} TFLOPs</b> ({report.macs / 1e12:,.3f} TMACs), "
             f"{report.convention} convention.</p>"
             + _components(report) + notes
-            + "<h3>The law</h3>" + _law(law) + blocks
+            + "<h3>The law</h3>" + _law(law) + blocks + (extras[i] if i < len(extras) else "")
         )
     figure = (f"<h2>FLOPs against resolution</h2>{figure_svg}" if figure_svg else "")
     convention = reports[0].convention
@@ -107,4 +109,6 @@ def build(models: Sequence[str], *, convention: str = "torch", **settings: Any) 
         if not isinstance(exc, FlopcalcError):
             raise
         figure = f"<p class=\"note\">{html.escape(str(exc))}</p>"
-    return render(reports, laws, figure)
+    from flopcalc.html_memory_training import sections
+
+    return render(reports, laws, figure, [sections(m, **settings) for m in models])
