@@ -24,6 +24,7 @@ def _load(path: Path) -> dict:
 
 
 def test_fixtures_cover_five_families_at_two_sizes_each_with_and_without_checkpointing():
+    """And the fused attention kernel for the three DiT families."""
     seen: dict[tuple[str, str], set] = {}
     for path in FIXTURES:
         fx = _load(path)
@@ -31,6 +32,7 @@ def test_fixtures_cover_five_families_at_two_sizes_each_with_and_without_checkpo
     cases = {case for case, _ in seen}
     assert {"flux-dev", "sd3-medium", "sd1.5", "sdxl-base", "wan2.1-t2v-1.3b"} <= cases
     assert all(len(sizes) >= 2 for sizes in seen.values())
+    assert {case for case, mode in seen if mode == "fused_attention"} == {"flux-dev", "sd3-medium", "wan2.1-t2v-1.3b"}
 
 
 @pytest.mark.parametrize("path", FIXTURES, ids=lambda p: f"{p.parent.name}/{p.stem}")
@@ -52,6 +54,11 @@ def test_backward_is_exact_against_the_measured_forward_and_backward(path):
         assert fx["backward"]["flops"] - full["backward"]["flops"] < fx["forward"]["flops"]
         return
     back = backward(comp.tree, graph, checkpointing=checkpointing)
+    if fx["mode"] == "fused_attention":  # the fused kernel: its backward counted 2.5 × its forward
+        assert 2 * back.fused_attention_macs() == fx["backward"]["flops"]
+        assert 2 * back.attention_grad * FUSED_ATTENTION_BACKWARD / 2 == fx["backward"]["by_op"][
+            "aten._scaled_dot_product_efficient_attention_backward"]
+        return
     assert 2 * back.macs == fx["backward"]["flops"]
     assert 2 * (back.macs - back.recompute) + 2 * back.no_input_grad == 2 * fx["forward"]["flops"]
     # per op: the attention backward is the measured backward bmm
