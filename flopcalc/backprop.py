@@ -11,7 +11,8 @@ For every module of the forward tree (at batch 1, MACs as ``FlopCounterMode`` co
   so 2 × their forward MACs (on meta, SDPA's math path; a fused kernel, which recomputes the
   scores, is counted 2.5 × by torch: :data:`FUSED_ATTENTION_BACKWARD`);
 * under gradient checkpointing, the modules diffusers wraps in ``torch.utils.checkpoint`` run
-  their forward a second time during the backward: + their forward MACs.
+  their forward a second time during the backward: + their forward MACs, less the last layer that
+  saves tensors (torch's non-reentrant checkpoint stops early, see :class:`Checkpointed`).
 
 Which layers see a model input, and which modules checkpointing wraps, are properties of the real
 module's ``forward``: each family declares them beside its assembler with :func:`gradient_graph`,
@@ -40,28 +41,45 @@ MATH_ATTENTION_BACKWARD = 2
 class GradientGraph:
     """What autograd does in one family's forward, beyond the op classes.
 
-    ``input_layers``: module path patterns (dotted, ``*`` = any one part) of the layers whose input
-    is a model input and so needs no gradient (``**`` = any number of parts). ``checkpointed``: the patterns of the modules
-    ``enable_gradient_checkpointing()`` wraps, or None where the recompute was not found to equal the
-    wrapped modules' forward (then checkpointing is refused). ``source``: where the real module does this.
+    ``input_layers``: module path patterns (dotted; ``*`` = any one part, ``**`` = any number of parts)
+    of the layers whose input is a model input and so needs no gradient. ``checkpointed``: the modules
+    ``enable_gradient_checkpointing()`` wraps. ``source``: where the real module does this.
     """
 
     class_name: str
     input_layers: tuple[str, ...]
-    checkpointed: tuple[str, ...] | None
+    checkpointed: tuple[Checkpointed, ...]
     source: str
+
+
+@dataclass(frozen=True)
+class Checkpointed:
+    """Modules wrapped in ``torch.utils.checkpoint`` (a path pattern; its last part may be ``N:``, the
+    list entries from index N on) and what of each is not recomputed.
+
+    diffusers' checkpoint is non-reentrant, and torch stops the recompute as soon as the last tensor
+    saved for the backward has been saved again (``torch/utils/checkpoint.py``, early stop). A layer
+    saves its input before it runs, so the wrapped module's last layer that saves tensors (and all after
+    it) is not run again. ``not_recomputed`` lists candidate paths relative to the wrapped module; the
+    first one the module has is that layer (e.g. a ResNet block: ``conv_shortcut`` when it has one,
+    else ``conv2``). Tails without FLOPs (a gating multiply) need no entry.
+    """
+
+    pattern: str
+    not_recomputed: tuple[str, ...] = ()
 
 
 _GRAPHS: dict[str, GradientGraph] = {}
 
 
-def gradient_graph(class_name: str, *, input_layers: tuple[str, ...], checkpointed: tuple[str, ...] | None,
-                   source: str) -> GradientGraph:
-    """Declare the gradient graph of ``class_name`` (called once, in the family's architecture module)."""
+def gradient_graph(class_name: str, *, input_layers: tuple[str, ...],
+                   checkpointed: tuple[str | Checkpointed, ...], source: str) -> GradientGraph:
+    """Declare the gradient graph of ``class_name`` (called once, in the family's architecture module);
+    a plain string in ``checkpointed`` is a wrapped module recomputed in full."""
     if class_name in _GRAPHS:
         raise RuntimeError(f"gradient graph of {class_name} declared twice")
-    graph = GradientGraph(class_name, tuple(input_layers), None if checkpointed is None else tuple(checkpointed),
-                          source)
+    wrapped = tuple(c if isinstance(c, Checkpointed) else Checkpointed(c) for c in checkpointed)
+    graph = GradientGraph(class_name, tuple(input_layers), wrapped, source)
     _GRAPHS[class_name] = graph
     return graph
 
@@ -109,25 +127,49 @@ def _matches(parts: tuple[str, ...], pattern: tuple[str, ...]) -> bool:
     return bool(parts) and pattern[0] in ("*", parts[0]) and _matches(parts[1:], pattern[1:])
 
 
+def _items_matched(parts: tuple[str, ...], node: Node, pattern: tuple[str, ...]) -> int:
+    """How many of ``node``'s ``count`` items the pattern selects (a last part ``N:`` selects list
+    indices from N on, also inside a grouped span such as ``0-1``)."""
+    last = pattern[-1] if pattern else ""
+    if not (last.endswith(":") and last[:-1].isdigit()):
+        return node.count if _matches(parts, pattern) else 0
+    if not parts or not _matches(parts[:-1], pattern[:-1]):
+        return 0
+    first, _, end = parts[-1].partition("-")
+    if not first.isdigit():
+        return 0
+    lo, hi = int(first), int(end or first)
+    return max(0, hi - max(lo, int(last[:-1])) + 1)
+
+
+def _recomputed(item: Node, spec: Checkpointed) -> int:
+    """MACs run again for one wrapped module: its forward less the first ``not_recomputed`` layer it has."""
+    macs = item.per_item.macs("torch")
+    for path in spec.not_recomputed:
+        tail = item.find(path)
+        if tail is not None:
+            return macs - tail.per_item.macs("torch")
+    return macs
+
+
 def backward(tree: Node, graph: GradientGraph, *, checkpointing: bool = False) -> Backward:
     """The backward MACs of ``tree`` (a forward cost tree, root = the component) when every
     parameter is trained."""
-    if checkpointing and graph.checkpointed is None:
-        raise FlopcalcError(
-            f"gradient checkpointing is not validated for {graph.class_name}: its measured recompute is less "
-            "than the forward of the modules diffusers wraps; leave out --gradient-checkpointing"
-        )
     inputs = [tuple(p.split(".")) for p in graph.input_layers]
-    wrapped = [tuple(p.split(".")) for p in graph.checkpointed or ()]
+    wrapped = [(tuple(c.pattern.split(".")), c) for c in graph.checkpointed]
     acc = {"weight": 0, "input": 0, "attention": 0, "recompute": 0, "skipped": 0}
 
     def visit(node: Node, parts: tuple[str, ...], k: int, fed_by_input: bool, in_checkpoint: bool) -> None:
         k *= node.count
         if not fed_by_input and any(_matches(parts, p) for p in inputs):
             fed_by_input = True
-        if checkpointing and not in_checkpoint and any(_matches(parts, p) for p in wrapped):
-            in_checkpoint = True
-            acc["recompute"] += k * node.per_item.macs("torch")
+        if checkpointing and not in_checkpoint:
+            for pattern, spec in wrapped:
+                items = _items_matched(parts, node, pattern)
+                if items:
+                    in_checkpoint = True
+                    acc["recompute"] += k // node.count * items * _recomputed(node, spec)
+                    break
         c = node.cost
         dense = c.linear + c.conv + c.functional
         acc["weight"] += k * dense

@@ -94,8 +94,10 @@ def cross_attention(name: str, *, tokens: Any, dim: int, context_tokens: Any, co
 def feed_forward(name: str, tokens: Any, dim: int, *, mult: int = 4, inner: int | None = None,
                  gated: bool = False, bias: bool = True) -> Node:
     """diffusers ``FeedForward``: ``net.0.proj`` (d → f, or d → 2f for ``geglu``, whose
-    ``hidden · gelu(gate)`` halves it again), the activation, ``net.2`` (f → d); f = mult·d."""
+    ``hidden · gelu(gate)`` halves it again), the activation, ``net.2`` (f → d); f = mult·d. The
+    projections are children with the real module's paths (``net.0.proj``, ``net.2``)."""
     hidden = mult * dim if inner is None else inner
     up = ops.linear(tokens, dim, hidden * (2 if gated else 1), bias=bias)
     act = ops.activation(tokens * hidden) * (2 if gated else 1)
-    return Node(name, up + act + ops.linear(tokens, hidden, dim, bias=bias), formula="feed_forward")
+    net = Node("net", children=(Node("0", act, (Node("proj", up),)), Node("2", ops.linear(tokens, hidden, dim, bias=bias))))
+    return Node(name, children=(net,), formula="feed_forward")
