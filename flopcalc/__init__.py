@@ -3,6 +3,8 @@
 >>> import flopcalc
 >>> report = flopcalc.estimate("flux-dev", height=1024, width=1024, steps=28)
 >>> report.flops, report.to_dict()["components"][0]["component"]
+>>> flopcalc.train("flux-dev", step_time=2.0, gpu="h100-sxm").mfu          # training FLOPs and MFU
+>>> flopcalc.memory("flux-dev", gpu="rtx-4090", offload="model").fits       # weights in GPU memory
 
 Nothing heavy is imported here: the numeric path needs neither sympy nor huggingface_hub.
 """
@@ -12,11 +14,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
-__all__ = ["estimate", "FlopcalcError", "__version__"]
+__all__ = ["estimate", "memory", "train", "FlopcalcError", "__version__"]
 
 if TYPE_CHECKING:
     from flopcalc.api import estimate
     from flopcalc.errors import FlopcalcError
+    from flopcalc.memory import memory
+    from flopcalc.training import train
 
 
 def __getattr__(name: str) -> Any:
@@ -24,6 +28,14 @@ def __getattr__(name: str) -> Any:
         from flopcalc.api import estimate
 
         return estimate
+    if name == "train":
+        from flopcalc.training import train
+
+        return train
+    if name == "memory":
+        from flopcalc.memory import memory
+
+        return memory
     if name == "FlopcalcError":
         from flopcalc.errors import FlopcalcError
 

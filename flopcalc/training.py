@@ -188,7 +188,8 @@ def train(
             treatment = "frozen forward" if frozen_encoders == "online" else "cached"
             macs = c.macs_per_run if frozen_encoders == "online" else 0
             parts.append(ComponentTraining(c.component, c.class_name, c.call, c.role, treatment, macs))
-    notes = [n for n in report.notes if "strength" not in n and "video-to-video" not in n]
+    # the inference plan's notes are about sampling (guidance, strength, negative prompts); keep what is missing
+    notes = [n for n in report.notes if "absent" in n or "not counted" in n]
     if not any(c.role == "vae_encoder" for c in report.components):
         notes.append("this pipeline has no VAE encoder run: latents are taken as given")
     peak = name = key = None
