@@ -56,10 +56,18 @@ def add_parsers(sub: "argparse._SubParsersAction") -> None:
 
     m = sub.add_parser("memory", help="weights per component in bytes, resident under offload, fit on a GPU",
                        description="MODEL as for `flopcalc estimate`. Weights as from_pretrained(torch_dtype=...) "
-                                   "loads them (parameters, float32-kept modules, buffers), exact; activations are "
-                                   "not counted.")
+                                   "loads them (parameters, float32-kept modules, buffers), exact; activation peaks "
+                                   "of the measured denoisers and VAE decoders, estimated.")
     m.add_argument("model")
     m.add_argument("--revision", help="Hub revision (branch, tag or commit)")
+    m.add_argument("--height", type=_positive_int)
+    m.add_argument("--width", type=_positive_int)
+    m.add_argument("--num-frames", type=_positive_int, help="video: frames to generate")
+    m.add_argument("--max-sequence-length", type=_positive_int, help="text tokens")
+    m.add_argument("--batch-size", type=_positive_int, default=1,
+                   help="samples in one denoiser forward (2 where a pipeline batches classifier-free guidance)")
+    m.add_argument("--attention", choices=("fused", "math"), default="fused",
+                   help="fused: SDPA/flash kernels, no score matrix (default); math: the scores materialised")
     m.add_argument("--dtype", choices=("bf16", "fp16", "fp32"), default="bf16", help="dtype the weights load in")
     m.add_argument("--dtype-of", action="append", default=[], metavar="COMPONENT=DTYPE",
                    help="another dtype for one component, e.g. text_encoder_2=fp32 (repeatable)")
@@ -99,7 +107,9 @@ def _memory(args: argparse.Namespace) -> int:
     from flopcalc.memory import memory
     from flopcalc.memory_report import render_memory
 
-    est = memory(args.model, dtype=args.dtype, dtype_of=_dtype_of(args.dtype_of), offload=args.offload, gpu=args.gpu,
+    est = memory(args.model, height=args.height, width=args.width, num_frames=args.num_frames,
+                 max_sequence_length=args.max_sequence_length, batch_size=args.batch_size, attention=args.attention,
+                 dtype=args.dtype, dtype_of=_dtype_of(args.dtype_of), offload=args.offload, gpu=args.gpu,
                  revision=args.revision)
     sys.stdout.write(render_memory(est, args.format))
     return 0

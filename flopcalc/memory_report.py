@@ -37,18 +37,35 @@ def _table(est: MemoryEstimate) -> str:
         if i == 1 or i == len(rows) - 1:
             lines.append("-" * (sum(widths) + 2 * (len(widths) - 1)))
         lines.append("  ".join(v.rjust(w) if j >= 3 else v.ljust(w) for j, (v, w) in enumerate(zip(r, widths))).rstrip())
+    if est.activations:
+        lines += ["", f"activation peaks (estimate, per forward of {est.settings['batch_size']} sample(s); "
+                      "fitted on measured peaks, ± the fit's leave-one-out error):"]
+        arows = [("call", "latent positions", "fused attention GiB", "math attention GiB", "± LOO")]
+        for a in est.activations:
+            err = max(p.loo_max_rel_error for p in (a.fused, a.math) if p is not None)
+            arows.append((f"{a.component}.{a.call}", f"{a.fused.n:,}", gib(a.bytes("fused")),
+                          gib(a.bytes("math")) if a.math else "-", f"{100 * err:.1f}%"))
+        w2 = [max(len(r[i]) for r in arows) for i in range(len(arows[0]))]
+        for i, r in enumerate(arows):
+            lines.append("  ".join(v.rjust(w) if j else v.ljust(w) for j, (v, w) in enumerate(zip(r, w2))).rstrip())
+            if i == 0:
+                lines.append("-" * (sum(w2) + 2 * (len(w2) - 1)))
     mode = {"none": "no offload (pipe.to('cuda')): every component resident",
             "model": "model CPU offload: one component at a time, the largest is " + ", ".join(est.resident_components)}
-    lines += ["", f"resident at the peak: {gib(est.resident_bytes)} GiB ({mode[est.offload]})"]
+    lines += ["", f"weights resident: {gib(est.resident_bytes)} GiB ({mode[est.offload]})",
+              f"peak with activations ({est.attention} attention): {gib(est.peak_bytes)} GiB"]
     if est.gpu_key is not None:
         if est.fits:
-            lines.append(f"{est.gpu_name} ({gib(est.gpu_memory_bytes)} GiB): the weights fit, headroom "
-                         f"{gib(est.headroom_bytes)} GiB for activations, CUDA context and allocator")
+            lines.append(f"{est.gpu_name} ({gib(est.gpu_memory_bytes)} GiB): fits, headroom "
+                         f"{gib(est.headroom_bytes)} GiB for the CUDA context and allocator")
         else:
-            lines.append(f"{est.gpu_name} ({gib(est.gpu_memory_bytes)} GiB): the weights do NOT fit, short by "
+            lines.append(f"{est.gpu_name} ({gib(est.gpu_memory_bytes)} GiB): does NOT fit, short by "
                          f"{gib(-est.headroom_bytes)} GiB")
     lines.append("counted: parameters at the loaded dtype (modules the class keeps in float32 at float32) and "
-                 "buffers, as from_pretrained(torch_dtype=...) loads them; activations are not counted.")
+                 "buffers, exact, as from_pretrained(torch_dtype=...) loads them; activation peaks estimated "
+                 "(method: `flopcalc.activations`).")
+    for note in est.notes:
+        lines.append(f"note: {note}")
     return "\n".join(lines) + "\n"
 
 

@@ -30,10 +30,27 @@ def test_offload_modes_and_gpu_fit():
     assert none.resident_bytes == none.weights_bytes
     biggest = max(model.components, key=lambda c: c.bytes)
     assert model.resident_bytes == biggest.bytes and model.resident_components == ("transformer",)
-    assert none.fits and none.headroom_bytes == gpu("h100-sxm").memory_bytes - none.weights_bytes
-    assert model.fits is (biggest.bytes <= gpu("rtx-4090").memory_bytes)
+    # the peak adds the largest activation peak (no offload) / each component's own (model offload)
+    acts = {a.component: a.bytes("fused") for a in none.activations}
+    assert set(acts) == {"transformer", "vae"}
+    assert none.peak_bytes == none.weights_bytes + max(acts.values())
+    assert model.peak_bytes == max(c.bytes + acts.get(c.component, 0) for c in model.components)
+    assert none.fits and none.headroom_bytes == gpu("h100-sxm").memory_bytes - none.peak_bytes
+    assert model.fits is (model.peak_bytes <= gpu("rtx-4090").memory_bytes)
     assert not memory("flux-dev", gpu="rtx-4090").fits
     assert memory("flux-dev").fits is None
+
+
+def test_activations_scale_with_batch_and_attention_path():
+    one = memory("flux-dev", height=1024, width=1024)
+    two = memory("flux-dev", height=1024, width=1024, batch_size=2, attention="math")
+    a1, a2 = one.activations[0], two.activations[0]
+    assert a2.bytes("fused") == 2 * a1.bytes("fused") and a2.bytes("math") > a2.bytes("fused")
+    assert a1.bytes_per_element == 2 and memory("flux-dev", dtype="fp32").activations[0].bytes_per_element == 4
+    assert two.peak_bytes == two.weights_bytes + max(a.bytes("math") for a in two.activations)
+    notes = " ".join(memory("flux-dev", max_sequence_length=256, height=2048, width=2048).notes)
+    assert "does not follow the text length" in notes and "extrapolated" in notes
+    assert "not measured" in " ".join(memory("pixart-alpha-512").notes)
 
 
 def test_dtype_of_one_component():
@@ -48,6 +65,7 @@ def test_dtype_of_one_component():
     (dict(dtype_of={"unet": "fp16"}), "not components"),
     (dict(offload="sequential"), "sequential"),
     (dict(gpu="nope-9000"), "unknown GPU"),
+    (dict(attention="flash"), "fused, math"),
 ])
 def test_bad_options(kwargs, match):
     with pytest.raises(FlopcalcError, match=match):
@@ -69,5 +87,5 @@ def test_html_sections():
     from flopcalc.html_memory_training import sections
 
     page = sections("flux-dev", height=512, width=512)
-    assert "Memory: weights" in page and "Training: FLOPs per sample" in page
+    assert "Memory: weights" in page and "Activation peaks" in page and "Training: FLOPs per sample" in page
     assert "not validated" in sections("pixart-alpha-512")
