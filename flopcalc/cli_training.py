@@ -28,18 +28,23 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _run_options(p: argparse.ArgumentParser, *, frames: str, batch: str) -> None:
+    """MODEL and the run's size options, shared by ``train`` and ``memory``."""
+    p.add_argument("model")
+    p.add_argument("--revision", help="Hub revision (branch, tag or commit)")
+    p.add_argument("--height", type=_positive_int)
+    p.add_argument("--width", type=_positive_int)
+    p.add_argument("--num-frames", type=_positive_int, help=frames)
+    p.add_argument("--batch-size", type=_positive_int, default=1, help=batch)
+    p.add_argument("--max-sequence-length", type=_positive_int, help="text tokens (T5: FLUX 512, SD3 256)")
+
+
 def add_parsers(sub: "argparse._SubParsersAction") -> None:
     t = sub.add_parser("train", help="FLOPs per training sample and step (forward + backward), and MFU",
                        description="MODEL as for `flopcalc estimate`. The denoiser is trained in full; frozen text "
                                    "encoders and the VAE encoder run forward once per sample (online) or not at all "
                                    "(cached). Exact against FlopCounterMode counting forward + backward on meta.")
-    t.add_argument("model")
-    t.add_argument("--revision", help="Hub revision (branch, tag or commit)")
-    t.add_argument("--height", type=_positive_int)
-    t.add_argument("--width", type=_positive_int)
-    t.add_argument("--num-frames", type=_positive_int, help="video: frames per training clip")
-    t.add_argument("--batch-size", type=_positive_int, default=1, help="samples per GPU per step")
-    t.add_argument("--max-sequence-length", type=_positive_int, help="text tokens (T5: FLUX 512, SD3 256)")
+    _run_options(t, frames="video: frames per training clip", batch="samples per GPU per step")
     t.add_argument("--trainable", default="denoiser", choices=("denoiser",),
                    help="what is trained: the denoiser, every parameter (LoRA is not counted)")
     t.add_argument("--frozen-encoders", choices=("online", "cached"), default="online",
@@ -58,14 +63,8 @@ def add_parsers(sub: "argparse._SubParsersAction") -> None:
                        description="MODEL as for `flopcalc estimate`. Weights as from_pretrained(torch_dtype=...) "
                                    "loads them (parameters, float32-kept modules, buffers), exact; activation peaks "
                                    "of the measured denoisers and VAE decoders, estimated.")
-    m.add_argument("model")
-    m.add_argument("--revision", help="Hub revision (branch, tag or commit)")
-    m.add_argument("--height", type=_positive_int)
-    m.add_argument("--width", type=_positive_int)
-    m.add_argument("--num-frames", type=_positive_int, help="video: frames to generate")
-    m.add_argument("--max-sequence-length", type=_positive_int, help="text tokens")
-    m.add_argument("--batch-size", type=_positive_int, default=1,
-                   help="samples in one denoiser forward (2 where a pipeline batches classifier-free guidance)")
+    _run_options(m, frames="video: frames to generate",
+                 batch="samples in one denoiser forward (2 where a pipeline batches classifier-free guidance)")
     m.add_argument("--attention", choices=("fused", "math"), default="fused",
                    help="fused: SDPA/flash kernels, no score matrix (default); math: the scores materialised")
     m.add_argument("--dtype", choices=("bf16", "fp16", "fp32"), default="bf16", help="dtype the weights load in")

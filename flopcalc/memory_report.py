@@ -4,21 +4,14 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 
 from flopcalc.memory import MemoryEstimate
-
-FORMATS = ("table", "json", "csv")
+from flopcalc.report import _columns
+from flopcalc.training_report import render_as, ruled_table
 
 
 def render_memory(est: MemoryEstimate, fmt: str = "table") -> str:
-    if fmt == "json":
-        return json.dumps(est.to_dict(), indent=2) + "\n"
-    if fmt == "csv":
-        return _csv(est)
-    if fmt == "table":
-        return _table(est)
-    raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    return render_as(est, fmt, _table, _csv)
 
 
 def gib(n: int) -> str:
@@ -31,12 +24,7 @@ def _table(est: MemoryEstimate) -> str:
         rows.append((c.component, c.class_name, c.dtype, f"{c.params:,}", f"{c.params_fp32:,}" if c.params_fp32 else "",
                      f"{c.buffer_bytes:,}" if c.buffer_bytes else "", gib(c.bytes)))
     rows.append(("total", "", "", f"{sum(c.params for c in est.components):,}", "", "", gib(est.weights_bytes)))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = [f"{est.model} · {est.pipeline} · weights in memory", ""]
-    for i, r in enumerate(rows):
-        if i == 1 or i == len(rows) - 1:
-            lines.append("-" * (sum(widths) + 2 * (len(widths) - 1)))
-        lines.append("  ".join(v.rjust(w) if j >= 3 else v.ljust(w) for j, (v, w) in enumerate(zip(r, widths))).rstrip())
+    lines = [f"{est.model} · {est.pipeline} · weights in memory", "", *ruled_table(rows, 3)]
     if est.activations:
         lines += ["", f"activation peaks (estimate, per forward of {est.settings['batch_size']} sample(s); "
                       "fitted on measured peaks, ± the fit's leave-one-out error):"]
@@ -45,11 +33,7 @@ def _table(est: MemoryEstimate) -> str:
             err = max(p.loo_max_rel_error for p in (a.fused, a.math) if p is not None)
             arows.append((f"{a.component}.{a.call}", f"{a.fused.n:,}", gib(a.bytes("fused")),
                           gib(a.bytes("math")) if a.math else "-", f"{100 * err:.1f}%"))
-        w2 = [max(len(r[i]) for r in arows) for i in range(len(arows[0]))]
-        for i, r in enumerate(arows):
-            lines.append("  ".join(v.rjust(w) if j else v.ljust(w) for j, (v, w) in enumerate(zip(r, w2))).rstrip())
-            if i == 0:
-                lines.append("-" * (sum(w2) + 2 * (len(w2) - 1)))
+        lines += _columns(arows, right=(1, 2, 3, 4))
     mode = {"none": "no offload (pipe.to('cuda')): every component resident",
             "model": "model CPU offload: one component at a time, the largest is " + ", ".join(est.resident_components)}
     lines += ["", f"weights resident: {gib(est.resident_bytes)} GiB ({mode[est.offload]})",

@@ -5,20 +5,33 @@ from __future__ import annotations
 import csv
 import io
 import json
+from typing import Any, Callable
 
+from flopcalc.report import _columns
 from flopcalc.training import TrainingEstimate
 
 FORMATS = ("table", "json", "csv")
 
 
-def render_training(est: TrainingEstimate, fmt: str = "table") -> str:
+def render_as(est: Any, fmt: str, table: Callable[[Any], str], to_csv: Callable[[Any], str]) -> str:
+    """``est`` (a frozen result with ``to_dict()``) as a table, JSON or CSV."""
     if fmt == "json":
         return json.dumps(est.to_dict(), indent=2) + "\n"
     if fmt == "csv":
-        return _csv(est)
+        return to_csv(est)
     if fmt == "table":
-        return _table(est)
+        return table(est)
     raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+
+
+def ruled_table(rows: list[tuple[str, ...]], numeric_from: int) -> list[str]:
+    """Rows as aligned columns (columns from ``numeric_from`` on right-aligned), a rule under the header and
+    above the last (total) row."""
+    return _columns(rows, right=tuple(range(numeric_from, len(rows[0]))), rule_before_last=True)
+
+
+def render_training(est: TrainingEstimate, fmt: str = "table") -> str:
+    return render_as(est, fmt, _table, _csv)
 
 
 def _t(flops: int | float) -> str:
@@ -40,11 +53,7 @@ def _table(est: TrainingEstimate) -> str:
         cls = c.class_name + (f".{c.call}" if c.call != "forward" else "")
         rows.append((c.component, cls, c.treatment, _t(2 * c.forward_macs), _t(2 * c.backward_macs), _t(c.flops)))
     rows.append(("total", "", "", "", "", _t(est.flops_per_sample)))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    for i, r in enumerate(rows):
-        if i == 1 or i == len(rows) - 1:
-            lines.append("-" * (sum(widths) + 2 * (len(widths) - 1)))
-        lines.append("  ".join(v.rjust(w) if j >= 3 else v.ljust(w) for j, (v, w) in enumerate(zip(r, widths))).rstrip())
+    lines += ruled_table(rows, 3)
     b = est.backward
     fwd = est.trained_forward_flops
     lines += [

@@ -22,7 +22,7 @@ HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
-from build_fixtures import render  # noqa: E402
+from build_fixtures import render, settle  # noqa: E402
 from measure import resolve_class_name, versions  # noqa: E402
 from measure_activations import peak_elements  # noqa: E402
 
@@ -69,15 +69,9 @@ def main(argv: list[str] | None = None) -> int:
                    "versions": versions()}
         stem = entry["component"] + ("" if call == "forward" else f"-{call}")
         target = FIXTURES / case / f"{stem}-{attention}-{height}x{width}.json"
-        text = render(fixture)
         written.add(target)
-        old = target.read_text(encoding="utf-8") if target.exists() else None
-        status = "same" if old == text else ("new" if old is None else "changed")
-        if args.check:
-            differ += status != "same"
-        elif status != "same":
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text, encoding="utf-8")
+        status = settle(target, render(fixture), check=args.check)
+        differ += args.check and status != "same"
         print(f"{time.perf_counter() - start:6.2f}s  {status:7s}  {target.relative_to(FIXTURES)}", flush=True)
     for stale in sorted({p for t in written for p in t.parent.glob("*.json")} - written):
         differ += 1

@@ -27,7 +27,7 @@ HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
-from build_fixtures import render  # noqa: E402
+from build_fixtures import render, settle  # noqa: E402
 from measure_training import MODES, measure_training  # noqa: E402
 
 MANIFEST = HERE / "training_manifest.yaml"
@@ -78,15 +78,8 @@ def build(jobs: Sequence[TrainingJob], out_dir: Path = FIXTURES, *, check: bool 
         start = time.perf_counter()
         fixture = measure_training(job.config_dir, job.settings, mode=job.mode, class_name=job.class_name)
         fixture["case"] = job.case
-        text = render(fixture)
-        target = out_dir / job.path
-        old = target.read_text(encoding="utf-8") if target.exists() else None
-        status = "same" if old == text else ("new" if old is None else "changed")
-        if check:
-            differ += status != "same"
-        elif status != "same":
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text, encoding="utf-8")
+        status = settle(out_dir / job.path, render(fixture), check=check)
+        differ += check and status != "same"
         print(f"{time.perf_counter() - start:6.2f}s  {status:7s}  {job.path}", flush=True)
     return differ
 
