@@ -88,4 +88,4 @@ def test_html_sections():
 
     page = sections("flux-dev", height=512, width=512)
     assert "Memory: weights" in page and "Activation peaks" in page and "Training: FLOPs per sample" in page
-    assert "not validated" in sections("pixart-alpha-512")
+    assert "not validated" in sections("sana-600m-512")

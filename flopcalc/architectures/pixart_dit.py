@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from flopcalc.backprop import Checkpointed, gradient_graph
 from flopcalc.config import Config, count_int, positive_int
 from flopcalc.cost import Node, module_list
 from flopcalc.errors import ResolutionError
@@ -137,3 +138,16 @@ def _pos_embed_buffer(config: Config) -> tuple[Buffer, ...]:
 
 loading_rules("PixArtTransformer2DModel", buffers=_pos_embed_buffer, source="diffusers/models/embeddings.py:332")
 loading_rules("DiTTransformer2DModel", buffers=_pos_embed_buffer, source="diffusers/models/embeddings.py:332")
+
+
+gradient_graph(
+    "PixArtTransformer2DModel",
+    # pixart_transformer_2d.py:306-313: pos_embed.proj(latents); adaln_single's embedders read the sinusoidal
+    # projections (and the resolution / aspect-ratio conditions); caption_projection.linear_1 the T5 states
+    input_layers=("pos_embed.proj", "adaln_single.emb.*.linear_1", "caption_projection.linear_1"),
+    # pixart_transformer_2d.py:319: each BasicTransformerBlock; its last saving op is the gating multiply
+    # (gate_mlp * ff_output, no FLOPs), so everything is recomputed
+    checkpointed=("transformer_blocks.*",),
+    source="diffusers/models/transformers/pixart_transformer_2d.py:306-319",
+)
+
