@@ -23,17 +23,18 @@ def _load(path: Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def test_fixtures_cover_five_families_at_two_sizes_each_with_and_without_checkpointing():
+def test_fixtures_cover_the_families_at_two_sizes_each_with_and_without_checkpointing():
     """And the fused attention kernel for the DiT families."""
     seen: dict[tuple[str, str], set] = {}
     for path in FIXTURES:
         fx = _load(path)
         seen.setdefault((fx["case"], fx["mode"]), set()).add((fx["settings"]["height"], fx["settings"]["width"]))
     cases = {case for case, _ in seen}
-    assert {"flux-dev", "sd3-medium", "sd1.5", "sdxl-base", "wan2.1-t2v-1.3b", "pixart-alpha-1024"} <= cases
+    assert {"flux-dev", "sd3-medium", "sd1.5", "sdxl-base", "wan2.1-t2v-1.3b", "pixart-alpha-1024", "ltx-video",
+            "cogvideox-2b"} <= cases
     assert all(len(sizes) >= 2 for sizes in seen.values())
     assert {case for case, mode in seen if mode == "fused_attention"} == {"flux-dev", "sd3-medium", "wan2.1-t2v-1.3b",
-                                                                          "pixart-alpha-1024"}
+                                                                          "pixart-alpha-1024", "cogvideox-2b"}
 
 
 @pytest.mark.parametrize("path", FIXTURES, ids=lambda p: f"{p.parent.name}/{p.stem}")
@@ -42,7 +43,8 @@ def test_backward_is_exact_against_the_measured_forward_and_backward(path):
     s = fx["settings"]
     report = estimate(fx["case"], height=s["height"], width=s["width"], steps=1, num_frames=s.get("num_frames"),
                       resolution_binning=False,
-                      max_sequence_length=s["text_len"] if fx["case"] in ("flux-dev", "wan2.1-t2v-1.3b") else None)
+                      max_sequence_length=s["text_len"] if fx["case"] in (
+                          "flux-dev", "wan2.1-t2v-1.3b", "ltx-video", "cogvideox-2b") else None)
     comp = report.component(fx["component"])
     assert comp.shape["text_len"] == s["text_len"]
     assert 2 * comp.macs_per_run == fx["forward"]["flops"]

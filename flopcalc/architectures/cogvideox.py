@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from flopcalc.backprop import gradient_graph
 from flopcalc.config import Config, count_int, positive_int
 from flopcalc.cost import Node, module_list
 from flopcalc.errors import ConfigError
@@ -148,3 +149,13 @@ def _pos_embedding(config: Config) -> tuple[Buffer, ...]:
 
 
 loading_rules("CogVideoXTransformer3DModel", buffers=_pos_embedding, source="diffusers/models/embeddings.py:490")
+
+
+gradient_graph(
+    "CogVideoXTransformer3DModel",
+    # cogvideox_transformer_3d.py: patch_embed.proj(latents) and patch_embed.text_proj(T5 states),
+    # time_embedding (and ofs_embedding) read sinusoidal projections
+    input_layers=("patch_embed.proj", "patch_embed.text_proj", "time_embedding.linear_1", "ofs_embedding.linear_1"),
+    checkpointed=("transformer_blocks.*",),  # cogvideox_transformer_3d.py:436
+    source="diffusers/models/transformers/cogvideox_transformer_3d.py:436",
+)
