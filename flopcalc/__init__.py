@@ -4,6 +4,8 @@
 >>> report = flopcalc.estimate("flux-dev", height=1024, width=1024, steps=28)
 >>> report.flops, report.to_dict()["components"][0]["component"]
 >>> flopcalc.energy("flux-dev", gpu="h100", steps=28).to_dict()["prediction"]["energy_j"]
+>>> flopcalc.train("flux-dev", step_time=2.0, gpu="h100-sxm").mfu          # training FLOPs and MFU
+>>> flopcalc.memory("flux-dev", gpu="rtx-4090", offload="model").fits       # weights in GPU memory
 
 Nothing heavy is imported here: the numeric path needs neither sympy nor huggingface_hub.
 """
@@ -13,12 +15,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
-__all__ = ["estimate", "energy", "FlopcalcError", "__version__"]
+__all__ = ["estimate", "energy", "memory", "train", "FlopcalcError", "__version__"]
 
 if TYPE_CHECKING:
     from flopcalc.api import estimate
     from flopcalc.energy_laws.predict import energy
     from flopcalc.errors import FlopcalcError
+    from flopcalc.memory import memory
+    from flopcalc.training import train
 
 
 def __getattr__(name: str) -> Any:
@@ -30,6 +34,14 @@ def __getattr__(name: str) -> Any:
         from flopcalc.energy_laws.predict import energy
 
         return energy
+    if name == "train":
+        from flopcalc.training import train
+
+        return train
+    if name == "memory":
+        from flopcalc.memory import memory
+
+        return memory
     if name == "FlopcalcError":
         from flopcalc.errors import FlopcalcError
 

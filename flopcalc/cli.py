@@ -163,6 +163,10 @@ def _parser() -> argparse.ArgumentParser:
 
     add_energy_parsers(sub)
 
+    from flopcalc.cli_training import add_parsers as add_training_parsers
+
+    add_training_parsers(sub)
+
     k = sub.add_parser("kaplan", epilog=_examples("kaplan"), formatter_class=argparse.RawDescriptionHelpFormatter, help="Kaplan's C≈2N+2·n_layer·n_ctx·d_attn beside the exact text-encoder count")
     k.add_argument("model")
     k.add_argument("--revision")

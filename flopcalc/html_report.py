@@ -59,11 +59,12 @@ def _law(law: SymbolicReport) -> str:
 
 
 def render(reports: Sequence[Report], laws: Sequence[SymbolicReport], figure_svg: str | None,
-           extra_html: str = "") -> str:
+           extras: Sequence[str] = (), extra_html: str = "") -> str:
+    """The page; ``extras[i]`` (HTML) closes the section of ``reports[i]``; ``extra_html`` ends the page."""
     from flopcalc import __version__
 
     sections = []
-    for report, law in zip(reports, laws):
+    for i, (report, law) in enumerate(zip(reports, laws)):
         blocks = "".join(
             f"<h3>{html.escape(c.component)}{'.' + c.call if c.call != 'forward' else ''} per block (one run)</h3>"
             + _table(block_rows(c, depth=3), numeric=(1, 2, 3, 4))
@@ -77,7 +78,7 @@ def render(reports: Sequence[Report], laws: Sequence[SymbolicReport], figure_svg
             f"<p><b>Total: {report.flops / 1e12:,.3f} TFLOPs</b> ({report.macs / 1e12:,.3f} TMACs), "
             f"{report.convention} convention.</p>"
             + _components(report) + notes
-            + "<h3>The law</h3>" + _law(law) + blocks
+            + "<h3>The law</h3>" + _law(law) + blocks + (extras[i] if i < len(extras) else "")
         )
     figure = (f"<h2>FLOPs against resolution</h2>{figure_svg}" if figure_svg else "")
     convention = reports[0].convention
@@ -107,5 +108,7 @@ def build(models: Sequence[str], *, convention: str = "torch", **settings: Any) 
             raise
         figure = f"<p class=\"note\">{html.escape(str(exc))}</p>"
     from flopcalc.energy_laws.html import section as energy_section
+    from flopcalc.html_memory_training import sections
 
-    return render(reports, laws, figure, energy_section(reports, _table))
+    return render(reports, laws, figure, [sections(m, **settings) for m in models],
+                  energy_section(reports, _table))

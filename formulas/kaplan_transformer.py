@@ -44,9 +44,14 @@ def self_attention(tokens: Any, d_model: int, heads: int, head_dim: int, *, bias
 
 def mlp(tokens: Any, d_model: int, d_ff: int, *, bias: bool, gated: bool) -> Cost:
     """``fc1 → act → fc2`` (CLIP) or ``(act(wi_0) ⊙ wi_1) → wo`` (T5 gated)."""
+    return mlp_in(tokens, d_model, d_ff, bias=bias, gated=gated) + ops.linear(tokens, d_ff, d_model, bias=bias)
+
+
+def mlp_in(tokens: Any, d_model: int, d_ff: int, *, bias: bool, gated: bool) -> Cost:
+    """The MLP up to its output projection: ``fc1 → act`` or ``act(wi_0) ⊙ wi_1``."""
     up = ops.linear(tokens, d_model, d_ff, bias=bias) * (2 if gated else 1)
     gate = ops.activation(tokens * d_ff) * (2 if gated else 1)  # the activation, and the gating product
-    return up + gate + ops.linear(tokens, d_ff, d_model, bias=bias)
+    return up + gate
 
 
 def kaplan_forward_flops(non_embedding_params: Any, n_layer: int, n_ctx: Any, d_attn: int) -> Any:

@@ -35,6 +35,7 @@ depthwise 3×3 conv on the :math:`2F` channels, a SiLU gate halving them, a 1×1
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from flopcalc.cost import Cost, Node, block_kinds
@@ -133,7 +134,7 @@ def sana_transformer_block(*, dim: int, heads: int, head_dim: int, cross_heads: 
                             context_dim=cross_attention_dim, heads=cross_heads, head_dim=cross_head_dim, bias=True)
     if qk_norm is not None:  # norm_q on the image queries, norm_k on the caption keys
         norms = across_heads_norm(qk_norm, tokens, cross_inner) + across_heads_norm(qk_norm, text_tokens, cross_inner)
-        attn2 = Node("attn2", attn2.cost + norms, formula=attn2.formula)
+        attn2 = replace(attn2, cost=attn2.cost + norms)
     children = (
         Node("norm1", ops.layer_norm(tokens, dim, affine=False)),
         sana_linear_self_attention("attn1", tokens=tokens, dim=dim, heads=heads, head_dim=head_dim,

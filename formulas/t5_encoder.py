@@ -17,10 +17,18 @@ from typing import Any
 
 from flopcalc.cost import Node, block_kinds, module_list
 from flopcalc.formulas import ops
-from flopcalc.formulas.kaplan_transformer import mlp, self_attention
+from flopcalc.formulas.kaplan_transformer import mlp_in, self_attention
 
 #: Block kinds this module builds: a per-block summary stops at them.
 BLOCK_KINDS = block_kinds("kaplan_transformer")
+
+
+def dense_relu_dense(tokens: Any, d_model: int, d_ff: int, gated: bool) -> Node:
+    """``T5DenseActDense`` / ``T5DenseGatedActDense`` (``layer.1.DenseReluDense``): ``wi`` (gated: ``wi_0``,
+    ``wi_1``) and the activation, then ``wo`` as a child: the module transformers keeps in float32 when
+    loading in float16 (``_keep_in_fp32_modules = ["wo"]``, modeling_t5.py / modeling_umt5.py)."""
+    return Node("DenseReluDense", mlp_in(tokens, d_model, d_ff, bias=False, gated=gated),
+                (Node("wo", ops.linear(tokens, d_ff, d_model, bias=False)),))
 
 
 def encoder_block(n: Any, d: int, heads: int, d_kv: int, d_ff: int, *, gated: bool, bias_buckets: int | None) -> Node:
@@ -34,7 +42,7 @@ def encoder_block(n: Any, d: int, heads: int, d_kv: int, d_ff: int, *, gated: bo
         children=(
             Node("layer", children=(
                 Node("0", ops.rms_norm(n, d) + attention),
-                Node("1", ops.rms_norm(n, d) + mlp(n, d, d_ff, bias=False, gated=gated)),
+                Node("1", ops.rms_norm(n, d), (dense_relu_dense(n, d, d_ff, gated),)),
             )),
         ),
         formula="kaplan_transformer",

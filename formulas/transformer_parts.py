@@ -86,22 +86,27 @@ def cross_attention(name: str, *, tokens: Any, dim: int, context_tokens: Any, co
                     head_dim: int, bias: bool = False, out_bias: bool = True) -> Node:
     r"""Cross-attention (``Attention(query_dim=d, cross_attention_dim=d_c)``): queries from the
     ``tokens`` image tokens, keys and values from ``context_tokens`` context vectors of width
-    ``context_dim``. :math:`\mathrm{MACs} = 2 n d d_i + 2 m d_c d_i + 2 h n m d_h`."""
+    ``context_dim``. :math:`\mathrm{MACs} = 2 n d d_i + 2 m d_c d_i + 2 h n m d_h`.
+    The projections are children named as the real module's (``to_q``, ``to_k``, ``to_v``,
+    ``to_out``): ``to_k``/``to_v`` read the context, which may be a model input (no gradient)."""
     inner = heads * head_dim
-    cost = (
-        ops.linear(tokens, dim, inner, bias=bias)
-        + ops.linear(context_tokens, context_dim, inner, bias=bias) * 2
-        + ops.attention(tokens, context_tokens, heads, head_dim)
-        + ops.linear(tokens, inner, dim, bias=out_bias)
+    projections = (
+        Node("to_q", ops.linear(tokens, dim, inner, bias=bias)),
+        Node("to_k", ops.linear(context_tokens, context_dim, inner, bias=bias)),
+        Node("to_v", ops.linear(context_tokens, context_dim, inner, bias=bias)),
+        Node("to_out", ops.linear(tokens, inner, dim, bias=out_bias)),
     )
-    return Node(name, cost, formula="cross_attention")
+    return Node(name, ops.attention(tokens, context_tokens, heads, head_dim), projections,
+                formula="cross_attention")
 
 
 def feed_forward(name: str, tokens: Any, dim: int, *, mult: int = 4, inner: int | None = None,
                  gated: bool = False, bias: bool = True) -> Node:
     """diffusers ``FeedForward``: ``net.0.proj`` (d → f, or d → 2f for ``geglu``, whose
-    ``hidden · gelu(gate)`` halves it again), the activation, ``net.2`` (f → d); f = mult·d."""
+    ``hidden · gelu(gate)`` halves it again), the activation, ``net.2`` (f → d); f = mult·d. The
+    projections are children with the real module's paths (``net.0.proj``, ``net.2``)."""
     hidden = mult * dim if inner is None else inner
     up = ops.linear(tokens, dim, hidden * (2 if gated else 1), bias=bias)
     act = ops.activation(tokens * hidden) * (2 if gated else 1)
-    return Node(name, up + act + ops.linear(tokens, hidden, dim, bias=bias), formula="feed_forward")
+    net = Node("net", children=(Node("0", act, (Node("proj", up),)), Node("2", ops.linear(tokens, hidden, dim, bias=bias))))
+    return Node(name, children=(net,), formula="feed_forward")

@@ -74,8 +74,9 @@ def wan_transformer_block(*, dim: int, heads: int, head_dim: int, ffn_dim: int, 
     children += [
         feed_forward("ffn", n, dim, inner=ffn_dim),
         Node("norm3", ops.layer_norm(n, dim, affine=False, thop_rule=False)),
+        Node("scale_shift_table", ops.parameters(6 * dim)),
     ]
-    return Node("block", ops.parameters(6 * dim), children=tuple(children), formula="wan_transformer_block")
+    return Node("block", children=tuple(children), formula="wan_transformer_block")
 
 
 def wan_condition_embedder(*, dim: int, freq_dim: int, text_dim: int, text_tokens: Any) -> Node:

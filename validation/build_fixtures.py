@@ -135,6 +135,16 @@ def render(fixture: dict[str, Any]) -> str:
     return json.dumps(fixture, indent=2, sort_keys=True) + "\n"
 
 
+def settle(target: Path, text: str, *, check: bool) -> str:
+    """Write ``text`` to ``target`` unless it is already there (or ``check``); "same", "new" or "changed"."""
+    old = target.read_text(encoding="utf-8") if target.exists() else None
+    status = "same" if old == text else ("new" if old is None else "changed")
+    if not check and status != "same":
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+    return status
+
+
 def _stale(jobs: Sequence[Job], out_dir: Path) -> list[Path]:
     """Fixture files in the cases just built that no job produces."""
     wanted = {out_dir / job.path for job in jobs}
@@ -148,15 +158,8 @@ def build(jobs: Sequence[Job], out_dir: Path = FIXTURES, *, check: bool = False)
     differ = 0
     for job in jobs:
         start = time.perf_counter()
-        text = render(measure_job(job))
-        target = out_dir / job.path
-        old = target.read_text(encoding="utf-8") if target.exists() else None
-        status = "same" if old == text else ("new" if old is None else "changed")
-        if check:
-            differ += status != "same"
-        elif status != "same":
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text, encoding="utf-8")
+        status = settle(out_dir / job.path, render(measure_job(job)), check=check)
+        differ += check and status != "same"
         print(f"{time.perf_counter() - start:6.2f}s  {status:7s}  {job.path}", flush=True)
     for path in _stale(jobs, out_dir):
         if check:

@@ -29,6 +29,7 @@ from flopcalc.errors import ConfigError
 from flopcalc.formulas.ltx import ltx_decoder, ltx_encoder
 from flopcalc.formulas.tiling import CallSplit, tiled_or_whole
 from flopcalc.registry import RunShape, register
+from flopcalc.weights import Buffer, loading_rules
 
 #: ``AutoencoderKLLTXVideo.__init__`` keyword defaults (autoencoder_kl_ltx.py, diffusers 0.42.1).
 DEFAULTS = {
@@ -174,3 +175,12 @@ def autoencoder_kl_ltx_decode(config: Config, shape: RunShape) -> Node:
           scale_factor=spatial_compression)
 def autoencoder_kl_ltx_encode(config: Config, shape: RunShape) -> Node:
     return Node("vae", children=(_encoder(config, shape),), formula="autoencoder_kl_ltx_encode")
+
+
+loading_rules(
+    "AutoencoderKLLTXVideo",
+    # autoencoder_kl_ltx.py:1142-1143: persistent latents_mean / latents_std, latent_channels each
+    buffers=lambda c: tuple(Buffer(name, positive_int(c, "latent_channels"), "loaded")
+                            for name in ("latents_mean", "latents_std")),
+    source="diffusers/models/autoencoders/autoencoder_kl_ltx.py:1142",
+)

@@ -16,6 +16,7 @@ from flopcalc.registry import KaplanShape, RunShape, register
 
 #: Block kinds this module builds: a per-block summary stops at them.
 BLOCK_KINDS = block_kinds("kaplan_transformer")
+from flopcalc.weights import Buffer, loading_rules
 
 #: ``CLIPTextConfig`` defaults (transformers configuration_clip.py).
 DEFAULTS = {
@@ -83,3 +84,12 @@ def _text_transformer(config: Config, n) -> Node:
             Node("final_layer_norm", ops.layer_norm(n, d)),
         ),
     )
+
+
+def _position_ids(config: Config) -> tuple[Buffer, ...]:
+    """CLIPTextEmbeddings: a non-persistent int64 ``position_ids`` (1, max_position_embeddings)."""
+    return (Buffer("text_model.embeddings.position_ids", positive_int(config, "max_position_embeddings"), "int64"),)
+
+
+loading_rules("CLIPTextModel", buffers=_position_ids, source="transformers/models/clip/modeling_clip.py")
+loading_rules("CLIPTextModelWithProjection", buffers=_position_ids, source="transformers/models/clip/modeling_clip.py")

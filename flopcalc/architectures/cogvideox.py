@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from flopcalc.backprop import gradient_graph
 from flopcalc.config import Config, count_int, positive_int
 from flopcalc.cost import Node, module_list
 from flopcalc.errors import ConfigError
@@ -31,6 +32,7 @@ from flopcalc.formulas.cogvideox import (
 )
 from flopcalc.formulas.conditioning import mlp_embedder
 from flopcalc.registry import RunShape, register
+from flopcalc.weights import Buffer, loading_rules
 
 #: ``CogVideoXTransformer3DModel.__init__`` keyword defaults (cogvideox_transformer_3d.py).
 DEFAULTS = {
@@ -129,3 +131,31 @@ def cogvideox_transformer(config: Config, shape: RunShape) -> Node:
         Node("proj_out", ops.linear(n, dim, out_dim)),
     ]
     return Node("transformer", children=tuple(children), formula="cogvideox_transformer")
+
+
+def _pos_embedding(config: Config) -> tuple[Buffer, ...]:
+    """CogVideoXPatchEmbed (embeddings.py:490-515): without rotary embeddings, a float64 sin-cos table of
+    (max_text_seq_length + frames' · (sample_height/p) · (sample_width/p)) × inner_dim, frames' =
+    (sample_frames − 1) // temporal_compression_ratio + 1; persistent only when learned."""
+    if config["use_rotary_positional_embeddings"] and not config["use_learned_positional_embeddings"]:
+        return ()
+    p = positive_int(config, "patch_size")
+    frames = (positive_int(config, "sample_frames") - 1) // positive_int(config, "temporal_compression_ratio") + 1
+    patches = (positive_int(config, "sample_height") // p) * (positive_int(config, "sample_width") // p) * frames
+    inner = positive_int(config, "num_attention_heads") * positive_int(config, "attention_head_dim")
+    numel = (positive_int(config, "max_text_seq_length") + patches) * inner
+    return (Buffer("patch_embed.pos_embedding", numel,
+                   "loaded" if config["use_learned_positional_embeddings"] else "float64"),)
+
+
+loading_rules("CogVideoXTransformer3DModel", buffers=_pos_embedding, source="diffusers/models/embeddings.py:490")
+
+
+gradient_graph(
+    "CogVideoXTransformer3DModel",
+    # cogvideox_transformer_3d.py: patch_embed.proj(latents) and patch_embed.text_proj(T5 states),
+    # time_embedding (and ofs_embedding) read sinusoidal projections
+    input_layers=("patch_embed.proj", "patch_embed.text_proj", "time_embedding.linear_1", "ofs_embedding.linear_1"),
+    checkpointed=("transformer_blocks.*",),  # cogvideox_transformer_3d.py:436
+    source="diffusers/models/transformers/cogvideox_transformer_3d.py:436",
+)

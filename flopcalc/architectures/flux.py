@@ -7,6 +7,7 @@ Rotary embeddings (``FluxPosEmbed``) are elementwise and parameter-free.
 
 from __future__ import annotations
 
+from flopcalc.backprop import gradient_graph
 from flopcalc.config import Config, count_int, positive_int
 from flopcalc.cost import Node, module_list
 from flopcalc.formulas import ops
@@ -68,3 +69,14 @@ def flux_transformer(config: Config, shape: RunShape) -> Node:
         ),
         formula="flux_transformer",
     )
+
+
+gradient_graph(
+    "FluxTransformer2DModel",
+    # transformer_flux.py:723-734: x_embedder(latents), time_text_embed(timestep[, guidance], pooled)
+    # whose first linears read sinusoidal projections / the pooled CLIP embedding, context_embedder(T5)
+    input_layers=("x_embedder", "context_embedder", "time_text_embed.*.linear_1"),
+    # transformer_flux.py:759, 791: each dual- and single-stream block is checkpointed
+    checkpointed=("transformer_blocks.*", "single_transformer_blocks.*"),
+    source="diffusers/models/transformers/transformer_flux.py:723-791",
+)

@@ -32,6 +32,7 @@ from flopcalc.registry import KaplanShape, RunShape, register
 
 #: Block kinds this module builds: a per-block summary stops at them.
 BLOCK_KINDS = block_kinds("decoder_layer")
+from flopcalc.weights import loading_rules, rotary_buffers
 
 #: ``LlamaConfig`` defaults (transformers ``models/llama/configuration_llama.py``).
 DEFAULTS = {
@@ -109,3 +110,7 @@ def llama_model(config: Config, shape: RunShape) -> Node:
         Node("norm", ops.rms_norm(n, d)),
         rotary_embedding("rotary_emb", n, head_dim),
     ), formula="llama_model")
+
+
+loading_rules("LlamaModel", buffers=lambda c: rotary_buffers("rotary_emb", _heads(c)[2]),
+              source="transformers/models/llama/modeling_llama.py (LlamaRotaryEmbedding)")

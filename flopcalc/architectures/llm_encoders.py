@@ -35,6 +35,7 @@ from flopcalc.formulas.decoder_layer import (
     rotary_embedding,
 )
 from flopcalc.registry import KaplanShape, RunShape, register
+from flopcalc.weights import Buffer, loading_rules, rotary_buffers
 
 #: ``GemmaConfig`` defaults (transformers configuration_gemma.py).
 GEMMA_DEFAULTS = {
@@ -244,3 +245,34 @@ def bert_model_tree(config: Config, n: Any, *, pooler: bool) -> Node:
     if pooler:
         children.append(bert_pooler("pooler", d))
     return Node("text_encoder", children=tuple(children), formula="bert_model")
+
+
+def _gemma_buffers(config: Config) -> tuple[Buffer, ...]:
+    """GemmaTextScaledWordEmbedding's float32 scalar ``embed_scale`` and the rotary tables of head_dim."""
+    return (Buffer("embed_tokens.embed_scale", 1, "float32"),
+            *rotary_buffers("rotary_emb", positive_int(config, "head_dim")))
+
+
+def _qwen2_5_vl_buffers(config: Config) -> tuple[Buffer, ...]:
+    """The vision tower's rotary tables (VisionRotaryEmbedding of half the vision head width) and the language
+    model's (head width hidden/heads)."""
+    vision = _sub_config(config, "vision_config", QWEN2_5_VL_VISION_DEFAULTS, fallback_to_top=False)
+    text = _sub_config(config, "text_config", QWEN2_5_VL_TEXT_DEFAULTS, fallback_to_top=True)
+    vision_head = positive_int(vision, "hidden_size") // positive_int(vision, "num_heads")
+    text_head = positive_int(text, "hidden_size") // positive_int(text, "num_attention_heads")
+    return (*rotary_buffers("model.visual.rotary_pos_emb", vision_head // 2),
+            *rotary_buffers("model.language_model.rotary_emb", text_head))
+
+
+def _bert_buffers(config: Config) -> tuple[Buffer, ...]:
+    """BertEmbeddings: non-persistent int64 ``position_ids`` and ``token_type_ids`` (1, max_position_embeddings)."""
+    positions = positive_int(config, "max_position_embeddings")
+    return (Buffer("embeddings.position_ids", positions, "int64"),
+            Buffer("embeddings.token_type_ids", positions, "int64"))
+
+
+loading_rules("Gemma2Model", buffers=_gemma_buffers, source="transformers/models/gemma2/modeling_gemma2.py")
+loading_rules("GemmaModel", buffers=_gemma_buffers, source="transformers/models/gemma/modeling_gemma.py")
+loading_rules("Qwen2_5_VLForConditionalGeneration", buffers=_qwen2_5_vl_buffers,
+              source="transformers/models/qwen2_5_vl/modeling_qwen2_5_vl.py")
+loading_rules("BertModel", buffers=_bert_buffers, source="transformers/models/bert/modeling_bert.py")

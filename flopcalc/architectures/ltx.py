@@ -19,6 +19,7 @@ LTX-Video release: N = T·h·w), and ``L`` T5 tokens of ``caption_channels`` fea
 
 from __future__ import annotations
 
+from flopcalc.backprop import gradient_graph
 from flopcalc.config import Config, count_int, positive_int
 from flopcalc.cost import Node, module_list
 from flopcalc.errors import ConfigError
@@ -96,3 +97,13 @@ def ltx_video_transformer(config: Config, shape: RunShape) -> Node:
         ),
         formula="ltx_video_transformer",
     )
+
+
+gradient_graph(
+    "LTXVideoTransformer3DModel",
+    # transformer_ltx.py: proj_in(latents), time_embed's timestep embedder reads the sinusoidal projection,
+    # caption_projection.linear_1 the T5 states
+    input_layers=("proj_in", "**.timestep_embedder.linear_1", "caption_projection.linear_1"),
+    checkpointed=("transformer_blocks.*",),  # transformer_ltx.py:567
+    source="diffusers/models/transformers/transformer_ltx.py:567",
+)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from flopcalc.backprop import Checkpointed, gradient_graph
 from flopcalc.config import Config, count_int, positive_int
 from flopcalc.cost import Node, module_list
 from flopcalc.errors import ResolutionError
@@ -22,6 +23,7 @@ from flopcalc.formulas.cross_attention_block import (
     timestep_label_embedding,
 )
 from flopcalc.registry import RunShape, register
+from flopcalc.weights import Buffer, loading_rules
 
 #: ``PixArtTransformer2DModel.__init__`` keyword defaults.
 PIXART_DEFAULTS = {
@@ -124,3 +126,28 @@ def dit_transformer(config: Config, shape: RunShape) -> Node:
         ),
         formula="dit_transformer",
     )
+
+
+def _pos_embed_buffer(config: Config) -> tuple[Buffer, ...]:
+    """PatchEmbed without ``pos_embed_max_size`` (embeddings.py:332): a non-persistent float32 sin-cos table of
+    (sample_size / patch_size)² × inner_dim."""
+    grid = positive_int(config, "sample_size") // positive_int(config, "patch_size")
+    inner = positive_int(config, "num_attention_heads") * positive_int(config, "attention_head_dim")
+    return (Buffer("pos_embed.pos_embed", grid * grid * inner, "float32"),)
+
+
+loading_rules("PixArtTransformer2DModel", buffers=_pos_embed_buffer, source="diffusers/models/embeddings.py:332")
+loading_rules("DiTTransformer2DModel", buffers=_pos_embed_buffer, source="diffusers/models/embeddings.py:332")
+
+
+gradient_graph(
+    "PixArtTransformer2DModel",
+    # pixart_transformer_2d.py:306-313: pos_embed.proj(latents); adaln_single's embedders read the sinusoidal
+    # projections (and the resolution / aspect-ratio conditions); caption_projection.linear_1 the T5 states
+    input_layers=("pos_embed.proj", "adaln_single.emb.*.linear_1", "caption_projection.linear_1"),
+    # pixart_transformer_2d.py:319: each BasicTransformerBlock; its last saving op is the gating multiply
+    # (gate_mlp * ff_output, no FLOPs), so everything is recomputed
+    checkpointed=("transformer_blocks.*",),
+    source="diffusers/models/transformers/pixart_transformer_2d.py:306-319",
+)
+

@@ -10,6 +10,7 @@ image-only attention in the blocks listed in ``dual_attention_layers``. The last
 
 from __future__ import annotations
 
+from flopcalc.backprop import gradient_graph
 from flopcalc.config import Config, count_int, positive_int
 from flopcalc.cost import Node, module_list
 from flopcalc.errors import ResolutionError
@@ -17,6 +18,7 @@ from flopcalc.formulas import ops
 from flopcalc.formulas.conditioning import ada_layer_norm_continuous, mlp_embedder
 from flopcalc.formulas.mmdit_joint_block import mmdit_joint_block
 from flopcalc.registry import RunShape, register
+from flopcalc.weights import Buffer, loading_rules
 
 #: ``SD3Transformer2DModel.__init__`` keyword defaults (transformer_sd3.py).
 DEFAULTS = {
@@ -89,3 +91,24 @@ def _check_pos_embed(config: Config, grid_h, grid_w, patch: int) -> None:
             f"transformer: a {grid_h}×{grid_w} patch grid exceeds pos_embed_max_size={limit}; this model takes at "
             f"most {limit * patch} latent pixels per side ({limit * patch * 8} image pixels with an 8× VAE)."
         )
+
+
+gradient_graph(
+    "SD3Transformer2DModel",
+    # transformer_sd3.py:291-295: pos_embed.proj(latents), time_text_embed(timestep, pooled) whose first
+    # linears read the sinusoidal projection / the pooled embedding, context_embedder(text states)
+    input_layers=("pos_embed.proj", "context_embedder", "time_text_embed.*.linear_1"),
+    checkpointed=("transformer_blocks.*",),  # transformer_sd3.py:308
+    source="diffusers/models/transformers/transformer_sd3.py:291-308",
+)
+
+
+loading_rules(
+    "SD3Transformer2DModel",
+    # embeddings.py:332 (PatchEmbed): with pos_embed_max_size the sin-cos table of
+    # pos_embed_max_size² × inner_dim is a persistent buffer, loaded like the weights
+    buffers=lambda c: (Buffer("pos_embed.pos_embed", positive_int(c, "pos_embed_max_size") ** 2
+                              * positive_int(c, "num_attention_heads") * positive_int(c, "attention_head_dim"),
+                              "loaded"),),
+    source="diffusers/models/embeddings.py:332",
+)

@@ -15,6 +15,7 @@ from flopcalc.config import Config, count_int, positive_int
 from flopcalc.cost import Node
 from flopcalc.formulas.t5_encoder import t5_family_encoder
 from flopcalc.registry import KaplanShape, RunShape, register
+from flopcalc.weights import loading_rules
 
 #: ``T5Config`` defaults (transformers configuration_t5.py).
 DEFAULTS = {
@@ -49,3 +50,8 @@ KAPLAN = KaplanShape(lambda c: (count_int(c, "num_layers"), positive_int(c, "num
 def t5_encoder(config: Config, shape: RunShape) -> Node:
     """Relative position bias in the first block only."""
     return t5_family_encoder(shape.seq_len, **encoder_settings(config), bias_in_every_block=False, formula="t5_encoder")
+
+
+# modeling_t5.py:537: _keep_in_fp32_modules = ["wo"], applied when loading in float16 (modeling_utils.py:3842)
+loading_rules("T5EncoderModel", keep_in_fp32=("wo",), keep_in_fp32_dtypes=("fp16",),
+              source="transformers/models/t5/modeling_t5.py:537")

@@ -20,7 +20,9 @@ from flopcalc.architectures.t5 import KAPLAN, encoder_settings  # the same block
 from flopcalc.config import Config
 from flopcalc.cost import Node
 from flopcalc.formulas.t5_encoder import t5_family_encoder
+from flopcalc.weights import loading_rules
 from flopcalc.registry import RunShape, register
+from flopcalc.weights import loading_rules
 
 #: ``UMT5Config`` defaults (transformers configuration_umt5.py).
 DEFAULTS = {
@@ -41,3 +43,8 @@ def umt5_encoder(config: Config, shape: RunShape) -> Node:
     """Relative position bias in every block."""
     return t5_family_encoder(shape.seq_len, **encoder_settings(config), bias_in_every_block=True,
                              formula="umt5_encoder")
+
+
+# modeling_umt5.py:520: _keep_in_fp32_modules = ["wo"], applied when loading in float16 (modeling_utils.py:3842)
+loading_rules("UMT5EncoderModel", keep_in_fp32=("wo",), keep_in_fp32_dtypes=("fp16",),
+              source="transformers/models/umt5/modeling_umt5.py:520")

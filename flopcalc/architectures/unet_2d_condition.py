@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from flopcalc.backprop import Checkpointed, gradient_graph
 from flopcalc.config import Config, count_int, positive_int
 from flopcalc.cost import Node, module_list
 from flopcalc.errors import ConfigError, UnknownArchitectureError
@@ -227,3 +228,22 @@ def unet_2d_condition(config: Config, shape: RunShape) -> Node:
         children.append(Node("conv_norm_out", ops.group_norm(c0, h * w) + ops.activation(c0 * h * w)))
     children.append(Node("conv_out", ops.conv2d(c0, count_int(config, "out_channels"), k_out, h, w)))
     return Node("unet", children=tuple(children), formula="unet_2d_condition")
+
+
+gradient_graph(
+    "UNet2DConditionModel",
+    # unet_2d_condition.py:1082, 922, 1108: time_embedding and add_embedding read sinusoidal projections
+    # (and SDXL's pooled text embedding), conv_in the latents; every cross-attention's to_k/to_v reads the
+    # text encoder states as given (no encoder_hid_proj in the supported configs)
+    input_layers=("conv_in", "time_embedding.linear_1", "add_embedding.linear_1", "**.attn2.to_k",
+                  "**.attn2.to_v"),
+    # unet_2d_blocks.py: each resnet of the down/up blocks is checkpointed, of the mid block all but the first
+    # (UNetMidBlock2DCrossAttn.forward runs resnets[0] directly); transformer_2d.py:416: each
+    # BasicTransformerBlock. Not recomputed (torch's early stop): a resnet's conv_shortcut, else its conv2;
+    # a transformer block's ff.net.2.
+    checkpointed=(Checkpointed("down_blocks.*.resnets.*", ("conv_shortcut", "conv2")),
+                  Checkpointed("up_blocks.*.resnets.*", ("conv_shortcut", "conv2")),
+                  Checkpointed("mid_block.resnets.1:", ("conv_shortcut", "conv2")),
+                  Checkpointed("**.transformer_blocks.*", ("ff.net.2",))),
+    source="diffusers/models/unets/unet_2d_condition.py:1082-1108, unet_2d_blocks.py, transformer_2d.py:416",
+)

@@ -25,12 +25,14 @@ from __future__ import annotations
 from math import prod
 from typing import Any
 
+from flopcalc.backprop import gradient_graph
 from flopcalc.config import Config, count_int, positive_int
 from flopcalc.cost import Node, module_list
 from flopcalc.errors import ConfigError, ResolutionError
 from flopcalc.formulas import ops
 from flopcalc.formulas.wan import wan_condition_embedder, wan_transformer_block
 from flopcalc.registry import RunShape, register
+from flopcalc.weights import Buffer, loading_rules
 
 #: ``WanTransformer3DModel.__init__`` keyword defaults (transformer_wan.py).
 DEFAULTS = {
@@ -102,7 +104,6 @@ def wan_transformer(config: Config, shape: RunShape) -> Node:
                                   tokens=n, text_tokens=text, cross_attn_norm=bool(config["cross_attn_norm"]))
     return Node(
         "transformer",
-        ops.parameters(2 * dim),  # scale_shift_table
         children=(
             Node("patch_embedding", ops.conv(in_channels, dim, pt * ph * pw, n)),
             wan_condition_embedder(dim=dim, freq_dim=positive_int(config, "freq_dim"),
@@ -110,6 +111,29 @@ def wan_transformer(config: Config, shape: RunShape) -> Node:
             module_list("blocks", [block] * count_int(config, "num_layers")),
             Node("norm_out", ops.layer_norm(n, dim, affine=False, thop_rule=False)),
             Node("proj_out", ops.linear(n, dim, out_channels * prod((pt, ph, pw)))),
+            Node("scale_shift_table", ops.parameters(2 * dim)),
         ),
         formula="wan_transformer",
     )
+
+
+gradient_graph(
+    "WanTransformer3DModel",
+    # transformer_wan.py:670, 683: patch_embedding(latents); condition_embedder: time_embedder.linear_1 reads
+    # the sinusoidal projection, text_embedder.linear_1 the UMT5 states (time_proj reads silu(temb): it needs one)
+    input_layers=("patch_embedding", "condition_embedder.time_embedder.linear_1",
+                  "condition_embedder.text_embedder.linear_1"),
+    checkpointed=("blocks.*",),  # transformer_wan.py:699
+    source="diffusers/models/transformers/transformer_wan.py:670-699",
+)
+
+
+loading_rules(
+    "WanTransformer3DModel",
+    # transformer_wan.py:549: _keep_in_fp32_modules, applied for every dtype (model_loading_utils.py:238)
+    keep_in_fp32=("rope", "time_embedder", "scale_shift_table", "norm1", "norm2", "norm3"),
+    # transformer_wan.py:392-393: WanRotaryPosEmbed's float32 cos/sin tables, max_seq_len (1024) × head_dim each
+    buffers=lambda c: tuple(Buffer(f"rope.freqs_{f}", 1024 * positive_int(c, "attention_head_dim"), "float32")
+                            for f in ("cos", "sin")),
+    source="diffusers/models/transformers/transformer_wan.py:392, 549",
+)

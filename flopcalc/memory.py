@@ -1,0 +1,186 @@
+"""``memory()``: the weights a pipeline holds in GPU memory, what is resident at the peak under diffusers'
+offload modes, and whether that fits a GPU of the table.
+
+* weights per component: :func:`flopcalc.weights.component_weights` (parameters at the loaded dtype,
+  float32-kept modules, buffers), exact;
+* activations: the estimated peak of each measured denoiser forward and VAE decode
+  (:mod:`flopcalc.activations`, with its leave-one-out error), for the fused attention kernel and the
+  math path, × the samples per forward, in the component's dtype;
+* at the peak: ``none`` (``pipe.to("cuda")``): every component's weights + the largest activation peak;
+  ``model`` (``enable_model_cpu_offload()``): one component at a time, the largest weights + activations;
+* against a GPU of :mod:`flopcalc.gpus`: fits when that peak is at most its memory; the headroom is what is
+  left for the CUDA context and the allocator.
+
+Not counted: ``enable_sequential_cpu_offload()`` (it needs the parameters of each leaf module, below the cost
+trees' grouping), quantized storage, and activations of components not measured (text encoders).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from flopcalc.activations import ATTENTION, ActivationPeak, activation_peak
+from flopcalc.errors import FlopcalcError
+from flopcalc.weights import DTYPE_BYTES, ComponentWeights, component_weights
+
+OFFLOAD = ("none", "model")
+
+
+@dataclass(frozen=True)
+class CallActivations:
+    """The estimated activation peaks of one call (a denoiser forward, a VAE decode) at the run's size."""
+
+    component: str
+    call: str
+    batch: int
+    bytes_per_element: int
+    fused: ActivationPeak | None
+    math: ActivationPeak | None
+
+    def bytes(self, attention: str) -> int | None:
+        peak = self.fused if attention == "fused" else self.math
+        return None if peak is None else peak.elements * self.batch * self.bytes_per_element
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"component": self.component, "call": self.call, "batch": self.batch,
+                "bytes_per_element": self.bytes_per_element,
+                **{a: None if p is None else {**p.to_dict(), "bytes": self.bytes(a)}
+                   for a, p in (("fused", self.fused), ("math", self.math))}}
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    model: str
+    pipeline: str
+    offload: str
+    components: tuple[ComponentWeights, ...]
+    activations: tuple[CallActivations, ...] = ()
+    attention: str = "fused"
+    settings: dict[str, Any] = field(default_factory=dict, hash=False)
+    gpu_key: str | None = None
+    gpu_name: str | None = None
+    gpu_memory_bytes: int | None = None
+    notes: tuple[str, ...] = ()
+
+    @property
+    def weights_bytes(self) -> int:
+        return sum(c.bytes for c in self.components)
+
+    @property
+    def resident_bytes(self) -> int:
+        """Weights on the GPU at the peak under the offload mode."""
+        if self.offload == "model":
+            return max((c.bytes for c in self.components), default=0)
+        return self.weights_bytes
+
+    @property
+    def resident_components(self) -> tuple[str, ...]:
+        if self.offload == "model" and self.components:
+            return (max(self.components, key=lambda c: c.bytes).component,)
+        return tuple(c.component for c in self.components)
+
+    def activation_bytes(self, component: str) -> int:
+        """The largest estimated activation peak among ``component``'s calls (0 where none is estimated)."""
+        return max((a.bytes(self.attention) or 0 for a in self.activations if a.component == component), default=0)
+
+    @property
+    def peak_bytes(self) -> int:
+        """Weights resident + activations at the worst moment of the run."""
+        if self.offload == "model":
+            return max((c.bytes + self.activation_bytes(c.component) for c in self.components), default=0)
+        return self.weights_bytes + max((self.activation_bytes(c.component) for c in self.components), default=0)
+
+    @property
+    def fits(self) -> bool | None:
+        return None if self.gpu_memory_bytes is None else self.peak_bytes <= self.gpu_memory_bytes
+
+    @property
+    def headroom_bytes(self) -> int | None:
+        return None if self.gpu_memory_bytes is None else self.gpu_memory_bytes - self.peak_bytes
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "model": self.model,
+            "pipeline": self.pipeline,
+            "unit": "bytes",
+            "offload": self.offload,
+            "components": [c.to_dict() for c in self.components],
+            "weights_bytes": self.weights_bytes,
+            "resident": {"bytes": self.resident_bytes, "components": list(self.resident_components),
+                         "what": "weights and buffers resident at the peak"},
+            "settings": dict(self.settings),
+            "activations": [a.to_dict() for a in self.activations],
+            "attention": self.attention,
+            "peak_bytes": self.peak_bytes,
+            "notes": list(self.notes),
+        }
+        if self.gpu_key is not None:
+            out["gpu"] = {"key": self.gpu_key, "name": self.gpu_name, "memory_bytes": self.gpu_memory_bytes,
+                          "fits": self.fits, "headroom_bytes": self.headroom_bytes}
+        return out
+
+
+def memory(model: str, *, height: int | None = None, width: int | None = None, num_frames: int | None = None,
+           max_sequence_length: int | None = None, batch_size: int = 1, attention: str = "fused",
+           dtype: str = "bf16", dtype_of: Mapping[str, str] | None = None, offload: str = "none",
+           gpu: str | None = None, revision: str | None = None, token: str | None = None) -> MemoryEstimate:
+    """The weights of ``model``'s components (the pipeline's, as :func:`flopcalc.estimate` plans them), each
+    loaded in ``dtype`` unless ``dtype_of`` names its own, the activation peaks of the measured calls at the
+    run's size with ``batch_size`` samples per forward, and what is resident at the peak under ``offload``."""
+    from flopcalc.api import estimate_configs
+    from flopcalc.pipelines import Settings
+    from flopcalc.sources import resolve
+
+    if offload not in OFFLOAD:
+        raise FlopcalcError(f"--offload {offload!r}: choose one of {', '.join(OFFLOAD)} (sequential offload is not "
+                            "counted)")
+    for d in (dtype, *(dtype_of or {}).values()):
+        if d not in DTYPE_BYTES:
+            raise FlopcalcError(f"dtype {d!r}: choose one of {', '.join(DTYPE_BYTES)} (quantized storage is not "
+                                "counted)")
+    if attention not in ATTENTION:
+        raise FlopcalcError(f"--attention {attention!r}: choose one of {', '.join(ATTENTION)}")
+    if batch_size < 1:
+        raise FlopcalcError("--batch-size must be a positive integer")
+    source = resolve(model, revision=revision, token=token)
+    settings = Settings(height=height, width=width, num_frames=num_frames, max_sequence_length=max_sequence_length)
+    report = estimate_configs(source.model_index, source.components, settings, model=source.name,
+                              source_kind=source.kind, revision=source.revision, source_notes=source.notes,
+                              missing=tuple(source.missing))
+    names = list(dict.fromkeys(c.component for c in report.components))
+    unknown = sorted(set(dtype_of or {}) - set(names))
+    if unknown:
+        raise FlopcalcError(f"--dtype-of names {', '.join(unknown)}, not components of {source.name}: "
+                            f"{', '.join(names)}")
+    weights = tuple(component_weights(source.components[n], component=n, dtype=(dtype_of or {}).get(n, dtype))
+                    for n in names)
+    dtypes = {w.component: w.dtype for w in weights}
+    acts, notes = [], []
+    for c in report.components:
+        if c.role not in ("denoiser", "vae_decoder"):
+            continue
+        cfg = source.components[c.component]
+        peaks = {a: activation_peak(c.class_name, c.call, cfg, c.shape, a) for a in ATTENTION}
+        if peaks["fused"] is None:
+            notes.append(f"{c.component}.{c.call}: no activation estimate (this config was not measured)")
+            continue
+        acts.append(CallActivations(c.component, c.call, batch_size, DTYPE_BYTES[dtypes[c.component]],
+                                    peaks["fused"], peaks["math"]))
+        if peaks["fused"].text_len not in (None, c.shape.get("text_len")):
+            notes.append(f"{c.component}: fitted at {peaks['fused'].text_len} text tokens, run with "
+                         f"{c.shape.get('text_len')}: the activation estimate does not follow the text length")
+        if peaks["fused"].extrapolated:
+            notes.append(f"{c.component}.{c.call}: {peaks['fused'].n} latent positions lie outside the fitted "
+                         f"{peaks['fused'].n_range[0]}–{peaks['fused'].n_range[1]}: the activation peak is extrapolated")
+    notes.append("text encoders' activations are not estimated")
+    key = name = mem = None
+    if gpu is not None:
+        from flopcalc.gpus import gpu as lookup_gpu
+
+        g = lookup_gpu(gpu)
+        key, name, mem = g.key, g.name, g.memory_bytes
+    s = report.settings
+    run = {"height": s.height, "width": s.width, "num_frames": s.num_frames, "batch_size": batch_size}
+    return MemoryEstimate(source.name, report.pipeline, offload, weights, tuple(acts), attention, run, key, name, mem,
+                          tuple(notes))

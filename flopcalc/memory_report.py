@@ -1,0 +1,66 @@
+"""Rendering a :class:`~flopcalc.memory.MemoryEstimate`: a table for people, JSON and CSV for programs."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+from flopcalc.memory import MemoryEstimate
+from flopcalc.report import _columns
+from flopcalc.training_report import render_as, ruled_table
+
+
+def render_memory(est: MemoryEstimate, fmt: str = "table") -> str:
+    return render_as(est, fmt, _table, _csv)
+
+
+def gib(n: int) -> str:
+    return f"{n / 2**30:,.2f}"
+
+
+def _table(est: MemoryEstimate) -> str:
+    rows = [("component", "class", "dtype", "params", "kept fp32", "buffer bytes", "weights GiB")]
+    for c in est.components:
+        rows.append((c.component, c.class_name, c.dtype, f"{c.params:,}", f"{c.params_fp32:,}" if c.params_fp32 else "",
+                     f"{c.buffer_bytes:,}" if c.buffer_bytes else "", gib(c.bytes)))
+    rows.append(("total", "", "", f"{sum(c.params for c in est.components):,}", "", "", gib(est.weights_bytes)))
+    lines = [f"{est.model} · {est.pipeline} · weights in memory", "", *ruled_table(rows, 3)]
+    if est.activations:
+        lines += ["", f"activation peaks (estimate, per forward of {est.settings['batch_size']} sample(s); "
+                      "fitted on measured peaks, ± the fit's leave-one-out error):"]
+        arows = [("call", "latent positions", "fused attention GiB", "math attention GiB", "± LOO")]
+        for a in est.activations:
+            err = max(p.loo_max_rel_error for p in (a.fused, a.math) if p is not None)
+            arows.append((f"{a.component}.{a.call}", f"{a.fused.n:,}", gib(a.bytes("fused")),
+                          gib(a.bytes("math")) if a.math else "-", f"{100 * err:.1f}%"))
+        lines += _columns(arows, right=(1, 2, 3, 4))
+    mode = {"none": "no offload (pipe.to('cuda')): every component resident",
+            "model": "model CPU offload: one component at a time, the largest is " + ", ".join(est.resident_components)}
+    lines += ["", f"weights resident: {gib(est.resident_bytes)} GiB ({mode[est.offload]})",
+              f"peak with activations ({est.attention} attention): {gib(est.peak_bytes)} GiB"]
+    if est.gpu_key is not None:
+        if est.fits:
+            lines.append(f"{est.gpu_name} ({gib(est.gpu_memory_bytes)} GiB): fits, headroom "
+                         f"{gib(est.headroom_bytes)} GiB for the CUDA context and allocator")
+        else:
+            lines.append(f"{est.gpu_name} ({gib(est.gpu_memory_bytes)} GiB): does NOT fit, short by "
+                         f"{gib(-est.headroom_bytes)} GiB")
+    lines.append("counted: parameters at the loaded dtype (modules the class keeps in float32 at float32) and "
+                 "buffers, exact, as from_pretrained(torch_dtype=...) loads them; activation peaks estimated "
+                 "(method: `flopcalc.activations`).")
+    for note in est.notes:
+        lines.append(f"note: {note}")
+    return "\n".join(lines) + "\n"
+
+
+def _csv(est: MemoryEstimate) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["component", "class_name", "dtype", "params", "params_kept_fp32", "param_bytes", "buffer_bytes",
+                "bytes", "resident"])
+    resident = set(est.resident_components)
+    for c in est.components:
+        w.writerow([c.component, c.class_name, c.dtype, c.params, c.params_fp32, c.param_bytes, c.buffer_bytes,
+                    c.bytes, c.component in resident])
+    w.writerow(["total", "", "", sum(c.params for c in est.components), "", "", "", est.weights_bytes, ""])
+    return buf.getvalue()

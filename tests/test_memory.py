@@ -1,0 +1,91 @@
+"""``flopcalc memory``: weights per component, resident under offload, fit on a GPU of the table."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from flopcalc.cli import main
+from flopcalc.errors import FlopcalcError
+from flopcalc.gpus import gpu
+from flopcalc.memory import memory
+
+
+def test_weights_follow_the_dtype_and_the_exact_parameter_counts():
+    from flopcalc.api import estimate
+
+    report = estimate("flux-dev")
+    bf16, fp32 = memory("flux-dev"), memory("flux-dev", dtype="fp32")
+    params = {c.component: c.params for c in report.components}
+    for c16, c32 in zip(bf16.components, fp32.components):
+        assert c16.params == c32.params == params[c16.component]
+        assert c16.param_bytes == 2 * c16.params and c32.param_bytes == 4 * c32.params
+    assert bf16.weights_bytes == sum(c.bytes for c in bf16.components)
+
+
+def test_offload_modes_and_gpu_fit():
+    none = memory("flux-dev", gpu="h100-sxm")
+    model = memory("flux-dev", offload="model", gpu="rtx-4090")
+    assert none.resident_bytes == none.weights_bytes
+    biggest = max(model.components, key=lambda c: c.bytes)
+    assert model.resident_bytes == biggest.bytes and model.resident_components == ("transformer",)
+    # the peak adds the largest activation peak (no offload) / each component's own (model offload)
+    acts = {a.component: a.bytes("fused") for a in none.activations}
+    assert set(acts) == {"transformer", "vae"}
+    assert none.peak_bytes == none.weights_bytes + max(acts.values())
+    assert model.peak_bytes == max(c.bytes + acts.get(c.component, 0) for c in model.components)
+    assert none.fits and none.headroom_bytes == gpu("h100-sxm").memory_bytes - none.peak_bytes
+    assert model.fits is (model.peak_bytes <= gpu("rtx-4090").memory_bytes)
+    assert not memory("flux-dev", gpu="rtx-4090").fits
+    assert memory("flux-dev").fits is None
+
+
+def test_activations_scale_with_batch_and_attention_path():
+    one = memory("flux-dev", height=1024, width=1024)
+    two = memory("flux-dev", height=1024, width=1024, batch_size=2, attention="math")
+    a1, a2 = one.activations[0], two.activations[0]
+    assert a2.bytes("fused") == 2 * a1.bytes("fused") and a2.bytes("math") > a2.bytes("fused")
+    assert a1.bytes_per_element == 2 and memory("flux-dev", dtype="fp32").activations[0].bytes_per_element == 4
+    assert two.peak_bytes == two.weights_bytes + max(a.bytes("math") for a in two.activations)
+    notes = " ".join(memory("flux-dev", max_sequence_length=256, height=2048, width=2048).notes)
+    assert "does not follow the text length" in notes and "extrapolated" in notes
+    assert "not measured" in " ".join(memory("pixart-alpha-512").notes)
+
+
+def test_dtype_of_one_component():
+    mixed = memory("flux-dev", dtype_of={"text_encoder_2": "fp32"})
+    t5 = next(c for c in mixed.components if c.component == "text_encoder_2")
+    assert t5.dtype == "fp32" and t5.param_bytes == 4 * t5.params
+    assert next(c for c in mixed.components if c.component == "transformer").dtype == "bf16"
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(dtype="nf4"), "quantized"),
+    (dict(dtype_of={"unet": "fp16"}), "not components"),
+    (dict(offload="sequential"), "sequential"),
+    (dict(gpu="nope-9000"), "unknown GPU"),
+    (dict(attention="flash"), "fused, math"),
+])
+def test_bad_options(kwargs, match):
+    with pytest.raises(FlopcalcError, match=match):
+        memory("flux-dev", **kwargs)
+
+
+def test_cli(capsys):
+    assert main(["memory", "flux-dev", "--gpu", "h100-sxm", "--offload", "model", "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["resident"]["bytes"] == memory("flux-dev", offload="model").resident_bytes
+    assert out["gpu"]["fits"] is True
+    assert main(["memory", "flux-dev", "--dtype-of", "text_encoder_2"]) == 2
+    assert "COMPONENT=DTYPE" in capsys.readouterr().err
+    assert main(["memory", "sd1.5", "--format", "csv"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].startswith("total,")
+
+
+def test_html_sections():
+    from flopcalc.html_memory_training import sections
+
+    page = sections("flux-dev", height=512, width=512)
+    assert "Memory: weights" in page and "Activation peaks" in page and "Training: FLOPs per sample" in page
+    assert "not validated" in sections("sana-600m-512")

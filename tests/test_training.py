@@ -1,0 +1,149 @@
+"""Training FLOPs: exact against FlopCounterMode counting forward + backward on the meta device.
+
+The fixtures in ``validation/fixtures/training`` are written by ``validation/build_training_fixtures.py``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from flopcalc.api import estimate
+from flopcalc.backprop import FUSED_ATTENTION_BACKWARD, backward, graph_of
+from flopcalc.cli import main
+from flopcalc.errors import FlopcalcError
+from flopcalc.training import train
+
+FIXTURES = sorted((Path(__file__).resolve().parent.parent / "validation" / "fixtures" / "training").glob("*/*.json"))
+
+
+def _load(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def test_fixtures_cover_the_families_at_two_sizes_each_with_and_without_checkpointing():
+    """And the fused attention kernel for the DiT families."""
+    seen: dict[tuple[str, str], set] = {}
+    for path in FIXTURES:
+        fx = _load(path)
+        seen.setdefault((fx["case"], fx["mode"]), set()).add((fx["settings"]["height"], fx["settings"]["width"]))
+    cases = {case for case, _ in seen}
+    assert {"flux-dev", "sd3-medium", "sd1.5", "sdxl-base", "wan2.1-t2v-1.3b", "pixart-alpha-1024", "ltx-video",
+            "cogvideox-2b"} <= cases
+    assert all(len(sizes) >= 2 for sizes in seen.values())
+    assert {case for case, mode in seen if mode == "fused_attention"} == {"flux-dev", "sd3-medium", "wan2.1-t2v-1.3b",
+                                                                          "pixart-alpha-1024", "cogvideox-2b"}
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_backward_is_exact_against_the_measured_forward_and_backward(path):
+    fx = _load(path)
+    s = fx["settings"]
+    report = estimate(fx["case"], height=s["height"], width=s["width"], steps=1, num_frames=s.get("num_frames"),
+                      resolution_binning=False,
+                      max_sequence_length=s["text_len"] if fx["case"] in (
+                          "flux-dev", "wan2.1-t2v-1.3b", "ltx-video", "cogvideox-2b") else None)
+    comp = report.component(fx["component"])
+    assert comp.shape["text_len"] == s["text_len"]
+    assert 2 * comp.macs_per_run == fx["forward"]["flops"]
+    graph = graph_of(fx["built_class"])
+    checkpointing = fx["mode"] == "checkpointing"
+    back = backward(comp.tree, graph, checkpointing=checkpointing)
+    if fx["mode"] == "fused_attention":  # the fused kernel: its backward counted 2.5 × its forward
+        assert 2 * back.fused_attention_macs() == fx["backward"]["flops"]
+        assert 2 * back.attention_grad * FUSED_ATTENTION_BACKWARD / 2 == fx["backward"]["by_op"][
+            "aten._scaled_dot_product_efficient_attention_backward"]
+        return
+    assert 2 * back.macs == fx["backward"]["flops"]
+    assert 2 * (back.macs - back.recompute) + 2 * back.no_input_grad == 2 * fx["forward"]["flops"]
+    # per op: the attention backward is the measured backward bmm
+    assert 2 * back.attention_grad == fx["backward"]["by_op"].get("aten.bmm", 0) - (
+        2 * _attention_recompute(comp.tree, graph) if checkpointing else 0)
+
+
+def _attention_recompute(tree, graph) -> int:
+    """Attention MACs inside the checkpointed modules (their bmm run again in the backward)."""
+    from flopcalc.backprop import _items_matched
+
+    wrapped = [tuple(c.pattern.split(".")) for c in graph.checkpointed]
+    total = 0
+
+    def visit(node, parts, k):
+        nonlocal total
+        items = max(_items_matched(parts, node, p) for p in wrapped)
+        if items:
+            total += k * items * node.per_item.attention
+            return
+        for child in node.children:
+            visit(child, parts + (child.name,), k * node.count)
+
+    visit(tree, (), 1)
+    return total
+
+
+def test_flux_ratio_is_not_three():
+    fx = _load(next(p for p in FIXTURES if p.name == "transformer-full-512x512.json" and p.parent.name == "flux-dev"))
+    est = train("flux-dev", height=512, width=512)
+    assert est.trained.flops == fx["total_flops"]
+    assert est.trained.flops / est.trained_forward_flops == pytest.approx(2.9994, abs=1e-4)
+
+
+def test_sample_adds_frozen_forwards_unless_cached_and_step_scales_with_batch_and_gpus():
+    online = train("sd3-medium", height=512, width=512, batch_size=4, num_gpus=8)
+    cached = train("sd3-medium", height=512, width=512, frozen_encoders="cached")
+    report = estimate("sd3-medium", height=512, width=512, steps=1, strength=1.0)
+    frozen = sum(c.macs_per_run for c in report.components if c.role in ("text_encoder", "vae_encoder"))
+    assert online.flops_per_sample == cached.flops_per_sample + 2 * frozen
+    assert cached.flops_per_sample == cached.trained.flops
+    assert online.flops_per_step == 32 * online.flops_per_sample
+    assert {c.component for c in online.components} == {"text_encoder", "text_encoder_2", "text_encoder_3",
+                                                        "transformer", "vae"}
+
+
+def test_mfu_against_the_gpu_tables_dense_peak():
+    from flopcalc.gpus import gpu
+
+    est = train("flux-dev", height=512, width=512, batch_size=2, num_gpus=4, step_time=1.5, gpu="h100-sxm")
+    assert est.mfu == est.flops_per_step / (1.5 * 4 * gpu("h100-sxm").peak_flops["bf16"])
+    assert est.to_dict()["mfu"] == est.mfu
+    assert train("flux-dev", height=512, width=512).mfu is None
+
+
+def test_fused_attention_variant_counts_the_attention_backward_at_two_and_a_half():
+    est = train("flux-dev", height=512, width=512, frozen_encoders="cached")
+    attention_forward = est.backward.attention_grad // 2
+    assert est.fused_attention_flops_per_sample - est.flops_per_sample == int(
+        2 * attention_forward * (FUSED_ATTENTION_BACKWARD - 2))
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(step_time=1.0), "both --step-time and --gpu"),
+    (dict(gpu="h100-sxm"), "both --step-time and --gpu"),
+    (dict(step_time=-1.0, gpu="h100-sxm"), "positive"),
+    (dict(step_time=1.0, gpu="not-a-gpu"), "unknown GPU"),
+    (dict(trainable="lora:16"), "LoRA"),
+    (dict(frozen_encoders="sometimes"), "online, cached"),
+])
+def test_bad_options_are_one_line_errors(kwargs, match):
+    with pytest.raises(FlopcalcError, match=match):
+        train("flux-dev", height=512, width=512, **kwargs)
+
+
+def test_unvalidated_denoiser_is_refused():
+    with pytest.raises(FlopcalcError, match="not validated for"):
+        train("sana-600m-512")
+
+
+def test_cli_json_and_errors(capsys):
+    assert main(["train", "flux-dev", "--height", "512", "--width", "512", "--step-time", "1", "--gpu", "h100-sxm",
+                 "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    est = train("flux-dev", height=512, width=512, step_time=1.0, gpu="h100-sxm")
+    assert out["train"]["flops_per_sample"] == est.flops_per_sample
+    assert out["mfu"] == pytest.approx(est.mfu)
+    assert main(["train", "sd1.5", "--gradient-checkpointing", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["train"]["backward"]["recompute_flops"] > 0
+    assert main(["train", "flux-dev", "--format", "csv", "--frozen-encoders", "cached"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].startswith("total,")

@@ -1,0 +1,58 @@
+"""Weights in memory: exact against the real modules' parameters and buffers under the libraries' loading rules."""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+
+from live_support import REPO, measure  # noqa: F401  (skips without torch/diffusers/transformers)
+from measure_weights import loaded_bytes
+
+from flopcalc.errors import FlopcalcError
+from flopcalc.weights import component_weights
+
+COMPONENTS = sorted(p.parent for p in (REPO / "model_cards").glob("*/*/config.json")) + sorted(
+    p.parent for p in (REPO / "validation" / "configs").glob("*/config.json"))
+
+
+@lru_cache(maxsize=None)
+def _distinct(path: Path) -> bool:
+    """One component per distinct config content (sd1.5 and sd2.1 share a VAE config, ...)."""
+    text = (path / "config.json").read_text()
+    first = next(p for p in COMPONENTS if (p / "config.json").read_text() == text)
+    return first == path
+
+
+@pytest.mark.parametrize("folder", [p for p in COMPONENTS if _distinct(p)],
+                         ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_weight_bytes_are_exact_for_every_dtype(folder):
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    model = measure.build_model(folder)
+    config = json.loads((folder / "config.json").read_text())
+    for dtype in ("bf16", "fp16", "fp32"):
+        real = loaded_bytes(model, dtype)
+        ours = component_weights(config, component=folder.name, dtype=dtype)
+        assert ours.params == real["params"], dtype
+        assert ours.buffer_bytes == real["buffer_bytes"], (dtype, real["buffers"])
+        assert ours.bytes == real["bytes"], dtype
+        assert sorted(b.numel for b in ours.buffers) == sorted(n for _, n, _, _ in real["buffers"])
+
+
+def test_kept_float32_modules_are_counted():
+    cfg = json.loads((REPO / "model_cards" / "wan2.1-t2v-1.3b" / "transformer" / "config.json").read_text())
+    bf16 = component_weights(cfg, component="transformer", dtype="bf16")
+    assert bf16.params_fp32 > 0 and bf16.param_bytes == 2 * bf16.params + 2 * bf16.params_fp32
+    t5 = json.loads((REPO / "model_cards" / "flux-dev" / "text_encoder_2" / "config.json").read_text())
+    assert component_weights(t5, component="t", dtype="bf16").params_fp32 == 0
+    assert component_weights(t5, component="t", dtype="fp16").params_fp32 > 0
+
+
+def test_quantized_dtypes_are_refused():
+    cfg = json.loads((REPO / "model_cards" / "flux-dev" / "transformer" / "config.json").read_text())
+    with pytest.raises(FlopcalcError, match="quantized"):
+        component_weights(cfg, component="transformer", dtype="nf4")

@@ -1,0 +1,85 @@
+#!/usr/bin/env python
+"""Write the activation-peak fixtures listed in ``validation/activation_manifest.yaml``.
+
+    python validation/build_activation_fixtures.py            # every case (a few minutes)
+    python validation/build_activation_fixtures.py --check    # re-measure and compare, write nothing
+    python validation/build_activation_fixtures.py --only sd1.5  # one case (repeatable)
+
+Fixtures: ``validation/fixtures/activations/<case>/<component>[-<call>]-<attention>-<H>x<W>.json``, rendered
+as the other fixtures (keys sorted, no timestamps). Never edit them by hand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+HERE = Path(__file__).resolve().parent
+REPO_ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+
+from build_fixtures import render, settle  # noqa: E402
+from measure import resolve_class_name, versions  # noqa: E402
+from measure_activations import peak_elements  # noqa: E402
+
+MANIFEST = HERE / "activation_manifest.yaml"
+FIXTURES = HERE / "fixtures" / "activations"
+
+
+def jobs() -> list[tuple[str, dict, str, list[int]]]:
+    with open(MANIFEST, encoding="utf-8") as fh:
+        spec = yaml.safe_load(fh)
+    out = []
+    for case, c in spec["cases"].items():
+        for entry in c["components"]:
+            for attention in ("math", "fused"):
+                for size in entry.get("sizes", spec["sizes"]):
+                    out.append((case, {**entry, "root": c["root"]}, attention, size))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--check", action="store_true")
+    parser.add_argument("--only", action="append", metavar="CASE", help="measure only this case (repeatable)")
+    args = parser.parse_args(argv)
+    differ = 0
+    written: set[Path] = set()
+    for case, entry, attention, (height, width) in jobs():
+        if args.only and case not in args.only:
+            continue
+        start = time.perf_counter()
+        call = entry.get("call", "forward")
+        folder = REPO_ROOT / entry["root"] / entry["component"]
+        settings = {**entry.get("settings", {}), "height": height, "width": width}
+        measured = peak_elements(folder, settings, call=call, attention=attention)
+        fixture = {"case": case, "component": entry["component"], "call": call, "attention": attention,
+                   "class_name": resolve_class_name(folder), "settings": measured["settings"],
+                   "peak_elements": measured["peak_elements"], "input_elements": measured["input_elements"],
+                   "method": "peak of live floating activation elements (parameters and buffers excluded) during "
+                             "one batch-1 call under torch.no_grad() on meta, tracked by a TorchDispatchMode "
+                             "(validation/measure_activations.py); attention " + (
+                                 "math path (F.scaled_dot_product_attention decomposed: scores materialised)"
+                                 if attention == "math" else
+                                 "routed to aten._scaled_dot_product_efficient_attention (no score matrix)"),
+                   "versions": versions()}
+        stem = entry["component"] + ("" if call == "forward" else f"-{call}")
+        target = FIXTURES / case / f"{stem}-{attention}-{height}x{width}.json"
+        written.add(target)
+        status = settle(target, render(fixture), check=args.check)
+        differ += args.check and status != "same"
+        print(f"{time.perf_counter() - start:6.2f}s  {status:7s}  {target.relative_to(FIXTURES)}", flush=True)
+    for stale in sorted({p for t in written for p in t.parent.glob("*.json")} - written):
+        differ += 1
+        if not args.check:
+            stale.unlink()
+        print(f"{'stale' if args.check else 'removed stale'}: {stale.relative_to(FIXTURES)}")
+    return 1 if args.check and differ else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,107 @@
+#!/usr/bin/env python
+"""Fit the activation-peak law of each measured component and write ``flopcalc/data/activation_fit.json``.
+
+For every component in ``fixtures/activations`` and each attention path (math, fused), the measured peak of
+live activation elements at batch 1 is fitted by least squares as
+
+    peak(n) = c0 + c1·n + c2·n²,   n = latent positions of one call (latent height × width × frames),
+
+the form of a network whose widest tensors grow with n and whose attention scores grow with n² (c2 ≈ 0 on the
+fused path). The error is leave-one-out: each size predicted by the fit of the others; the largest relative
+error is what ``flopcalc memory`` prints beside the estimate. Fits are keyed by the component's class, call
+and config content (keys not starting with ``_``), so they apply to the measured models only.
+
+    python validation/fit_activations.py           # write flopcalc/data/activation_fit.json
+    python validation/fit_activations.py --check   # recompute, compare, write nothing
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+REPO_ROOT = HERE.parent
+FIXTURES = HERE / "fixtures" / "activations"
+OUT = REPO_ROOT / "flopcalc" / "data" / "activation_fit.json"
+
+
+def positions(fx: dict) -> int:
+    """n of a fixture, from flopcalc's own plan of that call (the same n the tool computes)."""
+    from flopcalc.api import estimate
+
+    s = fx["settings"]
+    report = estimate(fx["case"], height=s["height"], width=s["width"], num_frames=s.get("num_frames"), steps=1,
+                      resolution_binning=False)
+    comp = report.component(fx["component"], fx["call"])
+    return comp.shape["latent_height"] * comp.shape["latent_width"] * (comp.shape.get("latent_frames") or 1)
+
+
+def fit(ns: list[int], peaks: list[int]) -> list[float]:
+    x = np.array(ns, dtype=float)
+    a = np.stack([np.ones_like(x), x, x * x], axis=1)
+    coef, *_ = np.linalg.lstsq(a, np.array(peaks, dtype=float), rcond=None)
+    return [float(c) for c in coef]
+
+
+def predict(coef: list[float], n: int) -> float:
+    return coef[0] + coef[1] * n + coef[2] * n * n
+
+
+def loo_error(ns: list[int], peaks: list[int]) -> float:
+    worst = 0.0
+    for i in range(len(ns)):
+        rest = [j for j in range(len(ns)) if j != i]
+        coef = fit([ns[j] for j in rest], [peaks[j] for j in rest])
+        worst = max(worst, abs(predict(coef, ns[i]) - peaks[i]) / peaks[i])
+    return worst
+
+
+def config_key(folder: Path) -> str:
+    sys.path.insert(0, str(REPO_ROOT))
+    from flopcalc.activations import config_key as key
+
+    return key(json.loads((folder / "config.json").read_text(encoding="utf-8")))
+
+
+def build() -> dict:
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for path in sorted(FIXTURES.glob("*/*.json")):
+        fx = json.loads(path.read_text(encoding="utf-8"))
+        groups[(fx["case"], fx["component"], fx["call"], fx["attention"])].append(fx)
+    out: dict[str, dict] = {}
+    for (case, component, call, attention), fixtures in sorted(groups.items()):
+        ns = [positions(fx) for fx in fixtures]
+        peaks = [fx["peak_elements"] for fx in fixtures]
+        order = sorted(range(len(ns)), key=ns.__getitem__)
+        ns, peaks = [ns[i] for i in order], [peaks[i] for i in order]
+        folder = REPO_ROOT / "model_cards" / case / component
+        key = f"{fixtures[0]['class_name']}.{call}:{config_key(folder)}"
+        entry = out.setdefault(key, {"measured_on": f"{case}/{component}", "settings": {
+            k: v for k, v in fixtures[0]["settings"].items() if k not in ("height", "width")}})
+        entry[attention] = {"coef": fit(ns, peaks), "loo_max_rel_error": loo_error(ns, peaks),
+                            "n_range": [ns[0], ns[-1]], "points": [[n, p] for n, p in zip(ns, peaks)]}
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--check", action="store_true")
+    args = parser.parse_args(argv)
+    text = json.dumps(build(), indent=2, sort_keys=True) + "\n"
+    for key, entry in json.loads(text).items():
+        print(f"{key[:60]:60s}  math LOO {100 * entry['math']['loo_max_rel_error']:5.1f}%  "
+              f"fused LOO {100 * entry['fused']['loo_max_rel_error']:5.1f}%")
+    if args.check:
+        return 0 if OUT.exists() and OUT.read_text(encoding="utf-8") == text else 1
+    OUT.write_text(text, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,151 @@
+"""Measure the FLOPs of one training step of a real diffusers/transformers module on the meta device.
+
+The component is built from its ``config.json`` on meta (``measure.build_model``), put in ``train()``
+mode with every parameter requiring grad (full fine-tuning), and fed the same batch-1 meta inputs as
+the inference fixtures (``measure.build_inputs``; inputs do not require grad: they are data). Inside
+one ``FlopCounterMode``, the forward runs, then ``sum(t.float().sum() for t in outputs).backward()``:
+the counter's total before the backward is the forward, the rest is the backward. With
+``checkpointing=True`` the model's own ``enable_gradient_checkpointing()`` is called first, so the
+backward also counts the recomputed forward of the wrapped blocks (diffusers' default
+``torch.utils.checkpoint.checkpoint(..., use_reentrant=False)``).
+
+On meta, ``F.scaled_dot_product_attention`` runs its math decomposition, so the attention backward
+is the backward of two ``bmm``: 2 × their forward FLOPs. torch's per-module attribution is not
+reliable during backward (its module tracker mis-attributes), so only totals and per-op counts are
+recorded. This module never imports ``flopcalc``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from measure import (
+    _custom_mapping,
+    _locate,
+    _relative_dir,
+    _wrap,
+    build_inputs,
+    build_model,
+    resolve_class_name,
+    versions,
+)
+
+__all__ = ["MODES", "measure_training"]
+
+#: ``full``: all parameters trained; ``checkpointing``: the same with diffusers' gradient checkpointing;
+#: ``fused_attention``: the same with ``F.scaled_dot_product_attention`` routed to the fused
+#: ``aten._scaled_dot_product_efficient_attention`` kernel (what a GPU runs), whose backward torch's
+#: FLOP registry counts as 2.5 × its forward.
+MODES = ("full", "checkpointing", "fused_attention")
+
+
+def _efficient_sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+    """``F.scaled_dot_product_attention`` through the memory-efficient fused kernel (no mask, no causal, no GQA)."""
+    if attn_mask is not None or is_causal or enable_gqa:
+        raise NotImplementedError("fused_attention mode: masked, causal or GQA attention is not routed")
+    return torch.ops.aten._scaled_dot_product_efficient_attention(
+        query.contiguous(), key.contiguous(), value.contiguous(), None, True, dropout_p, False, scale=scale)[0]
+
+
+@contextlib.contextmanager
+def _fused_attention(enabled: bool):
+    original = torch.nn.functional.scaled_dot_product_attention
+    if enabled:
+        torch.nn.functional.scaled_dot_product_attention = _efficient_sdpa
+    try:
+        yield
+    finally:
+        torch.nn.functional.scaled_dot_product_attention = original
+
+
+def _tensors(out: Any) -> list[torch.Tensor]:
+    """The floating tensors of a model output (a tensor, a tuple/list, or a diffusers/transformers
+    output dataclass) that carry a gradient."""
+    if isinstance(out, torch.Tensor):
+        return [out] if out.requires_grad else []
+    if isinstance(out, Mapping):
+        out = list(out.values())
+    if isinstance(out, (tuple, list)):
+        return [t for item in out for t in _tensors(item)]
+    if hasattr(out, "to_tuple"):
+        return _tensors(out.to_tuple())
+    return []
+
+
+def _ops(counter: FlopCounterMode) -> dict[str, int]:
+    return {str(op): int(n) for op, n in counter.get_flop_counts().get("Global", {}).items() if n}
+
+
+def _minus(after: Mapping[str, int], before: Mapping[str, int]) -> dict[str, int]:
+    out = {op: n - before.get(op, 0) for op, n in after.items()}
+    return {op: n for op, n in out.items() if n}
+
+
+def measure_training(
+    config_dir: str | Path,
+    settings: Mapping[str, int],
+    *,
+    mode: str = "full",
+    class_name: str | None = None,
+) -> dict[str, Any]:
+    """Forward and backward FLOPs of one training step of the component in ``config_dir`` at batch 1.
+
+    ``settings`` are the pipeline-level settings of the inference harness (``height``, ``width``,
+    ``text_len``, ...). Returns the training fixture dict (see ``validation/README.md``).
+    """
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
+    config_dir = _locate(Path(config_dir))
+    named = class_name or resolve_class_name(config_dir)
+    model = build_model(config_dir, named).train()
+    for p in model.parameters():
+        p.requires_grad_(True)
+    if mode == "checkpointing":
+        model.enable_gradient_checkpointing()
+    specs, used = build_inputs(model, settings)
+    tensors = {k: None if v is None else v.make() for k, v in specs.items()}
+    wrapper, positional = _wrap(model, "forward", tensors)
+    counter = FlopCounterMode(display=False, custom_mapping=_custom_mapping())
+    with _fused_attention(mode == "fused_attention"), counter:
+        outputs = _tensors(wrapper(*positional))
+        forward_total = int(counter.get_total_flops())
+        forward_ops = _ops(counter)
+        if not outputs:
+            raise AssertionError(f"{named}: no output carries a gradient")
+        sum(t.float().sum() for t in outputs).backward()
+        total = int(counter.get_total_flops())
+        total_ops = _ops(counter)
+    return {
+        "class_name": named,
+        "built_class": type(model).__name__,
+        "component": config_dir.resolve().name,
+        "config_dir": _relative_dir(config_dir),
+        "settings": used,
+        "mode": mode,
+        "device": "meta",
+        "inputs": {k: None if t is None else list(t.shape) for k, t in tensors.items()},
+        "method": (
+            "model built from config.json under torch.device('meta'), train() mode, every parameter "
+            "requires grad, inputs (batch 1) do not; inside one FlopCounterMode(display=False): "
+            "outputs = model(**inputs), then sum(t.float().sum() for t in outputs).backward(); "
+            "forward = the count before backward(), backward = the rest"
+            + ("; model.enable_gradient_checkpointing() (diffusers: torch.utils.checkpoint, "
+               "use_reentrant=False) so the backward includes the recomputed blocks"
+               if mode == "checkpointing" else "")
+            + ("; F.scaled_dot_product_attention routed to aten._scaled_dot_product_efficient_attention (the fused "
+               "kernel; torch counts its backward as 2.5 x its forward)" if mode == "fused_attention" else
+               ". SDPA runs its math decomposition on meta (attention backward = 2 bmm per forward bmm)")
+            + "."
+        ),
+        "trainable_params": int(sum(p.numel() for p in model.parameters() if p.requires_grad)),
+        "forward": {"flops": forward_total, "by_op": forward_ops},
+        "backward": {"flops": total - forward_total, "by_op": _minus(total_ops, forward_ops)},
+        "total_flops": total,
+        "versions": versions(),
+    }

@@ -1,0 +1,63 @@
+"""The bytes a real module's weights take once loaded in a dtype, from the module built on the meta device.
+
+``loaded_bytes(model, dtype)`` walks ``named_parameters()`` (shared parameters once) and every buffer
+(``named_buffers()``), and applies the loading rules of the library the class comes from:
+
+* diffusers (``models/model_loading_utils.py:238``): every floating tensor of the state dict is cast to
+  ``torch_dtype``, except when a dotted part of its name is in the class's ``_keep_in_fp32_modules``
+  (then float32), whatever the dtype;
+* transformers (``modeling_utils.py:3842-3847``): ``_keep_in_fp32_modules`` are float32 when loading
+  float16, ``_keep_in_fp32_modules_strict`` when loading float16 or bfloat16;
+* non-persistent buffers are not in the state dict: they keep the dtype the module creates them in
+  (what the meta build shows), as do integer buffers.
+
+This module never imports ``flopcalc``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def _keep_in_fp32(model: nn.Module, dtype: str) -> set[str]:
+    import diffusers
+
+    if isinstance(model, diffusers.ModelMixin):
+        return set(type(model)._keep_in_fp32_modules or ())
+    keep: set[str] = set()
+    if dtype == "fp16":
+        keep |= set(getattr(model, "_keep_in_fp32_modules", None) or ())
+    if dtype in ("fp16", "bf16"):
+        keep |= set(getattr(model, "_keep_in_fp32_modules_strict", None) or ())
+    return keep
+
+
+def loaded_bytes(model: nn.Module, dtype: str) -> dict[str, Any]:
+    """``{"param_bytes", "buffer_bytes", "bytes", "params", "buffers": [[name, numel, dtype], ...]}``."""
+    keep = _keep_in_fp32(model, dtype)
+    size = torch.tensor([], dtype=DTYPES[dtype]).element_size()
+
+    def loaded(name: str, t: torch.Tensor) -> int:
+        if not t.is_floating_point():
+            return t.numel() * t.element_size()
+        return t.numel() * (4 if any(part in keep for part in name.split(".")) else size)
+
+    params = dict(model.named_parameters())
+    param_bytes = sum(loaded(n, p) for n, p in params.items())
+    buffers, buffer_bytes = [], 0
+    for module_name, module in model.named_modules():
+        for short, b in module._buffers.items():
+            if b is None:
+                continue
+            name = f"{module_name}.{short}" if module_name else short
+            persistent = short not in module._non_persistent_buffers_set
+            nbytes = loaded(name, b) if persistent else b.numel() * b.element_size()
+            buffers.append([name, b.numel(), str(b.dtype).removeprefix("torch."), persistent])
+            buffer_bytes += nbytes
+    return {"params": sum(p.numel() for p in params.values()), "param_bytes": param_bytes,
+            "buffer_bytes": buffer_bytes, "bytes": param_bytes + buffer_bytes, "buffers": buffers}
