@@ -101,17 +101,16 @@ def _energy(args: argparse.Namespace) -> int:
 
 
 def _energy_fit(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     import yaml
 
     from flopcalc.energy_laws.fit import calibrate
-    from flopcalc.energy_laws.predict import EnergyError
-    from flopcalc.energy_laws.records import read_csv
-
-    from pathlib import Path
-
     from flopcalc.energy_laws.mlenergy import load_model_map, read_mlenergy
-    from flopcalc.energy_laws.records import MeasurementError, is_records_csv
+    from flopcalc.energy_laws.records import MeasurementError, is_records_csv, read_csv
+    from flopcalc.output import check_writable, write_file
 
+    check_writable(args.out, "--out")
     records = []
     for name in args.file:
         if not Path(name).is_file():
@@ -124,11 +123,7 @@ def _energy_fit(args: argparse.Namespace) -> int:
             records += read_mlenergy(name, load_model_map(args.model_map), Path(args.model_map).parent)
     doc, _ = calibrate(records)
     doc = {"source": f"flopcalc energy-fit {' '.join(args.file)}", **doc}
-    try:
-        with open(args.out, "w", encoding="utf-8") as fh:
-            fh.write(yaml.safe_dump(doc, sort_keys=False, width=120))
-    except OSError as exc:
-        raise EnergyError(f"cannot write {args.out}: {exc.strerror or exc}") from None
+    write_file(args.out, yaml.safe_dump(doc, sort_keys=False, width=120), "--out")
     print(f"wrote {args.out} (default law {doc['default_law']}); leave-one-model-out abs % error, median / max:")
     for cal, c in doc["calibrations"].items():
         for law, v in c["laws"].items():
@@ -143,15 +138,12 @@ def _energy_fit(args: argparse.Namespace) -> int:
 def _energy_plot(args: argparse.Namespace) -> int:
     from flopcalc.energy_laws.plot import load_points, measured_vs_predicted
     from flopcalc.energy_laws.predict import load_coefficients
-    from flopcalc.plots import save
+    from flopcalc.output import check_writable, write_file
+    from flopcalc.plots import SUFFIXES, figure_bytes
 
-    from flopcalc.energy_laws.predict import EnergyError
-
+    check_writable(args.out, "--out", SUFFIXES)
     fig = measured_vs_predicted(load_coefficients(), load_points(), law=args.law)
-    try:
-        save(fig, args.out)
-    except OSError as exc:
-        raise EnergyError(f"cannot write {args.out}: {exc.strerror or exc}") from None
+    write_file(args.out, figure_bytes(fig, args.out), "--out", SUFFIXES)
     print(f"wrote {args.out}")
     return 0
 
