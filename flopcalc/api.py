@@ -165,10 +165,11 @@ def estimate_configs(
     for group in _same_call_groups(p.runs):
         run = group[0]
         cfg = components[run.component]
-        trees = [assemble(cfg, r.shape, component=r.component, call=r.call) for r in group]
+        loaded = loaded_class(run)
+        trees = [assemble(cfg, r.shape, component=r.component, call=r.call, class_name=loaded) for r in group]
         if run.component not in params:
             params[run.component] = component_params(cfg, component=run.component, assembled=trees[0],
-                                                     call=run.call)
+                                                     call=run.call, class_name=loaded)
         shape = {k: v for k, v in vars(run.shape).items() if v is not None}
         if len(group) == 1:
             tree, runs, why = replace(trees[0], name=run.component), run.runs, run.why
@@ -179,6 +180,13 @@ def estimate_configs(
     plan_notes = tuple(n for n in p.notes if not any(n.startswith(f"{name} is absent") for name in missing))
     return Report(model, source_kind, revision, p.pipeline, convention, p.settings, p.passes, tuple(estimates),
                   tuple(source_notes) + plan_notes)
+
+
+def loaded_class(run) -> str | None:
+    """The class a run's component is built as: the plan's (a pipeline may load another class
+    than the config names, e.g. ``Qwen3Model`` from a ``Qwen3ForCausalLM`` checkpoint), or None
+    (the config's own) where the plan could not name one."""
+    return None if run.class_name == "?" else run.class_name
 
 
 def _same_call_groups(runs) -> list[list]:

@@ -31,7 +31,7 @@ SUMMARY_FORMULAS = frozenset({
     "decoder_layer", "bert_layer", "sana_transformer_block", "qwen_image_block", "hunyuan_dit_block", "lumina2_block",
     "lumina_next_block", "efficient_vit_block", "wan_transformer_block", "ltx_video_block", "cogvideox_block",
     "hunyuan_video_token_refiner_block", "hunyuan_video_token_replace_block", "hunyuan_video_dual_stream_block",
-    "hunyuan_video_token_replace_single_block", "chroma_approximator", "feed_forward", "attention",
+    "hunyuan_video_token_replace_single_block", "chroma_approximator", "z_image_block", "feed_forward", "attention",
     # convolutional blocks and their attentions
     "resnet_block", "resnet_block_cond_norm", "kandinsky3_resnet_block", "dc_res_block", "causal_residual_block",
     "spatial_self_attention", "kandinsky3_attention_block", "kandinsky3_attention_pooling", "hunyuan_attention_pool",

@@ -1,0 +1,84 @@
+"""Qwen3 text encoders (transformers ``models/qwen3/modeling_qwen3.py``): ``Qwen3Model`` and
+``Qwen3ForCausalLM``; Z-Image's text encoder (Qwen3-4B).
+
+``ZImagePipeline._encode_prompt`` calls the model with ``output_hidden_states=True`` and keeps
+``hidden_states[-2]`` (the second-to-last layer's output): every layer still runs, and so does the
+final ``norm``, so all of them are counted. The pipeline loads ``Qwen3Model`` (its
+``model_index.json`` class) from a ``Qwen3ForCausalLM`` checkpoint: no ``lm_head``. A
+``Qwen3ForCausalLM`` built as such (a bare config) applies ``lm_head`` to every position
+(``logits_to_keep=0``): that vocabulary projection counts, its weight shared with the token
+embedding when ``tie_word_embeddings``.
+
+Per layer (``Qwen3DecoderLayer``): ``input_layernorm``, ``self_attn`` (grouped-query, head width
+``head_dim`` independent of ``hidden_size``, biases when ``attention_bias``, per-head ``q_norm`` and
+``k_norm`` RMSNorms; sliding-window layers mask the dense scores), ``post_attention_layernorm``,
+``mlp`` (``down(silu(gate(x)) · up(x))``, no biases). Block formulas:
+:mod:`flopcalc.formulas.decoder_layer`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from flopcalc.architectures.llm_encoders import _kv_heads
+from flopcalc.config import Config, count_int, positive_int
+from flopcalc.cost import Node, module_list
+from flopcalc.errors import ConfigError
+from flopcalc.formulas import ops
+from flopcalc.formulas.decoder_layer import decoder_layer, rotary_embedding
+from flopcalc.registry import RunShape, register
+
+#: ``Qwen3Config`` defaults (transformers ``models/qwen3/configuration_qwen3.py``).
+DEFAULTS = {
+    "vocab_size": 151936,
+    "hidden_size": 4096,
+    "intermediate_size": 22016,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 32,
+    "head_dim": 128,
+    "attention_bias": False,
+    "tie_word_embeddings": False,
+}
+
+
+def _bool(config: Config, key: str) -> bool:
+    value = config[key]
+    if not isinstance(value, bool):
+        raise ConfigError(f"{config.component}/config.json: {key!r} must be true or false, got {value!r}")
+    return value
+
+
+def _qwen3_model(config: Config, n: Any) -> tuple[Node, ...]:
+    """The children of ``Qwen3Model``: ``embed_tokens``, ``layers``, ``norm``, ``rotary_emb``."""
+    d = positive_int(config, "hidden_size")
+    heads, head_dim = positive_int(config, "num_attention_heads"), positive_int(config, "head_dim")
+    bias = _bool(config, "attention_bias")
+    layer = decoder_layer(tokens=n, dim=d, heads=heads, kv_heads=_kv_heads(config, heads), head_dim=head_dim,
+                          d_ff=positive_int(config, "intermediate_size"), qkv_bias=bias, out_bias=bias, qk_norm=True)
+    return (
+        Node("embed_tokens", ops.embedding(positive_int(config, "vocab_size"), d)),
+        module_list("layers", [layer] * count_int(config, "num_hidden_layers")),
+        Node("norm", ops.rms_norm(n, d)),
+        rotary_embedding("rotary_emb", n, head_dim),
+    )
+
+
+@register("Qwen3Model", role="text_encoder", defaults=DEFAULTS, source="transformers/models/qwen3/modeling_qwen3.py")
+def qwen3_model(config: Config, shape: RunShape) -> Node:
+    """``Qwen3Model`` on ``seq_len`` tokens (the padded prompt: the mask never saves work)."""
+    return Node("text_encoder", children=_qwen3_model(config, shape.seq_len), formula="qwen3_model")
+
+
+@register("Qwen3ForCausalLM", role="text_encoder", defaults=DEFAULTS,
+          source="transformers/models/qwen3/modeling_qwen3.py")
+def qwen3_for_causal_lm(config: Config, shape: RunShape) -> Node:
+    """``Qwen3ForCausalLM``: ``model`` (a :func:`qwen3_model`) and ``lm_head`` on every token."""
+    n = shape.seq_len
+    d, vocab = positive_int(config, "hidden_size"), positive_int(config, "vocab_size")
+    lm_head = ops.linear(n, d, vocab, bias=False)
+    if _bool(config, "tie_word_embeddings"):
+        lm_head = replace(lm_head, params=0)  # model.embed_tokens' weight, counted once
+    return Node("text_encoder", children=(Node("model", children=_qwen3_model(config, n)), Node("lm_head", lm_head)),
+                formula="qwen3_for_causal_lm")

@@ -1,0 +1,75 @@
+"""Z-Image pipelines (diffusers ``pipelines/z_image``)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Mapping
+
+from flopcalc.pipelines.base import (
+    Plan,
+    Settings,
+    cfg_passes,
+    check_divisible,
+    denoiser_run,
+    image_runs,
+    missing_notes,
+    register_pipeline,
+    text_runs,
+    vae_scale_factor,
+)
+
+#: ``ZImagePipeline.__call__``: ``height = height or 1024`` (likewise the width).
+DEFAULT_SIZE = 1024
+#: Z-Image-Turbo as its model card runs it: ``num_inference_steps=9``, ``guidance_scale=0.0``
+#: ("Guidance should be 0 for the Turbo models"). ``__call__``'s own defaults, 50 and 5.0, are the
+#: undistilled Z-Image's.
+TURBO_STEPS, TURBO_GUIDANCE = 9, 0.0
+
+
+@register_pipeline("ZImagePipeline", denoisers=("ZImageTransformer2DModel",))
+def z_image_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
+                     index: Mapping[str, Any] | None = None) -> Plan:
+    """``ZImagePipeline.__call__`` (diffusers ``pipelines/z_image/pipeline_z_image.py``) with
+    Z-Image-Turbo's settings by default: 1024², 9 steps (one transformer forward per timestep: 9,
+    although the model card's comment says 8), ``guidance_scale`` 0.0. Classifier-free guidance runs
+    whenever ``guidance_scale > 0`` (not > 1): the negative prompt ("" by default) is encoded too and
+    the transformer gets a doubled batch (two passes), at every step (``cfg_truncation`` 1.0, the
+    default, never cuts it off).
+
+    Text: the prompt, wrapped in Qwen3's chat template, is padded to ``max_sequence_length`` (512)
+    tokens and encoded by the text encoder (``Qwen3Model``, as ``model_index.json`` loads it: no
+    ``lm_head``); the pipeline keeps ``hidden_states[-2]`` but every layer runs. The transformer gets
+    only the prompt's real tokens; upper bound used here: a prompt filling ``max_sequence_length``
+    (a batch is padded to its longest caption anyway). Sides must divide by ``vae_scale_factor · 2``
+    (16): the pipeline raises otherwise."""
+    f = vae_scale_factor(components)
+    defaults = s.steps is None and s.guidance_scale is None
+    s = replace(
+        s,
+        height=s.height or DEFAULT_SIZE,
+        width=s.width or DEFAULT_SIZE,
+        steps=s.steps or TURBO_STEPS,
+        guidance_scale=TURBO_GUIDANCE if s.guidance_scale is None else s.guidance_scale,
+        max_sequence_length=s.max_sequence_length or 512,
+    )
+    check_divisible(s.height, s.width, f * 2, "Z-Image height and width (vae_scale_factor × 2)")
+    cfg = s.guidance_scale > 0
+    passes = cfg_passes(cfg)
+    notes = list(missing_notes(components, ["text_encoder", "transformer", "vae"]))
+    if defaults:
+        notes.append(f"Z-Image-Turbo's settings (model card): {TURBO_STEPS} steps, guidance_scale {TURBO_GUIDANCE:g}; "
+                     "ZImagePipeline's own defaults (50 steps, guidance_scale 5.0) are the undistilled model's")
+    if s.true_cfg_scale is not None:
+        notes.append("true_cfg_scale is not a ZImagePipeline option and was ignored: guidance_scale > 0 "
+                     "runs classifier-free guidance")
+    if s.negative_prompt and not cfg:
+        notes.append("the negative prompt is ignored with guidance_scale 0 (as in ZImagePipeline)")
+    runs = text_runs(components, [("text_encoder", s.max_sequence_length)], s.batch_size * passes,
+                     f"{s.batch_size} prompt(s)" + (" + negative" if cfg else ""))
+    loaded = (index or {}).get("text_encoder")
+    if isinstance(loaded, list) and len(loaded) == 2 and isinstance(loaded[1], str):
+        # DiffusionPipeline.from_pretrained builds model_index.json's class (Qwen3Model) from the checkpoint
+        runs = [replace(r, class_name=loaded[1]) for r in runs]
+    runs += denoiser_run(components, "transformer", s, f, s.max_sequence_length, passes)
+    runs += image_runs(components, s, f)
+    return Plan("ZImagePipeline", s, passes, tuple(runs), tuple(notes))
