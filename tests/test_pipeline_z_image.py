@@ -125,7 +125,8 @@ def test_block_closed_form():
         d_f, a = feed_forward_width(dim), min(dim, 256)
         for modulation in (False, True):
             cost = z_image_block(tokens=n, dim=dim, heads=heads, qk_norm=True, modulation=modulation).total
-            stated = 4 * n * dim**2 + 2 * heads * n**2 * (dim // heads) + 3 * n * dim * d_f + (4 * a * dim if modulation else 0)
+            stated = (4 * n * dim**2 + 2 * heads * n**2 * (dim // heads) + 3 * n * dim * d_f
+                      + (4 * a * dim if modulation else 0))
             assert sp.expand(cost.macs("torch") - stated) == 0
 
 

@@ -22,9 +22,8 @@ from dataclasses import replace
 from typing import Any
 
 from flopcalc.architectures.llm_encoders import _kv_heads
-from flopcalc.config import Config, count_int, positive_int
+from flopcalc.config import Config, boolean, count_int, positive_int
 from flopcalc.cost import Node, module_list
-from flopcalc.errors import ConfigError
 from flopcalc.formulas import ops
 from flopcalc.formulas.decoder_layer import decoder_layer, rotary_embedding
 from flopcalc.registry import RunShape, register
@@ -43,18 +42,11 @@ DEFAULTS = {
 }
 
 
-def _bool(config: Config, key: str) -> bool:
-    value = config[key]
-    if not isinstance(value, bool):
-        raise ConfigError(f"{config.component}/config.json: {key!r} must be true or false, got {value!r}")
-    return value
-
-
 def _qwen3_model(config: Config, n: Any) -> tuple[Node, ...]:
     """The children of ``Qwen3Model``: ``embed_tokens``, ``layers``, ``norm``, ``rotary_emb``."""
     d = positive_int(config, "hidden_size")
     heads, head_dim = positive_int(config, "num_attention_heads"), positive_int(config, "head_dim")
-    bias = _bool(config, "attention_bias")
+    bias = boolean(config, "attention_bias")
     layer = decoder_layer(tokens=n, dim=d, heads=heads, kv_heads=_kv_heads(config, heads), head_dim=head_dim,
                           d_ff=positive_int(config, "intermediate_size"), qkv_bias=bias, out_bias=bias, qk_norm=True)
     return (
@@ -78,7 +70,7 @@ def qwen3_for_causal_lm(config: Config, shape: RunShape) -> Node:
     n = shape.seq_len
     d, vocab = positive_int(config, "hidden_size"), positive_int(config, "vocab_size")
     lm_head = ops.linear(n, d, vocab, bias=False)
-    if _bool(config, "tie_word_embeddings"):
+    if boolean(config, "tie_word_embeddings"):
         lm_head = replace(lm_head, params=0)  # model.embed_tokens' weight, counted once
     return Node("text_encoder", children=(Node("model", children=_qwen3_model(config, n)), Node("lm_head", lm_head)),
                 formula="qwen3_for_causal_lm")

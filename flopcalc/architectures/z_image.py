@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flopcalc.config import Config, count_int, positive_int, positive_int_list
+from flopcalc.config import Config, boolean, count_int, positive_int, positive_int_list
 from flopcalc.cost import Node, module_list
 from flopcalc.errors import ConfigError
 from flopcalc.formulas import ops
@@ -74,9 +74,7 @@ def z_image_transformer(config: Config, shape: RunShape) -> Node:
     dim = positive_int(config, "dim")
     heads = _heads(config, dim)
     c = positive_int(config, "in_channels")
-    qk_norm = config["qk_norm"]
-    if not isinstance(qk_norm, bool):
-        raise ConfigError(f"{config.component}/config.json: 'qk_norm' must be true or false, got {qk_norm!r}")
+    qk_norm = boolean(config, "qk_norm")
     refiners = count_int(config, "n_refiner_layers")
     cap_dim = positive_int(config, "cap_feat_dim")
     n = padded_length(ops.exact_div(shape.latent_height, PATCH_SIZE) * ops.exact_div(shape.latent_width, PATCH_SIZE))
