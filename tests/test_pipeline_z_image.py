@@ -136,3 +136,12 @@ def test_symbolic_padding_is_a_ceiling():
 
     x = sp.Symbol("x", positive=True, integer=True)
     assert all(padded_length(x).subs(x, v) == padded_length(v) for v in (1, 31, 32, 33, 425))
+
+
+def test_image_to_image_encodes_the_input_and_skips_the_first_steps():
+    index, components = _configs()
+    r = estimate_configs({**index, "_class_name": "ZImageImg2ImgPipeline"}, components, Settings())
+    assert r.pipeline == "ZImageImg2ImgPipeline" and r.settings.strength == 0.6
+    # get_timesteps: t_start = int(max(9 − 9·0.6, 0)) = 3 → 6 steps run.
+    assert _runs(r) == {"text_encoder.forward": 1, "vae.encode": 1, "transformer.forward": 6, "vae.decode": 1}
+    assert r.component("vae", "encode").shape == {"height": 1024, "width": 1024}

@@ -73,3 +73,19 @@ def z_image_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
     runs += denoiser_run(components, "transformer", s, f, s.max_sequence_length, passes)
     runs += image_runs(components, s, f)
     return Plan("ZImagePipeline", s, passes, tuple(runs), tuple(notes))
+
+
+#: ``ZImageImg2ImgPipeline.__call__``'s default ``strength``.
+IMG2IMG_STRENGTH = 0.6
+
+
+@register_pipeline("ZImageImg2ImgPipeline")
+def z_image_img2img_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
+                             index: Mapping[str, Any] | None = None) -> Plan:
+    """``ZImageImg2ImgPipeline.__call__`` (``pipeline_z_image_img2img.py``): the text-to-image plan (the
+    Turbo settings by default) plus ``strength`` 0.6: the input image is VAE-encoded once per prompt and
+    only the last ``strength`` of the schedule runs (``get_timesteps``: 6 of 9 steps). The pipeline's
+    size defaults to the input image's; flopcalc takes the input image to be the output size (1024²
+    unless given)."""
+    s = replace(s, strength=IMG2IMG_STRENGTH if s.strength is None else s.strength)
+    return replace(z_image_pipeline(components, s, index=index), pipeline="ZImageImg2ImgPipeline")
