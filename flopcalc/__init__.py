@@ -3,6 +3,7 @@
 >>> import flopcalc
 >>> report = flopcalc.estimate("flux-dev", height=1024, width=1024, steps=28)
 >>> report.flops, report.to_dict()["components"][0]["component"]
+>>> flopcalc.energy("flux-dev", gpu="h100", steps=28).to_dict()["prediction"]["energy_j"]
 
 Nothing heavy is imported here: the numeric path needs neither sympy nor huggingface_hub.
 """
@@ -12,10 +13,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
-__all__ = ["estimate", "FlopcalcError", "__version__"]
+__all__ = ["estimate", "energy", "FlopcalcError", "__version__"]
 
 if TYPE_CHECKING:
     from flopcalc.api import estimate
+    from flopcalc.energy_laws.predict import energy
     from flopcalc.errors import FlopcalcError
 
 
@@ -24,6 +26,10 @@ def __getattr__(name: str) -> Any:
         from flopcalc.api import estimate
 
         return estimate
+    if name == "energy":
+        from flopcalc.energy_laws.predict import energy
+
+        return energy
     if name == "FlopcalcError":
         from flopcalc.errors import FlopcalcError
 

@@ -11,18 +11,6 @@ from flopcalc.errors import FlopcalcError
 from flopcalc.pipelines import Plan, Settings, plan
 from flopcalc.registry import assemble, component_params
 
-#: What each convention counts, said in every report.
-CONVENTION_TEXT = {
-    "torch": "multiply-accumulates of matmuls (nn.Linear), convolutions and attention (QKᵀ, A·V), "
-             "exactly as torch.utils.flop_counter.FlopCounterMode counts them; FLOPs = 2 × MACs",
-    "thop": "multiply-accumulates as thop 0.1.1 counts them: nn.Linear and nn.Conv modules plus its "
-            "nn.LayerNorm rule, no functional attention (the convention of published diffusion tables); "
-            "FLOPs = 2 × MACs",
-}
-ELEMENTWISE_TEXT = ("elementwise ops (norms, activations, softmax, upsampling; flopcalc's estimate, "
-                    "counted by neither convention)")
-
-
 @dataclass(frozen=True)
 class ComponentEstimate:
     """One component's share: ``runs`` forwards of ``macs_per_run`` each."""
@@ -134,9 +122,11 @@ def estimate(
     from flopcalc.sources import resolve
 
     source = resolve(model, revision=revision, token=token)
-    settings = Settings(height, width, steps, guidance_scale, true_cfg_scale, negative_prompt, batch_size,
-                        num_images_per_prompt, max_sequence_length, strength, resolution_binning, num_frames,
-                        vae_tiling)
+    settings = Settings(height=height, width=width, steps=steps, guidance_scale=guidance_scale,
+                        true_cfg_scale=true_cfg_scale, negative_prompt=negative_prompt, batch_size=batch_size,
+                        num_images_per_prompt=num_images_per_prompt, max_sequence_length=max_sequence_length,
+                        strength=strength, resolution_binning=resolution_binning, num_frames=num_frames,
+                        vae_tiling=vae_tiling)
     return estimate_configs(source.model_index, source.components, settings, convention=convention,
                             model=source.name, source_kind=source.kind, revision=source.revision,
                             source_notes=source.notes, missing=tuple(source.missing))
@@ -165,12 +155,11 @@ def estimate_configs(
     for group in _same_call_groups(p.runs):
         run = group[0]
         cfg = components[run.component]
-        loaded = loaded_class(run)
-        trees = [assemble(cfg, r.shape, component=r.component, call=r.call, class_name=loaded) for r in group]
+        trees = [assemble(cfg, r.shape, component=r.component, call=r.call, class_name=r.built_class) for r in group]
         if run.component not in params:
             params[run.component] = component_params(cfg, component=run.component, assembled=trees[0],
-                                                     call=run.call, class_name=loaded)
-        shape = {k: v for k, v in vars(run.shape).items() if v is not None}
+                                                     call=run.call, class_name=run.built_class)
+        shape = {k: v for k, v in vars(run.shape).items() if v is not None and k != "split"}
         if len(group) == 1:
             tree, runs, why = replace(trees[0], name=run.component), run.runs, run.why
         else:
@@ -180,13 +169,6 @@ def estimate_configs(
     plan_notes = tuple(n for n in p.notes if not any(n.startswith(f"{name} is absent") for name in missing))
     return Report(model, source_kind, revision, p.pipeline, convention, p.settings, p.passes, tuple(estimates),
                   tuple(source_notes) + plan_notes)
-
-
-def loaded_class(run) -> str | None:
-    """The class a run's component is built as: the plan's (a pipeline may load another class
-    than the config names, e.g. ``Qwen3Model`` from a ``Qwen3ForCausalLM`` checkpoint), or None
-    (the config's own) where the plan could not name one."""
-    return None if run.class_name == "?" else run.class_name
 
 
 def _same_call_groups(runs) -> list[list]:

@@ -4,15 +4,15 @@ Each card is a folder ``model_cards/<name>/`` (installed as ``flopcalc.model_car
 like the Hub repo (``model_index.json`` and one folder per component) plus ``card.yaml``
 (``name``, ``title``, ``hub_id``, ``aliases``, ...) and ``PROVENANCE.json``.
 
-This module is on the CLI's start-up path: it imports nothing heavy (no huggingface_hub), reads
-the ``card.yaml`` files once per process and matches names and aliases case-insensitively.
-YAML is only ever read with ``yaml.safe_load``.
+This module is on the CLI's start-up path: it imports nothing heavy (no huggingface_hub). The
+parsed ``card.yaml`` files come from :mod:`flopcalc.discovery`'s cached index (rebuilt when a card
+file changes), so a run that names one card neither imports YAML nor reads every card. Names and
+aliases match case-insensitively. YAML is only ever read with ``yaml.safe_load``.
 """
 
 from __future__ import annotations
 
 import functools
-import importlib.resources
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -51,24 +51,57 @@ def cards_root() -> Traversable:
     source checkout (repository root on ``sys.path``, nothing installed) the top-level
     ``model_cards/`` folder beside the ``flopcalc`` package.
     """
+    import importlib.util
+
     try:
-        return importlib.resources.files("flopcalc.model_cards")
+        spec = importlib.util.find_spec("flopcalc.model_cards")
     except ModuleNotFoundError:
+        spec = None
+    if spec is None:
         return Path(__file__).resolve().parent.parent / "model_cards"
+    for location in spec.submodule_search_locations or ():
+        if Path(location).is_dir():  # plain files (wheel or editable install): no importlib.resources needed
+            return Path(location)
+    import importlib.resources
+
+    return importlib.resources.files("flopcalc.model_cards")
+
+
+def cards_dir() -> Path | None:
+    """The cards' folder on disk, or None when the package is not installed as plain files."""
+    root = cards_root()
+    return root if isinstance(root, Path) else None
+
+
+def read_all_card_data() -> dict[str, dict[str, Any]]:
+    """Every card folder's ``card.yaml``, parsed: ``{folder: {"data": ...}}``, or ``{"error": message}``
+    for a file that is not valid YAML (said when that card is used, not before)."""
+    import json
+
+    import yaml  # deferred: only when the index is rebuilt
+
+    out: dict[str, dict[str, Any]] = {}
+    root = cards_root()
+    for entry in sorted(root.iterdir(), key=lambda e: e.name):
+        if not (entry.is_dir() and entry.joinpath(CARD_FILE).is_file()):
+            continue
+        try:
+            data = yaml.safe_load(entry.joinpath(CARD_FILE).read_text(encoding="utf-8"))
+            out[entry.name] = {"data": json.loads(json.dumps(data, default=str))}
+        except (yaml.YAMLError, UnicodeDecodeError) as exc:
+            out[entry.name] = {"error": f"is not valid YAML: {exc}"}
+    return out
 
 
 def _text(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
-def _read_card(folder: Traversable) -> Card:
-    import yaml  # deferred: only paid when a card is actually looked up
-
+def _card(folder: Traversable, parsed: Mapping[str, Any]) -> Card:
     where = f"bundled card {folder.name}/{CARD_FILE}"
-    try:
-        data = yaml.safe_load(folder.joinpath(CARD_FILE).read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{where} is not valid YAML: {exc}") from None
+    if "error" in parsed:
+        raise ConfigError(f"{where} {parsed['error']}")
+    data = parsed["data"]
     if not isinstance(data, dict) or not isinstance(data.get("name"), str) or not data["name"].strip():
         raise ConfigError(f"{where} must be a mapping with a non-empty 'name'.")
     aliases = data.get("aliases") or []
@@ -90,7 +123,13 @@ def _read_card(folder: Traversable) -> Card:
 @functools.lru_cache(maxsize=1)
 def _all_cards() -> tuple[Card, ...]:
     root = cards_root()
-    cards = [_read_card(entry) for entry in root.iterdir() if entry.is_dir() and entry.joinpath(CARD_FILE).is_file()]
+    if cards_dir() is not None:
+        from flopcalc.discovery import index
+
+        parsed = index().cards
+    else:  # not plain files (a zip): no cache
+        parsed = read_all_card_data()
+    cards = [_card(root.joinpath(folder), entry) for folder, entry in parsed.items()]
     return tuple(sorted(cards, key=lambda c: c.name.casefold()))
 
 

@@ -127,6 +127,10 @@ def _parser() -> argparse.ArgumentParser:
     _add_branch_options(r)
     r.add_argument("--convention", choices=("torch", "thop"), default="torch")
 
+    from flopcalc.cli_energy import add_parsers as add_energy_parsers
+
+    add_energy_parsers(sub)
+
     k = sub.add_parser("kaplan", help="Kaplan's C≈2N+2·n_layer·n_ctx·d_attn beside the exact text-encoder count")
     k.add_argument("model")
     k.add_argument("--revision")
@@ -136,6 +140,8 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
+        if getattr(args, "handler", None) is not None:
+            return args.handler(args)
         if args.command == "estimate":
             return _estimate(args)
         if args.command == "list":

@@ -38,14 +38,15 @@ class Config:
             )
         return value
 
+    def __contains__(self, key: object) -> bool:
+        """Whether ``key`` has a value: in the config, or a class default."""
+        return key in self.values or key in self.defaults
+
     def get(self, key: str, default: Any = None) -> Any:
         try:
             return self[key]
         except ConfigError:
             return default
-
-    def with_defaults(self, defaults: Mapping[str, Any]) -> Config:
-        return Config(self.component, self.values, defaults)
 
 
 #: Legacy class names diffusers remaps by a config value when it loads them

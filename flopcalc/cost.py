@@ -34,6 +34,23 @@ from typing import Any, Iterable, Iterator
 
 CONVENTIONS = ("torch", "thop")
 
+#: Block formulas a per-block summary stops at (transformer blocks, ResNets, attentions, samplers:
+#: the units a reader compares), declared by the modules that build them (:func:`block_kinds`).
+_BLOCK_KINDS: set[str] = set()
+
+
+def block_kinds(*formulas: str) -> frozenset[str]:
+    """Declare ``formulas`` (``Node.formula`` values) as block kinds. A formula or architecture
+    module declares the blocks it builds once, at import: a tree that holds such a node was built
+    by that module, so the declaration is in place whenever the node is summarised."""
+    _BLOCK_KINDS.update(formulas)
+    return frozenset(formulas)
+
+
+def is_block_kind(formula: str) -> bool:
+    """Whether a per-block summary stops at nodes of ``formula`` (see :func:`block_kinds`)."""
+    return formula in _BLOCK_KINDS
+
 
 @dataclass(frozen=True, slots=True)
 class Cost:

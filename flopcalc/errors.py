@@ -25,3 +25,7 @@ class ResolutionError(FlopcalcError):
 
 class SourceError(FlopcalcError):
     """The model could not be found or read (path, card, Hub repo, cache)."""
+
+
+class OptionError(FlopcalcError):
+    """A run option is out of range or does not apply to the pipeline it was given for."""

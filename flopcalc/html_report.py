@@ -5,13 +5,15 @@ plain text) and the resolution plot as inline SVG."""
 from __future__ import annotations
 
 import html
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import sympy as sp
 
-from flopcalc.api import CONVENTION_TEXT, ELEMENTWISE_TEXT, Report
-from flopcalc.report import _block_rows, _params, _settings_line
+from flopcalc.report import CONVENTION_TEXT, ELEMENTWISE_TEXT, block_rows, format_params, settings_line
 from flopcalc.symbolic import SYMBOL_TEXT, SymbolicReport
+
+if TYPE_CHECKING:
+    from flopcalc.api import Report
 
 STYLE = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 72em; color: #222; }
@@ -42,9 +44,9 @@ def _components(report: Report) -> str:
     rows = [("component", "class", "runs", "params", "GMACs/run", "TFLOPs", "share")]
     for c in report.components:
         rows.append((c.component, c.class_name + (f".{c.call}" if c.call != "forward" else ""), str(c.runs),
-                     _params(c.params), f"{c.macs_per_run / 1e9:,.2f}", f"{c.flops / 1e12:,.3f}",
+                     format_params(c.params), f"{c.macs_per_run / 1e9:,.2f}", f"{c.flops / 1e12:,.3f}",
                      f"{100 * c.macs / total if total else 0:.1f}%"))
-    rows.append(("total", "", "", _params(report.params), "", f"{report.flops / 1e12:,.3f}", "100.0%"))
+    rows.append(("total", "", "", format_params(report.params), "", f"{report.flops / 1e12:,.3f}", "100.0%"))
     return _table(rows, numeric=(2, 3, 4, 5, 6))
 
 
@@ -61,20 +63,21 @@ def _law(law: SymbolicReport) -> str:
             f"<p>As text: <code>{html.escape(sp.sstr(law.flops))}</code></p>")
 
 
-def render(reports: Sequence[Report], laws: Sequence[SymbolicReport], figure_svg: str | None) -> str:
+def render(reports: Sequence[Report], laws: Sequence[SymbolicReport], figure_svg: str | None,
+           extra_html: str = "") -> str:
     from flopcalc import __version__
 
     sections = []
     for report, law in zip(reports, laws):
         blocks = "".join(
             f"<h3>{html.escape(c.component)}{'.' + c.call if c.call != 'forward' else ''} per block (one run)</h3>"
-            + _table(_block_rows(c, depth=3), numeric=(1, 2, 3, 4))
+            + _table(block_rows(c, depth=3), numeric=(1, 2, 3, 4))
             for c in report.components
         )
         notes = "".join(f'<p class="note">note: {html.escape(n)}</p>' for n in report.notes)
         sections.append(
             f"<h2>{html.escape(report.model)} · {html.escape(report.pipeline)}</h2>"
-            f"<p>{html.escape(_settings_line(report))}</p>"
+            f"<p>{html.escape(settings_line(report))}</p>"
             f"<p><b>Total: {report.flops / 1e12:,.3f} TFLOPs</b> ({report.macs / 1e12:,.3f} TMACs), "
             f"{report.convention} convention.</p>"
             + _components(report) + notes
@@ -88,7 +91,7 @@ def render(reports: Sequence[Report], laws: Sequence[SymbolicReport], figure_svg
         f"<style>{STYLE}</style></head><body>"
         f"<h1>flopcalc report</h1><p>Counted ({convention} convention): {html.escape(CONVENTION_TEXT[convention])}. "
         f"Not in the totals: {html.escape(ELEMENTWISE_TEXT)}. flopcalc {__version__}.</p>"
-        + "".join(sections) + figure + "</body></html>\n"
+        + "".join(sections) + figure + extra_html + "</body></html>\n"
     )
 
 
@@ -107,4 +110,6 @@ def build(models: Sequence[str], *, convention: str = "torch", **settings: Any) 
         if not isinstance(exc, FlopcalcError):
             raise
         figure = f"<p class=\"note\">{html.escape(str(exc))}</p>"
-    return render(reports, laws, figure)
+    from flopcalc.energy_laws.html import section as energy_section
+
+    return render(reports, laws, figure, energy_section(reports, _table))

@@ -1,23 +1,15 @@
 """Kaplan's closed-form approximation beside the exact count, for a pipeline's text encoders
-(the Kaplan transformer layers of :mod:`flopcalc.formulas.kaplan_transformer`)."""
+(the Kaplan transformer layers of :mod:`flopcalc.formulas.kaplan_transformer`). Each text encoder
+declares the shape Kaplan's form reads where it is registered
+(``register(kaplan=KaplanShape(...))``); a model without one is refused."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from flopcalc.errors import FlopcalcError
 from flopcalc.formulas.kaplan_transformer import kaplan_forward_flops
-
-#: Per architecture: (number of layers, attention width d_attn) read from its config.
-_SHAPE = {
-    "CLIPTextModel": lambda c: (c["num_hidden_layers"], c["hidden_size"]),
-    "CLIPTextModelWithProjection": lambda c: (c["num_hidden_layers"], c["hidden_size"]),
-    "T5EncoderModel": lambda c: (c["num_layers"], c["num_heads"] * c["d_kv"]),
-    "UMT5EncoderModel": lambda c: (c["num_layers"], c["num_heads"] * c["d_kv"]),
-}
-#: Embedding tables (excluded from Kaplan's N): nodes of these names.
-_EMBEDDINGS = ("embeddings", "shared")
-
 
 @dataclass(frozen=True)
 class KaplanRow:
@@ -39,14 +31,20 @@ def kaplan_rows(model: str, *, revision: str | None = None) -> list[KaplanRow]:
 
     source = resolve(model, revision=revision)
     report = estimate(model, revision=revision)
+    encoders = [c for c in report.components if c.role == "text_encoder"]
+    if not encoders:
+        raise FlopcalcError(f"kaplan: {report.model} runs no text encoder ({report.pipeline}); Kaplan's form is "
+                            "stated here for text encoders only")
     rows = []
-    for c in report.components:
-        if c.class_name not in _SHAPE:
-            continue
+    for c in encoders:
         arch = lookup(c.class_name, component=c.component)
+        if arch.kaplan is None:
+            raise FlopcalcError(f"kaplan: {c.component} ({c.class_name}) declares no Kaplan shape (layers, attention "
+                                "width), so Kaplan's form cannot be computed for it")
         cfg: Mapping[str, Any] = Config(c.component, source.components[c.component], arch.defaults)
-        n_layer, d_attn = _SHAPE[c.class_name](cfg)
-        embedding = sum(node.total.params for path, node in c.tree.walk() if path.split(".")[-1] in _EMBEDDINGS)
+        n_layer, d_attn = arch.kaplan.layers(cfg)
+        embedding = sum(node.total.params for path, node in c.tree.walk()
+                        if path.split(".")[-1] in arch.kaplan.embeddings)
         n = c.tree.total.params - embedding
         n_ctx = c.shape["seq_len"]
         rows.append(KaplanRow(c.component, c.class_name, n_ctx, n_layer, d_attn, n,

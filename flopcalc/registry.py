@@ -24,6 +24,11 @@ class RunShape:
     ``seq_len`` tokens. VAE decode: the latent grid (a video VAE may also read ``frames``, the
     decoded frame count, where its frame batching depends on it); VAE encode: the image or video
     (``height`` × ``width``, video: × ``frames``). Image models leave the frame fields None.
+
+    ``split`` says how the call is made, where the assembler realises it (a
+    ``flopcalc.formulas.tiling.CallSplit``: temporal chunks × spatial tiles, made by the VAE's own
+    ``decode_split`` / ``encode_split``); None: the call as the component makes it by default. It
+    is how the call runs, not a size: reports do not list it among the shape's sizes.
     """
 
     latent_height: Any = None
@@ -34,9 +39,22 @@ class RunShape:
     width: Any = None
     latent_frames: Any = None
     frames: Any = None
+    split: Any = None
 
 
 Assembler = Callable[[Config, RunShape], Node]
+
+
+@dataclass(frozen=True)
+class KaplanShape:
+    """What Kaplan et al. (2020)'s ``C_fwd ≈ 2N + 2·n_layer·n_ctx·d_attn`` reads from a text
+    encoder, declared where the encoder is registered (``register(kaplan=...)``): ``layers``
+    gives ``(n_layer, d_attn)`` from the config (d_attn: the width of the queries, heads × head
+    width); ``embeddings`` names the nodes whose parameters are embeddings (token, position,
+    un-embedding) or never run (a vision tower), left out of N."""
+
+    layers: Callable[[Config], tuple[int, int]]
+    embeddings: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -49,9 +67,13 @@ class Architecture:
     source: str  # the file of the real module it mirrors
     nominal: RunShape  # a valid shape, for parameter counts (which do not depend on it)
     scale_factor: Callable[[Mapping[str, Any]], int] | None = None  # VAEs: image pixels per latent pixel
+    kaplan: KaplanShape | None = None  # text encoders where Kaplan's closed form applies
+    module: str = ""  # the module that registered it (for lazy discovery)
 
 
 _REGISTRY: dict[tuple[str, str], Architecture] = {}
+#: Class name → the defaults its calls share (what :func:`config_of` applies).
+_DEFAULTS_OF_CLASS: dict[str, Mapping[str, Any]] = {}
 #: Legacy or alias class names, resolved as diffusers resolves them.
 _ALIASES: dict[str, str] = {}
 
@@ -61,14 +83,18 @@ _NOMINAL = RunShape(latent_height=64, latent_width=64, text_len=8, seq_len=8, he
 
 def register(class_name: str, *, role: str, source: str, defaults: Mapping[str, Any], call: str = "forward",
              aliases: tuple[str, ...] = (), nominal: RunShape = _NOMINAL,
-             scale_factor: Callable[[Mapping[str, Any]], int] | None = None) -> Callable[[Assembler], Assembler]:
-    """Decorator: register ``fn`` as the assembler of ``class_name``'s ``call``."""
+             scale_factor: Callable[[Mapping[str, Any]], int] | None = None,
+             kaplan: KaplanShape | None = None) -> Callable[[Assembler], Assembler]:
+    """Decorator: register ``fn`` as the assembler of ``class_name``'s ``call`` (``kaplan``: a
+    text encoder's shape for ``flopcalc kaplan``)."""
 
     def deco(fn: Assembler) -> Assembler:
         key = (class_name, call)
         if key in _REGISTRY:
             raise RuntimeError(f"{class_name}.{call} registered twice")
-        _REGISTRY[key] = Architecture(class_name, call, fn, dict(defaults), role, source, nominal, scale_factor)
+        _REGISTRY[key] = Architecture(class_name, call, fn, dict(defaults), role, source, nominal, scale_factor,
+                                      kaplan, fn.__module__)
+        _DEFAULTS_OF_CLASS.setdefault(class_name, _REGISTRY[key].defaults)
         for alias in aliases:
             _ALIASES[alias] = class_name
         return fn
@@ -77,9 +103,13 @@ def register(class_name: str, *, role: str, source: str, defaults: Mapping[str, 
 
 
 def lookup(class_name: str | None, call: str = "forward", *, component: str = "model") -> Architecture:
-    _load()
+    _load_class(class_name)
     name = _ALIASES.get(class_name or "", class_name)
     arch = _REGISTRY.get((name or "", call))
+    if arch is None:
+        _load()  # not where the index said (or not registered at all): look everywhere before saying so
+        name = _ALIASES.get(class_name or "", class_name)
+        arch = _REGISTRY.get((name or "", call))
     if arch is None:
         known = ", ".join(sorted({k[0] for k in _REGISTRY}))
         what = f"class {class_name!r}" if class_name else "no _class_name / architectures entry"
@@ -91,9 +121,27 @@ def lookup(class_name: str | None, call: str = "forward", *, component: str = "m
     return arch
 
 
+def config_of(config_values: Mapping[str, Any], *, component: str) -> Config:
+    """A component's config seen through the class defaults its assemblers use (none for a class
+    no architecture registers): what pipeline plans read, so that a plan and the assembler
+    agree on every key the config leaves out."""
+    from flopcalc.config import class_name_of
+
+    name = class_name_of(config_values)
+    _load_class(name)
+    name = _ALIASES.get(name or "", name)
+    return Config(component, config_values, _DEFAULTS_OF_CLASS.get(name or "", {}))
+
+
 def registered() -> list[Architecture]:
     _load()
     return sorted(_REGISTRY.values(), key=lambda a: (a.role, a.class_name, a.call))
+
+
+def aliases() -> dict[str, str]:
+    """Legacy / alias class name → registered class name."""
+    _load()
+    return dict(_ALIASES)
 
 
 def assemble(config_values: Mapping[str, Any], shape: RunShape, *, component: str, call: str = "forward",
@@ -113,8 +161,8 @@ def component_params(config_values: Mapping[str, Any], *, component: str, assemb
     ``class_name``: the class the pipeline loads, where it is not the one the config names."""
     from flopcalc.config import class_name_of
 
-    _load()
     name = class_name or class_name_of(config_values)
+    _load_class(name)
     name = _ALIASES.get(name or "", name)
     archs = [arch for arch in _REGISTRY.values() if arch.class_name == name]
     if not archs:
@@ -140,5 +188,26 @@ def _params_of(arch: Architecture, config_values: Mapping[str, Any], component: 
 
 
 def _load() -> None:
-    if not _REGISTRY:
-        import flopcalc.architectures  # noqa: F401  (registers on import)
+    """Import every architecture module (each registers its classes)."""
+    if not _ALL_LOADED:
+        from flopcalc.discovery import load_everything
+
+        load_everything()
+        _ALL_LOADED.append(True)
+
+
+_ALL_LOADED: list[bool] = []
+
+
+def _load_class(class_name: str | None) -> None:
+    """Import the modules that register ``class_name`` (found through the discovery index)."""
+    if _ALL_LOADED or not class_name:
+        return
+    if any(key[0] == class_name for key in _REGISTRY) and class_name not in _ALIASES:
+        return
+    import importlib
+
+    from flopcalc.discovery import architecture_modules
+
+    for module in architecture_modules(class_name):
+        importlib.import_module(module)

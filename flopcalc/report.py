@@ -1,4 +1,4 @@
-"""Rendering a :class:`~flopcalc.estimate.Report`: a table for people, JSON (with the whole
+"""Rendering a :class:`~flopcalc.api.Report`: a table for people, JSON (with the whole
 block tree) and CSV for programs. Every output names its convention and unit."""
 
 from __future__ import annotations
@@ -6,12 +6,25 @@ from __future__ import annotations
 import csv
 import io
 import json
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
-from flopcalc.api import CONVENTION_TEXT, ELEMENTWISE_TEXT, ComponentEstimate, Report
-from flopcalc.cost import Node
+from flopcalc.cost import Node, is_block_kind
+
+if TYPE_CHECKING:  # rendering reads reports; it never imports the computation
+    from flopcalc.api import ComponentEstimate, Report
 
 FORMATS = ("table", "json", "csv")
+
+#: What each convention counts, said in every report.
+CONVENTION_TEXT = {
+    "torch": "multiply-accumulates of matmuls (nn.Linear), convolutions and attention (QKᵀ, A·V), "
+             "exactly as torch.utils.flop_counter.FlopCounterMode counts them; FLOPs = 2 × MACs",
+    "thop": "multiply-accumulates as thop 0.1.1 counts them: nn.Linear and nn.Conv modules plus its "
+            "nn.LayerNorm rule, no functional attention (the convention of published diffusion tables); "
+            "FLOPs = 2 × MACs",
+}
+ELEMENTWISE_TEXT = ("elementwise ops (norms, activations, softmax, upsampling; flopcalc's estimate, "
+                    "counted by neither convention)")
 
 
 def render(report: Report, fmt: str = "table", *, per_block: bool = False, depth: int = 4) -> str:
@@ -24,34 +37,15 @@ def render(report: Report, fmt: str = "table", *, per_block: bool = False, depth
     raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
 
 
-#: Block formulas a summary stops at: the units a reader compares (ResNets vs attentions vs samplers).
-SUMMARY_FORMULAS = frozenset({
-    # transformer blocks
-    "mmdit_joint_block", "single_stream_block", "cross_attention_block", "spatial_transformer", "kaplan_transformer",
-    "decoder_layer", "bert_layer", "sana_transformer_block", "qwen_image_block", "hunyuan_dit_block", "lumina2_block",
-    "lumina_next_block", "efficient_vit_block", "wan_transformer_block", "ltx_video_block", "cogvideox_block",
-    "hunyuan_video_token_refiner_block", "hunyuan_video_token_replace_block", "hunyuan_video_dual_stream_block",
-    "hunyuan_video_token_replace_single_block", "chroma_approximator", "z_image_block", "feed_forward", "attention",
-    # convolutional blocks and their attentions
-    "resnet_block", "resnet_block_cond_norm", "kandinsky3_resnet_block", "dc_res_block", "causal_residual_block",
-    "spatial_self_attention", "kandinsky3_attention_block", "kandinsky3_attention_pooling", "hunyuan_attention_pool",
-    "pixel_attention", "causal_vae_attention", "ltx_resnet_block", "cogvideox_resnet_block",
-    "hunyuan_video_vae_resnet", "hunyuan_video_vae_attention",
-    # samplers
-    "downsample", "upsample", "dc_down_block", "dc_up_block", "causal_vae_downsample", "causal_vae_upsample",
-    "ltx_downsampler", "ltx_upsampler", "hunyuan_video_vae_downsample", "hunyuan_video_vae_upsample",
-    "cogvideox_downsampler", "cogvideox_upsampler",
-})
-
-
 def by_block_kind(tree: Node, convention: str) -> list[tuple[str, int, int]]:
     """``(formula, instances, MACs)`` per block kind of one run, largest first; work outside
-    every listed block is ``other``. The rows add up to the component's total."""
+    every declared block kind (:func:`flopcalc.cost.block_kinds`) is ``other``. The rows add up
+    to the component's total."""
     acc: dict[str, list[int]] = {}
 
     def visit(node: Node, k: int) -> None:
         k *= node.count
-        if node.formula in SUMMARY_FORMULAS:
+        if is_block_kind(node.formula):
             entry = acc.setdefault(node.formula, [0, 0])
             entry[0] += k
             entry[1] += k * node.per_item.macs(convention)
@@ -83,7 +77,7 @@ def report_dict(report: Report, *, per_block: bool = True) -> dict[str, Any]:
         "convention": report.convention,
         "counted": CONVENTION_TEXT[report.convention],
         "unit": "MACs (multiply-accumulates); flops = 2 × macs",
-        "settings": {k: v for k, v in vars(report.settings).items()},
+        "settings": report.settings.options(),
         "guidance_passes": report.passes,
         "components": [_component_dict(c, total, per_block) for c in report.components],
         "total": {"macs": total, "flops": report.flops, "params": report.params,
@@ -134,14 +128,14 @@ def _node_dict(node: Node, convention: str) -> dict[str, Any]:
 # --------------------------------------------------------------------------- table
 
 
-def _params(n: int) -> str:
+def format_params(n: int) -> str:
     for unit, scale in (("B", 10**9), ("M", 10**6), ("K", 10**3)):
         if n >= scale:
             return f"{n / scale:.2f}{unit}"
     return str(n)
 
 
-def _settings_line(report: Report) -> str:
+def settings_line(report: Report) -> str:
     s = report.settings
     parts = []
     if s.height and s.width:
@@ -169,10 +163,10 @@ def table(report: Report, *, per_block: bool = False, depth: int = 4) -> str:
     rows = [("component", "class", "runs", "params", "GMACs/run", "TFLOPs", "share")]
     for c in report.components:
         cls = c.class_name + (f".{c.call}" if c.call != "forward" else "")
-        rows.append((c.component, cls, str(c.runs), _params(c.params), f"{c.macs_per_run / 1e9:,.2f}",
+        rows.append((c.component, cls, str(c.runs), format_params(c.params), f"{c.macs_per_run / 1e9:,.2f}",
                      f"{c.flops / 1e12:,.3f}", f"{100 * c.macs / total if total else 0:.1f}%"))
-    rows.append(("total", "", "", _params(report.params), "", f"{report.flops / 1e12:,.3f}", "100.0%"))
-    lines = [head, _settings_line(report), ""] + _columns(rows, right=(2, 3, 4, 5, 6), rule_before_last=True)
+    rows.append(("total", "", "", format_params(report.params), "", f"{report.flops / 1e12:,.3f}", "100.0%"))
+    lines = [head, settings_line(report), ""] + _columns(rows, right=(2, 3, 4, 5, 6), rule_before_last=True)
     lines.append(f"elementwise (not in the total): {report.elementwise / 1e12:,.3f} T ops")
     lines.append("")
     lines.append(f"counted ({report.convention} convention): {CONVENTION_TEXT[report.convention]}.")
@@ -184,7 +178,7 @@ def table(report: Report, *, per_block: bool = False, depth: int = 4) -> str:
         for c in report.components:
             lines += ["", f"{c.component}{'.' + c.call if c.call != 'forward' else ''} per block "
                           f"(one run; GMACs; attn = share of attention MACs):"]
-            lines += _columns(_block_rows(c, depth), right=(1, 2, 3, 4))
+            lines += _columns(block_rows(c, depth), right=(1, 2, 3, 4))
             whole = c.macs_per_run or 1
             lines.append("by block kind: " + ", ".join(
                 f"{f} ×{n} {100 * m / whole:.1f}%" if f != "other" else f"other {100 * m / whole:.1f}%"
@@ -192,7 +186,7 @@ def table(report: Report, *, per_block: bool = False, depth: int = 4) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _block_rows(c: ComponentEstimate, depth: int) -> list[tuple[str, ...]]:
+def block_rows(c: ComponentEstimate, depth: int) -> list[tuple[str, ...]]:
     rows = [("module", "×", "GMACs", "share", "attn", "block")]
     whole = c.macs_per_run or 1
     for path, level, node in _walk(c.tree, depth):
@@ -261,7 +255,7 @@ def compare_dict(reports: list[Report]) -> dict[str, Any]:
             {
                 "model": r.model,
                 "pipeline": r.pipeline,
-                "settings": {k: v for k, v in vars(r.settings).items()},
+                "settings": r.settings.options(),
                 "guidance_passes": r.passes,
                 "params": r.params,
                 "flops": r.flops,
@@ -283,7 +277,7 @@ def compare_table(reports: list[Report]) -> str:
         ("pipeline", *[r.pipeline for r in reports]),
         ("size", *[f"{r.settings.height}×{r.settings.width}" for r in reports]),
         ("steps × passes", *[f"{r.settings.steps} × {r.passes}" for r in reports]),
-        ("params", *[_params(r.params) for r in reports]),
+        ("params", *[format_params(r.params) for r in reports]),
         ("text encoders TFLOPs", *[t(_role_flops(r, "text_encoder")) for r in reports]),
         ("denoiser TFLOPs", *[t(_role_flops(r, "denoiser")) for r in reports]),
         ("VAE TFLOPs", *[t(_role_flops(r, "vae_decoder") + _role_flops(r, "vae_encoder")) for r in reports]),

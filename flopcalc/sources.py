@@ -76,10 +76,6 @@ class ModelSource:
     skipped: Mapping[str, str] = field(default_factory=dict)
 
     @property
-    def is_pipeline(self) -> bool:
-        return self.model_index is not None
-
-    @property
     def notes(self) -> tuple[str, ...]:
         """What the source could not give, for the report: missing configs, skipped entries."""
         return tuple(

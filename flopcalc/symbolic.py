@@ -18,14 +18,13 @@ Only this module (and the CLI commands that use it) import sympy.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
-from typing import Any, Mapping
+from typing import Any
 
 import sympy as sp
 
-from flopcalc.api import CONVENTION_TEXT, loaded_class
 from flopcalc.cost import CONVENTIONS, Cost
 from flopcalc.errors import FlopcalcError
-from flopcalc.pipelines import Settings, plan
+from flopcalc.pipelines import Counting, Settings, plan
 from flopcalc.registry import RunShape, assemble
 
 H, W, S, P, B, L, F = sp.symbols("H W S P B L F", positive=True, integer=True)
@@ -142,7 +141,6 @@ def symbolic_estimate(
     """The FLOP law of one generation with ``model``: total and per component, as sympy
     expressions in H, W, S, P, B, L. ``settings`` (as for :func:`flopcalc.estimate`) pick the
     branch the law is stated for (guidance on or off, image-to-image, …)."""
-    from flopcalc.pipelines import base
     from flopcalc.sources import resolve
 
     if convention not in CONVENTIONS:
@@ -153,17 +151,12 @@ def symbolic_estimate(
         notes.append("resolution binning is off in a symbolic law (the size is used as given)")
     settings["resolution_binning"] = False
     numeric = plan(source.model_index, source.components, Settings(**settings))
-    tracked = _tracked(numeric.settings)
-    base._PASSES_SYMBOL.append(P)
-    try:
-        symbolic_plan = plan(source.model_index, source.components, tracked)
-    finally:
-        base._PASSES_SYMBOL.clear()
+    symbolic_plan = plan(source.model_index, source.components, _tracked(numeric.settings))
     comps = []
     for run in symbolic_plan.runs:
         shape = RunShape(**{f.name: expr_of(getattr(run.shape, f.name)) for f in fields(RunShape)})
         tree = assemble(source.components[run.component], shape, component=run.component, call=run.call,
-                        class_name=loaded_class(run))
+                        class_name=run.built_class)
         comps.append(SymbolicComponent(run.component, run.class_name, run.call, run.role,
                                        sp.sympify(expr_of(run.runs)), tree.total, convention))
     report = SymbolicReport(source.name, numeric.pipeline, convention, numeric.settings, int(numeric.passes),
@@ -172,8 +165,13 @@ def symbolic_estimate(
     return replace(report, symbols=tuple(k for k in SYMBOL_TEXT if k in used))
 
 
+#: How a symbolic plan counts: in tracked integers, guidance passes as ``P``.
+SYMBOLIC = Counting(symbolic=True, passes=lambda n: Tracked(n, P))
+
+
 def _tracked(s: Settings) -> Settings:
-    values: dict[str, Any] = {"height": Tracked(s.height, H), "width": Tracked(s.width, W),
+    """The settings on tracked integers, counted symbolically (:data:`SYMBOLIC`)."""
+    values: dict[str, Any] = {"counting": SYMBOLIC, "height": Tracked(s.height, H), "width": Tracked(s.width, W),
                               "steps": Tracked(s.steps, S), "batch_size": Tracked(s.batch_size, B)}
     if s.max_sequence_length is not None:
         values["max_sequence_length"] = Tracked(s.max_sequence_length, L)
@@ -205,9 +203,5 @@ def structure(component: SymbolicComponent) -> list[Term]:
     return [Term(kind, sp.expand(expr)) for kind, expr in parts if sp.expand(expr) != 0]
 
 
-def describe() -> Mapping[str, str]:
-    return dict(SYMBOL_TEXT)
-
-
 __all__ = ["symbolic_estimate", "SymbolicReport", "SymbolicComponent", "Tracked", "structure", "H", "W", "S", "P",
-           "B", "L", "F", "CONVENTION_TEXT"]
+           "B", "L", "F"]

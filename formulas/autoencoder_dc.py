@@ -44,9 +44,12 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from flopcalc.cost import Cost, Node, module_list
+from flopcalc.cost import Cost, Node, block_kinds, module_list
 from flopcalc.formulas import ops
 from flopcalc.formulas.sana import glumb_conv, linear_attention, quadratic_relu_attention
+
+#: Block kinds this module builds: a per-block summary stops at them.
+BLOCK_KINDS = block_kinds("efficient_vit_block", "dc_res_block", "dc_down_block", "dc_up_block")
 
 #: ``get_normalization`` kinds that run on the NCHW maps of the DC-AE (a LayerNorm would act on W).
 NORM_TYPES = ("rms_norm", "batch_norm")

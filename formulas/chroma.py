@@ -23,9 +23,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from flopcalc.cost import Node, module_list
+from flopcalc.cost import Node, block_kinds, module_list
 from flopcalc.formulas import ops
 from flopcalc.formulas.conditioning import mlp_embedder
+
+#: Block kinds this module builds: a per-block summary stops at them.
+BLOCK_KINDS = block_kinds("chroma_approximator")
 
 
 def chroma_approximator(name: str, *, vectors: Any, in_dim: int, hidden_dim: int, out_dim: int,

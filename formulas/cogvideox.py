@@ -22,9 +22,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from flopcalc.cost import Node
+from flopcalc.cost import Node, block_kinds
 from flopcalc.formulas import ops
 from flopcalc.formulas.transformer_parts import attention_module, feed_forward
+
+#: Block kinds this module builds: a per-block summary stops at them.
+BLOCK_KINDS = block_kinds("cogvideox_block")
 
 #: ``FeedForward(activation_fn=...)`` (``attention.py``): ``net.0.proj`` of ``geglu`` (``GEGLU``) and
 #: ``swiglu`` (``SwiGLU``) projects to 2f (value and gate); the others (``GELU``, ``ApproximateGELU``,

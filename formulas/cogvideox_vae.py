@@ -24,7 +24,8 @@ The up/down blocks with ``compress_time`` are the first ``log2(temporal_compress
 
 **Tiles** (``enable_tiling()``; off by default): ``tiled_decode`` / ``tiled_encode`` cut the
 latent (the video) into overlapping tiles and run the whole frame-batched call on each: a tiled
-call costs the untiled call on every tile (:func:`tiles`), overlaps counted in full.
+call costs the untiled call on every tile (:func:`tiles`; how a call is split:
+``AutoencoderKLCogVideoX``'s ``decode_split`` / ``encode_split``), overlaps counted in full.
 
 **Causal convolutions.** ``CogVideoXCausalConv3d`` pads time with :math:`k_t - 1` cached (or
 repeated first) frames and holds a ``CogVideoXSafeConv3d`` (an ``nn.Conv3d`` subclass that splits
@@ -42,8 +43,12 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any, Sequence
 
-from flopcalc.cost import Cost, Node, module_list
+from flopcalc.cost import Cost, Node, block_kinds, module_list
 from flopcalc.formulas import ops
+from flopcalc.formulas.tiling import extents
+
+#: Block kinds this module builds: a per-block summary stops at them.
+BLOCK_KINDS = block_kinds("cogvideox_resnet_block", "cogvideox_downsampler", "cogvideox_upsampler")
 
 #: ``AutoencoderKLCogVideoX.__init__``: ``num_latent_frames_batch_size`` and
 #: ``num_sample_frames_batch_size`` (frames per decoder / encoder call).
@@ -258,17 +263,20 @@ def encoder_positions(frames: Any, height: Any, width: Any, levels: int, tempora
 # --------------------------------------------------------------------------- tiles
 
 
-def _tile_starts(size: int, stride: int) -> range:
+def tile_stride(tile: int, overlap: float) -> int:
+    """``int(tile · (1 − overlap))``: every how many rows (columns) ``tiled_decode`` / ``tiled_encode``
+    start a tile."""
+    stride = int(tile * (1 - overlap))
     if stride <= 0:
         raise ValueError(f"a tile stride of {stride}: the tile is too small for its overlap")
-    return range(0, size, stride)
+    return stride
 
 
 def tiles(height: int, width: int, tile_h: int, tile_w: int, overlap_h: float,
           overlap_w: float) -> list[tuple[int, int]]:
     """``tiled_decode`` / ``tiled_encode``: tiles start every ``int(tile · (1 − overlap))`` rows
-    and columns and take ``tile`` of them (fewer at the edge): the ``(h, w)`` of each."""
-    stride_h = int(tile_h * (1 - overlap_h))
-    stride_w = int(tile_w * (1 - overlap_w))
-    return [(min(tile_h, height - i), min(tile_w, width - j))
-            for i in _tile_starts(height, stride_h) for j in _tile_starts(width, stride_w)]
+    and columns and take ``tile`` of them (fewer at the edge, ``formulas/tiling.py``): the ``(h, w)``
+    of each, in order."""
+    rows = extents(height, tile_h, tile_stride(tile_h, overlap_h))
+    cols = extents(width, tile_w, tile_stride(tile_w, overlap_w))
+    return [(h, w) for h in rows for w in cols]

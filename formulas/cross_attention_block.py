@@ -22,10 +22,13 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from flopcalc.cost import Node
+from flopcalc.cost import Node, block_kinds
 from flopcalc.formulas import ops
 from flopcalc.formulas.conditioning import ada_layer_norm_zero, mlp_embedder
 from flopcalc.formulas.transformer_parts import attention_module, cross_attention, feed_forward
+
+#: Block kinds this module builds: a per-block summary stops at them.
+BLOCK_KINDS = block_kinds("cross_attention_block")
 
 
 def timestep_label_embedding(name: str, dim: int, num_classes: int) -> Node:

@@ -37,8 +37,11 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from flopcalc.cost import Cost, Node
+from flopcalc.cost import Cost, Node, block_kinds
 from flopcalc.formulas import ops
+
+#: Block kinds this module builds: a per-block summary stops at them.
+BLOCK_KINDS = block_kinds("decoder_layer", "bert_layer")
 
 #: Elementwise ops per attention score for logit soft-capping: divide, tanh, multiply.
 SOFTCAP_OPS = 3

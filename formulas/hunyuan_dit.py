@@ -44,7 +44,10 @@ from flopcalc.formulas import ops
 from flopcalc.formulas.conditioning import mlp_embedder
 from flopcalc.formulas.transformer_parts import attention_module, feed_forward
 
-from flopcalc.cost import Node
+from flopcalc.cost import Node, block_kinds
+
+#: Block kinds this module builds: a per-block summary stops at them.
+BLOCK_KINDS = block_kinds("hunyuan_dit_block", "hunyuan_attention_pool")
 
 #: ``HunyuanDiTAttentionPool(..., num_heads=8)`` in ``HunyuanCombinedTimestepTextSizeStyleEmbedding``.
 POOL_HEADS = 8

@@ -39,11 +39,17 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from flopcalc.cost import Node
+from flopcalc.cost import Node, block_kinds
 from flopcalc.formulas import ops
 from flopcalc.formulas.conditioning import ada_layer_norm_zero
 from flopcalc.formulas.single_stream_block import single_stream_block
 from flopcalc.formulas.transformer_parts import attention_module, feed_forward
+
+#: Block kinds this module builds: a per-block summary stops at them.
+BLOCK_KINDS = block_kinds(
+    "hunyuan_video_token_refiner_block", "hunyuan_video_token_replace_block", "hunyuan_video_dual_stream_block",
+    "hunyuan_video_token_replace_single_block",
+)
 
 #: ``HunyuanVideoTokenRefiner`` builds its blocks with its own ``mlp_ratio`` default (4.0).
 REFINER_MLP_RATIO = 4.0

@@ -17,7 +17,9 @@ decodes with ``use_framewise_decoding`` on and ``use_tiling`` off by default:
   decoded in full (overlaps counted in full), inside every temporal chunk.
 
 A chunk of ``t`` frames is a ``(t, h, w)`` call; :func:`sum_calls` adds the trees of all calls
-(work × calls, parameters once). :func:`tiles` gives the (size, calls) list along one axis.
+(work × calls, parameters once). Which chunks and tiles a call makes is its ``CallSplit``
+(``formulas/tiling.py``: ``slices`` gives the (size, calls) list along one axis), made by
+``AutoencoderKLHunyuanVideo``'s ``decode_split`` / ``encode_split``.
 
 **Causal convolutions** (``HunyuanVideoCausalConv3d``): replicate padding (``k − 1`` frames in
 front, ``k // 2`` pixels on each side), then a plain ``nn.Conv3d`` (``.conv``, which thop counts):
@@ -45,19 +47,22 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
-from flopcalc.cost import Node, total_of
+from flopcalc.cost import Node, block_kinds, total_of
 from flopcalc.formulas import ops
+from flopcalc.formulas.tiling import Slices
+from flopcalc.formulas.tiling import slices as tiles  # noqa: F401  (the slicing rule, by its old name here)
+
+#: Block kinds this module builds: a per-block summary stops at them.
+BLOCK_KINDS = block_kinds(
+    "hunyuan_video_vae_resnet", "hunyuan_video_vae_attention", "hunyuan_video_vae_downsample",
+    "hunyuan_video_vae_upsample",
+)
 
 #: ``AutoencoderKLHunyuanVideo.__init__``: tile and chunk sizes in sample pixels / frames.
 TILE_SAMPLE_MIN_SIZE = 256
 TILE_SAMPLE_STRIDE = 192
 TILE_SAMPLE_MIN_FRAMES = 16
 TILE_SAMPLE_STRIDE_FRAMES = 12
-
-Tiles = tuple[tuple[Any, Any], ...]  # ((size, calls), ...)
-
-
-# --------------------------------------------------------------------------- chunks and tiles
 
 
 def floor_div(a: Any, b: int) -> Any:
@@ -69,24 +74,7 @@ def floor_div(a: Any, b: int) -> Any:
     return sp.floor(a / b)
 
 
-def tiles(size: Any, window: int, stride: int) -> Tiles:
-    r"""Sizes of the slices ``x[i : i + window]`` for ``i`` in ``range(0, size, stride)`` (each
-    ``min(window, size − i)``), as ``((size, calls), …)``.
-
-    Symbolic ``size`` (a law): :math:`n = \lceil S/s \rceil` slices, the last :math:`\ell = S - s(n-1)`
-    long, the one before :math:`\min(w, \ell + s)`, the other :math:`n - 2` full; exact whenever
-    there are at least two slices (the chunked branch: more frames than one chunk holds)."""
-    if isinstance(size, int):
-        counts: dict[int, int] = {}
-        for i in range(0, size, stride):
-            n = min(window, size - i)
-            counts[n] = counts.get(n, 0) + 1
-        return tuple(sorted(counts.items(), reverse=True))
-    import sympy as sp  # symbolic path only
-
-    n = sp.floor((size + stride - 1) / stride)
-    last = size - stride * (n - 1)
-    return ((window, n - 2), (sp.Min(window, last + stride), 1), (last, 1))
+# --------------------------------------------------------------------------- summing the calls
 
 
 def sum_calls(calls: Sequence[tuple[Node, Any]]) -> Node:
@@ -104,11 +92,6 @@ def sum_calls(calls: Sequence[tuple[Node, Any]]) -> Node:
         children.append(sum_calls(parts))
     return Node(first.name, replace(cost, params=first.cost.params), tuple(children), first.count, first.span,
                 first.formula)
-
-
-def without_params(node: Node) -> Node:
-    """``node`` with no parameters anywhere (a second call of the same modules)."""
-    return replace(node, cost=replace(node.cost, params=0), children=tuple(without_params(c) for c in node.children))
 
 
 # --------------------------------------------------------------------------- structure
@@ -264,7 +247,7 @@ def encoder(s: VaeStructure, frames: Any, height: Any, width: Any) -> tuple[Node
 
 
 @lru_cache(maxsize=256)
-def decode_call(s: VaeStructure, frames: Tiles, rows: Tiles, cols: Tiles) -> Node:
+def decode_call(s: VaeStructure, frames: Slices, rows: Slices, cols: Slices) -> Node:
     """``post_quant_conv`` + ``decoder`` on every chunk (temporal ``frames`` × spatial ``rows`` ×
     ``cols`` tiles), summed."""
     z = s.latent_channels
@@ -279,7 +262,7 @@ def decode_call(s: VaeStructure, frames: Tiles, rows: Tiles, cols: Tiles) -> Nod
 
 
 @lru_cache(maxsize=256)
-def encode_call(s: VaeStructure, frames: Tiles, rows: Tiles, cols: Tiles) -> Node:
+def encode_call(s: VaeStructure, frames: Slices, rows: Slices, cols: Slices) -> Node:
     """``encoder`` + ``quant_conv`` on every chunk, summed."""
     z2 = 2 * s.latent_channels
     calls = []

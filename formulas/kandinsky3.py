@@ -31,8 +31,11 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any, Sequence
 
-from flopcalc.cost import Cost, Node, module_list
+from flopcalc.cost import Cost, Node, block_kinds, module_list
 from flopcalc.formulas import ops
+
+#: Block kinds this module builds: a per-block summary stops at them.
+BLOCK_KINDS = block_kinds("kandinsky3_resnet_block", "kandinsky3_attention_block", "kandinsky3_attention_pooling")
 
 #: ``Kandinsky3UNet.__init__`` fixes these (the "TODO: put into config" constants of the real class).
 EXPANSION_RATIO = 4

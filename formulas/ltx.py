@@ -55,7 +55,12 @@ from typing import Any
 from flopcalc.formulas import ops
 from flopcalc.formulas.conditioning import mlp_embedder
 
-from flopcalc.cost import Node, module_list
+from flopcalc.cost import Node, block_kinds, module_list
+
+#: Block kinds this module builds: a per-block summary stops at them.
+BLOCK_KINDS = block_kinds(
+    "ltx_video_block", "feed_forward", "attention", "ltx_resnet_block", "ltx_downsampler", "ltx_upsampler",
+)
 
 #: ``FeedForward`` activations whose projection emits value and gate (``GEGLU``, ``SwiGLU``).
 GATED_ACTIVATIONS = ("geglu", "swiglu")

@@ -42,8 +42,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from flopcalc.cost import Cost, Node
+from flopcalc.cost import Cost, Node, block_kinds
 from flopcalc.formulas import ops
+
+#: Block kinds this module builds: a per-block summary stops at them.
+BLOCK_KINDS = block_kinds("lumina2_block", "lumina_next_block")
 
 
 def lumina_ffn_inner(inner_dim: int, multiple_of: int, ffn_dim_multiplier: float | None) -> int:

@@ -30,10 +30,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from flopcalc.cost import Node
+from flopcalc.cost import Node, block_kinds
 from flopcalc.formulas import ops
 from flopcalc.formulas.conditioning import ada_layer_norm_continuous, ada_layer_norm_zero, pruned_ada_layer_norm
 from flopcalc.formulas.transformer_parts import attention_module, feed_forward
+
+#: Block kinds this module builds: a per-block summary stops at them.
+BLOCK_KINDS = block_kinds("mmdit_joint_block")
 
 
 def mmdit_joint_block(

@@ -26,9 +26,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from flopcalc.cost import Node
+from flopcalc.cost import Node, block_kinds
 from flopcalc.formulas import ops
 from flopcalc.formulas.transformer_parts import attention_module, feed_forward
+
+#: Block kinds this module builds: a per-block summary stops at them.
+BLOCK_KINDS = block_kinds("qwen_image_block")
 
 
 def modulation(name: str, dim: int, rows: Any = 1) -> Node:

@@ -18,8 +18,11 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from flopcalc.cost import Node
+from flopcalc.cost import Node, block_kinds
 from flopcalc.formulas import ops
+
+#: Block kinds this module builds: a per-block summary stops at them.
+BLOCK_KINDS = block_kinds("resnet_block", "spatial_self_attention")
 
 
 @lru_cache(maxsize=4096)  # nodes are immutable; a VAE or UNet repeats the same few blocks

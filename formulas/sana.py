@@ -37,9 +37,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from flopcalc.cost import Cost, Node
+from flopcalc.cost import Cost, Node, block_kinds
 from flopcalc.formulas import ops
 from flopcalc.formulas.transformer_parts import cross_attention
+
+#: Block kinds this module builds: a per-block summary stops at them.
+BLOCK_KINDS = block_kinds("sana_transformer_block")
 
 #: Elementwise ops per (token, channel) of linear attention: ReLU on q and k, the divide.
 LINEAR_ATTENTION_ELEMENTWISE = 3

@@ -25,10 +25,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from flopcalc.cost import Node
+from flopcalc.cost import Node, block_kinds
 from flopcalc.formulas import ops
 from flopcalc.formulas.conditioning import ada_layer_norm_zero, pruned_ada_layer_norm
 from flopcalc.formulas.transformer_parts import attention_module
+
+#: Block kinds this module builds: a per-block summary stops at them.
+BLOCK_KINDS = block_kinds("single_stream_block")
 
 
 def single_stream_block(*, dim: int, heads: int, head_dim: int, tokens: Any, mlp_ratio: float = 4.0,

@@ -19,8 +19,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from flopcalc.cost import Cost, Node
+from flopcalc.cost import Cost, Node, block_kinds
 from flopcalc.formulas import ops
+
+#: Block kinds this module builds: a per-block summary stops at them.
+BLOCK_KINDS = block_kinds("feed_forward", "attention")
 
 
 def qk_norm_cost(kind: str | None, vectors: Any, head_dim: int) -> Cost:

@@ -23,10 +23,13 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any, Sequence
 
-from flopcalc.cost import Node, module_list
+from flopcalc.cost import Node, block_kinds, module_list
 from flopcalc.formulas import ops
 from flopcalc.formulas.cross_attention_block import cross_attention_block
 from flopcalc.formulas.resnet_block import resnet_block
+
+#: Block kinds this module builds: a per-block summary stops at them.
+BLOCK_KINDS = block_kinds("spatial_transformer", "downsample", "upsample")
 
 
 @lru_cache(maxsize=1024)  # nodes are immutable; a UNet repeats the same few transformers

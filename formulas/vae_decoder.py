@@ -22,9 +22,12 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from flopcalc.cost import Node, module_list
+from flopcalc.cost import Node, block_kinds, module_list
 from flopcalc.formulas import ops
 from flopcalc.formulas.resnet_block import resnet_block, spatial_self_attention
+
+#: Block kinds this module builds: a per-block summary stops at them.
+BLOCK_KINDS = block_kinds("downsample", "upsample")
 
 
 def mid_block(channels: int, height: Any, width: Any, *, add_attention: bool) -> Node:

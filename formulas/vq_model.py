@@ -26,10 +26,13 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any, Sequence
 
-from flopcalc.cost import Node, module_list
+from flopcalc.cost import Node, block_kinds, module_list
 from flopcalc.formulas import ops
 from flopcalc.formulas.resnet_block import resnet_block
 from flopcalc.formulas.unet_blocks import downsample
+
+#: Block kinds this module builds: a per-block summary stops at them.
+BLOCK_KINDS = block_kinds("resnet_block_cond_norm", "pixel_attention", "upsample")
 
 ATTENTION_UP = "AttnUpDecoderBlock2D"
 PLAIN_UP = "UpDecoderBlock2D"

@@ -28,10 +28,13 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from flopcalc.cost import Node
+from flopcalc.cost import Node, block_kinds
 from flopcalc.formulas import ops
 from flopcalc.formulas.conditioning import mlp_embedder
 from flopcalc.formulas.transformer_parts import feed_forward
+
+#: Block kinds this module builds: a per-block summary stops at them.
+BLOCK_KINDS = block_kinds("wan_transformer_block")
 
 
 def wan_attention(name: str, *, tokens: Any, context_tokens: Any, dim: int, heads: int, head_dim: int) -> Node:

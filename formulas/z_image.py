@@ -25,9 +25,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from flopcalc.cost import Node
+from flopcalc.cost import Node, block_kinds
 from flopcalc.formulas import ops
 from flopcalc.formulas.decoder_layer import gated_mlp, gqa_self_attention
+
+#: Block kinds this module builds: a per-block summary stops at them.
+BLOCK_KINDS = block_kinds("z_image_block")
 
 #: ``transformer_z_image.SEQ_MULTI_OF``: every sequence is padded to a multiple of this.
 SEQ_MULTI_OF = 32

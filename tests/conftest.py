@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import os
 import random
+import tempfile
 
 import pytest
+
+# The discovery index of the session (and of the CLI subprocesses it starts) lives in a folder of its
+# own, not in the user's cache.
+os.environ.setdefault("FLOPCALC_CACHE_DIR", tempfile.mkdtemp(prefix="flopcalc-test-cache-"))
 
 #: One seed for every randomized live test of the session; ``FLOPCALC_SEED=N`` replays a run.
 SEED = int(os.environ.get("FLOPCALC_SEED", random.SystemRandom().randrange(2**31)))

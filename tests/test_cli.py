@@ -119,3 +119,39 @@ def test_single_config_and_folder_inputs(tmp_path):
     assert "denoiser only" in res.stdout and "FluxTransformer2DModel" in res.stdout
     res = run("estimate", str(REPO / "model_cards/sd3-medium"), "--format", "json")
     assert json.loads(res.stdout)["source"] == "folder"
+
+
+@pytest.mark.parametrize("model, encoder", [("sana-600m-512", "Gemma2Model"),
+                                            ("qwen-image", "Qwen2_5_VLForConditionalGeneration"),
+                                            ("hunyuandit", "BertModel"), ("hunyuanvideo", "LlamaModel")])
+def test_kaplan_computes_every_encoder_that_declares_its_shape(model, encoder):
+    res = run("kaplan", model)
+    assert res.returncode == 0, res.stderr
+    assert encoder in res.stdout and "Kaplan/exact" in res.stdout
+
+
+def test_kaplan_refuses_a_model_without_a_text_encoder():
+    _assert_user_error(run("kaplan", str(REPO / "model_cards" / "sd1.5" / "vae")), "kaplan", "no text encoder")
+
+
+@pytest.mark.parametrize("args, words", [
+    (("sdxl-base", "--num-frames", "81"), ("--num-frames", "StableDiffusionXLPipeline", "images, not videos")),
+    (("sd1.5", "--max-sequence-length", "100"), ("--max-sequence-length", "StableDiffusionPipeline")),
+    (("sd1.5", "--true-cfg-scale", "4", "--negative-prompt"), ("--true-cfg-scale", "StableDiffusionPipeline")),
+    (("sdxl-base", "--vae-tiling"), ("--vae-tiling", "StableDiffusionXLPipeline", "tiled decode")),
+    (("wan2.1-t2v-1.3b", "--true-cfg-scale", "3"), ("--true-cfg-scale", "WanPipeline")),
+    (("sd1.5", "--guidance-scale", "nan"), ("guidance_scale", "finite")),
+    (("sd1.5", "--guidance-scale", "inf"), ("guidance_scale", "finite")),
+    (("sd1.5", "--guidance-scale", "-1"), ("guidance_scale", ">= 0")),
+    (("flux-dev", "--true-cfg-scale", "nan"), ("true_cfg_scale", "finite")),
+])
+def test_an_option_a_pipeline_does_not_apply_is_refused(args, words):
+    _assert_user_error(run("estimate", *args), *words)
+
+
+@pytest.mark.parametrize("config, args, words", [
+    ("vae", ("--num-frames", "81"), ("--num-frames", "a VAE given alone")),
+    ("text_encoder", ("--steps", "3"), ("--steps", "a text encoder given alone", "--max-sequence-length")),
+])
+def test_an_option_a_component_given_alone_does_not_apply_is_refused(config, args, words):
+    _assert_user_error(run("estimate", str(REPO / "model_cards" / "sd1.5" / config), *args), *words)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 import flopcalc
@@ -216,3 +218,62 @@ def test_pixart_sigma_defaults(tmp_path):
     r = flopcalc.estimate(_variant(tmp_path, "pixart-alpha-1024", "PixArtSigmaPipeline"))
     assert r.settings.max_sequence_length == 300
     assert r.component("transformer").shape["text_len"] == 300
+
+
+def test_every_pipeline_declares_only_known_options_and_refuses_the_rest_in_one_place():
+    from flopcalc.pipelines import base
+    from flopcalc.pipelines.base import COMMON_OPTIONS, OPTIONAL, Settings
+
+    base._load()
+    option_fields = set(Settings().options())
+    assert COMMON_OPTIONS | set(OPTIONAL) == option_fields  # every option is common or declared per pipeline
+    for name in base._PIPELINES:
+        assert base.pipeline_options(name) <= set(OPTIONAL)
+    # a denoiser given alone runs under its pipeline and is refused the same way
+    with pytest.raises(FlopcalcError, match="--num-frames does not apply to StableDiffusionPipeline"):
+        flopcalc.estimate(str(Path(__file__).resolve().parent.parent / "model_cards" / "sd1.5" / "unet"), num_frames=9)
+
+
+def test_image_to_image_variants_apply_the_options_of_their_base_pipeline():
+    from flopcalc.pipelines.base import pipeline_options
+
+    assert pipeline_options("FluxImg2ImgPipeline") == pipeline_options("FluxPipeline") == {"true_cfg_scale",
+                                                                                          "max_sequence_length"}
+    assert pipeline_options("StableDiffusionImg2ImgPipeline") == frozenset()
+
+
+def test_register_pipeline_refuses_a_second_registration():
+    from flopcalc.pipelines.base import register_pipeline
+
+    with pytest.raises(RuntimeError, match="registered twice"):
+        register_pipeline("StableDiffusionPipeline")(lambda components, s, index=None: None)
+
+
+def test_settings_are_keyword_only():
+    from flopcalc.pipelines import Settings
+
+    with pytest.raises(TypeError):
+        Settings(512, 512)  # type: ignore[misc]
+
+
+def test_plans_import_neither_the_symbolic_path_nor_the_report():
+    """Imports run one way: plans know nothing of symbolic laws (they ask ``Settings.counting``),
+    and rendering imports none of the computation."""
+    import subprocess
+    import sys
+
+    code = ("import sys, flopcalc.pipelines as p; p.base._load(); import flopcalc.report; "
+            "print(sorted(m for m in ('flopcalc.api', 'flopcalc.symbolic', 'sympy') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+def test_no_plan_inspects_the_type_of_its_numbers():
+    """A plan asks ``s.symbolic`` (the counting the symbolic path declares), never ``type(x)``."""
+    import re
+
+    import flopcalc.pipelines as package
+
+    for path in Path(package.__file__).parent.glob("*.py"):
+        assert not re.search(r"\btype\([^)]*\) is (not )?int\b", path.read_text()), path.name

@@ -10,7 +10,7 @@ import pytest
 
 import flopcalc
 from flopcalc.api import estimate_configs
-from flopcalc.errors import ConfigError, FlopcalcError, ResolutionError
+from flopcalc.errors import ConfigError, FlopcalcError, OptionError, ResolutionError
 from flopcalc.pipelines import Settings
 from flopcalc.sources import resolve
 
@@ -54,9 +54,10 @@ def test_guidance_off_is_one_pass_and_no_negative_prompt():
     assert any("negative prompt is ignored" in n for n in r.notes)
 
 
-def test_true_cfg_scale_is_not_a_chroma_option():
-    r = _plan(Settings(true_cfg_scale=4.0))
-    assert r.passes == 2 and any("true_cfg_scale is not a ChromaPipeline option" in n for n in r.notes)
+@pytest.mark.parametrize("pipeline", ["ChromaPipeline", "ChromaImg2ImgPipeline"])
+def test_true_cfg_scale_is_refused_guidance_scale_runs_cfg(pipeline):
+    with pytest.raises(OptionError, match=f"--true-cfg-scale does not apply to {pipeline}: .*guidance_scale > 1"):
+        _plan(Settings(true_cfg_scale=4.0), index_class=pipeline)
 
 
 def test_batch_and_images_per_prompt():

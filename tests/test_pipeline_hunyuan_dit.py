@@ -168,3 +168,16 @@ def test_attention_pool_closed_form():
     cost = hunyuan_attention_pool("pooler", tokens=s, dim=dd, out_dim=p).cost
     assert sp.expand(cost.macs("torch") - (dd**2 + 2 * (s + 1) * dd**2 + 2 * (s + 1) * dd + dd * p)) == 0
     assert cost.macs("thop") == 0
+
+
+def test_the_plan_reads_the_transformers_class_defaults_not_its_own():
+    """The plan sees the config with the class defaults the assembler uses: HunyuanDiT2DModel has
+    no patch size (``None``), so a config without one is refused instead of assumed 2."""
+    components = _components()
+    components["transformer"] = {k: v for k, v in components["transformer"].items() if k != "patch_size"}
+    with pytest.raises(ConfigError, match="patch_size"):
+        plan(json.loads((CARD / "model_index.json").read_text()), components, Settings())
+    del components["transformer"]["sample_size"]  # the class default, 32 (× 8 = 256²), as the assembler reads it
+    components["transformer"]["patch_size"] = 2
+    p = plan(json.loads((CARD / "model_index.json").read_text()), components, Settings(resolution_binning=False))
+    assert (p.settings.height, p.settings.width) == (256, 256)

@@ -217,7 +217,14 @@ def test_untiled_and_short_clip_laws(f):
     assert law.at(**{**law.representative(), "H": 512, "W": 768, "F": f}) == flopcalc.estimate(
         "hunyuanvideo", height=512, width=768, num_frames=f, vae_tiling=False).flops
     short = _law(num_frames=9)  # 3 latent frames: the default decodes them in one pass
-    assert any(c.call == "decode_untiled" for c in short.components)
+    import sympy as sp
+
+    def decode_law(law):
+        (decode,) = [c for c in law.components if c.call == "decode"]
+        return decode.macs_per_run
+
+    assert not decode_law(short).has(sp.floor)  # one pass: no chunk count in the law
+    assert decode_law(_law()).has(sp.floor)  # 33 latent frames: chunked
     if f <= 13:
         assert short.at(**{**short.representative(), "F": f}) == flopcalc.estimate(
             "hunyuanvideo", num_frames=f).flops

@@ -10,7 +10,7 @@ import pytest
 
 import flopcalc
 from flopcalc.api import estimate_configs
-from flopcalc.errors import ConfigError, ResolutionError
+from flopcalc.errors import ConfigError, OptionError, ResolutionError
 from flopcalc.pipelines import Settings
 from flopcalc.sources import resolve
 
@@ -28,10 +28,10 @@ def _runs(report) -> dict[str, int]:
     return {f"{c.component}.{c.call}": c.runs for c in report.components}
 
 
-def _plan(settings: Settings, **overrides):
+def _plan(settings: Settings, *, index_class: str = "ZImagePipeline", **overrides):
     index, components = _configs()
     components = {k: {**v, **overrides.get(k, {})} for k, v in components.items()}
-    return estimate_configs(index, components, settings)
+    return estimate_configs({**index, "_class_name": index_class}, components, settings)
 
 
 def test_defaults_are_the_turbo_model_card_settings_one_pass():
@@ -57,6 +57,17 @@ def test_any_positive_guidance_runs_cfg_on_a_doubled_batch_with_the_negative_pro
 def test_negative_prompt_without_guidance_is_ignored():
     r = _plan(Settings(negative_prompt=True))
     assert r.passes == 1 and any("negative prompt is ignored" in n for n in r.notes)
+
+
+@pytest.mark.parametrize("pipeline", ["ZImagePipeline", "ZImageImg2ImgPipeline"])
+def test_true_cfg_scale_is_refused_guidance_scale_runs_cfg(pipeline):
+    with pytest.raises(OptionError, match=f"--true-cfg-scale does not apply to {pipeline}: .*guidance_scale > 0"):
+        _plan(Settings(true_cfg_scale=4.0), index_class=pipeline)
+
+
+def test_max_sequence_length_sets_the_encoder_and_caption_lengths():
+    r = _plan(Settings(max_sequence_length=128))
+    assert r.component("text_encoder").shape == {"seq_len": 128} and r.component("transformer").shape["text_len"] == 128
 
 
 def test_batch_and_images_per_prompt():
@@ -139,8 +150,7 @@ def test_symbolic_padding_is_a_ceiling():
 
 
 def test_image_to_image_encodes_the_input_and_skips_the_first_steps():
-    index, components = _configs()
-    r = estimate_configs({**index, "_class_name": "ZImageImg2ImgPipeline"}, components, Settings())
+    r = _plan(Settings(), index_class="ZImageImg2ImgPipeline")
     assert r.pipeline == "ZImageImg2ImgPipeline" and r.settings.strength == 0.6
     # get_timesteps: t_start = int(max(9 − 9·0.6, 0)) = 3 → 6 steps run.
     assert _runs(r) == {"text_encoder.forward": 1, "vae.encode": 1, "transformer.forward": 6, "vae.decode": 1}

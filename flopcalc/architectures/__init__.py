@@ -1,18 +1,6 @@
 """Architecture assemblers: config → tree of block formulas, one module per model family.
 
-Each module registers its classes with :func:`flopcalc.registry.register` when imported;
-:func:`load_all` imports every module of this package (the registry calls it on first use).
+Each module registers its classes with :func:`flopcalc.registry.register` when imported. Nothing
+here imports them: the registry imports the module a class needs on first use (through
+:mod:`flopcalc.discovery`'s index), or all of them when asked for the full list.
 """
-
-from __future__ import annotations
-
-import importlib
-import pkgutil
-
-
-def load_all() -> None:
-    for info in pkgutil.iter_modules(__path__):
-        importlib.import_module(f"{__name__}.{info.name}")
-
-
-load_all()

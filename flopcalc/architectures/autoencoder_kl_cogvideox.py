@@ -12,7 +12,8 @@ on batches of 8 frames (``quant_conv`` after, when ``use_quant_conv``), tiled li
 Shapes: decode reads ``latent_frames`` (1 when absent: an image), ``latent_height``/``width`` and,
 for symbolic laws, ``frames`` (the decoded frame count, which fixes the parity of the frame batches);
 encode reads ``frames`` (1 when absent), ``height``, ``width``. A tiled call is the untiled call on
-every tile (the pipeline plans one run per tile shape: :func:`decode_tiles`, :func:`encode_tiles`).
+every tile: :func:`decode_split` / :func:`encode_split` say how a call is split
+(``formulas/tiling.py``), and the pipeline plans one run per tile shape.
 Parameters of the whole model are the sum over the two calls (decode: decoder and
 ``post_quant_conv``; encode: encoder and ``quant_conv``).
 """
@@ -32,6 +33,7 @@ from flopcalc.config import (
 from flopcalc.cost import Node
 from flopcalc.errors import ConfigError, ResolutionError
 from flopcalc.formulas import cogvideox_vae as vae
+from flopcalc.formulas.tiling import CallSplit, slices
 from flopcalc.registry import RunShape, register
 
 #: ``AutoencoderKLCogVideoX.__init__`` keyword defaults.
@@ -94,25 +96,29 @@ def _tile_sizes(values: Mapping[str, Any]) -> tuple[int, int]:
     return _get(values, "sample_height") // 2, _get(values, "sample_width") // 2
 
 
-def decode_tiles(values: Mapping[str, Any], latent_h: int, latent_w: int) -> list[tuple[int, int]] | None:
-    """With ``enable_tiling()``: the latent ``(h, w)`` of every tile ``tiled_decode`` decodes (each
-    through the whole frame-batched decoder), or None when ``_decode`` does not tile (the latent is
-    within ``tile_latent_min_height × tile_latent_min_width``)."""
+def _split(height: int, width: int, tile_h: int, tile_w: int, tiling: bool) -> CallSplit:
+    """``tiled_decode`` / ``tiled_encode`` when ``use_tiling`` and a side exceeds its tile (tiles every
+    ``int(tile · (1 − tile_overlap_factor))``), else the whole call."""
+    if not (tiling and (width > tile_w or height > tile_h)):
+        return CallSplit.of(None, height, width)
+    return CallSplit(None, slices(height, tile_h, vae.tile_stride(tile_h, vae.TILE_OVERLAP_HEIGHT)),
+                     slices(width, tile_w, vae.tile_stride(tile_w, vae.TILE_OVERLAP_WIDTH)))
+
+
+def decode_split(values: Mapping[str, Any], latent_h: int, latent_w: int, tiling: bool) -> CallSplit:
+    """How ``vae.decode`` runs: with ``enable_tiling()``, ``tiled_decode`` on latent tiles of
+    ``tile_latent_min_height × tile_latent_min_width`` (the sample tile over the scale factor), each
+    through the whole frame-batched decoder, when the latent exceeds one; else one call (the frames are
+    never split into independent calls: the frame batches share a conv cache, in the decoder's formula)."""
     sample_h, sample_w = _tile_sizes(values)
     f = scale_factor(values)
-    tile_h, tile_w = int(sample_h / f), int(sample_w / f)
-    if not (latent_w > tile_w or latent_h > tile_h):
-        return None
-    return vae.tiles(latent_h, latent_w, tile_h, tile_w, vae.TILE_OVERLAP_HEIGHT, vae.TILE_OVERLAP_WIDTH)
+    return _split(latent_h, latent_w, int(sample_h / f), int(sample_w / f), tiling)
 
 
-def encode_tiles(values: Mapping[str, Any], height: int, width: int) -> list[tuple[int, int]] | None:
-    """With ``enable_tiling()``: the pixel ``(h, w)`` of every tile ``tiled_encode`` encodes, or None
-    when ``_encode`` does not tile."""
-    tile_h, tile_w = _tile_sizes(values)
-    if not (width > tile_w or height > tile_h):
-        return None
-    return vae.tiles(height, width, tile_h, tile_w, vae.TILE_OVERLAP_HEIGHT, vae.TILE_OVERLAP_WIDTH)
+def encode_split(values: Mapping[str, Any], height: int, width: int, tiling: bool) -> CallSplit:
+    """How ``vae.encode`` runs: with ``enable_tiling()``, ``tiled_encode`` on pixel tiles of
+    ``tile_sample_min_height × tile_sample_min_width`` when the video exceeds one; else one call."""
+    return _split(height, width, *_tile_sizes(values), tiling)
 
 
 def _structure(config: Config) -> dict[str, Any]:

@@ -4,22 +4,23 @@ HunyuanVideo's causal 3-D VAE: 8× spatial (``spatial_compression_ratio``), 4× 
 ``formulas/hunyuan_video_vae.py``.
 
 ``decode`` / ``encode`` are ``vae.decode(z)`` / ``vae.encode(x)``. How they run is set on the model,
-not in its config, so the run shape says it (:class:`HunyuanVideoVaeShape`, which the
-pipeline plan fills from ``Settings.vae_tiling``):
+not in its config (``use_framewise_decoding`` / ``use_framewise_encoding``, ``use_tiling``), so the
+run shape says it (:class:`HunyuanVideoVaeShape`, which the pipeline plan fills from
+``Settings.vae_tiling``):
 
 * ``framewise=True, tiling=False`` (a plain :class:`RunShape` too): the model's defaults, as
-  ``HunyuanVideoPipeline`` runs it: ``use_framewise_decoding`` / ``use_framewise_encoding`` on
-  (overlapping temporal chunks: 5 latent frames every 3 when there are more than 4; 17 frames every
-  12 when there are more than 16), ``use_tiling`` off;
+  ``HunyuanVideoPipeline`` runs it: overlapping temporal chunks (5 latent frames every 3 when there
+  are more than 4; 17 frames every 12 when there are more than 16), no spatial tiles;
 * ``framewise=False, tiling=False``: both off: one pass over the whole latent / video;
 * ``framewise=True, tiling=True``: after ``vae.enable_tiling()`` (the diffusers docs' example):
   temporal chunks and, within each, overlapping 256-pixel tiles every 192 pixels when a side is
   larger than 256 pixels (32 latent pixels every 24 for the decoder); overlaps counted in full.
 
-A symbolic law's shapes are plain :class:`RunShape` s (the extra fields do not reach it), so the
-one-pass runs have calls of their own for laws, ``decode_untiled`` / ``encode_untiled``: the same
-modules, no parameters of their own (a component's parameters are the sum over its calls:
-``decode`` holds ``post_quant_conv`` and the decoder's, ``encode`` the encoder's and ``quant_conv``'s).
+:func:`decode_split` / :func:`encode_split` turn a mode and a size into the call's
+:class:`~flopcalc.formulas.tiling.CallSplit` (chunks × tiles, ``formulas/tiling.py``). The plan puts
+it on the run shape (``RunShape.split``): it takes the one-pass or the chunked branch at its sizes,
+also for a symbolic law, whose chunk counts are then exact ``floor`` / ``Min`` terms in ``F``; the
+assemblers sum every piece into one tree (``decode_call`` / ``encode_call``).
 """
 
 from __future__ import annotations
@@ -42,13 +43,11 @@ from flopcalc.formulas.hunyuan_video_vae import (
     TILE_SAMPLE_MIN_SIZE,
     TILE_SAMPLE_STRIDE,
     TILE_SAMPLE_STRIDE_FRAMES,
-    Tiles,
     VaeStructure,
     decode_call,
     encode_call,
-    tiles,
-    without_params,
 )
+from flopcalc.formulas.tiling import CallSplit, Slices, slices, tiled_or_whole, whole
 from flopcalc.registry import RunShape, register
 
 CLASS = "AutoencoderKLHunyuanVideo"
@@ -74,8 +73,9 @@ NOMINAL = RunShape(latent_height=8, latent_width=8, latent_frames=1, height=64, 
 
 @dataclass(frozen=True)
 class HunyuanVideoVaeShape(RunShape):
-    """A VAE run shape that also says how the model runs: ``use_framewise_decoding`` /
-    ``use_framewise_encoding`` (``framewise``) and ``use_tiling`` (``tiling``)."""
+    """A VAE run shape that also says how the model's switches are set: ``use_framewise_decoding`` /
+    ``use_framewise_encoding`` (``framewise``) and ``use_tiling`` (``tiling``), as reports show them;
+    ``split`` (the plan's :func:`decode_split` / :func:`encode_split`) is what they make of this call."""
 
     framewise: bool = True
     tiling: bool = False
@@ -115,74 +115,64 @@ def structure(config: Config) -> VaeStructure:
         mid_attention=bool(config["mid_block_add_attention"]), spatial_ratio=spatial, temporal_ratio=temporal)
 
 
-def chunked(frames: Any, limit: int, framewise: bool) -> bool:
-    """Whether ``_decode`` / ``_encode`` take the temporal-chunk path: framewise and more than
-    ``limit`` frames. A symbolic frame count is taken as chunked: the pipeline plan picks the
-    ``_untiled`` call for clips short enough to run in one pass."""
-    return framewise and (not isinstance(frames, int) or frames > limit)
+def _chunks(frames: Any, limit: int, window: int, stride: int, framewise: bool) -> Slices:
+    """``_decode`` / ``_encode``: the temporal-chunk path (``_temporal_tiled_decode`` /
+    ``_temporal_tiled_encode``: ``window`` frames every ``stride``) when framewise and more than
+    ``limit`` frames, else one pass. The branch is taken at the frame count's value (a symbolic plan's
+    tracked int: at its representative value); a bare symbolic count is taken as chunked."""
+    if framewise and (not isinstance(frames, int) or frames > limit):
+        return slices(frames, window, stride)
+    return whole(frames)
 
 
-def _spatial(size: Any, other: Any, tile: int, stride: int, tiling: bool) -> Tiles:
-    """Tiles along one side: ``tiled_decode`` / ``tiled_encode`` run when tiling is on and either
-    side exceeds the tile."""
-    if not tiling:
-        return ((size, 1),)
-    if not (isinstance(size, int) and isinstance(other, int)):
+def _spatial(height: Any, width: Any, tile: int, stride: int, tiling: bool) -> tuple[Slices, Slices]:
+    """Rows and columns: ``tiled_decode`` / ``tiled_encode`` run when tiling is on and either side
+    exceeds the tile."""
+    if tiling and not (isinstance(height, int) and isinstance(width, int)):
         raise FlopcalcError("the spatially tiled HunyuanVideo VAE (vae_tiling=True) has no single law in H and W "
                             "(its tile count and sizes step with the size); estimate it numerically")
-    if size > tile or other > tile:
-        return tiles(size, tile, stride)
-    return ((size, 1),)
+    return tiled_or_whole(height, width, tile, tile, stride, stride, tiling)
 
 
-def _decode(config: Config, shape: RunShape, framewise: bool, tiling: bool) -> Node:
-    s = structure(config)
-    frames = 1 if shape.latent_frames is None else shape.latent_frames
-    limit = TILE_SAMPLE_MIN_FRAMES // s.temporal_ratio
-    if chunked(frames, limit, framewise):
-        temporal = tiles(frames, limit + 1, TILE_SAMPLE_STRIDE_FRAMES // s.temporal_ratio)
-    else:
-        temporal = ((frames, 1),)
-    tile, stride = TILE_SAMPLE_MIN_SIZE // s.spatial_ratio, TILE_SAMPLE_STRIDE // s.spatial_ratio
-    h, w = shape.latent_height, shape.latent_width
-    return decode_call(s, temporal, _spatial(h, w, tile, stride, tiling), _spatial(w, h, tile, stride, tiling))
+def decode_split(values: Mapping[str, Any], latent_frames: Any, latent_height: Any, latent_width: Any,
+                 framewise: bool = True, tiling: bool = False) -> CallSplit:
+    """How ``vae.decode`` runs on a latent: chunks of ``16 // r_t + 1`` latent frames every
+    ``12 // r_t`` (more than ``16 // r_t`` frames, framewise), tiles of ``256 // r_s`` latent pixels
+    every ``192 // r_s`` (tiling)."""
+    r_t, r_s = temporal_factor(values), scale_factor(values)
+    limit = TILE_SAMPLE_MIN_FRAMES // r_t
+    frames = _chunks(latent_frames, limit, limit + 1, TILE_SAMPLE_STRIDE_FRAMES // r_t, framewise)
+    return CallSplit(frames, *_spatial(latent_height, latent_width, TILE_SAMPLE_MIN_SIZE // r_s,
+                                       TILE_SAMPLE_STRIDE // r_s, tiling))
 
 
-def _encode(config: Config, shape: RunShape, framewise: bool, tiling: bool) -> Node:
-    s = structure(config)
-    frames = 1 if shape.frames is None else shape.frames
-    if chunked(frames, TILE_SAMPLE_MIN_FRAMES, framewise):
-        temporal = tiles(frames, TILE_SAMPLE_MIN_FRAMES + 1, TILE_SAMPLE_STRIDE_FRAMES)
-    else:
-        temporal = ((frames, 1),)
-    h, w = shape.height, shape.width
-    return encode_call(s, temporal, _spatial(h, w, TILE_SAMPLE_MIN_SIZE, TILE_SAMPLE_STRIDE, tiling),
-                       _spatial(w, h, TILE_SAMPLE_MIN_SIZE, TILE_SAMPLE_STRIDE, tiling))
+def encode_split(values: Mapping[str, Any], frames: Any, height: Any, width: Any, framewise: bool = True,
+                 tiling: bool = False) -> CallSplit:
+    """How ``vae.encode`` runs on a video: chunks of 17 frames every 12 (more than 16, framewise),
+    256-pixel tiles every 192 (tiling)."""
+    chunks = _chunks(frames, TILE_SAMPLE_MIN_FRAMES, TILE_SAMPLE_MIN_FRAMES + 1, TILE_SAMPLE_STRIDE_FRAMES,
+                     framewise)
+    return CallSplit(chunks, *_spatial(height, width, TILE_SAMPLE_MIN_SIZE, TILE_SAMPLE_STRIDE, tiling))
 
 
 @register(CLASS, call="decode", role="vae", defaults=DEFAULTS, source=SOURCE, scale_factor=scale_factor,
           nominal=NOMINAL)
 def autoencoder_kl_hunyuan_video_decode(config: Config, shape: RunShape) -> Node:
-    """``vae.decode(z)`` as the shape's mode says (default: temporal chunks, untiled)."""
-    return _decode(config, shape, *mode_of(shape))
+    """``vae.decode(z)`` split as ``shape.split`` says (else as the shape's mode says; default:
+    temporal chunks, untiled)."""
+    s = structure(config)
+    frames = 1 if shape.latent_frames is None else shape.latent_frames
+    split = shape.split or decode_split(config.values, frames, shape.latent_height, shape.latent_width,
+                                        *mode_of(shape))
+    return decode_call(s, split.frames, split.rows, split.cols)
 
 
 @register(CLASS, call="encode", role="vae", defaults=DEFAULTS, source=SOURCE, scale_factor=scale_factor,
           nominal=NOMINAL)
 def autoencoder_kl_hunyuan_video_encode(config: Config, shape: RunShape) -> Node:
-    """``vae.encode(x)`` as the shape's mode says (default: temporal chunks, untiled)."""
-    return _encode(config, shape, *mode_of(shape))
-
-
-@register(CLASS, call="decode_untiled", role="vae", defaults=DEFAULTS, source=SOURCE, scale_factor=scale_factor,
-          nominal=NOMINAL)
-def autoencoder_kl_hunyuan_video_decode_untiled(config: Config, shape: RunShape) -> Node:
-    """``vae.decode(z)`` in one pass (no chunks, no tiles), for symbolic laws; parameters: ``decode``'s."""
-    return without_params(_decode(config, shape, False, False))
-
-
-@register(CLASS, call="encode_untiled", role="vae", defaults=DEFAULTS, source=SOURCE, scale_factor=scale_factor,
-          nominal=NOMINAL)
-def autoencoder_kl_hunyuan_video_encode_untiled(config: Config, shape: RunShape) -> Node:
-    """``vae.encode(x)`` in one pass, for symbolic laws; parameters: ``encode``'s."""
-    return without_params(_encode(config, shape, False, False))
+    """``vae.encode(x)`` split as ``shape.split`` says (else as the shape's mode says; default:
+    temporal chunks, untiled)."""
+    s = structure(config)
+    frames = 1 if shape.frames is None else shape.frames
+    split = shape.split or encode_split(config.values, frames, shape.height, shape.width, *mode_of(shape))
+    return encode_call(s, split.frames, split.rows, split.cols)

@@ -7,7 +7,9 @@ decoder once over all ``T`` latent frames (``use_framewise_decoding`` and ``use_
 default and ``LTXPipeline`` turns neither on) and yields ``8(T − 1) + 1`` frames of ``32h × 32w``.
 With ``timestep_conditioning`` the pipeline passes ``decode_timestep`` and the decoder's timestep
 embedders run. A spatially tiled decode (``vae.enable_tiling()``) is the same decoder on each
-overlapping tile: the pipeline plan (``flopcalc/pipelines/ltx.py``) lists one run per tile shape.
+overlapping tile: :func:`decode_split` / :func:`encode_split` say how a call is split
+(``formulas/tiling.py``), and the pipeline plan (``flopcalc/pipelines/ltx.py``) lists one run per tile
+shape.
 
 ``encode`` is ``vae.encode(x)`` on one video ``(F, H, W)``: the causal encoder (``encoder_causal``),
 ``(F − 1)/8 + 1`` latent frames of ``H/32 × W/32`` for the card. There is no quant / post-quant
@@ -25,6 +27,7 @@ from flopcalc.config import Config, positive_int
 from flopcalc.cost import Node
 from flopcalc.errors import ConfigError
 from flopcalc.formulas.ltx import ltx_decoder, ltx_encoder
+from flopcalc.formulas.tiling import CallSplit, tiled_or_whole
 from flopcalc.registry import RunShape, register
 
 #: ``AutoencoderKLLTXVideo.__init__`` keyword defaults (autoencoder_kl_ltx.py, diffusers 0.42.1).
@@ -57,6 +60,33 @@ SOURCE = "diffusers/models/autoencoders/autoencoder_kl_ltx.py"
 #: A shape every config can run, for parameter counts (which do not depend on it): one frame (no
 #: temporal downsampler needs more) of 4096² pixels (divides by any patch × spatial downsampling).
 NOMINAL = RunShape(latent_height=2, latent_width=2, latent_frames=2, height=4096, width=4096, frames=1)
+
+
+#: ``AutoencoderKLLTXVideo.__init__``: ``tile_sample_min_height/width`` 512 and
+#: ``tile_sample_stride_height/width`` 448 (pixels), what ``vae.enable_tiling()`` keeps by default.
+TILE_SAMPLE, TILE_STRIDE = 512, 448
+
+
+def tile_grid(height: int, width: int, tile: int, stride: int) -> dict[tuple[int, int], int]:
+    """``(tile height, tile width) → count`` over the overlapping tile grid ``tiled_decode`` /
+    ``tiled_encode`` cut; one untiled call when both sides fit in one tile (the VAE's condition)."""
+    return CallSplit(None, *tiled_or_whole(height, width, tile, tile, stride, stride, True)).tiles()
+
+
+def decode_split(values: Mapping[str, Any], latent_height: int, latent_width: int, tiling: bool) -> CallSplit:
+    """How ``vae.decode`` runs: with ``use_tiling``, ``tiled_decode`` on latent tiles of
+    ``512 / spatial_compression`` every ``448 / spatial_compression`` when a side exceeds the tile, each
+    tile over all latent frames (``use_framewise_decoding`` stays off); else one call."""
+    f = spatial_compression(values)
+    tile, stride = TILE_SAMPLE // f, TILE_STRIDE // f
+    return CallSplit(None, *tiled_or_whole(latent_height, latent_width, tile, tile, stride, stride, tiling))
+
+
+def encode_split(values: Mapping[str, Any], height: int, width: int, tiling: bool) -> CallSplit:
+    """How ``vae.encode`` runs: with ``use_tiling``, ``tiled_encode`` on 512-pixel tiles every 448 when a
+    side exceeds 512; else one call."""
+    return CallSplit(None, *tiled_or_whole(height, width, TILE_SAMPLE, TILE_SAMPLE, TILE_STRIDE, TILE_STRIDE,
+                                           tiling))
 
 
 def _get(values: Mapping[str, Any], key: str) -> Any:

@@ -1,14 +1,16 @@
 """``AutoencoderKLWan`` (diffusers ``models/autoencoders/autoencoder_kl_wan.py``), the causal 3-D video
 VAE of Wan 2.1 (and, with ``is_residual`` and ``patch_size``, Wan 2.2); block formulas in
-``formulas/wan_vae.py``.
+``formulas/causal_vae.py``.
 
 ``decode`` (``_decode``, untiled: ``use_tiling`` is off by default and ``WanPipeline`` does not turn
 it on) runs the causal 1×1×1 ``post_quant_conv`` on all ``T`` latent frames at once, then the decoder
 once per latent frame with the causal feature cache, and (``patch_size``) unpatchifies (no work).
 ``encode`` (``_encode``) patchifies, runs the encoder on the first frame and then on chunks of 4,
-and the causal 1×1×1 ``quant_conv`` (2z → 2z) on the latent. Tiled decoding and encoding run these
-same calls on each overlapping tile: the pipeline plan counts them tile by tile
-(``flopcalc/pipelines/wan.py``). The parameters of the whole model are the sum over the two calls.
+and the causal 1×1×1 ``quant_conv`` (2z → 2z) on the latent. Tiled decoding and encoding
+(``enable_tiling()``) run these same calls on each overlapping tile: :func:`decode_split` /
+:func:`encode_split` say how a call is split (``formulas/tiling.py``), and the pipeline plan
+(``flopcalc/pipelines/wan.py``) counts one run per tile shape. The parameters of the whole model are
+the sum over the two calls.
 """
 
 from __future__ import annotations
@@ -20,13 +22,16 @@ from flopcalc.config import Config, count_int, positive_int
 from flopcalc.cost import Node
 from flopcalc.errors import ConfigError
 from flopcalc.formulas import ops
-from flopcalc.formulas.causal_vae import causal_conv3d
-from flopcalc.formulas.wan_vae import (
+from flopcalc.formulas.causal_vae import (
+    causal_conv3d,
+    causal_decoder,
+    causal_encoder,
     decode_chunks,
     encode_chunks,
-    wan_decoder,
-    wan_encoder,
+    encoded_frames,
+    halve,
 )
+from flopcalc.formulas.tiling import CallSplit, slices, tiled_or_whole
 from flopcalc.registry import RunShape, register
 
 #: ``AutoencoderKLWan.__init__`` keyword defaults (autoencoder_kl_wan.py).
@@ -51,6 +56,9 @@ DEFAULTS = {
     "scale_factor_spatial": 8,
 }
 SOURCE = "diffusers/models/autoencoders/autoencoder_kl_wan.py"
+#: ``AutoencoderKLWan.enable_tiling`` defaults (``tile_sample_min_*`` 256, ``tile_sample_stride_*`` 192
+#: pixels); tiling is off unless a caller enables it (``use_tiling = False`` in ``__init__``).
+TILE_SAMPLE_MIN, TILE_SAMPLE_STRIDE = 256, 192
 
 
 def _factor(values: dict[str, Any], key: str) -> int:
@@ -69,6 +77,28 @@ def scale_factor(values: dict[str, Any]) -> int:
 def temporal_scale_factor(values: dict[str, Any]) -> int:
     """``vae_scale_factor_temporal``: ``vae.config.scale_factor_temporal``."""
     return _factor(values, "scale_factor_temporal")
+
+
+def decode_split(values: dict[str, Any], latent_height: int, latent_width: int, tiling: bool) -> CallSplit:
+    """How ``vae.decode`` runs on a ``latent_height × latent_width`` latent: ``tiled_decode`` (with
+    ``use_tiling``, when a side exceeds ``tile_sample_min // scale_factor_spatial``: latent tiles of 32
+    every 24 for the 8× VAE) or whole. The frames are never split: ``_decode`` runs the decoder once per
+    latent frame with its causal feature cache (in the decoder's formula, ``formulas/causal_vae.py``)."""
+    f = scale_factor(values)
+    tile, stride = TILE_SAMPLE_MIN // f, TILE_SAMPLE_STRIDE // f
+    return CallSplit(None, *tiled_or_whole(latent_height, latent_width, tile, tile, stride, stride, tiling))
+
+
+def encode_split(values: dict[str, Any], height: int, width: int, tiling: bool) -> CallSplit:
+    """How ``vae.encode`` runs on a ``height × width`` video: ``tiled_encode`` tiles the patchified
+    pixels (``patch_size``: 256 every 192 of them, when a side exceeds 256), else whole; the tile
+    sides here are in pixels (patchified sides × ``patch_size``)."""
+    patch = values.get("patch_size") or 1
+    hp, wp = height // patch, width // patch
+    if not (tiling and (hp > TILE_SAMPLE_MIN or wp > TILE_SAMPLE_MIN)):
+        return CallSplit.of(None, height, width)
+    rows, cols = (slices(side, TILE_SAMPLE_MIN, TILE_SAMPLE_STRIDE) for side in (hp, wp))
+    return CallSplit(None, tuple((side * patch, n) for side, n in rows), tuple((side * patch, n) for side, n in cols))
 
 
 def _structure(config: Config) -> dict[str, Any]:
@@ -99,9 +129,9 @@ def autoencoder_kl_wan_decode(config: Config, shape: RunShape) -> Node:
     _patch(config)
     h, w = shape.latent_height, shape.latent_width
     frames = 1 if shape.latent_frames is None else shape.latent_frames
-    decoder = wan_decoder(base_dim=base, z_dim=z, temperal_upsample=list(config["temperal_downsample"])[::-1],
-                          out_channels=positive_int(config, "out_channels"), height=h, width=w,
-                          chunks=decode_chunks(frames), **kw)
+    decoder = causal_decoder(base_dim=base, z_dim=z, temperal_upsample=list(config["temperal_downsample"])[::-1],
+                             out_channels=positive_int(config, "out_channels"), height=h, width=w,
+                             frames=decode_chunks(frames), **kw)
     return Node("vae", children=(
         Node("post_quant_conv", causal_conv3d(z, z, (1, 1, 1), frames * h * w)),
         decoder,
@@ -117,14 +147,18 @@ def autoencoder_kl_wan_encode(config: Config, shape: RunShape) -> Node:
     if any(isinstance(side, int) and side % patch for side in (shape.height, shape.width)):
         raise ConfigError(f"{config.component}: AutoencoderKLWan patchifies by {patch}: height and width must be "
                           f"multiples of {patch}, got {shape.height}×{shape.width}")
+    temporal = list(config["temperal_downsample"])
+    h, w = ops.exact_div(shape.height, patch), ops.exact_div(shape.width, patch)
     try:
-        encoder, chunks, h, w = wan_encoder(
+        encoder = causal_encoder(
             base_dim=positive_int(config, "base_dim"), z_channels=z2, attn_scales=list(config["attn_scales"]),
-            temperal_downsample=list(config["temperal_downsample"]), in_channels=positive_int(config, "in_channels"),
-            height=ops.exact_div(shape.height, patch), width=ops.exact_div(shape.width, patch),
-            chunks=encode_chunks(frames), **kw)
+            temperal_downsample=temporal, in_channels=positive_int(config, "in_channels"), height=h, width=w,
+            frames=encode_chunks(frames), **kw)
+        chunks = encoded_frames(encode_chunks(frames), temporal, len(kw["dim_mult"]))
     except ValueError as exc:
         raise ConfigError(f"{config.component}: AutoencoderKLWan cannot encode {frames} frames: {exc}") from None
+    for _ in range(len(kw["dim_mult"]) - 1):
+        h, w = halve(h), halve(w)
     return Node("vae", children=(
         encoder,
         Node("quant_conv", causal_conv3d(z2, z2, (1, 1, 1), chunks.frames * h * w)),

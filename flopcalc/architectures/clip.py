@@ -9,10 +9,13 @@ the pooled (EOS) vector only. The causal mask does not reduce the dense attentio
 from __future__ import annotations
 
 from flopcalc.config import Config, count_int, positive_int
-from flopcalc.cost import Node, module_list
+from flopcalc.cost import Node, block_kinds, module_list
 from flopcalc.formulas import ops
 from flopcalc.formulas.kaplan_transformer import mlp, self_attention
-from flopcalc.registry import RunShape, register
+from flopcalc.registry import KaplanShape, RunShape, register
+
+#: Block kinds this module builds: a per-block summary stops at them.
+BLOCK_KINDS = block_kinds("kaplan_transformer")
 
 #: ``CLIPTextConfig`` defaults (transformers configuration_clip.py).
 DEFAULTS = {
@@ -46,8 +49,11 @@ def clip_text_model_with_projection(config: Config, shape: RunShape) -> Node:
     )
 
 
-register("CLIPTextModel", role="text_encoder", defaults=DEFAULTS, source=SOURCE)(clip_text_model)
-register("CLIPTextModelWithProjection", role="text_encoder", defaults=DEFAULTS, source=SOURCE)(
+#: Kaplan's shape: ``num_hidden_layers`` layers of width ``hidden_size``; ``embeddings`` (token and position).
+KAPLAN = KaplanShape(lambda c: (count_int(c, "num_hidden_layers"), positive_int(c, "hidden_size")),
+                     embeddings=("embeddings",))
+register("CLIPTextModel", role="text_encoder", defaults=DEFAULTS, source=SOURCE, kaplan=KAPLAN)(clip_text_model)
+register("CLIPTextModelWithProjection", role="text_encoder", defaults=DEFAULTS, source=SOURCE, kaplan=KAPLAN)(
     clip_text_model_with_projection
 )
 

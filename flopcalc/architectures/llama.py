@@ -20,7 +20,7 @@ from functools import lru_cache
 from typing import Any
 
 from flopcalc.config import Config, boolean, count_int, positive_int
-from flopcalc.cost import Node, module_list
+from flopcalc.cost import Node, block_kinds, module_list
 from flopcalc.errors import ConfigError
 from flopcalc.formulas import ops
 from flopcalc.formulas.decoder_layer import (
@@ -28,7 +28,10 @@ from flopcalc.formulas.decoder_layer import (
     gqa_self_attention,
     rotary_embedding,
 )
-from flopcalc.registry import RunShape, register
+from flopcalc.registry import KaplanShape, RunShape, register
+
+#: Block kinds this module builds: a per-block summary stops at them.
+BLOCK_KINDS = block_kinds("decoder_layer")
 
 #: ``LlamaConfig`` defaults (transformers ``models/llama/configuration_llama.py``).
 DEFAULTS = {
@@ -78,7 +81,13 @@ def _heads(config: Config) -> tuple[int, int, int]:
     return heads, kv, head_dim
 
 
-@register("LlamaModel", role="text_encoder", defaults=DEFAULTS, source="transformers/models/llama/modeling_llama.py")
+def _kaplan_layers(config: Config) -> tuple[int, int]:
+    heads, _, head_dim = _heads(config)
+    return count_int(config, "num_hidden_layers"), heads * head_dim
+
+
+@register("LlamaModel", role="text_encoder", defaults=DEFAULTS, source="transformers/models/llama/modeling_llama.py",
+          kaplan=KaplanShape(_kaplan_layers, embeddings=("embed_tokens",)))
 def llama_model(config: Config, shape: RunShape) -> Node:
     """``embed_tokens`` (a lookup), ``num_hidden_layers`` decoder layers, ``norm``, ``rotary_emb``."""
     n = shape.seq_len

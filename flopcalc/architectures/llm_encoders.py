@@ -34,7 +34,7 @@ from flopcalc.formulas.decoder_layer import (
     decoder_layer,
     rotary_embedding,
 )
-from flopcalc.registry import RunShape, register
+from flopcalc.registry import KaplanShape, RunShape, register
 
 #: ``GemmaConfig`` defaults (transformers configuration_gemma.py).
 GEMMA_DEFAULTS = {
@@ -69,9 +69,15 @@ BERT_DEFAULTS = {
 
 # --------------------------------------------------------------------------- Gemma, Gemma-2
 
+#: Kaplan's shape of Gemma and Gemma-2: queries of ``num_attention_heads · head_dim``.
+GEMMA_KAPLAN = KaplanShape(
+    lambda c: (count_int(c, "num_hidden_layers"), positive_int(c, "num_attention_heads") * positive_int(c, "head_dim")),
+    embeddings=("embed_tokens",))
+
+
 
 @register("Gemma2Model", role="text_encoder", defaults=GEMMA2_DEFAULTS,
-          source="transformers/models/gemma2/modeling_gemma2.py")
+          source="transformers/models/gemma2/modeling_gemma2.py", kaplan=GEMMA_KAPLAN)
 def gemma2_model(config: Config, shape: RunShape) -> Node:
     """``Gemma2Model``: four RMSNorms per layer, soft-capped attention logits (when
     ``attn_logit_softcapping`` is set); sliding-window layers cost the dense attention."""
@@ -80,7 +86,7 @@ def gemma2_model(config: Config, shape: RunShape) -> Node:
 
 
 @register("GemmaModel", role="text_encoder", defaults=GEMMA_DEFAULTS,
-          source="transformers/models/gemma/modeling_gemma.py")
+          source="transformers/models/gemma/modeling_gemma.py", kaplan=GEMMA_KAPLAN)
 def gemma_model(config: Config, shape: RunShape) -> Node:
     """``GemmaModel``: two RMSNorms per layer."""
     return _gemma_like(config, shape.seq_len, sandwich_norms=False, softcap=False, formula="gemma_model")
@@ -116,8 +122,14 @@ def _kv_heads(config: Config, heads: int) -> int:
 # --------------------------------------------------------------------------- Qwen2.5-VL
 
 
+def _qwen2_5_vl_kaplan_layers(config: Config) -> tuple[int, int]:
+    text = _sub_config(config, "text_config", QWEN2_5_VL_TEXT_DEFAULTS, fallback_to_top=True)
+    return count_int(text, "num_hidden_layers"), positive_int(text, "hidden_size")
+
+
 @register("Qwen2_5_VLForConditionalGeneration", role="text_encoder", defaults=QWEN2_5_VL_DEFAULTS,
-          source="transformers/models/qwen2_5_vl/modeling_qwen2_5_vl.py")
+          source="transformers/models/qwen2_5_vl/modeling_qwen2_5_vl.py",
+          kaplan=KaplanShape(_qwen2_5_vl_kaplan_layers, embeddings=("embed_tokens", "lm_head", "visual")))
 def qwen2_5_vl_text_path(config: Config, shape: RunShape) -> Node:
     """A text-only forward: ``model.language_model`` (decoder layers with q/k/v biases, bias-free
     ``o_proj``, head width hidden/heads, mRoPE) and ``lm_head`` over all ``seq_len`` tokens;
@@ -197,7 +209,9 @@ def _qwen2_5_vl_vision_tower(vision: Config) -> Node:
 # --------------------------------------------------------------------------- BERT
 
 
-@register("BertModel", role="text_encoder", defaults=BERT_DEFAULTS, source="transformers/models/bert/modeling_bert.py")
+@register("BertModel", role="text_encoder", defaults=BERT_DEFAULTS, source="transformers/models/bert/modeling_bert.py",
+          kaplan=KaplanShape(lambda c: (count_int(c, "num_hidden_layers"), positive_int(c, "hidden_size")),
+                             embeddings=("embeddings",)))
 def bert_model(config: Config, shape: RunShape) -> Node:
     """``BertModel`` as ``from_pretrained`` builds it: embeddings, encoder, pooler."""
     return bert_model_tree(config, shape.seq_len, pooler=True)

@@ -3,16 +3,18 @@
 ``num_layers`` ``T5Block``s, each an RMS-normed (``T5LayerNorm``) self-attention with bias-free
 projections of width ``num_heads·d_kv`` and an RMS-normed MLP, gated for ``gated-*``
 ``feed_forward_proj`` (T5 v1.1, FLAN). The relative position bias is an embedding lookup in the
-first block. ``shared`` (the token embedding) is tied to ``encoder.embed_tokens``.
+first block. ``shared`` (the token embedding) is tied to ``encoder.embed_tokens``. Block formulas
+(shared with UMT5): ``formulas/t5_encoder.py``.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from flopcalc.config import Config, count_int, positive_int
-from flopcalc.cost import Node, module_list
-from flopcalc.formulas import ops
-from flopcalc.formulas.kaplan_transformer import mlp, self_attention
-from flopcalc.registry import RunShape, register
+from flopcalc.cost import Node
+from flopcalc.formulas.t5_encoder import t5_family_encoder
+from flopcalc.registry import KaplanShape, RunShape, register
 
 #: ``T5Config`` defaults (transformers configuration_t5.py).
 DEFAULTS = {
@@ -27,36 +29,23 @@ DEFAULTS = {
 }
 
 
-@register("T5EncoderModel", role="text_encoder", defaults=DEFAULTS, source="transformers/models/t5/modeling_t5.py")
+def encoder_settings(config: Config) -> dict[str, Any]:
+    """The config values the T5-family encoder reads (``formulas/t5_encoder.py``)."""
+    return {  # in the order the assemblers have always read them (the first bad value is named)
+        "d_model": positive_int(config, "d_model"), "num_heads": positive_int(config, "num_heads"),
+        "feed_forward_proj": config["feed_forward_proj"], "d_kv": positive_int(config, "d_kv"),
+        "buckets": positive_int(config, "relative_attention_num_buckets"), "d_ff": positive_int(config, "d_ff"),
+        "num_layers": count_int(config, "num_layers"), "vocab_size": positive_int(config, "vocab_size"),
+    }
+
+
+#: Kaplan's shape: ``num_layers`` blocks, attention of width ``num_heads·d_kv``; ``shared`` is the embedding.
+KAPLAN = KaplanShape(lambda c: (count_int(c, "num_layers"), positive_int(c, "num_heads") * positive_int(c, "d_kv")),
+                     embeddings=("shared",))
+
+
+@register("T5EncoderModel", role="text_encoder", defaults=DEFAULTS, source="transformers/models/t5/modeling_t5.py",
+          kaplan=KAPLAN)
 def t5_encoder(config: Config, shape: RunShape) -> Node:
-    n = shape.seq_len
-    d = positive_int(config, "d_model")
-    heads = positive_int(config, "num_heads")
-    gated = str(config["feed_forward_proj"]).startswith("gated-")
-
-    def block(first: bool) -> Node:
-        attn = self_attention(n, d, heads, positive_int(config, "d_kv"), bias=False)
-        if first:
-            attn = attn + ops.embedding(positive_int(config, "relative_attention_num_buckets"), heads)
-        return Node(
-            "block",
-            children=(
-                Node("layer", children=(
-                    Node("0", ops.rms_norm(n, d) + attn),
-                    Node("1", ops.rms_norm(n, d) + mlp(n, d, positive_int(config, "d_ff"), bias=False, gated=gated)),
-                )),
-            ),
-            formula="kaplan_transformer",
-        )
-
-    layers = count_int(config, "num_layers")
-    first, rest = block(True), block(False)  # only the first block holds the relative position bias
-    blocks = [first] + [rest] * (layers - 1) if layers else []
-    return Node(
-        "text_encoder",
-        children=(
-            Node("shared", ops.embedding(positive_int(config, "vocab_size"), d)),
-            Node("encoder", children=(module_list("block", blocks), Node("final_layer_norm", ops.rms_norm(n, d)))),
-        ),
-        formula="t5_encoder",
-    )
+    """Relative position bias in the first block only."""
+    return t5_family_encoder(shape.seq_len, **encoder_settings(config), bias_in_every_block=False, formula="t5_encoder")

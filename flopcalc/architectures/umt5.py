@@ -1,6 +1,7 @@
 """UMT5 encoder: ``UMT5EncoderModel`` (transformers ``models/umt5/modeling_umt5.py``), Wan's text encoder.
 
-The T5 v1.1 encoder layout (``flopcalc/architectures/t5.py``) with one difference that matters
+The T5 v1.1 encoder layout (``flopcalc/architectures/t5.py``; the shared assembler in
+``formulas/t5_encoder.py``) with one difference that matters
 here: every ``UMT5Attention`` of the encoder is built with ``has_relative_attention_bias=True``
 (``UMT5LayerSelfAttention``), so each of the ``num_layers`` blocks holds its own
 ``relative_attention_bias`` table (``nn.Embedding(relative_attention_num_buckets, num_heads)``), where
@@ -15,10 +16,10 @@ for ``gated-*`` ``feed_forward_proj`` (the UMT5 default, ``gated-gelu``). ``UMT5
 
 from __future__ import annotations
 
-from flopcalc.config import Config, count_int, positive_int
-from flopcalc.cost import Node, module_list
-from flopcalc.formulas import ops
-from flopcalc.formulas.kaplan_transformer import mlp, self_attention
+from flopcalc.architectures.t5 import KAPLAN, encoder_settings  # the same block stack as T5
+from flopcalc.config import Config
+from flopcalc.cost import Node
+from flopcalc.formulas.t5_encoder import t5_family_encoder
 from flopcalc.registry import RunShape, register
 
 #: ``UMT5Config`` defaults (transformers configuration_umt5.py).
@@ -35,30 +36,8 @@ DEFAULTS = {
 
 
 @register("UMT5EncoderModel", role="text_encoder", defaults=DEFAULTS,
-          source="transformers/models/umt5/modeling_umt5.py")
+          source="transformers/models/umt5/modeling_umt5.py", kaplan=KAPLAN)
 def umt5_encoder(config: Config, shape: RunShape) -> Node:
-    n = shape.seq_len
-    d = positive_int(config, "d_model")
-    heads = positive_int(config, "num_heads")
-    gated = str(config["feed_forward_proj"]).startswith("gated-")
-    attention = (self_attention(n, d, heads, positive_int(config, "d_kv"), bias=False)
-                 + ops.embedding(positive_int(config, "relative_attention_num_buckets"), heads))
-    block = Node(
-        "block",
-        children=(
-            Node("layer", children=(
-                Node("0", ops.rms_norm(n, d) + attention),
-                Node("1", ops.rms_norm(n, d) + mlp(n, d, positive_int(config, "d_ff"), bias=False, gated=gated)),
-            )),
-        ),
-        formula="kaplan_transformer",
-    )
-    return Node(
-        "text_encoder",
-        children=(
-            Node("shared", ops.embedding(positive_int(config, "vocab_size"), d)),
-            Node("encoder", children=(module_list("block", [block] * count_int(config, "num_layers")),
-                                      Node("final_layer_norm", ops.rms_norm(n, d)))),
-        ),
-        formula="umt5_encoder",
-    )
+    """Relative position bias in every block."""
+    return t5_family_encoder(shape.seq_len, **encoder_settings(config), bias_in_every_block=True,
+                             formula="umt5_encoder")

@@ -2,9 +2,11 @@
 
 from flopcalc.pipelines.base import (  # noqa: F401
     ComponentRun,
+    Counting,
     Plan,
     Settings,
     check_divisible,
+    config_value,
     denoising_steps,
     plan,
     register_pipeline,

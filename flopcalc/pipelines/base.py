@@ -14,19 +14,36 @@ names (defaults, text lengths, latent geometry, CFG), keyed by ``model_index.jso
 from __future__ import annotations
 
 import importlib
-import pkgutil
-from dataclasses import dataclass, field, replace
+import math
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Callable, Mapping
 
-from flopcalc.config import class_name_of
-from flopcalc.errors import ConfigError, FlopcalcError, ResolutionError
+from flopcalc.config import Config, class_name_of
+from flopcalc.errors import ConfigError, FlopcalcError, OptionError, ResolutionError
+from flopcalc.formulas.tiling import CallSplit
 from flopcalc.registry import RunShape
 
 
 @dataclass(frozen=True)
+class Counting:
+    """How a plan makes its counts. The numeric estimate counts in exact integers; the symbolic
+    path (:mod:`flopcalc.symbolic`) hands in integers that also carry the law they stand for, and
+    says so here, so a plan never inspects the type of its numbers: ``symbolic`` tells a plan that
+    a closed-form law is being built (a branch with no law, such as a tiled VAE, refuses), and
+    ``passes`` turns the guidance passes per step (1 or 2) into the count the plan multiplies by."""
+
+    symbolic: bool = False
+    passes: Callable[[int], int] = int
+
+
+#: Exact integers: the numeric estimate.
+NUMERIC = Counting()
+
+
+@dataclass(frozen=True, kw_only=True)
 class Settings:
     """Run settings, as the pipeline's ``__call__`` takes them. ``None`` means the pipeline's
-    default (resolved into the plan's settings)."""
+    default (resolved into the plan's settings). Every field but ``counting`` is a user option."""
 
     height: int | None = None
     width: int | None = None
@@ -41,6 +58,16 @@ class Settings:
     resolution_binning: bool = True  # PixArt: snap the size to the model's aspect-ratio bins, as the pipeline does
     num_frames: int | None = None  # video pipelines: frames generated (None: the pipeline's default)
     vae_tiling: bool | None = None  # video VAEs: decode in tiles/temporal chunks (None: as the pipeline does)
+    counting: Counting = field(default=NUMERIC, metadata={"option": False})
+
+    @property
+    def symbolic(self) -> bool:
+        """Whether a symbolic law is being built from this plan (see :class:`Counting`)."""
+        return self.counting.symbolic
+
+    def options(self) -> dict[str, Any]:
+        """The user options, by name (what reports print)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.metadata.get("option", True)}
 
 
 @dataclass(frozen=True)
@@ -55,6 +82,13 @@ class ComponentRun:
     runs: int
     why: str  # how ``runs`` came about, for the report
 
+    @property
+    def built_class(self) -> str | None:
+        """The class assembled for this run: the plan's ``class_name`` (a pipeline may load another
+        class than config.json names, e.g. ``Qwen3Model`` from a ``Qwen3ForCausalLM`` checkpoint),
+        or None (the config's own) where the plan could name none (``"?"``)."""
+        return None if self.class_name == "?" else self.class_name
+
 
 @dataclass(frozen=True)
 class Plan:
@@ -65,19 +99,53 @@ class Plan:
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 
-PlanFn = Callable[..., Plan]  # (components, settings, index=model_index or None) -> Plan
+#: ``(components, settings, index=model_index or None) -> Plan``; ``components`` maps each component
+#: name to its :class:`~flopcalc.config.Config` (the class defaults applied, as the assemblers see it).
+PlanFn = Callable[..., Plan]
 _PIPELINES: dict[str, PlanFn] = {}
 #: For a bare denoiser config: class → [(pipeline, denoiser component name, predicate on the config)].
 _PIPELINE_OF_DENOISER: dict[str, list[tuple[str, str, Callable[[Mapping[str, Any]], bool]]]] = {}
 
+#: Options every pipeline applies: size, steps, guidance, batch, image-to-image ``strength``, a
+#: negative prompt (under classifier-free guidance the negative prompt, "" when not given, is
+#: encoded either way), and resolution binning (a pipeline without bins estimates the size as given,
+#: which is what turning binning off asks for).
+COMMON_OPTIONS = frozenset({"height", "width", "steps", "guidance_scale", "batch_size", "num_images_per_prompt",
+                            "strength", "negative_prompt", "resolution_binning"})
+#: The options a pipeline applies only when it declares them (``register_pipeline(options=...)``):
+#: option → (its CLI flag, why a pipeline that does not declare it refuses it).
+OPTIONAL = {
+    "true_cfg_scale": ("--true-cfg-scale", "it has no true classifier-free guidance (a separate negative-prompt "
+                                          "pass); use --guidance-scale"),
+    "max_sequence_length": ("--max-sequence-length", "its __call__ takes no max_sequence_length (its text encoders "
+                                                    "run on a fixed number of tokens)"),
+    "num_frames": ("--num-frames", "it generates images, not videos"),
+    "vae_tiling": ("--vae-tiling / --no-vae-tiling", "flopcalc does not model a tiled decode of its VAE"),
+}
+#: Pipeline → the optional options it applies, and its own reasons for refusing others.
+_OPTIONS: dict[str, frozenset[str]] = {}
+_REFUSALS: dict[str, Mapping[str, str]] = {}
+
 
 def register_pipeline(name: str, *, denoisers: tuple[str, ...] = (), component: str = "transformer",
-                      when: Callable[[Mapping[str, Any]], bool] = lambda cfg: True) -> Callable[[PlanFn], PlanFn]:
+                      when: Callable[[Mapping[str, Any]], bool] = lambda cfg: True,
+                      options: tuple[str, ...] = (), refuses: Mapping[str, str] | None = None,
+                      ) -> Callable[[PlanFn], PlanFn]:
     """Register a pipeline plan; ``denoisers`` run under it when given alone (``when`` picks
-    between pipelines sharing a denoiser class, e.g. SD and SDXL UNets)."""
+    between pipelines sharing a denoiser class, e.g. SD and SDXL UNets). ``options`` names the
+    options of :data:`OPTIONAL` the plan applies (beyond :data:`COMMON_OPTIONS`); any other set
+    option is refused before the plan runs, with the reason in :data:`OPTIONAL` or, where the
+    pipeline knows better, in ``refuses`` (option → why)."""
+    unknown = set(options) - set(OPTIONAL)
+    if unknown:
+        raise RuntimeError(f"{name}: unknown options {sorted(unknown)} (optional ones: {sorted(OPTIONAL)})")
 
     def deco(fn: PlanFn) -> PlanFn:
+        if name in _PIPELINES:
+            raise RuntimeError(f"pipeline {name} registered twice")
         _PIPELINES[name] = fn
+        _OPTIONS[name] = frozenset(options)
+        _REFUSALS[name] = dict(refuses or {})
         for d in denoisers:
             _PIPELINE_OF_DENOISER.setdefault(d, []).append((name, component, when))
         return fn
@@ -85,20 +153,95 @@ def register_pipeline(name: str, *, denoisers: tuple[str, ...] = (), component: 
     return deco
 
 
+def pipeline_options(name: str) -> frozenset[str]:
+    """The optional options pipeline ``name`` applies (for variants registered on top of it)."""
+    if name not in _OPTIONS:  # the variants import their base's module, so this is a fallback
+        _load()
+    return _OPTIONS[name]
+
+
+def pipeline_modules() -> dict[str, str]:
+    """Pipeline class name → the module that registers its plan (for :mod:`flopcalc.discovery`)."""
+    return {name: fn.__module__ for name, fn in _PIPELINES.items()}
+
+
+def denoiser_modules() -> dict[str, list[str]]:
+    """Denoiser class → the modules whose plans run it when given alone."""
+    out: dict[str, list[str]] = {}
+    for cls, entries in _PIPELINE_OF_DENOISER.items():
+        out[cls] = list(dict.fromkeys(_PIPELINES[pipe].__module__ for pipe, _comp, _when in entries))
+    return out
+
+
+def _load_modules(modules: list[str]) -> None:
+    for module in modules:
+        importlib.import_module(module)
+
+
 def plan(model_index: Mapping[str, Any] | None, components: Mapping[str, Mapping[str, Any]],
          settings: Settings) -> Plan:
     """The plan for a pipeline folder (``model_index`` given) or a bare component config."""
-    _load()
     _validate(settings)
     if model_index is not None:
         name = model_index.get("_class_name")
+        if isinstance(name, str) and name not in _PIPELINES:
+            from flopcalc.discovery import pipeline_modules as modules_of
+
+            _load_modules(modules_of(name))
+        if name not in _PIPELINES:
+            _load()  # not where the index said: look everywhere before saying it is unsupported
         if name not in _PIPELINES:
             raise FlopcalcError(
                 f"pipeline {name!r} is not supported (supported: {', '.join(sorted(_PIPELINES))}); "
                 f"estimate a component alone by passing its config.json."
             )
-        return _PIPELINES[name](components, settings, index=model_index)
+        _refuse_unapplied(name, settings)
+        return _PIPELINES[name](_configs(components), settings, index=model_index)
     return _standalone(components, settings)
+
+
+def _configs(components: Mapping[str, Mapping[str, Any]]) -> dict[str, Config]:
+    """What a plan reads: each component's config with its class defaults."""
+    from flopcalc.registry import config_of
+
+    return {name: config_of(cfg, component=name) for name, cfg in components.items()}
+
+
+def _refuse_unapplied(name: str, s: Settings) -> None:
+    """One refusal, naming the option, the pipeline and why, for a set option ``name`` does not apply."""
+    option = _first_unapplied(s, COMMON_OPTIONS | _OPTIONS[name])
+    if option is not None:
+        flag, why = OPTIONAL[option]
+        raise OptionError(f"{flag} does not apply to {name}: {_REFUSALS[name].get(option, why)}")
+
+
+#: A component given alone: what it runs, and the options that change it.
+_ALONE = {
+    "text encoder": ("it encodes max_sequence_length tokens once per prompt",
+                     frozenset({"batch_size", "max_sequence_length", "resolution_binning"})),
+    "VAE": ("it decodes (with --strength: encodes) one image per batch entry",
+            frozenset({"height", "width", "batch_size", "num_images_per_prompt", "strength", "resolution_binning"})),
+}
+
+
+def _refuse_unapplied_alone(what: str, s: Settings) -> None:
+    how, applied = _ALONE[what]
+    option = _first_unapplied(s, applied)
+    if option is not None:
+        flags = ", ".join(_flag(o) for o in sorted(applied - {"resolution_binning"}))
+        raise OptionError(f"{_flag(option)} does not apply to a {what} given alone: {how}; only {flags} apply")
+
+
+def _first_unapplied(s: Settings, applied: frozenset[str]) -> str | None:
+    """The first user option set away from its default that is not in ``applied``."""
+    for f in fields(s):
+        if f.metadata.get("option", True) and f.name not in applied and getattr(s, f.name) != f.default:
+            return f.name
+    return None
+
+
+def _flag(option: str) -> str:
+    return OPTIONAL[option][0] if option in OPTIONAL else "--" + option.replace("_", "-")
 
 
 # --------------------------------------------------------------------------- shared pieces
@@ -115,6 +258,10 @@ def _validate(s: Settings) -> None:
             raise FlopcalcError(f"{key} must be a positive integer, got {v!r}")
     if s.strength is not None and not 0 < s.strength <= 1:
         raise FlopcalcError(f"strength must be in (0, 1], got {s.strength}")
+    for key in ("guidance_scale", "true_cfg_scale"):
+        v = getattr(s, key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0):
+            raise OptionError(f"{key} must be a finite number >= 0 (guidance is on above 1), got {v!r}")
 
 
 def vae_scale_factor(components: Mapping[str, Mapping[str, Any]], name: str = "vae") -> int:
@@ -172,19 +319,10 @@ def check_divisible(height: int, width: int, multiple: int, why: str) -> None:
         raise ResolutionError(f"{why} must be a multiple of {multiple}: " + "; ".join(parts) + ".")
 
 
-#: While a symbolic plan is built, guidance passes are tracked as the symbol ``P``.
-_PASSES_SYMBOL: list = []
-
-
-def cfg_passes(active: bool) -> int:
+def cfg_passes(s: Settings, active: bool) -> int:
     """Denoiser passes per step: 2 under classifier-free guidance (a doubled batch or two
-    forwards), else 1. In a symbolic plan the count carries the symbol ``P``."""
-    n = 2 if active else 1
-    if _PASSES_SYMBOL:
-        from flopcalc.symbolic import Tracked
-
-        return Tracked(n, _PASSES_SYMBOL[0])
-    return n
+    forwards), else 1, counted as ``s.counting`` counts (a symbolic law carries the symbol ``P``)."""
+    return s.counting.passes(2 if active else 1)
 
 
 def denoising_steps(steps: int, strength: float | None) -> int:
@@ -195,6 +333,14 @@ def denoising_steps(steps: int, strength: float | None) -> int:
         return steps
     init_timestep = min(steps * strength, steps)
     return steps - int(max(steps - init_timestep, 0))
+
+
+def config_value(components: Mapping[str, Config], name: str, key: str, absent: Any) -> Any:
+    """``key`` of component ``name``: its config's value or its class default (the assemblers'),
+    or ``absent``, the pipeline's own fallback when the pipeline has no such component (as in
+    diffusers: ``transformer.config.patch_size if self.transformer is not None else 2``)."""
+    cfg = components.get(name)
+    return absent if cfg is None else cfg[key]
 
 
 def component_class(components: Mapping[str, Mapping[str, Any]], name: str) -> str | None:
@@ -228,6 +374,15 @@ def vae_runs(components, s: Settings, images: int, latent_h: int, latent_w: int,
                                     RunShape(height=s.height, width=s.width, frames=frames),
                                     s.batch_size, f"{s.batch_size} input {what}"))
     return runs
+
+
+def tile_runs(component: str, class_name: str, call: str, role: str, split: CallSplit, times: int,
+              shape: Callable[[Any, Any], RunShape], why: Callable[[int, Any, Any], str]) -> list[ComponentRun]:
+    """A call split into spatial tiles (the VAE's ``decode_split`` / ``encode_split``, frames whole) as
+    runs: one per distinct tile shape ``(h, w)``, largest first, ``n × times`` runs of ``shape(h, w)``
+    for its ``n`` tiles; the report folds them into one row listing the pieces."""
+    return [ComponentRun(component, class_name, call, role, shape(h, w), n * times, why(n, h, w))
+            for (h, w), n in split.tiles().items()]
 
 
 def missing_notes(components, expected: list[str]) -> tuple[str, ...]:
@@ -268,14 +423,21 @@ def _standalone(components: Mapping[str, Mapping[str, Any]], s: Settings) -> Pla
     cls = class_name_of(cfg)
     role = _role_of(cls, name)
     if role == "denoiser":
+        from flopcalc.discovery import denoiser_modules as modules_of
+
+        _load_modules(modules_of(cls or ""))
+        if not _PIPELINE_OF_DENOISER.get(cls or ""):
+            _load()  # not where the index said: look everywhere
         choices = [(pipe, comp) for pipe, comp, when in _PIPELINE_OF_DENOISER.get(cls or "", []) if when(cfg)]
         if not choices:
             raise FlopcalcError(f"{name}: no pipeline is registered for denoiser {cls!r}")
         pipe, comp = choices[0]
-        p = _PIPELINES[pipe]({comp: cfg}, s)
+        _refuse_unapplied(pipe, s)
+        p = _PIPELINES[pipe](_configs({comp: cfg}), s)
         runs = tuple(replace(r, component=name) for r in p.runs)
         return replace(p, pipeline=f"{pipe} (denoiser only)", runs=runs, notes=p.notes + ("only the denoiser was given",))
     if role == "text_encoder":
+        _refuse_unapplied_alone("text encoder", s)
         # its position limit when that is a short CLIP-like window, else 512 (LLM limits run to 128k)
         limit = cfg.get("max_position_embeddings")
         seq = s.max_sequence_length or (limit if isinstance(limit, int) and limit <= 512 else 512)
@@ -283,6 +445,7 @@ def _standalone(components: Mapping[str, Mapping[str, Any]], s: Settings) -> Pla
         run = ComponentRun(name, cls or "?", "forward", "text_encoder", RunShape(seq_len=seq), s.batch_size,
                            f"{s.batch_size} prompt(s)")
         return Plan("text encoder only", s, 1, (run,))
+    _refuse_unapplied_alone("VAE", s)
     f = vae_scale_factor({name: cfg}, name)
     size = cfg.get("sample_size") if isinstance(cfg.get("sample_size"), int) else 1024
     s = replace(s, height=s.height or size, width=s.width or size)
@@ -306,15 +469,14 @@ def _role_of(class_name: str | None, component: str) -> str:
 
 
 def _load() -> None:
-    """Import every family module of this package once: importing registers its plans."""
+    """Import every family module once (importing registers its plans): for the full list only;
+    one question imports only its plan's module (:mod:`flopcalc.discovery`)."""
     if _LOADED:
         return
     _LOADED.append(True)
-    import flopcalc.pipelines as package
+    from flopcalc.discovery import load_everything
 
-    for info in pkgutil.iter_modules(package.__path__):
-        if info.name != "base":
-            importlib.import_module(f"flopcalc.pipelines.{info.name}")
+    load_everything()
 
 
 _LOADED: list[bool] = []

@@ -27,7 +27,14 @@ MAX_SEQUENCE_LENGTH = 512
 IMG2IMG_STRENGTH = 0.9
 
 
-@register_pipeline("ChromaPipeline", denoisers=("ChromaTransformer2DModel",))
+#: ``true_cfg_scale``: ChromaPipeline's own reason for refusing it.
+NO_TRUE_CFG = {"true_cfg_scale": "its __call__ takes no true_cfg_scale: guidance_scale > 1 already runs classifier-free "
+                                 "guidance as a second forward on the negative prompt"}
+#: The optional options ChromaPipeline applies.
+OPTIONS = ("max_sequence_length",)
+
+
+@register_pipeline("ChromaPipeline", denoisers=("ChromaTransformer2DModel",), options=OPTIONS, refuses=NO_TRUE_CFG)
 def chroma_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                     index: Mapping[str, Any] | None = None) -> Plan:
     """``ChromaPipeline.__call__`` (diffusers ``pipelines/chroma/pipeline_chroma.py``): 1024² default
@@ -52,11 +59,8 @@ def chroma_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                             f"got {s.max_sequence_length}")
     check_divisible(s.height, s.width, f * 2, "Chroma height and width (packed 2×2 latents)")
     cfg = s.guidance_scale > 1
-    passes = cfg_passes(cfg)
+    passes = cfg_passes(s, cfg)
     notes = list(missing_notes(components, ["text_encoder", "transformer", "vae"]))
-    if s.true_cfg_scale is not None:
-        notes.append("true_cfg_scale is not a ChromaPipeline option and was ignored: guidance_scale > 1 "
-                     "runs classifier-free guidance")
     if s.negative_prompt and not cfg:
         notes.append("the negative prompt is ignored with guidance_scale <= 1 (as in ChromaPipeline)")
     runs = text_runs(components, [("text_encoder", s.max_sequence_length)], s.batch_size * passes,
@@ -66,7 +70,7 @@ def chroma_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
     return Plan("ChromaPipeline", s, passes, tuple(runs), tuple(notes))
 
 
-@register_pipeline("ChromaImg2ImgPipeline")
+@register_pipeline("ChromaImg2ImgPipeline", options=OPTIONS, refuses=NO_TRUE_CFG)
 def chroma_img2img_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                             index: Mapping[str, Any] | None = None) -> Plan:
     """``ChromaImg2ImgPipeline.__call__`` (``pipeline_chroma_img2img.py``): the text-to-image defaults

@@ -29,7 +29,6 @@ What one generation runs, at the pipeline's defaults:
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import replace
 from typing import Any, Mapping
 
@@ -45,10 +44,12 @@ from flopcalc.pipelines.base import (
     cfg_passes,
     check_divisible,
     component_class,
+    config_value,
     denoiser_run,
     missing_notes,
     register_pipeline,
     text_runs,
+    tile_runs,
     vae_scale_factor,
 )
 from flopcalc.registry import RunShape
@@ -62,7 +63,8 @@ DEFAULT_TEMPORAL_FACTOR = 4
 
 
 def _transformer(components: Mapping[str, Mapping[str, Any]], key: str) -> Any:
-    return components.get("transformer", {}).get(key, TRANSFORMER_DEFAULTS[key])
+    """The transformer's ``key`` (its class default when left out); the class default without a transformer."""
+    return config_value(components, "transformer", key, TRANSFORMER_DEFAULTS[key])
 
 
 def temporal_factor(components: Mapping[str, Mapping[str, Any]]) -> int:
@@ -87,11 +89,6 @@ def check_frames(num_frames: int, temporal: int) -> None:
         )
 
 
-def _symbolic(s: Settings) -> bool:
-    """Whether the plan runs on tracked integers (a symbolic law is being built)."""
-    return type(s.height) is not int
-
-
 def _check_transformer(components: Mapping[str, Mapping[str, Any]], latent_h: int, latent_w: int,
                        text_len: int) -> None:
     """What the transformer cannot run under this pipeline: the image-to-video variants (``ofs``
@@ -105,7 +102,7 @@ def _check_transformer(components: Mapping[str, Mapping[str, Any]], latent_h: in
                             "which CogVideoXPipeline cannot run (it passes no ofs); CogVideoXImageToVideoPipeline "
                             "is not supported")
     vae = components.get("vae")
-    latent = (vae or {}).get("latent_channels", cog_vae.DEFAULTS["latent_channels"])
+    latent = config_value(components, "vae", "latent_channels", None)
     if vae is not None and _transformer(components, "in_channels") != latent:
         raise FlopcalcError(f"transformer: in_channels {_transformer(components, 'in_channels')} ≠ the VAE's "
                             f"{latent} latent channels: an image-to-video transformer, which CogVideoXPipeline "
@@ -126,12 +123,7 @@ def _check_transformer(components: Mapping[str, Mapping[str, Any]], latent_h: in
                                   f"latent grid of sample_height × sample_width, not {latent_h}×{latent_w}")
 
 
-def _grid(tiles: list[tuple[int, int]] | None, whole: tuple[int, int]) -> Counter:
-    """``(tile height, tile width) → count``; the whole latent (video) once when untiled."""
-    return Counter(tiles) if tiles else Counter({whole: 1})
-
-
-def _tiling_text(grid: Counter, unit: str) -> str:
+def _tiling_text(grid: Mapping[tuple[int, int], int], unit: str) -> str:
     return ", ".join(f"{n}× {h}×{w}" for (h, w), n in sorted(grid.items(), reverse=True)) + f" {unit}"
 
 
@@ -146,17 +138,16 @@ def _vae_runs(components: Mapping[str, Mapping[str, Any]], s: Settings, f: int, 
     h, w = s.height // f, s.width // f
     out_frames = cog_vae.decoded_frames(vae, frames)
     tiled = bool(s.vae_tiling)
-    if tiled and _symbolic(s):
+    if tiled and s.symbolic:
         raise FlopcalcError("a tiled VAE has no closed-form law in H and W (its tile count steps with the size): "
                             "use the numeric estimate, or --no-vae-tiling")
     videos = s.batch_size * s.num_images_per_prompt
-    grid = _grid(cog_vae.decode_tiles(vae, h, w) if tiled else None, (h, w))
-    whole = grid == Counter({(h, w): 1})
-    runs = [ComponentRun("vae", cls, "decode", "vae_decoder",
-                         RunShape(latent_height=th, latent_width=tw, latent_frames=frames, frames=out_frames),
-                         n * videos,
-                         f"{videos} video(s)" if whole else f"{n} tile(s) of {th}×{tw} latent × {videos} video(s)")
-            for (th, tw), n in sorted(grid.items(), reverse=True)]
+    split = cog_vae.decode_split(vae, h, w, tiled)
+    grid, whole = split.tiles(), split.is_whole
+    runs = tile_runs("vae", cls, "decode", "vae_decoder", split, videos,
+                     lambda th, tw: RunShape(latent_height=th, latent_width=tw, latent_frames=frames, frames=out_frames),
+                     lambda n, th, tw: f"{videos} video(s)" if whole
+                     else f"{n} tile(s) of {th}×{tw} latent × {videos} video(s)")
     batches = max(frames // LATENT_FRAMES_BATCH, 1)
     first = min(LATENT_FRAMES_BATCH + frames % LATENT_FRAMES_BATCH, frames)
     how = (f"VAE: {frames} latent frames decoded in {batches} frame batch(es) (the first of {first}, the others of "
@@ -169,20 +160,20 @@ def _vae_runs(components: Mapping[str, Mapping[str, Any]], s: Settings, f: int, 
         how += (f"tiled (vae.enable_tiling(), not the pipeline's default): {sum(grid.values())} overlapping tiles "
                 f"({_tiling_text(grid, 'latent')}), each decoded in full")
     if s.strength is not None:
-        pixels = _grid(cog_vae.encode_tiles(vae, s.height, s.width) if tiled else None, (s.height, s.width))
-        whole = pixels == Counter({(s.height, s.width): 1})
-        runs[:0] = [ComponentRun("vae", cls, "encode", "vae_encoder",
-                                 RunShape(height=th, width=tw, frames=s.num_frames), n * s.batch_size,
-                                 f"{s.batch_size} input video(s)" if whole
-                                 else f"{n} tile(s) of {th}×{tw} px × {s.batch_size} input video(s)")
-                    for (th, tw), n in sorted(pixels.items(), reverse=True)]
+        encode = cog_vae.encode_split(vae, s.height, s.width, tiled)
+        pixels = encode.tiles()
+        runs[:0] = tile_runs("vae", cls, "encode", "vae_encoder", encode, s.batch_size,
+                             lambda th, tw: RunShape(height=th, width=tw, frames=s.num_frames),
+                             lambda n, th, tw: f"{s.batch_size} input video(s)" if encode.is_whole
+                             else f"{n} tile(s) of {th}×{tw} px × {s.batch_size} input video(s)")
         how += f"; encode: frame batches of {SAMPLE_FRAMES_BATCH}"
-        if not whole:
+        if not encode.is_whole:
             how += f", {sum(pixels.values())} tiles ({_tiling_text(pixels, 'px')})"
     return runs, how
 
 
-@register_pipeline("CogVideoXPipeline", denoisers=("CogVideoXTransformer3DModel",))
+@register_pipeline("CogVideoXPipeline", denoisers=("CogVideoXTransformer3DModel",),
+                   options=("max_sequence_length", "num_frames", "vae_tiling"))
 def cogvideox_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                        index: Mapping[str, Any] | None = None) -> Plan:
     """``CogVideoXPipeline.__call__``: see the module docstring."""
@@ -219,7 +210,7 @@ def cogvideox_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
         notes.append(f"transformer: {frames} latent frames padded to {int(padded)} (a multiple of patch_size_t "
                      f"{p_t}); the padding is dropped before decoding")
     cfg = s.guidance_scale > 1
-    passes = cfg_passes(cfg)
+    passes = cfg_passes(s, cfg)
     runs = text_runs(components, [("text_encoder", text_len)], s.batch_size * passes,
                      f"{s.batch_size} prompt(s)" + (" + negative" if cfg else ""))
     runs += denoiser_run(components, "transformer", s, f, text_len, passes, latent_frames=padded)

@@ -20,7 +20,8 @@ from flopcalc.pipelines.base import (
 )
 
 
-@register_pipeline("FluxPipeline", denoisers=("FluxTransformer2DModel",))
+@register_pipeline("FluxPipeline", denoisers=("FluxTransformer2DModel",),
+                   options=("true_cfg_scale", "max_sequence_length"))
 def flux_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                   index: Mapping[str, Any] | None = None) -> Plan:
     """``FluxPipeline.__call__`` (diffusers ``pipelines/flux/pipeline_flux.py``): 1024² default
@@ -43,7 +44,7 @@ def flux_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
         raise FlopcalcError(f"max_sequence_length cannot be greater than 512 for FLUX, got {s.max_sequence_length}")
     check_divisible(s.height, s.width, f * 2, "FLUX height and width (packed 2×2 latents)")
     true_cfg = s.true_cfg_scale > 1 and s.negative_prompt
-    passes = cfg_passes(true_cfg)
+    passes = cfg_passes(s, true_cfg)
     notes = list(missing_notes(components, ["text_encoder", "text_encoder_2", "transformer", "vae"]))
     if s.true_cfg_scale > 1 and not s.negative_prompt:
         notes.append("true_cfg_scale > 1 has no effect without a negative prompt (as in FluxPipeline): one pass")

@@ -9,12 +9,14 @@ from functools import lru_cache
 from importlib.resources import files
 from typing import Any
 
-from flopcalc.errors import ConfigError, FlopcalcError, ResolutionError
+from flopcalc.config import positive_int
+from flopcalc.errors import ConfigError, ResolutionError
 from flopcalc.pipelines.base import (
     Plan,
     Settings,
     cfg_passes,
     check_divisible,
+    config_value,
     denoiser_run,
     image_runs,
     missing_notes,
@@ -56,8 +58,8 @@ def hunyuan_binned_size(height: int, width: int) -> tuple[int, int]:
 def _text_lengths(components: Mapping[str, Mapping[str, Any]]) -> int:
     """Text tokens the transformer attends to: its config's ``text_len + text_len_t5`` (the only
     count it accepts). With a text encoder present they must be the pipeline's 77 + 256."""
-    transformer = components.get("transformer", {})
-    bert, t5 = transformer.get("text_len", BERT_TOKENS), transformer.get("text_len_t5", MT5_TOKENS)
+    bert = config_value(components, "transformer", "text_len", BERT_TOKENS)
+    t5 = config_value(components, "transformer", "text_len_t5", MT5_TOKENS)
     if (bert, t5) != (BERT_TOKENS, MT5_TOKENS) and ({"text_encoder", "text_encoder_2"} & set(components)):
         raise ConfigError(
             f"transformer/config.json: text_len {bert} / text_len_t5 {t5}, but HunyuanDiTPipeline always encodes "
@@ -67,7 +69,8 @@ def _text_lengths(components: Mapping[str, Mapping[str, Any]]) -> int:
     return bert + t5
 
 
-@register_pipeline("HunyuanDiTPipeline", denoisers=("HunyuanDiT2DModel",))
+@register_pipeline("HunyuanDiTPipeline", denoisers=("HunyuanDiT2DModel",),
+                   refuses={"max_sequence_length": f"it encodes a fixed {BERT_TOKENS} BERT and {MT5_TOKENS} mT5 tokens"})
 def hunyuan_dit_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                          index: Mapping[str, Any] | None = None) -> Plan:
     """``HunyuanDiTPipeline.__call__``: default size ``transformer.sample_size × vae_scale_factor``
@@ -77,14 +80,11 @@ def hunyuan_dit_pipeline(components: Mapping[str, Mapping[str, Any]], s: Setting
     (two passes), and both encoders encode the negative prompt ("" by default): BERT on 77
     tokens, mT5 on 256, each once per prompt (+ once per negative). The transformer attends to
     77 + 256 = 333 text tokens. There is no max_sequence_length argument."""
-    if s.max_sequence_length is not None:
-        raise FlopcalcError(f"HunyuanDiTPipeline encodes a fixed {BERT_TOKENS} BERT and {MT5_TOKENS} mT5 tokens: "
-                            "it takes no max_sequence_length")
     f = vae_scale_factor(components)
-    transformer = components.get("transformer", {})
-    # default_sample_size: transformer.config.sample_size (the class default is 32), 128 without a transformer
-    sample = transformer.get("sample_size", 32) if "transformer" in components else 128
-    patch = transformer.get("patch_size", 2)
+    # default_sample_size: transformer.config.sample_size, 128 without a transformer
+    sample = config_value(components, "transformer", "sample_size", 128)
+    # the class has no patch size (None): the config must give one; without a transformer none applies
+    patch = positive_int(components["transformer"], "patch_size") if "transformer" in components else 1
     text_len = _text_lengths(components)
     notes = list(missing_notes(components, ["text_encoder", "text_encoder_2", "transformer", "vae"]))
     if not {"text_encoder", "text_encoder_2"} & set(components) and text_len != BERT_TOKENS + MT5_TOKENS:
@@ -111,7 +111,7 @@ def hunyuan_dit_pipeline(components: Mapping[str, Mapping[str, Any]], s: Setting
     if s.strength is not None:
         notes.append("diffusers has no HunyuanDiT image-to-image pipeline: estimated as the text-to-image pipeline "
                      "with the input image VAE-encoded and the last `strength` of the schedule run")
-    passes = cfg_passes(s.guidance_scale > 1)
+    passes = cfg_passes(s, s.guidance_scale > 1)
     runs = text_runs(components, [("text_encoder", BERT_TOKENS), ("text_encoder_2", MT5_TOKENS)],
                      s.batch_size * passes, f"{s.batch_size} prompt(s)" + (" + negative" if passes == 2 else ""))
     runs += denoiser_run(components, "transformer", s, f, text_len, passes)

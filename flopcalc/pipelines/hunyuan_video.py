@@ -6,16 +6,13 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from flopcalc.architectures import autoencoder_kl_hunyuan_video as hv_vae
 from flopcalc.architectures.autoencoder_kl_hunyuan_video import (
     HunyuanVideoVaeShape,
     temporal_factor,
 )
 from flopcalc.errors import FlopcalcError
-from flopcalc.formulas.hunyuan_video_vae import (
-    TILE_SAMPLE_MIN_FRAMES,
-    TILE_SAMPLE_STRIDE_FRAMES,
-    tiles,
-)
+from flopcalc.formulas.tiling import Slices, whole
 from flopcalc.pipelines.base import (
     ComponentRun,
     Plan,
@@ -29,7 +26,6 @@ from flopcalc.pipelines.base import (
     text_runs,
     vae_scale_factor,
 )
-from flopcalc.registry import RunShape
 
 #: ``HunyuanVideoPipeline.__call__`` defaults.
 DEFAULT_HEIGHT, DEFAULT_WIDTH, DEFAULT_FRAMES = 720, 1280, 129
@@ -57,50 +53,46 @@ def latent_frame_count(num_frames: int, temporal: int) -> int:
 VAE_MODES = {None: (True, False), False: (False, False), True: (True, True)}
 
 
-def _symbolic(s: Settings) -> bool:
-    """Whether the plan runs on tracked integers (a symbolic law is being built)."""
-    return type(s.num_frames) is not int
-
-
-def _vae_run(kind: str, cls: str, s: Settings, count: int, limit: int, runs: int, why: str,
+def _vae_run(kind: str, cls: str, vae: Mapping[str, Any], s: Settings, runs: int, why: str,
              **shape: Any) -> ComponentRun:
-    """One VAE call (``decode`` or ``encode``) in the mode ``s.vae_tiling`` asks for. A numeric plan
-    says the mode in the run shape; a symbolic law (plain run shapes) takes ``<kind>_untiled`` for a
-    one-pass run (forced, or ``count`` frames at most ``limit``, which the default does not chunk)."""
+    """One VAE call (``decode`` or ``encode``) in the mode ``s.vae_tiling`` asks for: the run shape
+    says the mode and carries the call's split (``decode_split`` / ``encode_split``: chunks × tiles,
+    taken at this plan's sizes, so a symbolic law gets the one-pass or the chunked branch exactly)."""
     framewise, tiling = VAE_MODES[s.vae_tiling]
-    role = "vae_decoder" if kind == "decode" else "vae_encoder"
-    if not _symbolic(s):
-        return ComponentRun("vae", cls, kind, role, HunyuanVideoVaeShape(framewise=framewise, tiling=tiling, **shape),
-                            runs, why)
-    if tiling:
+    if tiling and s.symbolic:
         raise FlopcalcError("the spatially tiled HunyuanVideo VAE (vae_tiling=True) has no closed-form law (its tile "
                             "count steps with the size); state the law for the default (no --vae-tiling)")
-    one_pass = not framewise or count <= limit
-    return ComponentRun("vae", cls, f"{kind}_untiled" if one_pass else kind, role, RunShape(**shape), runs, why)
+    if kind == "decode":
+        split = hv_vae.decode_split(vae, shape["latent_frames"], shape["latent_height"], shape["latent_width"],
+                                    framewise, tiling)
+    else:
+        split = hv_vae.encode_split(vae, shape["frames"], shape["height"], shape["width"], framewise, tiling)
+    role = "vae_decoder" if kind == "decode" else "vae_encoder"
+    return ComponentRun("vae", cls, kind, role,
+                        HunyuanVideoVaeShape(framewise=framewise, tiling=tiling, split=split, **shape), runs, why)
 
 
-def _chunk_words(frames: int, window: int, stride: int) -> str:
+def _chunk_words(chunks: Slices) -> str:
     """``11 chunk(s) (10 × 5 + 1 × 3)``."""
-    layout = tiles(int(frames), window, stride)
-    count = sum(n for _, n in layout)
-    return f"{count} chunk(s) (" + " + ".join(f"{n} × {size}" for size, n in layout) + ")"
+    return f"{sum(n for _, n in chunks)} chunk(s) (" + " + ".join(f"{n} × {size}" for size, n in chunks) + ")"
 
 
-def _vae_runs(components: Mapping[str, Mapping[str, Any]], s: Settings, f: int, t: int,
+def _vae_runs(components: Mapping[str, Mapping[str, Any]], s: Settings, f: int,
               latent_frames: int) -> tuple[list[ComponentRun], list[str]]:
     """Decode each video once (and, with ``strength``, encode each input video once) in the mode
     ``s.vae_tiling`` asks for; the note says how."""
     if "vae" not in components:
         return [], []
     cls = component_class(components, "vae") or "?"
+    vae = components["vae"]
     videos = s.batch_size * s.num_images_per_prompt
-    limit = TILE_SAMPLE_MIN_FRAMES // t
-    runs = [_vae_run("decode", cls, s, latent_frames, limit, videos, f"{videos} video(s)",
-                     latent_height=s.height // f, latent_width=s.width // f, latent_frames=latent_frames)]
+    decode = _vae_run("decode", cls, vae, s, videos, f"{videos} video(s)",
+                      latent_height=s.height // f, latent_width=s.width // f, latent_frames=latent_frames)
+    runs = [decode]
     framewise, tiling = VAE_MODES[s.vae_tiling]
-    if framewise and latent_frames > limit:
-        how = (f"decoded in {_chunk_words(latent_frames, limit + 1, TILE_SAMPLE_STRIDE_FRAMES // t)} of latent "
-               "frames, overlapping, each decoded in full")
+    chunks = decode.shape.split.frames
+    if framewise and chunks != whole(latent_frames):
+        how = f"decoded in {_chunk_words(chunks)} of latent frames, overlapping, each decoded in full"
     elif framewise:
         how = f"decoded in one pass ({latent_frames} latent frame(s) fit one chunk)"
     else:
@@ -113,13 +105,13 @@ def _vae_runs(components: Mapping[str, Mapping[str, Any]], s: Settings, f: int, 
     else:
         how += " (--no-vae-tiling; the pipeline's default decodes in temporal chunks)"
     if s.strength is not None:
-        runs.insert(0, _vae_run("encode", cls, s, s.num_frames, TILE_SAMPLE_MIN_FRAMES, s.batch_size,
-                                f"{s.batch_size} input video(s)", height=s.height, width=s.width,
-                                frames=s.num_frames))
+        runs.insert(0, _vae_run("encode", cls, vae, s, s.batch_size, f"{s.batch_size} input video(s)",
+                                height=s.height, width=s.width, frames=s.num_frames))
     return runs, [f"VAE: {how}"]
 
 
-@register_pipeline("HunyuanVideoPipeline", denoisers=("HunyuanVideoTransformer3DModel",))
+@register_pipeline("HunyuanVideoPipeline", denoisers=("HunyuanVideoTransformer3DModel",),
+                   options=("true_cfg_scale", "max_sequence_length", "num_frames", "vae_tiling"))
 def hunyuan_video_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                            index: Mapping[str, Any] | None = None) -> Plan:
     """``HunyuanVideoPipeline.__call__``: 720×1280, 129 frames (33 latent frames), 50 steps,
@@ -144,7 +136,7 @@ def hunyuan_video_pipeline(components: Mapping[str, Mapping[str, Any]], s: Setti
     )
     check_divisible(s.height, s.width, SIZE_MULTIPLE, "HunyuanVideo height and width")
     true_cfg = s.true_cfg_scale > 1 and s.negative_prompt
-    passes = cfg_passes(true_cfg)
+    passes = cfg_passes(s, true_cfg)
     notes = list(missing_notes(components, ["text_encoder", "text_encoder_2", "transformer", "vae"]))
     if s.true_cfg_scale > 1 and not s.negative_prompt:
         notes.append("true_cfg_scale > 1 has no effect without a negative prompt (as in HunyuanVideoPipeline): "
@@ -162,5 +154,5 @@ def hunyuan_video_pipeline(components: Mapping[str, Mapping[str, Any]], s: Setti
                                   ("text_encoder_2", CLIP_TOKENS)],
                      s.batch_size * passes, f"{s.batch_size} prompt(s)" + (" + negative" if true_cfg else ""))
     runs += denoiser_run(components, "transformer", s, f, s.max_sequence_length, passes, latent_frames=latent_frames)
-    vae, vae_notes = _vae_runs(components, s, f, t, latent_frames)
+    vae, vae_notes = _vae_runs(components, s, f, latent_frames)
     return Plan("HunyuanVideoPipeline", s, passes, tuple(runs + vae), tuple(notes + vae_notes))

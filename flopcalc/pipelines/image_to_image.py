@@ -5,16 +5,17 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Mapping
 
-from flopcalc.pipelines.base import Plan, PlanFn, Settings, register_pipeline
+from flopcalc.pipelines.base import Plan, PlanFn, Settings, pipeline_options, register_pipeline
 from flopcalc.pipelines.flux import flux_pipeline
 from flopcalc.pipelines.sd3 import sd3_pipeline
 from flopcalc.pipelines.stable_diffusion import sd_pipeline, sdxl_pipeline
 
 
-def _image_to_image(name: str, base: PlanFn, *, strength: float, steps: int | None = None,
+def _image_to_image(name: str, base_name: str, base: PlanFn, *, strength: float, steps: int | None = None,
                     guidance: float | None = None) -> None:
     """Register ``name`` as ``base`` with the image-to-image pipeline's own defaults: the input
-    image is VAE-encoded and only the last ``strength`` of the schedule runs."""
+    image is VAE-encoded and only the last ``strength`` of the schedule runs; it applies the options
+    ``base_name`` applies."""
 
     def plan_fn(components: Mapping[str, Mapping[str, Any]], s: Settings,
                 index: Mapping[str, Any] | None = None) -> Plan:
@@ -23,11 +24,11 @@ def _image_to_image(name: str, base: PlanFn, *, strength: float, steps: int | No
         return replace(base(components, s, index=index), pipeline=name)
 
     plan_fn.__doc__ = f"``{name}``: {base.__name__} with strength {strength} (diffusers defaults)."
-    register_pipeline(name)(plan_fn)
+    register_pipeline(name, options=tuple(pipeline_options(base_name)))(plan_fn)
 
 
 # diffusers' own defaults (the __call__ signatures of each *_img2img.py pipeline)
-_image_to_image("StableDiffusionImg2ImgPipeline", sd_pipeline, strength=0.8)
-_image_to_image("StableDiffusionXLImg2ImgPipeline", sdxl_pipeline, strength=0.3)
-_image_to_image("FluxImg2ImgPipeline", flux_pipeline, strength=0.6, steps=28, guidance=7.0)
-_image_to_image("StableDiffusion3Img2ImgPipeline", sd3_pipeline, strength=0.6, steps=50)
+_image_to_image("StableDiffusionImg2ImgPipeline", "StableDiffusionPipeline", sd_pipeline, strength=0.8)
+_image_to_image("StableDiffusionXLImg2ImgPipeline", "StableDiffusionXLPipeline", sdxl_pipeline, strength=0.3)
+_image_to_image("FluxImg2ImgPipeline", "FluxPipeline", flux_pipeline, strength=0.6, steps=28, guidance=7.0)
+_image_to_image("StableDiffusion3Img2ImgPipeline", "StableDiffusion3Pipeline", sd3_pipeline, strength=0.6, steps=50)

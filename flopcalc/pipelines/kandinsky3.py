@@ -97,7 +97,7 @@ def _plan(components: Mapping[str, Mapping[str, Any]], s: Settings, name: str) -
                         "the UNet's 2× downsamplings)")
         latent_h, latent_w = s.height // f, s.width // f
         steps = img2img_steps(s.steps, s.strength)
-    passes = cfg_passes(s.guidance_scale > 1)
+    passes = cfg_passes(s, s.guidance_scale > 1)
     encode_negative = passes == 2 and s.negative_prompt
     runs = text_runs(components, [("text_encoder", TEXT_LEN)], s.batch_size * (2 if encode_negative else 1),
                      f"{s.batch_size} prompt(s)" + (" + negative" if encode_negative else ""))
@@ -123,7 +123,8 @@ def _plan(components: Mapping[str, Mapping[str, Any]], s: Settings, name: str) -
     return Plan(name, s, passes, tuple(runs), tuple(notes))
 
 
-@register_pipeline("Kandinsky3Pipeline", denoisers=("Kandinsky3UNet",), component="unet")
+@register_pipeline("Kandinsky3Pipeline", denoisers=("Kandinsky3UNet",), component="unet",
+                   options=("max_sequence_length",))
 def kandinsky3_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                         index: Mapping[str, Any] | None = None) -> Plan:
     """``Kandinsky3Pipeline.__call__`` (``pipelines/kandinsky3/pipeline_kandinsky3.py``): 1024²,
@@ -136,7 +137,7 @@ def kandinsky3_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings
     return _plan(components, s, "Kandinsky3Pipeline")
 
 
-@register_pipeline("Kandinsky3Img2ImgPipeline")
+@register_pipeline("Kandinsky3Img2ImgPipeline", options=("max_sequence_length",))
 def kandinsky3_img2img_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                                 index: Mapping[str, Any] | None = None) -> Plan:
     """``Kandinsky3Img2ImgPipeline.__call__`` (``pipeline_kandinsky3_img2img.py``): ``strength``

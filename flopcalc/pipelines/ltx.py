@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from flopcalc.architectures import autoencoder_kl_ltx as ltx_vae
 from flopcalc.architectures.autoencoder_kl_ltx import (
     spatial_compression,
     temporal_compression,
 )
+from flopcalc.architectures.autoencoder_kl_ltx import tile_grid as tiles  # noqa: F401  (the tile grid, by its old name)
+from flopcalc.formulas.tiling import extents as tile_sides  # noqa: F401  (the tile sides, by their old name)
 from flopcalc.errors import ResolutionError
 from flopcalc.pipelines.base import (
     ComponentRun,
@@ -20,10 +22,12 @@ from flopcalc.pipelines.base import (
     cfg_passes,
     check_divisible,
     component_class,
+    config_value,
     denoiser_run,
     missing_notes,
     register_pipeline,
     text_runs,
+    tile_runs,
 )
 from flopcalc.registry import RunShape
 
@@ -35,9 +39,6 @@ DEFAULT_STEPS, DEFAULT_GUIDANCE, DEFAULT_TEXT_LEN = 50, 3.0, 128
 SIZE_MULTIPLE = 32
 #: ``LTXPipeline.__init__``'s fallbacks without a VAE: 32× spatial, 8× temporal compression.
 FALLBACK_SPATIAL, FALLBACK_TEMPORAL = 32, 8
-#: ``AutoencoderKLLTXVideo.__init__``: ``tile_sample_min_height/width`` 512 and
-#: ``tile_sample_stride_height/width`` 448 (pixels), what ``vae.enable_tiling()`` keeps by default.
-TILE_SAMPLE, TILE_STRIDE = 512, 448
 
 
 def compression(components: Mapping[str, Mapping[str, Any]]) -> tuple[int, int]:
@@ -65,66 +66,53 @@ def check_frames(num_frames: int, temporal: int, patch_t: int = 1) -> None:
                           + f"): num_frames {num_frames} → nearest valid: {' or '.join(map(str, options))}.")
 
 
-def tile_sides(size: int, tile: int, stride: int) -> list[int]:
-    """Tile extents along one side, as ``tiled_decode``/``tiled_encode`` slice them:
-    ``[i : i + tile]`` for ``i`` in ``range(0, size, stride)``."""
-    return [min(tile, size - i) for i in range(0, size, stride)]
-
-
-def tiles(height: int, width: int, tile: int, stride: int) -> Counter:
-    """``(tile height, tile width) → count`` over the overlapping tile grid; one untiled call when
-    both sides fit in one tile (the VAE's condition for tiling)."""
-    if height <= tile and width <= tile:
-        return Counter({(height, width): 1})
-    return Counter((h, w) for h in tile_sides(height, tile, stride) for w in tile_sides(width, tile, stride))
-
-
-def _tiling_text(grid: Counter, unit: str) -> str:
+def _tiling_text(grid: Mapping[tuple[int, int], int], unit: str) -> str:
     return ", ".join(f"{n}× {h}×{w}" for (h, w), n in grid.items()) + f" {unit}"
 
 
 def vae_runs(components: Mapping[str, Mapping[str, Any]], s: Settings, videos: int, latent_frames: int,
              spatial: int, tiled: bool) -> tuple[list[ComponentRun], list[str]]:
-    """``vae.decode`` once per video (untiled: one call over the whole latent; tiled: one decoder
-    call per overlapping spatial tile, every tile over all latent frames) and, given ``strength``,
-    ``vae.encode`` once per input video (tiled alike, on pixel tiles); with the plan notes."""
+    """``vae.decode`` once per video, split as the VAE says (``decode_split``; untiled: one call over
+    the whole latent; tiled: one decoder call per overlapping spatial tile, every tile over all latent
+    frames) and, given ``strength``, ``vae.encode`` once per input video (``encode_split``: tiled alike,
+    on pixel tiles); with the plan notes."""
     if "vae" not in components:
         return [], []
     cls = component_class(components, "vae") or "?"
+    vae = components["vae"]
     lh, lw = s.height // spatial, s.width // spatial
-    runs, notes = [], []
-    tile = TILE_SAMPLE // spatial
-    if tiled and lh <= tile and lw <= tile:
-        grid = Counter({(lh, lw): 1})
+    notes = []
+    tile = ltx_vae.TILE_SAMPLE // spatial
+    split = ltx_vae.decode_split(vae, lh, lw, tiled)
+    grid = split.tiles()
+    if tiled and split.is_whole:
         notes.append(f"VAE: tiling is on (vae.enable_tiling()) but the {lh}×{lw} latent fits one {tile}×{tile} "
                      f"tile: decoded in one call over all {latent_frames} latent frames, as the VAE does")
     elif tiled:
-        grid = tiles(lh, lw, tile, TILE_STRIDE // spatial)
-        notes.append(f"VAE: tiled as vae.enable_tiling() sets it ({TILE_SAMPLE}-px tiles at stride {TILE_STRIDE}, "
-                     f"overlaps counted in full): decoded in {sum(grid.values())} spatial tile(s) per video "
-                     f"({_tiling_text(grid, 'latent')}), each over all {latent_frames} latent frames (no temporal "
-                     "chunks: use_framewise_decoding stays off)")
+        notes.append(f"VAE: tiled as vae.enable_tiling() sets it ({ltx_vae.TILE_SAMPLE}-px tiles at stride "
+                     f"{ltx_vae.TILE_STRIDE}, overlaps counted in full): decoded in {split.calls} spatial tile(s) "
+                     f"per video ({_tiling_text(grid, 'latent')}), each over all {latent_frames} latent frames (no "
+                     "temporal chunks: use_framewise_decoding stays off)")
     else:
-        grid = Counter({(lh, lw): 1})
         notes.append(f"VAE: decoded in one call over all {latent_frames} latent frames (no temporal chunks, "
                      "use_framewise_decoding is off), untiled: the pipeline's default (--vae-tiling counts "
                      "vae.enable_tiling())")
-    for (h, w), n in grid.items():
-        what = "1 call" if len(grid) == 1 and n == 1 else f"{n} tile(s) of {h}×{w} latents"
-        runs.append(ComponentRun("vae", cls, "decode", "vae_decoder",
-                                 RunShape(latent_height=h, latent_width=w, latent_frames=latent_frames),
-                                 n * videos, f"{what} × {videos} video(s)"))
+    runs = tile_runs("vae", cls, "decode", "vae_decoder", split, videos,
+                     lambda h, w: RunShape(latent_height=h, latent_width=w, latent_frames=latent_frames),
+                     lambda n, h, w: ("1 call" if split.is_whole else f"{n} tile(s) of {h}×{w} latents")
+                     + f" × {videos} video(s)")
     if s.strength is not None:
-        pixels = tiles(s.height, s.width, TILE_SAMPLE, TILE_STRIDE) if tiled else Counter({(s.height, s.width): 1})
-        encode = [ComponentRun("vae", cls, "encode", "vae_encoder", RunShape(height=h, width=w, frames=s.num_frames),
-                               n * s.batch_size, f"{n} tile(s) of {h}×{w} px × {s.batch_size} input video(s)"
-                               if len(pixels) > 1 or n > 1 else f"{s.batch_size} input video(s)")
-                  for (h, w), n in pixels.items()]
+        pixels = ltx_vae.encode_split(vae, s.height, s.width, tiled)
+        encode = tile_runs("vae", cls, "encode", "vae_encoder", pixels, s.batch_size,
+                           lambda h, w: RunShape(height=h, width=w, frames=s.num_frames),
+                           lambda n, h, w: f"{s.batch_size} input video(s)" if pixels.is_whole
+                           else f"{n} tile(s) of {h}×{w} px × {s.batch_size} input video(s)")
         runs = encode + runs
     return runs, notes
 
 
-@register_pipeline("LTXPipeline", denoisers=("LTXVideoTransformer3DModel",))
+@register_pipeline("LTXPipeline", denoisers=("LTXVideoTransformer3DModel",),
+                   options=("max_sequence_length", "num_frames", "vae_tiling"))
 def ltx_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                  index: Mapping[str, Any] | None = None) -> Plan:
     """``LTXPipeline.__call__`` (diffusers ``pipelines/ltx/pipeline_ltx.py``): 512×704 (height ×
@@ -138,8 +126,8 @@ def ltx_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
     also asks for ``num_frames = 8k + 1`` (the pipeline floors others) and names the nearest valid
     values. The VAE decodes each video once, untiled unless ``vae_tiling`` (``vae.enable_tiling()``)."""
     spatial, temporal = compression(components)
-    transformer = components.get("transformer", {})
-    patch, patch_t = transformer.get("patch_size", 1) or 1, transformer.get("patch_size_t", 1) or 1
+    patch = config_value(components, "transformer", "patch_size", 1) or 1
+    patch_t = config_value(components, "transformer", "patch_size_t", 1) or 1
     s = replace(s, height=s.height or DEFAULT_HEIGHT, width=s.width or DEFAULT_WIDTH,
                 num_frames=s.num_frames or DEFAULT_FRAMES, steps=s.steps or DEFAULT_STEPS,
                 guidance_scale=DEFAULT_GUIDANCE if s.guidance_scale is None else s.guidance_scale,
@@ -148,7 +136,7 @@ def ltx_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                     "LTX-Video height and width (check_inputs: 32; the VAE's spatial compression × patch size)")
     check_frames(s.num_frames, temporal, patch_t)
     latent_frames = (s.num_frames - 1) // temporal + 1
-    passes = cfg_passes(s.guidance_scale > 1)
+    passes = cfg_passes(s, s.guidance_scale > 1)
     notes = list(missing_notes(components, ["text_encoder", "transformer", "vae"]))
     if s.strength is not None:
         notes.append("LTXPipeline takes no strength (no video-to-video): estimated as the text-to-video pipeline with "

@@ -17,6 +17,7 @@ from flopcalc.pipelines.base import (
     Settings,
     cfg_passes,
     check_divisible,
+    config_value,
     denoiser_run,
     image_runs,
     missing_notes,
@@ -35,14 +36,14 @@ LUMINA2_MAX_TEXT_LEN = 512
 def _size_multiple(components: Mapping[str, Mapping[str, Any]]) -> int:
     """``check_inputs``: sides divide by ``vae_scale_factor · 2``; the latent must also divide by
     the transformer's patch size (2 for every Lumina checkpoint)."""
-    patch = components.get("transformer", {}).get("patch_size", 2)
+    patch = config_value(components, "transformer", "patch_size", 2)
     return LUMINA_VAE_SCALE_FACTOR * math.lcm(2, patch if isinstance(patch, int) and patch > 0 else 2)
 
 
 def _defaults(components: Mapping[str, Mapping[str, Any]], s: Settings) -> Settings:
     """``height = width = default_sample_size · vae_scale_factor`` (``transformer.sample_size``,
     128: 1024²), 30 steps, ``guidance_scale`` 4.0, 256 text tokens."""
-    sample = components.get("transformer", {}).get("sample_size", 128)
+    sample = config_value(components, "transformer", "sample_size", 128)
     size = sample * LUMINA_VAE_SCALE_FACTOR
     return replace(s, height=s.height or size, width=s.width or size, steps=s.steps or 30,
                    guidance_scale=4.0 if s.guidance_scale is None else s.guidance_scale,
@@ -56,7 +57,7 @@ def _img2img_note(s: Settings, name: str) -> list[str]:
              "input image VAE-encoded and the last `strength` of the schedule run")]
 
 
-@register_pipeline("Lumina2Pipeline", denoisers=("Lumina2Transformer2DModel",))
+@register_pipeline("Lumina2Pipeline", denoisers=("Lumina2Transformer2DModel",), options=("max_sequence_length",))
 def lumina2_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                      index: Mapping[str, Any] | None = None) -> Plan:
     """``Lumina2Pipeline.__call__`` (``pipelines/lumina2/pipeline_lumina2.py``): 1024² default
@@ -78,7 +79,7 @@ def lumina2_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
     f = LUMINA_VAE_SCALE_FACTOR
     check_divisible(s.height, s.width, _size_multiple(components), "Lumina-Image-2.0 height and width")
     cfg = s.guidance_scale > 1
-    passes = cfg_passes(cfg)
+    passes = cfg_passes(s, cfg)
     runs = text_runs(components, [("text_encoder", s.max_sequence_length)], s.batch_size * passes,
                      f"{s.batch_size} prompt(s)" + (" + negative" if cfg else ""))
     runs += denoiser_run(components, "transformer", s, f, s.max_sequence_length, passes)
@@ -90,10 +91,10 @@ def lumina2_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
     return Plan(name, s, passes, tuple(runs), tuple(notes))
 
 
-register_pipeline("Lumina2Text2ImgPipeline")(lumina2_pipeline)
+register_pipeline("Lumina2Text2ImgPipeline", options=("max_sequence_length",))(lumina2_pipeline)
 
 
-@register_pipeline("LuminaPipeline", denoisers=("LuminaNextDiT2DModel",))
+@register_pipeline("LuminaPipeline", denoisers=("LuminaNextDiT2DModel",), options=("max_sequence_length",))
 def lumina_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                     index: Mapping[str, Any] | None = None) -> Plan:
     """``LuminaPipeline.__call__`` (``pipelines/lumina/pipeline_lumina.py``, Lumina-Next): 1024²
@@ -112,7 +113,7 @@ def lumina_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                             f"(self.max_sequence_length); max_sequence_length {s.max_sequence_length} cannot run")
     f = LUMINA_VAE_SCALE_FACTOR
     check_divisible(s.height, s.width, _size_multiple(components), "Lumina-Next height and width")
-    passes = cfg_passes(s.guidance_scale > 1)
+    passes = cfg_passes(s, s.guidance_scale > 1)
     runs = text_runs(components, [("text_encoder", s.max_sequence_length)], s.batch_size * passes,
                      f"{s.batch_size} prompt(s)" + (" + negative" if passes == 2 else ""))
     runs += denoiser_run(components, "transformer", s, f, s.max_sequence_length, passes)
@@ -121,4 +122,4 @@ def lumina_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
     return Plan(name, s, passes, tuple(runs), tuple(notes))
 
 
-register_pipeline("LuminaText2ImgPipeline")(lumina_pipeline)
+register_pipeline("LuminaText2ImgPipeline", options=("max_sequence_length",))(lumina_pipeline)

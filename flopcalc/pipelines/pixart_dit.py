@@ -10,6 +10,7 @@ from flopcalc.pipelines.base import (
     Settings,
     cfg_passes,
     check_divisible,
+    config_value,
     denoiser_run,
     image_runs,
     missing_notes,
@@ -25,7 +26,7 @@ def pixart_binned_size(height: int, width: int, sample_size: int) -> tuple[int, 
     return nearest_aspect_bin("pixart_aspect_ratio_bins.json", sample_size, height, width, "PixArt")
 
 
-@register_pipeline("PixArtAlphaPipeline", denoisers=("PixArtTransformer2DModel",))
+@register_pipeline("PixArtAlphaPipeline", denoisers=("PixArtTransformer2DModel",), options=("max_sequence_length",))
 def pixart_alpha_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                           index: Mapping[str, Any] | None = None) -> Plan:
     """``PixArtAlphaPipeline.__call__`` (``pipelines/pixart_alpha/pipeline_pixart_alpha.py``):
@@ -36,7 +37,7 @@ def pixart_alpha_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settin
     return _pixart(components, s, "PixArtAlphaPipeline", 120)
 
 
-@register_pipeline("PixArtSigmaPipeline")
+@register_pipeline("PixArtSigmaPipeline", options=("max_sequence_length",))
 def pixart_sigma_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                           index: Mapping[str, Any] | None = None) -> Plan:
     """``PixArtSigmaPipeline.__call__`` (``pipeline_pixart_sigma.py``): as PixArt-α with T5 on
@@ -46,9 +47,9 @@ def pixart_sigma_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settin
 
 def _pixart(components: Mapping[str, Mapping[str, Any]], s: Settings, name: str, text_len: int) -> Plan:
     f = vae_scale_factor(components)
-    transformer = components.get("transformer", {})
-    sample = transformer.get("sample_size", 128)
-    patch = transformer.get("patch_size", 2)
+    # diffusers: transformer.config.sample_size / patch_size, 128 / 2 without a transformer
+    sample = config_value(components, "transformer", "sample_size", 128)
+    patch = config_value(components, "transformer", "patch_size", 2)
     s = replace(s, height=s.height or sample * f, width=s.width or sample * f, steps=s.steps or 20,
                 guidance_scale=4.5 if s.guidance_scale is None else s.guidance_scale,
                 max_sequence_length=s.max_sequence_length or text_len)
@@ -60,7 +61,7 @@ def _pixart(components: Mapping[str, Mapping[str, Any]], s: Settings, name: str,
                          f"resized, as {name} does (turn off with --no-resolution-binning)")
             s = replace(s, height=binned[0], width=binned[1])
     check_divisible(s.height, s.width, f * patch, "PixArt height and width (VAE factor × patch size)")
-    passes = cfg_passes(s.guidance_scale > 1)
+    passes = cfg_passes(s, s.guidance_scale > 1)
     runs = text_runs(components, [("text_encoder", s.max_sequence_length)], s.batch_size * passes,
                       f"{s.batch_size} prompt(s)" + (" + negative" if passes == 2 else ""))
     runs += denoiser_run(components, "transformer", s, f, s.max_sequence_length, passes)
@@ -76,12 +77,12 @@ def dit_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
     given here estimates the transformer at that size), 50 steps, ``guidance_scale`` 4.0 with
     the latents doubled (two passes). ``batch_size`` is the number of class labels."""
     f = vae_scale_factor(components)
-    sample = components.get("transformer", {}).get("sample_size", 32)
+    sample = config_value(components, "transformer", "sample_size", 32)
     s = replace(s, height=s.height or sample * f, width=s.width or sample * f, steps=s.steps or 50,
                 guidance_scale=4.0 if s.guidance_scale is None else s.guidance_scale)
-    check_divisible(s.height, s.width, f * components.get("transformer", {}).get("patch_size", 2),
+    check_divisible(s.height, s.width, f * config_value(components, "transformer", "patch_size", 2),
                     "DiT height and width (VAE factor × patch size)")
-    passes = cfg_passes(s.guidance_scale > 1)
+    passes = cfg_passes(s, s.guidance_scale > 1)
     runs = denoiser_run(components, "transformer", s, f, 0, passes) + image_runs(components, s, f)
     notes = [] if (s.height, s.width) == (sample * f, sample * f) else [
         f"DiTPipeline itself always generates at {sample * f}×{sample * f}; this estimates the transformer at "

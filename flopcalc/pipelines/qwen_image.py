@@ -32,12 +32,13 @@ def qwen_vae_scale_factor(components: Mapping[str, Mapping[str, Any]]) -> int:
     vae = components.get("vae")
     if vae is None:
         return 8
-    if not isinstance(vae.get("temperal_downsample", []), list):
+    if not isinstance(vae["temperal_downsample"], list):
         raise ConfigError("vae/config.json: 'temperal_downsample' must be a list")
     return scale_factor(vae)
 
 
-@register_pipeline("QwenImagePipeline", denoisers=("QwenImageTransformer2DModel",))
+@register_pipeline("QwenImagePipeline", denoisers=("QwenImageTransformer2DModel",),
+                   options=("true_cfg_scale", "max_sequence_length"))
 def qwen_image_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                         index: Mapping[str, Any] | None = None) -> Plan:
     """``QwenImagePipeline.__call__`` (diffusers ``pipelines/qwenimage/pipeline_qwenimage.py``):
@@ -72,7 +73,7 @@ def qwen_image_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings
                             "(guidance_embeds: true); pass --guidance-scale")
     check_divisible(s.height, s.width, f * 2, "Qwen-Image height and width (packed 2×2 latents)")
     true_cfg = s.true_cfg_scale > 1 and s.negative_prompt
-    passes = cfg_passes(true_cfg)
+    passes = cfg_passes(s, true_cfg)
     notes = list(missing_notes(components, ["text_encoder", "transformer", "vae"]))
     if s.true_cfg_scale > 1 and not s.negative_prompt:
         notes.append("true_cfg_scale > 1 has no effect without a negative prompt (as in QwenImagePipeline): "
@@ -88,7 +89,7 @@ def qwen_image_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings
     return Plan("QwenImagePipeline", s, passes, tuple(runs), tuple(notes))
 
 
-@register_pipeline("QwenImageImg2ImgPipeline")
+@register_pipeline("QwenImageImg2ImgPipeline", options=("true_cfg_scale", "max_sequence_length"))
 def qwen_image_img2img_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                                 index: Mapping[str, Any] | None = None) -> Plan:
     """``QwenImageImg2ImgPipeline.__call__`` (``pipeline_qwenimage_img2img.py``): the text-to-image

@@ -39,6 +39,7 @@ from flopcalc.pipelines.base import (
     Settings,
     cfg_passes,
     check_divisible,
+    config_value,
     denoiser_run,
     image_runs,
     missing_notes,
@@ -64,7 +65,7 @@ def sana_vae_scale_factor(components: Mapping[str, Mapping[str, Any]]) -> int:
     vae = components.get("vae")
     if vae is None:
         return DEFAULT_VAE_FACTOR
-    channels = vae.get("encoder_block_out_channels", [128, 256, 512, 512, 1024, 1024])
+    channels = vae["encoder_block_out_channels"]
     if not isinstance(channels, list) or not channels:
         raise ConfigError("vae/config.json: 'encoder_block_out_channels' must be a non-empty list")
     return 2 ** (len(channels) - 1)
@@ -83,26 +84,25 @@ CHI_NOTE = ("text_encoder: planned at max_sequence_length tokens for the prompt 
             "not counted here)")
 
 
-@register_pipeline("SanaPipeline", denoisers=("SanaTransformer2DModel",))
+@register_pipeline("SanaPipeline", denoisers=("SanaTransformer2DModel",), options=("max_sequence_length",))
 def sana_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                   index: Mapping[str, Any] | None = None) -> Plan:
     """``SanaPipeline.__call__`` (see the module doc for every default)."""
     f = sana_vae_scale_factor(components)
-    transformer = components.get("transformer", {})
     s = replace(s, height=s.height or DEFAULT_SIZE, width=s.width or DEFAULT_SIZE, steps=s.steps or DEFAULT_STEPS,
                 guidance_scale=DEFAULT_GUIDANCE if s.guidance_scale is None else s.guidance_scale,
                 max_sequence_length=s.max_sequence_length or DEFAULT_TEXT_LEN)
     notes = list(missing_notes(components, ["text_encoder", "transformer", "vae"]))
     if s.resolution_binning:
-        binned = sana_binned_size(s.height, s.width, transformer.get("sample_size", 32))
+        binned = sana_binned_size(s.height, s.width, config_value(components, "transformer", "sample_size", 32))
         if binned != (s.height, s.width):
             notes.append(f"resolution binning: {s.height}×{s.width} is generated at {binned[0]}×{binned[1]} and "
                          "resized, as SanaPipeline does (turn off with --no-resolution-binning)")
             s = replace(s, height=binned[0], width=binned[1])
-    multiple = lcm(SIZE_MULTIPLE, f * transformer.get("patch_size", 1))
+    multiple = lcm(SIZE_MULTIPLE, f * config_value(components, "transformer", "patch_size", 1))
     check_divisible(s.height, s.width, multiple, "SANA height and width (multiples of 32, and of the VAE factor × "
                                                  "patch size)")
-    passes = cfg_passes(s.guidance_scale > 1)
+    passes = cfg_passes(s, s.guidance_scale > 1)
     runs = text_runs(components, [("text_encoder", s.max_sequence_length)], s.batch_size * passes,
                      f"{s.batch_size} prompt(s)" + (" + negative" if passes == 2 else ""))
     if runs:

@@ -10,6 +10,7 @@ from flopcalc.pipelines.base import (
     Settings,
     cfg_passes,
     check_divisible,
+    config_value,
     denoiser_run,
     image_runs,
     missing_notes,
@@ -19,7 +20,8 @@ from flopcalc.pipelines.base import (
 )
 
 
-@register_pipeline("StableDiffusion3Pipeline", denoisers=("SD3Transformer2DModel",))
+@register_pipeline("StableDiffusion3Pipeline", denoisers=("SD3Transformer2DModel",),
+                   options=("max_sequence_length",))
 def sd3_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                  index: Mapping[str, Any] | None = None) -> Plan:
     """``StableDiffusion3Pipeline.__call__`` (diffusers ``pipelines/stable_diffusion_3/
@@ -30,9 +32,9 @@ def sd3_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
     the transformer sees 77 + 256 = 333 text tokens. Sides must divide by
     ``vae_scale_factor · patch_size``."""
     f = vae_scale_factor(components)
-    transformer = components.get("transformer", {})
-    patch = transformer.get("patch_size", 2)
-    sample = transformer.get("sample_size", 128)
+    # diffusers: transformer.config.patch_size / sample_size, 2 / 128 without a transformer
+    patch = config_value(components, "transformer", "patch_size", 2)
+    sample = config_value(components, "transformer", "sample_size", 128)
     s = replace(
         s,
         height=s.height or sample * f,
@@ -43,7 +45,7 @@ def sd3_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
     )
     check_divisible(s.height, s.width, f * patch, "SD3 height and width (VAE factor × patch size)")
     cfg = s.guidance_scale > 1
-    passes = cfg_passes(cfg)
+    passes = cfg_passes(s, cfg)
     runs = text_runs(
         components,
         [("text_encoder", 77), ("text_encoder_2", 77), ("text_encoder_3", s.max_sequence_length)],

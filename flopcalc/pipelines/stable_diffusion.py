@@ -22,7 +22,7 @@ from flopcalc.pipelines.base import (
 
 def _unet_cfg_passes(components, s: Settings) -> int:
     """``do_classifier_free_guidance``: ``guidance_scale > 1`` and no ``time_cond_proj_dim`` (LCM)."""
-    return cfg_passes(s.guidance_scale > 1 and components.get("unet", {}).get("time_cond_proj_dim") is None)
+    return cfg_passes(s, s.guidance_scale > 1 and components.get("unet", {}).get("time_cond_proj_dim") is None)
 
 
 def _unet_defaults(components, s: Settings, steps: int, guidance: float) -> tuple[Settings, int]:

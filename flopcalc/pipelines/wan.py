@@ -3,10 +3,10 @@ its video-to-video sibling (``pipeline_wan_video2video.py``, ``WanVideoToVideoPi
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import replace
 from typing import Any, Mapping
 
+from flopcalc.architectures import autoencoder_kl_wan as wan_vae
 from flopcalc.architectures.autoencoder_kl_wan import (
     scale_factor,
     temporal_scale_factor,
@@ -25,6 +25,7 @@ from flopcalc.pipelines.base import (
     missing_notes,
     register_pipeline,
     text_runs,
+    tile_runs,
 )
 from flopcalc.registry import RunShape
 
@@ -34,9 +35,6 @@ HEIGHT, WIDTH, NUM_FRAMES, STEPS, GUIDANCE, MAX_SEQUENCE_LENGTH = 480, 832, 81, 
 SIZE_MULTIPLE = 16
 #: ``WanVideoToVideoPipeline.__call__``: ``strength`` default.
 V2V_STRENGTH = 0.8
-#: ``AutoencoderKLWan.enable_tiling`` defaults (``tile_sample_min_*`` 256, ``tile_sample_stride_*`` 192
-#: pixels); tiling is off unless a caller enables it (``use_tiling = False`` in ``__init__``).
-TILE_SAMPLE_MIN, TILE_SAMPLE_STRIDE = 256, 192
 
 
 def _vae_factors(components: Mapping[str, Mapping[str, Any]]) -> tuple[int, int]:
@@ -74,73 +72,58 @@ def _refuse_unsupported(index: Mapping[str, Any] | None, components: Mapping[str
                             "which flopcalc does not model yet")
 
 
-def _tiles(size: int, minimum: int, stride: int) -> list[int]:
-    """Sides of the overlapping tiles along one axis: ``size[i : i + minimum]`` for i in range(0, size, stride)."""
-    return [min(minimum, size - i) for i in range(0, size, stride)]
-
-
-def _tile_grid(height: int, width: int, minimum: int, stride: int) -> Counter:
-    """``(tile height, tile width) → count`` over the tiled grid."""
-    return Counter((th, tw) for th in _tiles(height, minimum, stride) for tw in _tiles(width, minimum, stride))
-
-
 def _require_numeric(s: Settings) -> None:
-    if type(s.height) is not int or type(s.width) is not int or type(s.num_frames) is not int:
+    if s.symbolic:
         raise FlopcalcError("a tiled VAE has no closed-form law in H and W (its tile count steps with the size): "
                             "use the numeric estimate, or --no-vae-tiling")
 
 
 def _vae_runs(components: Mapping[str, Mapping[str, Any]], s: Settings, f: int, videos: int,
               latent_frames: int, tiled: bool) -> tuple[list[ComponentRun], list[str]]:
-    """``vae.decode`` of each video's latent (and, video-to-video, ``vae.encode`` of each input video):
-    untiled one call per video; tiled one run per distinct tile shape, every overlapping tile counted in
-    full (``tiled_decode`` / ``tiled_encode``)."""
+    """``vae.decode`` of each video's latent (and, video-to-video, ``vae.encode`` of each input video),
+    split as the VAE says (``decode_split`` / ``encode_split``): untiled one call per video; tiled one run
+    per distinct tile shape, every overlapping tile counted in full (``tiled_decode`` / ``tiled_encode``)."""
     if "vae" not in components:
         return [], []
     cls = component_class(components, "vae") or "?"
     vae = components["vae"]
-    patch = vae.get("patch_size") or 1
     h, w = s.height // f, s.width // f
     notes = []
-    runs: list[ComponentRun] = []
-    lmin, lstride = TILE_SAMPLE_MIN // f, TILE_SAMPLE_STRIDE // f
-    if tiled and (h > lmin or w > lmin):
+    split = wan_vae.decode_split(vae, h, w, tiled)
+    if not split.is_whole:
         _require_numeric(s)
-        grid = _tile_grid(h, w, lmin, lstride)
-        for (th, tw), k in sorted(grid.items(), reverse=True):
-            runs.append(ComponentRun("vae", cls, "decode", "vae_decoder",
-                                     RunShape(latent_height=th, latent_width=tw, latent_frames=latent_frames),
-                                     k * videos, f"{k} tile(s) of {th}×{tw} latent × {videos} video(s)"))
-        notes.append(f"VAE: tiled decode (enable_tiling: {TILE_SAMPLE_MIN}-pixel tiles every {TILE_SAMPLE_STRIDE}, "
-                     f"overlaps counted in full): {sum(grid.values())} tiles per video, each decoded frame by frame "
-                     f"({latent_frames} latent frames, one decoder call each, causal feature cache)")
+        runs = tile_runs("vae", cls, "decode", "vae_decoder", split, videos,
+                         lambda th, tw: RunShape(latent_height=th, latent_width=tw, latent_frames=latent_frames),
+                         lambda k, th, tw: f"{k} tile(s) of {th}×{tw} latent × {videos} video(s)")
+        notes.append(f"VAE: tiled decode (enable_tiling: {wan_vae.TILE_SAMPLE_MIN}-pixel tiles every "
+                     f"{wan_vae.TILE_SAMPLE_STRIDE}, overlaps counted in full): {split.calls} tiles per video, each "
+                     f"decoded frame by frame ({latent_frames} latent frames, one decoder call each, causal feature "
+                     "cache)")
     else:
-        runs.append(ComponentRun("vae", cls, "decode", "vae_decoder",
-                                 RunShape(latent_height=h, latent_width=w, latent_frames=latent_frames),
-                                 videos, f"{videos} video(s)"))
+        runs = [ComponentRun("vae", cls, "decode", "vae_decoder",
+                             RunShape(latent_height=h, latent_width=w, latent_frames=latent_frames),
+                             videos, f"{videos} video(s)")]
         why = "the pipeline's default" if s.vae_tiling is None else (
             "tiling asked for, but the latent fits one tile" if tiled else "as asked")
         notes.append(f"VAE: decoded frame by frame ({latent_frames} latent frames, one decoder call each, the causal "
                      f"feature cache standing in for the frames before), untiled ({why})")
     if s.strength is not None:
-        runs[:0] = _encode_runs(cls, s, patch, tiled)
+        runs[:0] = _encode_runs(cls, vae, s, tiled)
     return runs, notes
 
 
-def _encode_runs(cls: str, s: Settings, patch: int, tiled: bool) -> list[ComponentRun]:
+def _encode_runs(cls: str, vae: Mapping[str, Any], s: Settings, tiled: bool) -> list[ComponentRun]:
     """``vae.encode`` of each input video (``_encode``: patchify, first frame then chunks of 4; tiled in
     patchified pixels when ``use_tiling`` and a side exceeds 256)."""
-    hp, wp = s.height // patch, s.width // patch
-    if not (tiled and (hp > TILE_SAMPLE_MIN or wp > TILE_SAMPLE_MIN)):
+    split = wan_vae.encode_split(vae, s.height, s.width, tiled)
+    if split.is_whole:
         return [ComponentRun("vae", cls, "encode", "vae_encoder",
                              RunShape(height=s.height, width=s.width, frames=s.num_frames), s.batch_size,
                              f"{s.batch_size} input video(s)")]
     _require_numeric(s)
-    grid = _tile_grid(hp, wp, TILE_SAMPLE_MIN, TILE_SAMPLE_STRIDE)
-    return [ComponentRun("vae", cls, "encode", "vae_encoder",
-                         RunShape(height=th * patch, width=tw * patch, frames=s.num_frames), k * s.batch_size,
-                         f"{k} tile(s) of {th * patch}×{tw * patch} × {s.batch_size} input video(s)")
-            for (th, tw), k in sorted(grid.items(), reverse=True)]
+    return tile_runs("vae", cls, "encode", "vae_encoder", split, s.batch_size,
+                     lambda th, tw: RunShape(height=th, width=tw, frames=s.num_frames),
+                     lambda k, th, tw: f"{k} tile(s) of {th}×{tw} × {s.batch_size} input video(s)")
 
 
 def v2v_steps(steps: int, strength: float) -> int:
@@ -148,7 +131,8 @@ def v2v_steps(steps: int, strength: float) -> int:
     return min(int(steps * strength), steps)
 
 
-@register_pipeline("WanPipeline", denoisers=("WanTransformer3DModel",))
+@register_pipeline("WanPipeline", denoisers=("WanTransformer3DModel",),
+                   options=("max_sequence_length", "num_frames", "vae_tiling"))
 def wan_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                  index: Mapping[str, Any] | None = None) -> Plan:
     """``WanPipeline.__call__``: 480×832, 81 frames, 50 steps, ``guidance_scale`` 5.0,
@@ -191,10 +175,8 @@ def wan_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
     if s.strength is not None:
         notes.append("video-to-video (strength given): the input video is VAE-encoded once and "
                      "int(steps · strength) steps run, as WanVideoToVideoPipeline does")
-    if s.true_cfg_scale is not None:
-        notes.append("true_cfg_scale is not a WanPipeline setting: ignored")
     latent_frames = (s.num_frames - 1) // t + 1
-    passes = cfg_passes(s.guidance_scale > 1)
+    passes = cfg_passes(s, s.guidance_scale > 1)
     if s.negative_prompt and passes == 1:
         notes.append("the negative prompt is ignored without classifier-free guidance (guidance_scale <= 1)")
     runs = text_runs(components, [("text_encoder", s.max_sequence_length)], s.batch_size * passes,
@@ -217,7 +199,7 @@ def _denoiser_runs(components, s: Settings, f: int, passes: int, latent_frames: 
                     why=f"{steps} steps × {passes} pass(es) × {videos} video(s)")]
 
 
-@register_pipeline("WanVideoToVideoPipeline")
+@register_pipeline("WanVideoToVideoPipeline", options=("max_sequence_length", "num_frames", "vae_tiling"))
 def wan_video_to_video_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                                 index: Mapping[str, Any] | None = None) -> Plan:
     """``WanVideoToVideoPipeline.__call__``: the text-to-video defaults with ``strength`` 0.8: the input

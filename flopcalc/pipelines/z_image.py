@@ -26,7 +26,14 @@ DEFAULT_SIZE = 1024
 TURBO_STEPS, TURBO_GUIDANCE = 9, 0.0
 
 
-@register_pipeline("ZImagePipeline", denoisers=("ZImageTransformer2DModel",))
+#: ``true_cfg_scale``: ZImagePipeline's own reason for refusing it.
+NO_TRUE_CFG = {"true_cfg_scale": "its __call__ takes no true_cfg_scale: guidance_scale > 0 already runs classifier-free "
+                                 "guidance (a doubled batch, the negative prompt encoded)"}
+#: The optional options ZImagePipeline applies.
+OPTIONS = ("max_sequence_length",)
+
+
+@register_pipeline("ZImagePipeline", denoisers=("ZImageTransformer2DModel",), options=OPTIONS, refuses=NO_TRUE_CFG)
 def z_image_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                      index: Mapping[str, Any] | None = None) -> Plan:
     """``ZImagePipeline.__call__`` (diffusers ``pipelines/z_image/pipeline_z_image.py``) with
@@ -54,14 +61,11 @@ def z_image_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
     )
     check_divisible(s.height, s.width, f * 2, "Z-Image height and width (vae_scale_factor × 2)")
     cfg = s.guidance_scale > 0
-    passes = cfg_passes(cfg)
+    passes = cfg_passes(s, cfg)
     notes = list(missing_notes(components, ["text_encoder", "transformer", "vae"]))
     if defaults:
         notes.append(f"Z-Image-Turbo's settings (model card): {TURBO_STEPS} steps, guidance_scale {TURBO_GUIDANCE:g}; "
                      "ZImagePipeline's own defaults (50 steps, guidance_scale 5.0) are the undistilled model's")
-    if s.true_cfg_scale is not None:
-        notes.append("true_cfg_scale is not a ZImagePipeline option and was ignored: guidance_scale > 0 "
-                     "runs classifier-free guidance")
     if s.negative_prompt and not cfg:
         notes.append("the negative prompt is ignored with guidance_scale 0 (as in ZImagePipeline)")
     runs = text_runs(components, [("text_encoder", s.max_sequence_length)], s.batch_size * passes,
@@ -79,7 +83,7 @@ def z_image_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
 IMG2IMG_STRENGTH = 0.6
 
 
-@register_pipeline("ZImageImg2ImgPipeline")
+@register_pipeline("ZImageImg2ImgPipeline", options=OPTIONS, refuses=NO_TRUE_CFG)
 def z_image_img2img_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                              index: Mapping[str, Any] | None = None) -> Plan:
     """``ZImageImg2ImgPipeline.__call__`` (``pipeline_z_image_img2img.py``): the text-to-image plan (the

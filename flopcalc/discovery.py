@@ -1,0 +1,182 @@
+"""Lazy discovery: which module registers which architecture, which pipeline, which card.
+
+Answering one question (``flopcalc estimate flux-dev``) needs the FLUX plan, four assemblers and one
+card, not the forty-odd modules and twenty card files of the package. Registration stays where it is
+(a decorator in each family's own module: nothing central is edited per family); this module keeps an
+*index* of what each module registers, built the one way that cannot drift, by importing every
+module and reading the registries, and caches it.
+
+The cache is one JSON file in the user's cache folder (``FLOPCALC_CACHE_DIR``, else
+``$XDG_CACHE_HOME/flopcalc``, else ``~/.cache/flopcalc``), keyed by a fingerprint of the package's
+family modules and card files (name, size, modification time) and the flopcalc version: editing,
+adding or removing a family module or a card rebuilds it on the next run. Where the folder cannot be
+written the index is rebuilt in memory each run (correct, only slower). ``FLOPCALC_CACHE_DIR=""``
+turns the cache off.
+
+A lookup that the index cannot answer falls back to importing everything, so a stale or corrupt
+cache can cost time, never a wrong answer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, Mapping
+
+__all__ = ["Index", "index", "architecture_modules", "pipeline_modules", "denoiser_modules", "load_everything",
+           "cache_file"]
+
+_FORMAT = 1
+_PACKAGE = Path(__file__).resolve().parent
+
+
+class Index:
+    """What each module registers: ``architectures`` {class name or alias: [module]},
+    ``pipelines`` {pipeline class name: module}, ``denoisers`` {denoiser class: [plan module]},
+    ``cards`` {card folder: parsed card.yaml}."""
+
+    def __init__(self, data: Mapping[str, Any]):
+        self.architectures: dict[str, list[str]] = data["architectures"]
+        self.pipelines: dict[str, str] = data["pipelines"]
+        self.denoisers: dict[str, list[str]] = data["denoisers"]
+        self.cards: dict[str, dict[str, Any]] = data["cards"]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"architectures": self.architectures, "pipelines": self.pipelines, "denoisers": self.denoisers,
+                "cards": self.cards}
+
+
+def _family_dirs() -> tuple[Path, Path]:
+    return _PACKAGE / "architectures", _PACKAGE / "pipelines"
+
+
+def _module_names(folder: Path, package: str) -> list[str]:
+    import pkgutil
+
+    return [f"{package}.{info.name}" for info in pkgutil.iter_modules([str(folder)]) if info.name != "base"]
+
+
+def load_everything() -> None:
+    """Import every architecture and pipeline module (each registers what it defines)."""
+    import importlib
+
+    arch_dir, pipe_dir = _family_dirs()
+    for name in _module_names(arch_dir, "flopcalc.architectures") + _module_names(pipe_dir, "flopcalc.pipelines"):
+        importlib.import_module(name)
+
+
+def _fingerprint(cards_dir: Path | None) -> list[Any]:
+    from flopcalc import __version__
+
+    entries: list[Any] = [_FORMAT, __version__, list(sys.version_info[:2]), str(_PACKAGE)]
+    folders = [*_family_dirs()]
+    for folder in folders:
+        for entry in sorted(os.scandir(folder), key=lambda e: e.name):
+            if entry.name.endswith(".py"):
+                st = entry.stat()
+                entries.append([folder.name, entry.name, st.st_size, st.st_mtime_ns])
+    if cards_dir is not None:
+        for entry in sorted(os.scandir(cards_dir), key=lambda e: e.name):
+            card = Path(entry.path, "card.yaml")
+            if entry.is_dir() and card.is_file():
+                st = card.stat()
+                entries.append(["card", entry.name, st.st_size, st.st_mtime_ns])
+    return entries
+
+
+def cache_file() -> Path | None:
+    """Where the index is cached, or None when caching is off: one file per installed copy of the
+    package (two checkouts or environments do not overwrite each other's index)."""
+    import zlib
+
+    configured = os.environ.get("FLOPCALC_CACHE_DIR")
+    if configured == "":
+        return None
+    if configured is None:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        configured = os.path.join(base, "flopcalc")
+    tag = format(zlib.crc32(str(_PACKAGE).encode()), "08x")
+    return Path(configured) / f"index-{tag}.json"
+
+
+def _build(cards_dir: Path | None) -> Index:
+    """Import everything and read what registered where (the registries record each module)."""
+    from flopcalc import registry
+    from flopcalc.cards import read_all_card_data
+    from flopcalc.pipelines import base
+
+    load_everything()
+    architectures: dict[str, list[str]] = {}
+    for arch in registry.registered():
+        architectures.setdefault(arch.class_name, [])
+        if arch.module not in architectures[arch.class_name]:
+            architectures[arch.class_name].append(arch.module)
+    for alias, target in registry.aliases().items():
+        architectures[alias] = architectures.get(target, [])
+    return Index({
+        "architectures": architectures,
+        "pipelines": base.pipeline_modules(),
+        "denoisers": base.denoiser_modules(),
+        "cards": read_all_card_data() if cards_dir is not None else {},
+    })
+
+
+_INDEX: list[Index] = []
+
+
+def index() -> Index:
+    """The index, from the cache when it is current, else built (and cached when possible)."""
+    if _INDEX:
+        return _INDEX[0]
+    from flopcalc.cards import cards_dir
+
+    folder = cards_dir()
+    fingerprint = _fingerprint(folder)
+    path = cache_file()
+    built = _read_cache(path, fingerprint) if path is not None else None
+    if built is None:
+        built = _build(folder)
+        if path is not None:
+            _write_cache(path, fingerprint, built)
+    _INDEX.append(built)
+    return built
+
+
+def _read_cache(path: Path, fingerprint: list[Any]) -> Index | None:
+    try:
+        data = json.loads(path.read_bytes())
+        if data.get("fingerprint") != json.loads(json.dumps(fingerprint)):
+            return None
+        return Index(data["index"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def _write_cache(path: Path, fingerprint: list[Any], built: Index) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"fingerprint": fingerprint, "index": built.as_dict()}))
+        os.replace(tmp, path)  # atomic: a concurrent reader sees the old file or the new one
+    except (OSError, TypeError, ValueError):
+        pass  # a read-only home: the index lives in memory for this run
+
+
+def architecture_modules(class_name: str) -> list[str]:
+    return index().architectures.get(class_name, [])
+
+
+def pipeline_modules(pipeline: str) -> list[str]:
+    module = index().pipelines.get(pipeline)
+    return [module] if module else []
+
+
+def denoiser_modules(class_name: str) -> list[str]:
+    return index().denoisers.get(class_name, [])
+
+
+def reset() -> None:
+    """Forget the in-memory index (tests)."""
+    _INDEX.clear()

@@ -1,0 +1,57 @@
+"""The HTML report's energy section: each model's predicted energy and latency per item on every
+calibrated GPU (at the report's settings), and the measured-vs-predicted validation figure."""
+
+from __future__ import annotations
+
+import html
+from typing import TYPE_CHECKING, Sequence
+
+from flopcalc.errors import FlopcalcError
+
+if TYPE_CHECKING:
+    from flopcalc.api import Report
+
+
+def section(reports: Sequence["Report"], table) -> str:
+    """``table(rows, numeric)`` is the report's table renderer (html_report._table)."""
+    from flopcalc.energy_laws.plot import load_points, measured_vs_predicted
+    from flopcalc.energy_laws.predict import load_coefficients, predict
+
+    doc = load_coefficients()
+    cals = doc["calibrations"]
+    rows = [("model", "GPU", "precision", "law", "energy J / item", "90% interval", "latency s / item", "90% interval")]
+    notes = []
+    for report in reports:
+        for key, cal in cals.items():
+            try:
+                r = predict(report, gpu=cal["gpu"], precision=cal["precision"])
+            except FlopcalcError as exc:
+                notes.append(f"{report.model} on {key}: {exc}")
+                continue
+            if r.calibration != key:
+                continue
+            rows.append((report.model, r.gpu, r.precision, r.law, f"{r.energy_j:,.0f}",
+                         f"{r.energy_j_interval[0]:,.0f} – {r.energy_j_interval[1]:,.0f}", f"{r.latency_s:,.2f}",
+                         f"{r.latency_s_interval[0]:,.2f} – {r.latency_s_interval[1]:,.2f}"))
+            notes += [f"{report.model} on {r.gpu} ({r.precision}): {w}" for w in r.warnings]
+    errs = [("calibration", "models", "law", "energy % median / p90 / max", "latency % median / p90 / max")]
+    for key, cal in cals.items():
+        law = cal.get("default_law", doc["default_law"])
+        e = cal["laws"][law]["errors"]
+        errs.append((key, str(len(cal["models"])), law,
+                     *(f"{e[t]['median_pct']:.1f} / {e[t]['p90_pct']:.1f} / {e[t]['max_pct']:.1f}"
+                       for t in ("energy", "latency"))))
+    try:
+        from flopcalc.plots import svg_text
+
+        figure = svg_text(measured_vs_predicted(doc, load_points()))
+    except FlopcalcError as exc:  # matplotlib missing
+        figure = f'<p class="note">{html.escape(str(exc))}</p>'
+    return ("<h2>Energy and latency per item on the calibrated GPUs</h2>"
+            "<p>Predicted from the exact counts above by the laws of <code>flopcalc energy</code>, fitted on public "
+            "ML.ENERGY measurements (GPU energy only); 90% intervals from leave-one-model-out errors. "
+            "Other GPUs: <code>flopcalc energy MODEL --gpu NAME</code>.</p>"
+            + table(rows, numeric=(4, 5, 6, 7))
+            + "".join(f'<p class="note">{html.escape(n)}</p>' for n in notes)
+            + "<h3>Validation: every measurement, predicted with its model held out</h3>"
+            + table(errs, numeric=(1,)) + figure)

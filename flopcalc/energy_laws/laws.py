@@ -1,0 +1,162 @@
+"""The energy and latency laws: design rows, predictions, and their fits (numpy only).
+
+Every law predicts energy per item ``E`` (J) and latency per item ``t`` (s) of one calibration
+(GPU × precision × software stack) from the per-item work of :mod:`flopcalc.energy_laws.features`.
+With ``L``, ``A``, ``C`` the linear, attention and convolution FLOPs per item, ``P`` the GPU's
+dense tensor peak at the precision (FLOP/s), ``W`` its TDP and ``n`` the denoiser calls per item
+(steps ÷ items in the batch):
+
+* ``opclass`` (op-class model with per-step overhead), non-negative coefficients:
+  ``t = a_L·L/P + a_A·A/P + a_C·C/P + o_t·n + w_t·R/B`` and
+  ``E = W·(e_L·L/P + e_A·A/P + e_C·C/P + o_E·n + w_E·R/B)``, with ``R`` the weight bytes read per
+  item (each denoiser call reads the denoiser's weights once for the whole batch, every other
+  component once per batch) and ``B`` the memory bandwidth. ``a`` are inverse efficiencies (1 = the
+  datasheet peak), ``e`` fractions of TDP × inverse efficiency, ``o`` seconds per call; the weight term
+  (its coefficient far above 1: a per-call cost that grows with the model, not bandwidth alone)
+  earns its place on the small fp16 UNet workloads (ML.ENERGY v2) and fits to 0 on v3.
+* ``loglog`` (the seed paper's law, ../shared/seeds 002, eq. 3): ``log y = c₀ + α·log F + β·cfg +
+  ρ·log(pixels) + δ_calibration`` with ``F = L + A + C``, fitted on all calibrations at once.
+* ``linear``: ``E = k·F`` and ``t = k_t·F`` (the simplest baseline).
+
+Fits minimise the squared relative error (rows scaled by 1/measured); ``loglog`` fits log y.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+
+from flopcalc.energy_laws.nnls import nnls
+
+LAWS = ("opclass", "loglog", "linear")
+TARGETS = ("energy", "latency")
+OPCLASS_TERMS = ("linear", "attention", "conv", "per_call", "weights")
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One record's numbers, as the laws read them."""
+
+    label: str
+    calibration: str
+    linear: float
+    attention: float
+    conv: float
+    calls: float
+    cfg: bool
+    pixels: float
+    peak: float  # FLOP/s
+    tdp: float  # W
+    energy: float  # J per item (measured; 0 when predicting)
+    latency: float  # s per item
+    batch_size: int = 1
+    weight_time: float = 0.0  # s: weight bytes read per item ÷ memory bandwidth
+
+    @property
+    def flops(self) -> float:
+        return self.linear + self.attention + self.conv
+
+    def measured(self, target: str) -> float:
+        return self.energy if target == "energy" else self.latency
+
+
+def opclass_row(s: Sample, target: str) -> np.ndarray:
+    row = np.array([s.linear / s.peak, s.attention / s.peak, s.conv / s.peak, s.calls, s.weight_time])
+    return row * s.tdp if target == "energy" else row
+
+
+def loglog_row(s: Sample, calibrations: Sequence[str]) -> np.ndarray:
+    onehot = [1.0 if s.calibration == c else 0.0 for c in calibrations[1:]]
+    return np.array([1.0, math.log(s.flops), 1.0 if s.cfg else 0.0, math.log(s.pixels), *onehot])
+
+
+def fit_opclass(samples: Sequence[Sample], target: str) -> dict[str, float]:
+    x = np.array([opclass_row(s, target) for s in samples])
+    y = np.array([s.measured(target) for s in samples])
+    coef = nnls(x / y[:, None], np.ones(len(y)))
+    return {k: float(v) for k, v in zip(OPCLASS_TERMS, coef)}
+
+
+def predict_opclass(coef: Mapping[str, float], s: Sample, target: str) -> float:
+    return float(opclass_row(s, target) @ np.array([coef[k] for k in OPCLASS_TERMS]))
+
+
+def fit_linear(samples: Sequence[Sample], target: str) -> dict[str, float]:
+    r = np.array([s.flops / s.measured(target) for s in samples])
+    return {"k": float(r.sum() / (r @ r))}
+
+
+def predict_linear(coef: Mapping[str, float], s: Sample, target: str) -> float:
+    return coef["k"] * s.flops
+
+
+def fit_loglog(samples: Sequence[Sample], target: str) -> dict:
+    cals = sorted({s.calibration for s in samples})
+    x = np.array([loglog_row(s, cals) for s in samples])
+    y = np.log([s.measured(target) for s in samples])
+    coef = np.linalg.lstsq(x, y, rcond=None)[0]
+    return {"intercept": float(coef[0]), "log_flops": float(coef[1]), "cfg": float(coef[2]),
+            "log_pixels": float(coef[3]),
+            "calibration": {c: (0.0 if i == 0 else float(coef[3 + i])) for i, c in enumerate(cals)}}
+
+
+def predict_loglog(coef: Mapping, s: Sample, target: str) -> float:
+    delta = coef["calibration"].get(s.calibration)
+    if delta is None:
+        raise KeyError(s.calibration)
+    return math.exp(coef["intercept"] + coef["log_flops"] * math.log(s.flops) + coef["cfg"] * (1.0 if s.cfg else 0.0)
+                    + coef["log_pixels"] * math.log(s.pixels) + delta)
+
+
+FIT = {"opclass": fit_opclass, "linear": fit_linear, "loglog": fit_loglog}
+PREDICT = {"opclass": predict_opclass, "linear": predict_linear, "loglog": predict_loglog}
+PER_CALIBRATION = {"opclass": True, "linear": True, "loglog": False}
+
+
+def fit_law(law: str, samples: Sequence[Sample]) -> dict:
+    """Coefficients of ``law`` for both targets; per calibration unless the law is global."""
+    if PER_CALIBRATION[law]:
+        out: dict = {}
+        for cal in sorted({s.calibration for s in samples}):
+            own = [s for s in samples if s.calibration == cal]
+            out[cal] = {t: FIT[law](own, t) for t in TARGETS}
+        return out
+    return {t: FIT[law](samples, t) for t in TARGETS}
+
+
+def predict_law(law: str, coefs: Mapping, s: Sample, target: str) -> float:
+    c = coefs[s.calibration][target] if PER_CALIBRATION[law] else coefs[target]
+    return PREDICT[law](c, s, target)
+
+
+def leave_one_model_out(law: str, samples: Sequence[Sample]) -> list[tuple[Sample, dict[str, float]]]:
+    """Each model (label) held out of every fit in turn, all its batch sizes and GPUs at once;
+    returns (sample, {target: prediction}) for every sample whose calibration keeps ≥ 2 other models."""
+    out = []
+    for label in sorted({s.label for s in samples}):
+        train = [s for s in samples if s.label != label]
+        test = [s for s in samples if s.label == label]
+        keep = {cal for cal in {s.calibration for s in test}
+                if len({t.label for t in train if t.calibration == cal}) >= 2}
+        if not keep:
+            continue
+        coefs = fit_law(law, [s for s in train if s.calibration in keep or not PER_CALIBRATION[law]])
+        for s in test:
+            if s.calibration in keep:
+                out.append((s, {t: predict_law(law, coefs, s, t) for t in TARGETS}))
+    return out
+
+
+def error_summary(pairs: Iterable[tuple[float, float]]) -> dict[str, float]:
+    """median / p90 / max absolute % error and the p90 of |log(measured/predicted)| (the interval)."""
+    meas, pred = np.array(list(pairs), dtype=float).reshape(-1, 2).T
+    if meas.size == 0:
+        return {}
+    ape = np.abs(pred / meas - 1) * 100
+    logr = np.abs(np.log(meas / pred))
+    return {"n": int(meas.size), "median_pct": float(np.median(ape)), "p90_pct": float(np.percentile(ape, 90)),
+            "max_pct": float(ape.max()), "log_ratio_p90": float(np.percentile(logr, 90)),
+            "bias_pct": float((np.exp(np.median(np.log(pred / meas))) - 1) * 100)}
