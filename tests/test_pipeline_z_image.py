@@ -95,6 +95,21 @@ def test_text_encoder_is_built_as_model_index_names_it():
     assert lm.macs_per_run - enc.macs_per_run == 512 * 2560 * 151936
 
 
+def test_kaplan_on_the_qwen3_encoder_misses_the_av_matmul_and_counts_the_norm_gains():
+    """Kaplan's row for ``Qwen3Model``: d_attn = heads · head_dim (not hidden_size); with no biases it
+    misses exactly the A·V matmul and counts every RMSNorm gain (two per layer, q/k norms, the final
+    norm) as a multiplied weight."""
+    from flopcalc.kaplan import kaplan_rows
+
+    (row,) = kaplan_rows("z-image-turbo")
+    cfg = json.loads((CARD / "text_encoder/config.json").read_text())
+    d, head = cfg["hidden_size"], cfg["head_dim"]
+    assert (row.class_name, row.n_ctx, row.n_layer) == ("Qwen3Model", 512, cfg["num_hidden_layers"])
+    assert row.d_attn == cfg["num_attention_heads"] * head != d
+    gains = row.n_layer * (2 * d + 2 * head) + d
+    assert row.exact_flops - row.kaplan_flops == 2 * row.n_layer * row.n_ctx**2 * row.d_attn - 2 * row.n_ctx * gains
+
+
 def test_transformer_pads_image_and_caption_tokens_to_32():
     """272×400: 17·25 = 425 image tokens, padded to 448; a 40-token caption to 64: measured in full."""
     fixture = json.loads((FIXTURES / "transformer-272x400.json").read_text())

@@ -21,12 +21,18 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from flopcalc.architectures.llm_encoders import _kv_heads
+from flopcalc.architectures.llm_encoders import GEMMA_KAPLAN, _kv_heads
 from flopcalc.config import Config, boolean, count_int, positive_int
 from flopcalc.cost import Node, module_list
 from flopcalc.formulas import ops
 from flopcalc.formulas.decoder_layer import decoder_layer, rotary_embedding
 from flopcalc.registry import RunShape, register
+
+#: Kaplan's shape: Gemma's (queries of ``num_attention_heads · head_dim``, a width independent of
+#: ``hidden_size``; the token embedding left out of N), and ``Qwen3ForCausalLM``'s ``lm_head`` (the
+#: un-embedding) left out too.
+QWEN3_KAPLAN = GEMMA_KAPLAN
+QWEN3_CAUSAL_LM_KAPLAN = replace(GEMMA_KAPLAN, embeddings=("embed_tokens", "lm_head"))
 
 #: ``Qwen3Config`` defaults (transformers ``models/qwen3/configuration_qwen3.py``).
 DEFAULTS = {
@@ -57,14 +63,15 @@ def _qwen3_model(config: Config, n: Any) -> tuple[Node, ...]:
     )
 
 
-@register("Qwen3Model", role="text_encoder", defaults=DEFAULTS, source="transformers/models/qwen3/modeling_qwen3.py")
+@register("Qwen3Model", role="text_encoder", defaults=DEFAULTS, source="transformers/models/qwen3/modeling_qwen3.py",
+          kaplan=QWEN3_KAPLAN)
 def qwen3_model(config: Config, shape: RunShape) -> Node:
     """``Qwen3Model`` on ``seq_len`` tokens (the padded prompt: the mask never saves work)."""
     return Node("text_encoder", children=_qwen3_model(config, shape.seq_len), formula="qwen3_model")
 
 
 @register("Qwen3ForCausalLM", role="text_encoder", defaults=DEFAULTS,
-          source="transformers/models/qwen3/modeling_qwen3.py")
+          source="transformers/models/qwen3/modeling_qwen3.py", kaplan=QWEN3_CAUSAL_LM_KAPLAN)
 def qwen3_for_causal_lm(config: Config, shape: RunShape) -> Node:
     """``Qwen3ForCausalLM``: ``model`` (a :func:`qwen3_model`) and ``lm_head`` on every token."""
     n = shape.seq_len
