@@ -164,6 +164,20 @@ def test_symbolic_padding_is_a_ceiling():
     assert all(padded_length(x).subs(x, v) == padded_length(v) for v in (1, 31, 32, 33, 425))
 
 
+def test_crossover_of_the_padded_law_is_where_attention_overtakes_linear():
+    """The law holds ceilings (the padding to 32 tokens); the crossover solves it without them, and
+    the exact counts either side of that square side agree."""
+    pytest.importorskip("sympy")
+    from flopcalc.symbolic import symbolic_estimate
+    from flopcalc.symbolic_report import crossover
+
+    (t,) = [c for c in crossover(symbolic_estimate("z-image-turbo")) if c.component == "transformer"]
+    side = round(t.side / 16) * 16
+    below = flopcalc.estimate("z-image-turbo", height=side - 64, width=side - 64).component("transformer").per_run
+    above = flopcalc.estimate("z-image-turbo", height=side + 64, width=side + 64).component("transformer").per_run
+    assert below.attention < below.linear and above.attention > above.linear
+
+
 def test_image_to_image_encodes_the_input_and_skips_the_first_steps():
     r = _plan(Settings(), index_class="ZImageImg2ImgPipeline")
     assert r.pipeline == "ZImageImg2ImgPipeline" and r.settings.strength == 0.6
