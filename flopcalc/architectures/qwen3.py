@@ -19,13 +19,11 @@ Per layer (``Qwen3DecoderLayer``): ``input_layernorm``, ``self_attn`` (grouped-q
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
-from flopcalc.architectures.llm_encoders import GEMMA_KAPLAN, _kv_heads
-from flopcalc.config import Config, boolean, count_int, positive_int
-from flopcalc.cost import Node, module_list
+from flopcalc.architectures.llm_encoders import GEMMA_KAPLAN, decoder_model
+from flopcalc.config import Config, boolean, positive_int
+from flopcalc.cost import Node
 from flopcalc.formulas import ops
-from flopcalc.formulas.decoder_layer import decoder_layer, rotary_embedding
 from flopcalc.registry import RunShape, register
 
 #: Kaplan's shape: Gemma's (queries of ``num_attention_heads · head_dim``, a width independent of
@@ -48,26 +46,11 @@ DEFAULTS = {
 }
 
 
-def _qwen3_model(config: Config, n: Any) -> tuple[Node, ...]:
-    """The children of ``Qwen3Model``: ``embed_tokens``, ``layers``, ``norm``, ``rotary_emb``."""
-    d = positive_int(config, "hidden_size")
-    heads, head_dim = positive_int(config, "num_attention_heads"), positive_int(config, "head_dim")
-    bias = boolean(config, "attention_bias")
-    layer = decoder_layer(tokens=n, dim=d, heads=heads, kv_heads=_kv_heads(config, heads), head_dim=head_dim,
-                          d_ff=positive_int(config, "intermediate_size"), qkv_bias=bias, out_bias=bias, qk_norm=True)
-    return (
-        Node("embed_tokens", ops.embedding(positive_int(config, "vocab_size"), d)),
-        module_list("layers", [layer] * count_int(config, "num_hidden_layers")),
-        Node("norm", ops.rms_norm(n, d)),
-        rotary_embedding("rotary_emb", n, head_dim),
-    )
-
-
 @register("Qwen3Model", role="text_encoder", defaults=DEFAULTS, source="transformers/models/qwen3/modeling_qwen3.py",
           kaplan=QWEN3_KAPLAN)
 def qwen3_model(config: Config, shape: RunShape) -> Node:
     """``Qwen3Model`` on ``seq_len`` tokens (the padded prompt: the mask never saves work)."""
-    return Node("text_encoder", children=_qwen3_model(config, shape.seq_len), formula="qwen3_model")
+    return decoder_model(config, shape.seq_len, qk_norm=True, formula="qwen3_model")
 
 
 @register("Qwen3ForCausalLM", role="text_encoder", defaults=DEFAULTS,
@@ -79,5 +62,5 @@ def qwen3_for_causal_lm(config: Config, shape: RunShape) -> Node:
     lm_head = ops.linear(n, d, vocab, bias=False)
     if boolean(config, "tie_word_embeddings"):
         lm_head = replace(lm_head, params=0)  # model.embed_tokens' weight, counted once
-    return Node("text_encoder", children=(Node("model", children=_qwen3_model(config, n)), Node("lm_head", lm_head)),
-                formula="qwen3_for_causal_lm")
+    model = replace(qwen3_model(config, shape), name="model")
+    return Node("text_encoder", children=(model, Node("lm_head", lm_head)), formula="qwen3_for_causal_lm")

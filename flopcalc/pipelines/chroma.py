@@ -28,8 +28,8 @@ IMG2IMG_STRENGTH = 0.9
 
 
 #: ``true_cfg_scale``: ChromaPipeline's own reason for refusing it.
-NO_TRUE_CFG = {"true_cfg_scale": "its __call__ takes no true_cfg_scale: guidance_scale > 1 already runs classifier-free "
-                                 "guidance as a second forward on the negative prompt"}
+NO_TRUE_CFG = {"true_cfg_scale": "its __call__ takes no true_cfg_scale: guidance_scale > 1 already runs "
+                                 "classifier-free guidance as a second forward on the negative prompt"}
 #: The optional options ChromaPipeline applies.
 OPTIONS = ("max_sequence_length",)
 

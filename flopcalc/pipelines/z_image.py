@@ -27,8 +27,8 @@ TURBO_STEPS, TURBO_GUIDANCE = 9, 0.0
 
 
 #: ``true_cfg_scale``: ZImagePipeline's own reason for refusing it.
-NO_TRUE_CFG = {"true_cfg_scale": "its __call__ takes no true_cfg_scale: guidance_scale > 0 already runs classifier-free "
-                                 "guidance (a doubled batch, the negative prompt encoded)"}
+NO_TRUE_CFG = {"true_cfg_scale": "its __call__ takes no true_cfg_scale: guidance_scale > 0 already runs "
+                                 "classifier-free guidance (a doubled batch, the negative prompt encoded)"}
 #: The optional options ZImagePipeline applies.
 OPTIONS = ("max_sequence_length",)
 
