@@ -18,7 +18,7 @@ def add_parsers(sub: "argparse._SubParsersAction") -> None:
     g.set_defaults(handler=_gpus)
 
     e = sub.add_parser("energy", help="energy (J, Wh), latency and CO2e per image/video on a named GPU, "
-                                      "with 90% intervals", description="MODEL and settings as for `estimate`; "
+                                      "with 90%% intervals", description="MODEL and settings as for `estimate`; "
                        "the prediction applies a law fitted on public measurements (validation/energy/RESULTS.md) "
                        "to the exact per-op-class counts of the estimate.")
     _copy_estimate_options(sub.choices["estimate"], e)

@@ -28,24 +28,26 @@ from typing import Any, Mapping
 __all__ = ["Index", "index", "architecture_modules", "pipeline_modules", "denoiser_modules", "load_everything",
            "cache_file"]
 
-_FORMAT = 1
+_FORMAT = 2
 _PACKAGE = Path(__file__).resolve().parent
 
 
 class Index:
     """What each module registers: ``architectures`` {class name or alias: [module]},
-    ``pipelines`` {pipeline class name: module}, ``denoisers`` {denoiser class: [plan module]},
-    ``cards`` {card folder: parsed card.yaml}."""
+    ``pipelines`` {pipeline class name: module}, ``served`` {pipeline class name: [modules of the plans
+    that may serve its folders]}, ``denoisers`` {denoiser class: [plan module]}, ``cards`` {card folder:
+    parsed card.yaml}."""
 
     def __init__(self, data: Mapping[str, Any]):
         self.architectures: dict[str, list[str]] = data["architectures"]
         self.pipelines: dict[str, str] = data["pipelines"]
+        self.served: dict[str, list[str]] = data["served"]
         self.denoisers: dict[str, list[str]] = data["denoisers"]
         self.cards: dict[str, dict[str, Any]] = data["cards"]
 
     def as_dict(self) -> dict[str, Any]:
-        return {"architectures": self.architectures, "pipelines": self.pipelines, "denoisers": self.denoisers,
-                "cards": self.cards}
+        return {"architectures": self.architectures, "pipelines": self.pipelines, "served": self.served,
+                "denoisers": self.denoisers, "cards": self.cards}
 
 
 def _family_dirs() -> tuple[Path, Path]:
@@ -118,6 +120,7 @@ def _build(cards_dir: Path | None) -> Index:
     return Index({
         "architectures": architectures,
         "pipelines": base.pipeline_modules(),
+        "served": base.served_modules(),
         "denoisers": base.denoiser_modules(),
         "cards": read_all_card_data() if cards_dir is not None else {},
     })
@@ -169,8 +172,9 @@ def architecture_modules(class_name: str) -> list[str]:
 
 
 def pipeline_modules(pipeline: str) -> list[str]:
+    """The module of ``pipeline``'s plan, then those of the plans that may serve its folders."""
     module = index().pipelines.get(pipeline)
-    return [module] if module else []
+    return ([module] if module else []) + index().served.get(pipeline, [])
 
 
 def denoiser_modules(class_name: str) -> list[str]:

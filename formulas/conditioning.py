@@ -31,18 +31,21 @@ def mlp_embedder(name: str, d_in: int, d_hidden: int, d_out: int | None = None, 
     )
 
 
-def ada_layer_norm_zero(name: str, dim: int, tokens: Any, chunks: int = 6) -> Node:
+def ada_layer_norm_zero(name: str, dim: int, tokens: Any, chunks: int = 6, *, bias: bool = True,
+                        fp32_norm: bool = False) -> Node:
     r"""``AdaLayerNormZero`` (``chunks=6``), ``AdaLayerNormZeroSingle`` (3) and
     ``SD35AdaLayerNormZeroX`` (9) from diffusers ``normalization.py``:
     ``linear(silu(temb))`` to ``chunks·dim`` modulation values, and a LayerNorm without affine.
+    ``bias=False`` and ``fp32_norm`` (``norm_type="fp32_layer_norm"``: an ``FP32LayerNorm``, a subclass
+    thop does not hook) as AuraFlow builds it.
 
     .. math:: \mathrm{MACs} = \text{chunks}\cdot d^2
     """
     return Node(
         name,
         children=(
-            Node("linear", ops.activation(dim) + ops.linear(1, dim, chunks * dim)),
-            Node("norm", ops.layer_norm(tokens, dim, affine=False)),
+            Node("linear", ops.activation(dim) + ops.linear(1, dim, chunks * dim, bias=bias)),
+            Node("norm", ops.layer_norm(tokens, dim, affine=False, thop_rule=not fp32_norm)),
         ),
         formula="ada_layer_norm_zero",
     )

@@ -30,7 +30,8 @@ def qk_norm_cost(kind: str | None, vectors: Any, head_dim: int) -> Cost:
     """Two per-head norms (on q and on k) over ``vectors`` head vectors of width ``head_dim``.
 
     ``kind`` is the config's ``qk_norm``: ``rms_norm`` (diffusers ``RMSNorm`` / ``nn.RMSNorm``,
-    affine), ``layer_norm`` (``nn.LayerNorm``, affine) or ``None``.
+    affine), ``layer_norm`` (``nn.LayerNorm``, affine), ``fp32_layer_norm`` (``FP32LayerNorm`` without
+    affine, a subclass thop does not hook) or ``None``.
     """
     if kind is None:
         return Cost()
@@ -38,6 +39,8 @@ def qk_norm_cost(kind: str | None, vectors: Any, head_dim: int) -> Cost:
         return ops.rms_norm(vectors, head_dim) * 2
     if kind == "layer_norm":
         return ops.layer_norm(vectors, head_dim) * 2
+    if kind == "fp32_layer_norm":
+        return ops.layer_norm(vectors, head_dim, affine=False, thop_rule=False) * 2
     raise ValueError(f"qk_norm {kind!r} is not supported")
 
 
@@ -54,25 +57,28 @@ def attention_module(
     context_out: bool = True,
     out: bool = True,
     bias: bool = True,
+    context_bias: bool = True,
+    out_bias: bool = True,
 ) -> Node:
     """One attention module: q/k/v projections of ``tokens`` tokens, optionally ``context_tokens``
     more projected by ``add_{q,k,v}_proj`` and attended jointly (``context_dim`` given), the
     per-head q/k norms, scaled dot-product attention over all of them, and the output
     projections (``to_out.0`` unless ``out`` is False, i.e. ``pre_only``; ``to_add_out`` unless
-    ``context_out`` is False, i.e. ``context_pre_only``).
+    ``context_out`` is False, i.e. ``context_pre_only``). ``bias``: of q/k/v; ``context_bias``:
+    of ``add_{q,k,v}_proj`` (``added_proj_bias``); ``out_bias``: of both output projections.
     """
     inner = heads * head_dim
     cost = ops.linear(tokens, dim, inner, bias=bias) * 3 + qk_norm_cost(qk_norm, tokens * heads, head_dim)
     seq = tokens
     if context_dim is not None:
-        cost = cost + ops.linear(context_tokens, context_dim, inner) * 3
+        cost = cost + ops.linear(context_tokens, context_dim, inner, bias=context_bias) * 3
         cost = cost + qk_norm_cost(qk_norm, context_tokens * heads, head_dim)
         seq = tokens + context_tokens
         if context_out:
-            cost = cost + ops.linear(context_tokens, inner, context_dim)
+            cost = cost + ops.linear(context_tokens, inner, context_dim, bias=out_bias)
     cost = cost + ops.attention(seq, seq, heads, head_dim)
     if out:
-        cost = cost + ops.linear(tokens, inner, dim)
+        cost = cost + ops.linear(tokens, inner, dim, bias=out_bias)
     return Node(name, cost, formula="attention")
 
 

@@ -155,3 +155,17 @@ def test_an_option_a_pipeline_does_not_apply_is_refused(args, words):
 ])
 def test_an_option_a_component_given_alone_does_not_apply_is_refused(config, args, words):
     _assert_user_error(run("estimate", str(REPO / "model_cards" / "sd1.5" / config), *args), *words)
+
+
+def test_every_help_text_renders():
+    """argparse formats help lazily: a stray % in a help string is a traceback on --help."""
+    import argparse
+
+    from flopcalc.cli import _parser
+
+    parser = _parser()
+    parser.format_help()
+    subparsers = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    for sub in subparsers:
+        for name, command in sub.choices.items():
+            assert command.format_help(), name

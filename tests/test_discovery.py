@@ -32,6 +32,7 @@ def test_index_matches_the_registries(monkeypatch, tmp_path):
     for alias, target in registry.aliases().items():
         assert index.architectures[alias] == index.architectures[target]
     assert index.pipelines == base.pipeline_modules()
+    assert index.served == base.served_modules()
     assert index.denoisers == base.denoiser_modules()
     folders = sorted(p.name for p in (REPO_ROOT / "model_cards").iterdir() if (p / "card.yaml").is_file())
     assert sorted(index.cards) == folders

@@ -46,6 +46,7 @@ __all__ = [
     "input_builder",
     "measure_component",
     "measure_model",
+    "model_builder",
     "resolve_class_name",
     "versions",
 ]
@@ -239,7 +240,10 @@ def _unet_2d_condition_inputs(
         inputs["added_cond_kwargs.time_ids"] = _f32(1, 6)
     elif addition is not None:
         raise NotImplementedError(f"UNet2DConditionModel addition_embed_type={addition!r}")
-    if _cfg(model, "class_embed_type") is not None or _cfg(model, "encoder_hid_dim_type") is not None:
+    hid_type = _cfg(model, "encoder_hid_dim_type")
+    if hid_type == "text_proj":  # Kolors: encoder_hid_proj maps encoder_hid_dim text states to cross_attention_dim
+        inputs["encoder_hidden_states"] = _f32(1, s["text_len"], _cfg(model, "encoder_hid_dim"))
+    if _cfg(model, "class_embed_type") is not None or hid_type not in (None, "text_proj"):
         raise NotImplementedError("UNet2DConditionModel with class_embed_type / encoder_hid_dim_type")
     return inputs
 
@@ -336,14 +340,34 @@ def _find_class(class_name: str) -> tuple[type[nn.Module], str]:
     raise ImportError(f"{class_name} is in neither diffusers nor transformers")
 
 
+#: Class name -> a function building it on meta from its config folder, for classes that neither
+#: diffusers' nor transformers' top level exports (e.g. the ChatGLM encoder diffusers vendors for Kolors).
+MODEL_BUILDERS: dict[str, Callable[[Path], nn.Module]] = {}
+
+
+def model_builder(class_name: str) -> Callable[[Callable[[Path], nn.Module]], Callable[[Path], nn.Module]]:
+    """Register ``fn(config_dir) -> model`` (built on meta) as the way to build ``class_name``."""
+
+    def register(fn: Callable[[Path], nn.Module]) -> Callable[[Path], nn.Module]:
+        if class_name in MODEL_BUILDERS:
+            raise ValueError(f"duplicate model builder for {class_name}")
+        MODEL_BUILDERS[class_name] = fn
+        return fn
+
+    return register
+
+
 def build_model(config_dir: str | Path, class_name: str | None = None) -> nn.Module:
     """Instantiate ``class_name`` (default: the class the config names) on the meta device, in eval mode.
 
     diffusers' ``from_config`` may return another class: a legacy ``Transformer2DModel`` config is built
     as ``PixArtTransformer2DModel`` (``norm_type: ada_norm_single``) or ``DiTTransformer2DModel``
-    (``ada_norm_zero``), as ``from_pretrained`` would."""
+    (``ada_norm_zero``), as ``from_pretrained`` would. A class registered with :func:`model_builder` is
+    built by its builder."""
     config_dir = Path(config_dir)
     class_name = class_name or resolve_class_name(config_dir)
+    if class_name in MODEL_BUILDERS:
+        return MODEL_BUILDERS[class_name](config_dir).eval()
     cls, library = _find_class(class_name)
     if library == "diffusers":
         config = cls.load_config(str(config_dir))

@@ -125,17 +125,22 @@ OPTIONAL = {
 #: Pipeline → the optional options it applies, and its own reasons for refusing others.
 _OPTIONS: dict[str, frozenset[str]] = {}
 _REFUSALS: dict[str, Mapping[str, str]] = {}
+#: Pipeline an index names → [(pipeline that plans the folder instead, predicate on the components)].
+_SERVED_BY: dict[str, list[tuple[str, Callable[[Mapping[str, Any]], bool]]]] = {}
 
 
 def register_pipeline(name: str, *, denoisers: tuple[str, ...] = (), component: str = "transformer",
                       when: Callable[[Mapping[str, Any]], bool] = lambda cfg: True,
                       options: tuple[str, ...] = (), refuses: Mapping[str, str] | None = None,
+                      serves: Mapping[str, Callable[[Mapping[str, Any]], bool]] | None = None,
                       ) -> Callable[[PlanFn], PlanFn]:
     """Register a pipeline plan; ``denoisers`` run under it when given alone (``when`` picks
     between pipelines sharing a denoiser class, e.g. SD and SDXL UNets). ``options`` names the
     options of :data:`OPTIONAL` the plan applies (beyond :data:`COMMON_OPTIONS`); any other set
     option is refused before the plan runs, with the reason in :data:`OPTIONAL` or, where the
-    pipeline knows better, in ``refuses`` (option → why)."""
+    pipeline knows better, in ``refuses`` (option → why). ``serves`` (pipeline name → predicate on
+    the components): a folder whose index names that pipeline but whose components satisfy the
+    predicate is planned by this one instead (Kolors' Hub index names its own SDXL variant)."""
     unknown = set(options) - set(OPTIONAL)
     if unknown:
         raise RuntimeError(f"{name}: unknown options {sorted(unknown)} (optional ones: {sorted(OPTIONAL)})")
@@ -148,6 +153,8 @@ def register_pipeline(name: str, *, denoisers: tuple[str, ...] = (), component: 
         _REFUSALS[name] = dict(refuses or {})
         for d in denoisers:
             _PIPELINE_OF_DENOISER.setdefault(d, []).append((name, component, when))
+        for served, applies in (serves or {}).items():
+            _SERVED_BY.setdefault(served, []).append((name, applies))
         return fn
 
     return deco
@@ -163,6 +170,12 @@ def pipeline_options(name: str) -> frozenset[str]:
 def pipeline_modules() -> dict[str, str]:
     """Pipeline class name → the module that registers its plan (for :mod:`flopcalc.discovery`)."""
     return {name: fn.__module__ for name, fn in _PIPELINES.items()}
+
+
+def served_modules() -> dict[str, list[str]]:
+    """Pipeline class name → the modules whose plans may serve a folder whose index names it."""
+    return {served: list(dict.fromkeys(_PIPELINES[pipe].__module__ for pipe, _applies in entries))
+            for served, entries in _SERVED_BY.items()}
 
 
 def denoiser_modules() -> dict[str, list[str]]:
@@ -184,10 +197,10 @@ def plan(model_index: Mapping[str, Any] | None, components: Mapping[str, Mapping
     _validate(settings)
     if model_index is not None:
         name = model_index.get("_class_name")
-        if isinstance(name, str) and name not in _PIPELINES:
+        if isinstance(name, str):
             from flopcalc.discovery import pipeline_modules as modules_of
 
-            _load_modules(modules_of(name))
+            _load_modules(modules_of(name))  # its plan's module and those of the plans that may serve it
         if name not in _PIPELINES:
             _load()  # not where the index said: look everywhere before saying it is unsupported
         if name not in _PIPELINES:
@@ -195,8 +208,10 @@ def plan(model_index: Mapping[str, Any] | None, components: Mapping[str, Mapping
                 f"pipeline {name!r} is not supported (supported: {', '.join(sorted(_PIPELINES))}); "
                 f"estimate a component alone by passing its config.json."
             )
+        configs = _configs(components)
+        name = next((pipe for pipe, applies in _SERVED_BY.get(name, []) if applies(configs)), name)
         _refuse_unapplied(name, settings)
-        return _PIPELINES[name](_configs(components), settings, index=model_index)
+        return _PIPELINES[name](configs, settings, index=model_index)
     return _standalone(components, settings)
 
 

@@ -54,7 +54,8 @@ def sd_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
 
 
 @register_pipeline("StableDiffusionXLPipeline", denoisers=("UNet2DConditionModel",), component="unet",
-                   when=lambda cfg: cfg.get("addition_embed_type") == "text_time")
+                   when=lambda cfg: cfg.get("addition_embed_type") == "text_time"
+                   and cfg.get("encoder_hid_dim_type") != "text_proj")  # text_proj: KolorsPipeline
 def sdxl_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                   index: Mapping[str, Any] | None = None) -> Plan:
     """``StableDiffusionXLPipeline.__call__`` (``pipelines/stable_diffusion_xl/
