@@ -160,10 +160,10 @@ def estimate_configs(
     for group in _same_call_groups(p.runs):
         run = group[0]
         cfg = components[run.component]
-        trees = [assemble(cfg, r.shape, component=r.component, call=r.call) for r in group]
+        trees = [assemble(cfg, r.shape, component=r.component, call=r.call, class_name=r.built_class) for r in group]
         if run.component not in params:
             params[run.component] = component_params(cfg, component=run.component, assembled=trees[0],
-                                                     call=run.call)
+                                                     call=run.call, class_name=run.built_class)
         shape = {k: v for k, v in vars(run.shape).items() if v is not None and k != "split"}
         if len(group) == 1:
             tree, runs, why = replace(trees[0], name=run.component), run.runs, run.why

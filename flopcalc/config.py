@@ -87,6 +87,14 @@ def count_int(config: Config, key: str) -> int:
     return value
 
 
+def boolean(config: Config, key: str) -> bool:
+    """A true/false switch (``attention_bias``, ``qk_norm``); anything else is a config error."""
+    value = config[key]
+    if not isinstance(value, bool):
+        raise ConfigError(f"{config.component}/config.json: {key!r} must be true or false, got {value!r}")
+    return value
+
+
 def positive_int_list(config: Config, key: str) -> list[int]:
     """A non-empty list of positive integers (``block_out_channels``, ``dim_mult``)."""
     value = config[key]

@@ -154,13 +154,14 @@ def assemble(config_values: Mapping[str, Any], shape: RunShape, *, component: st
 
 
 def component_params(config_values: Mapping[str, Any], *, component: str, assembled: Node | None = None,
-                     call: str = "forward") -> int:
+                     call: str = "forward", class_name: str | None = None) -> int:
     """Parameters of the whole component as loaded: the union of the modules its calls use
     (an ``AutoencoderKL`` holds its encoder even when a pipeline only decodes). ``assembled``,
-    the tree of ``call`` already built, is reused: parameters do not depend on the shape."""
+    the tree of ``call`` already built, is reused: parameters do not depend on the shape.
+    ``class_name``: the class the pipeline loads, where it is not the one the config names."""
     from flopcalc.config import class_name_of
 
-    name = class_name_of(config_values)
+    name = class_name or class_name_of(config_values)
     _load_class(name)
     name = _ALIASES.get(name or "", name)
     archs = [arch for arch in _REGISTRY.values() if arch.class_name == name]

@@ -155,7 +155,8 @@ def symbolic_estimate(
     comps = []
     for run in symbolic_plan.runs:
         shape = RunShape(**{f.name: expr_of(getattr(run.shape, f.name)) for f in fields(RunShape)})
-        tree = assemble(source.components[run.component], shape, component=run.component, call=run.call)
+        tree = assemble(source.components[run.component], shape, component=run.component, call=run.call,
+                        class_name=run.built_class)
         comps.append(SymbolicComponent(run.component, run.class_name, run.call, run.role,
                                        sp.sympify(expr_of(run.runs)), tree.total, convention))
     report = SymbolicReport(source.name, numeric.pipeline, convention, numeric.settings, int(numeric.passes),

@@ -91,7 +91,8 @@ def crossover(report: SymbolicReport) -> list[Crossover]:
         lin = sp.expand(c.per_run.linear + c.per_run.conv).subs(values).subs({H: x, W: x})
         if attn == 0:
             continue
-        diff = sp.expand(attn - lin)
+        # roundings of a length (Z-Image pads its tokens to a multiple of 32) dropped: the unrounded law's crossover
+        diff = sp.expand((attn - lin).replace(lambda e: isinstance(e, (sp.floor, sp.ceiling)), lambda e: e.args[0]))
         roots = [float(r) for r in sp.Poly(diff, x).real_roots() if r > 0] if diff.free_symbols else []
         out.append(Crossover(c.component, max(roots) if roots else None, diff))
     return out

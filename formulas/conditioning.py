@@ -65,3 +65,15 @@ def ada_layer_norm_continuous(name: str, dim: int, cond_dim: int, tokens: Any) -
         ),
         formula="ada_layer_norm_continuous",
     )
+
+
+def pruned_ada_layer_norm(name: str, dim: int, tokens: Any) -> Node:
+    r"""Chroma's pruned adaptive norms (``transformer_chroma.py``: ``ChromaAdaLayerNormZeroPruned``,
+    ``ChromaAdaLayerNormZeroSinglePruned``, ``ChromaAdaLayerNormContinuousPruned`` with
+    ``elementwise_affine=False``): the modulation vectors come precomputed from the model's
+    approximator, so only the affine-free LayerNorm ``norm`` is left.
+
+    .. math:: \mathrm{MACs} = 0
+    """
+    return Node(name, children=(Node("norm", ops.layer_norm(tokens, dim, affine=False)),),
+                formula="pruned_ada_layer_norm")

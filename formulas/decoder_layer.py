@@ -2,7 +2,8 @@ r"""LLM and BERT layers used as diffusion text encoders.
 
 Decoder layer (transformers 5 ``models/gemma/modeling_gemma.py`` ``GemmaDecoderLayer``,
 ``models/gemma2/modeling_gemma2.py`` ``Gemma2DecoderLayer``, ``models/qwen2_5_vl/modeling_qwen2_5_vl.py``
-``Qwen2_5_VLDecoderLayer``): RMS-normed grouped-query self-attention with rotary positions, then an
+``Qwen2_5_VLDecoderLayer``, ``models/qwen3/modeling_qwen3.py`` ``Qwen3DecoderLayer``, whose per-head q/k
+RMSNorms add parameters and no MACs): RMS-normed grouped-query self-attention with rotary positions, then an
 RMS-normed gated MLP ``down(act(gate(x)) ⊙ up(x))``.
 
 Symbols: :math:`n` tokens, :math:`d` hidden size, :math:`h` query heads, :math:`h_{kv}` key/value
@@ -57,11 +58,14 @@ def gqa_self_attention(
     qkv_bias: bool,
     out_bias: bool,
     softcap: bool = False,
+    qk_norm: bool = False,
 ) -> Node:
-    r"""Grouped-query self-attention (``GemmaAttention``, ``Gemma2Attention``, ``Qwen2_5_VLAttention``):
-    ``q_proj`` d → h·d_h, ``k_proj``/``v_proj`` d → h_kv·d_h, the two attention matmuls over all h
-    heads, ``o_proj`` h·d_h → d. :math:`\mathrm{MACs} = n d d_h(2h + 2h_{kv}) + 2 h n^2 d_h`.
-    ``softcap`` adds Gemma-2's elementwise ``tanh`` capping of the scores."""
+    r"""Grouped-query self-attention (``GemmaAttention``, ``Gemma2Attention``, ``Qwen2_5_VLAttention``,
+    ``Qwen3Attention``): ``q_proj`` d → h·d_h, ``k_proj``/``v_proj`` d → h_kv·d_h, the two attention
+    matmuls over all h heads, ``o_proj`` h·d_h → d. :math:`\mathrm{MACs} = n d d_h(2h + 2h_{kv}) + 2 h n^2 d_h`.
+    ``softcap`` adds Gemma-2's elementwise ``tanh`` capping of the scores; ``qk_norm`` the per-head
+    RMSNorms of q and k (Qwen3's ``q_norm``/``k_norm``, diffusers' ``norm_q``/``norm_k``; no MACs, d_h
+    parameters each)."""
     q_width, kv_width = heads * head_dim, kv_heads * head_dim
     cost = (
         ops.linear(tokens, dim, q_width, bias=qkv_bias)
@@ -71,6 +75,8 @@ def gqa_self_attention(
     )
     if softcap:
         cost = cost + Cost(elementwise=SOFTCAP_OPS * heads * tokens * tokens)
+    if qk_norm:
+        cost = cost + ops.rms_norm(tokens * heads, head_dim) + ops.rms_norm(tokens * kv_heads, head_dim)
     return Node(name, cost, formula="gqa_self_attention")
 
 
@@ -98,14 +104,16 @@ def decoder_layer(
     out_bias: bool = False,
     sandwich_norms: bool = False,
     softcap: bool = False,
+    qk_norm: bool = False,
 ) -> Node:
     """One decoder layer: ``input_layernorm`` → ``self_attn`` → (``post_attention_layernorm``) →
     residual; ``post_attention_layernorm`` (Gemma, Qwen) or ``pre_feedforward_layernorm`` (Gemma-2)
     → ``mlp`` → (``post_feedforward_layernorm``, Gemma-2) → residual. ``sandwich_norms``: Gemma-2's
-    four RMSNorms per layer instead of two."""
+    four RMSNorms per layer instead of two. ``qk_norm``: Qwen3's per-head q/k RMSNorms."""
     norm = ops.rms_norm(tokens, dim)
     attn = gqa_self_attention("self_attn", tokens=tokens, dim=dim, heads=heads, kv_heads=kv_heads,
-                              head_dim=head_dim, qkv_bias=qkv_bias, out_bias=out_bias, softcap=softcap)
+                              head_dim=head_dim, qkv_bias=qkv_bias, out_bias=out_bias, softcap=softcap,
+                              qk_norm=qk_norm)
     mlp = gated_mlp("mlp", tokens, dim, d_ff)
     if sandwich_norms:
         children = (Node("input_layernorm", norm), attn, Node("post_attention_layernorm", norm),

@@ -20,6 +20,10 @@ token); the attention runs once over the concatenated N + T tokens. SD3's last b
 ``AdaLayerNormContinuous`` (2·d²), no ``to_add_out`` and no text MLP. MMDiT-X blocks
 (``dual_attention_layers``) add a second, image-only self-attention ``attn2`` (4·N·d² + 2hN²d_h)
 and modulate it from a 9·d² ``SD35AdaLayerNormZeroX``.
+
+Chroma's ``transformer_chroma.ChromaTransformerBlock`` (``pruned``) is the FLUX block with the
+adaLN linears pruned: ``ChromaAdaLayerNormZeroPruned`` keeps only the affine-free LayerNorm (the six
+modulation vectors per stream come from the model's approximator), so the 12·d² term drops out.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from typing import Any
 
 from flopcalc.cost import Node, block_kinds
 from flopcalc.formulas import ops
-from flopcalc.formulas.conditioning import ada_layer_norm_continuous, ada_layer_norm_zero
+from flopcalc.formulas.conditioning import ada_layer_norm_continuous, ada_layer_norm_zero, pruned_ada_layer_norm
 from flopcalc.formulas.transformer_parts import attention_module, feed_forward
 
 #: Block kinds this module builds: a per-block summary stops at them.
@@ -45,13 +49,17 @@ def mmdit_joint_block(
     qk_norm: str | None,
     context_pre_only: bool = False,
     dual_attention: bool = False,
+    pruned: bool = False,
 ) -> Node:
     n, t = image_tokens, text_tokens
-    norm1 = ada_layer_norm_zero("norm1", dim, n, chunks=9 if dual_attention else 6)
-    if context_pre_only:
-        norm1_context = ada_layer_norm_continuous("norm1_context", dim, dim, t)
+    if pruned:
+        norm1, norm1_context = pruned_ada_layer_norm("norm1", dim, n), pruned_ada_layer_norm("norm1_context", dim, t)
     else:
-        norm1_context = ada_layer_norm_zero("norm1_context", dim, t)
+        norm1 = ada_layer_norm_zero("norm1", dim, n, chunks=9 if dual_attention else 6)
+        if context_pre_only:
+            norm1_context = ada_layer_norm_continuous("norm1_context", dim, dim, t)
+        else:
+            norm1_context = ada_layer_norm_zero("norm1_context", dim, t)
     children = [
         norm1,
         norm1_context,

@@ -15,6 +15,10 @@ Symbols: :math:`L = N + T` tokens, width :math:`d = h d_h`, MLP width :math:`r d
 Derivation: ``AdaLayerNormZeroSingle`` gives 3 modulation vectors (3·d²); the attention is
 ``pre_only`` (no ``to_out``): its output is concatenated with the GELU MLP branch and one
 ``proj_out`` maps the (1 + r)·d features back to d.
+
+Chroma's ``transformer_chroma.ChromaSingleTransformerBlock`` (``pruned``) is the same block with the
+adaLN linear pruned (``ChromaAdaLayerNormZeroSinglePruned``: the LayerNorm alone, the modulation from
+the model's approximator): the 3·d² term drops out.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from typing import Any
 
 from flopcalc.cost import Node, block_kinds
 from flopcalc.formulas import ops
-from flopcalc.formulas.conditioning import ada_layer_norm_zero
+from flopcalc.formulas.conditioning import ada_layer_norm_zero, pruned_ada_layer_norm
 from flopcalc.formulas.transformer_parts import attention_module
 
 #: Block kinds this module builds: a per-block summary stops at them.
@@ -31,12 +35,13 @@ BLOCK_KINDS = block_kinds("single_stream_block")
 
 
 def single_stream_block(*, dim: int, heads: int, head_dim: int, tokens: Any, mlp_ratio: float = 4.0,
-                        qk_norm: str | None = "rms_norm") -> Node:
+                        qk_norm: str | None = "rms_norm", pruned: bool = False) -> Node:
     mlp = dim * int(mlp_ratio) if float(mlp_ratio).is_integer() else int(dim * mlp_ratio)
+    norm = pruned_ada_layer_norm("norm", dim, tokens) if pruned else ada_layer_norm_zero("norm", dim, tokens, chunks=3)
     return Node(
         "block",
         children=(
-            ada_layer_norm_zero("norm", dim, tokens, chunks=3),
+            norm,
             Node("proj_mlp", ops.linear(tokens, dim, mlp) + ops.activation(tokens * mlp)),
             attention_module("attn", tokens=tokens, dim=dim, heads=heads, head_dim=head_dim,
                              qk_norm=qk_norm, out=False),

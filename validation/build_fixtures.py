@@ -34,7 +34,7 @@ from measure import TORCH_MODULE_DEPTH, measure_component, resolve_class_name  #
 MANIFEST = HERE / "manifest.yaml"
 FIXTURES = HERE / "fixtures"
 
-_ENTRY_KEYS = {"component", "path", "class", "calls", "settings", "sizes", "module_depth"}
+_ENTRY_KEYS = {"component", "path", "class", "loaded_as", "calls", "settings", "sizes", "module_depth"}
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,7 @@ class Job:
     call: str
     settings: dict[str, int] = field(hash=False)
     module_depth: int = TORCH_MODULE_DEPTH
+    loaded_as: str | None = None  # the class the pipeline builds from this config (model_index.json's)
 
     @property
     def filename(self) -> str:
@@ -81,7 +82,7 @@ def _entry_jobs(case: str, root: Path, entry: dict[str, Any]) -> list[Job]:
                 settings.update(height=int(size[0]), width=int(size[1]))
             jobs.append(
                 Job(case, component, config_dir, entry["class"], call, settings,
-                    int(entry.get("module_depth", TORCH_MODULE_DEPTH)))
+                    int(entry.get("module_depth", TORCH_MODULE_DEPTH)), entry.get("loaded_as"))
             )
     return jobs
 
@@ -124,8 +125,13 @@ def measure_job(job: Job) -> dict[str, Any]:
     if named != job.class_name:
         raise ValueError(f"{job.config_dir}: config names {named}, manifest says {job.class_name}")
     fixture = measure_component(
-        job.config_dir, job.class_name, settings=job.settings, call=job.call, module_depth=job.module_depth
+        job.config_dir, job.loaded_as or job.class_name, settings=job.settings, call=job.call,
+        module_depth=job.module_depth,
     )
+    if job.loaded_as:
+        fixture["config_class"] = named
+        fixture["method"] += (f" Built as {job.loaded_as}, the class model_index.json names for this component "
+                              f"(DiffusionPipeline.from_pretrained loads that class from the {named} checkpoint).")
     fixture["case"] = job.case
     return fixture
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from flopcalc.config import Config, count_int, positive_int
+from flopcalc.config import Config, boolean, count_int, positive_int
 from flopcalc.cost import Node, block_kinds, module_list
 from flopcalc.errors import ConfigError
 from flopcalc.formulas import ops
@@ -62,13 +62,6 @@ def llama_decoder_layer(*, tokens: Any, dim: int, heads: int, kv_heads: int, hea
     ), formula="decoder_layer")
 
 
-def _bool(config: Config, key: str) -> bool:
-    value = config[key]
-    if not isinstance(value, bool):
-        raise ConfigError(f"{config.component}/config.json: {key!r} must be true or false, got {value!r}")
-    return value
-
-
 def _heads(config: Config) -> tuple[int, int, int]:
     """(query heads, key/value heads, head width): ``num_key_value_heads`` None means one per query
     head; ``head_dim`` None means ``hidden_size // num_attention_heads`` (``LlamaAttention``)."""
@@ -103,7 +96,7 @@ def llama_model(config: Config, shape: RunShape) -> Node:
     heads, kv, head_dim = _heads(config)
     layer = llama_decoder_layer(tokens=n, dim=d, heads=heads, kv_heads=kv, head_dim=head_dim,
                                 d_ff=positive_int(config, "intermediate_size"),
-                                attention_bias=_bool(config, "attention_bias"), mlp_bias=_bool(config, "mlp_bias"))
+                                attention_bias=boolean(config, "attention_bias"), mlp_bias=boolean(config, "mlp_bias"))
     return Node("text_encoder", children=(
         Node("embed_tokens", ops.embedding(positive_int(config, "vocab_size"), d)),
         module_list("layers", [layer] * count_int(config, "num_hidden_layers")),

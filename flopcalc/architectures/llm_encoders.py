@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from flopcalc.config import Config, count_int, positive_int
+from flopcalc.config import Config, boolean, count_int, positive_int
 from flopcalc.cost import Node, module_list
 from flopcalc.errors import ConfigError, FlopcalcError
 from flopcalc.formulas import ops
@@ -82,26 +82,29 @@ GEMMA_KAPLAN = KaplanShape(
 def gemma2_model(config: Config, shape: RunShape) -> Node:
     """``Gemma2Model``: four RMSNorms per layer, soft-capped attention logits (when
     ``attn_logit_softcapping`` is set); sliding-window layers cost the dense attention."""
-    return _gemma_like(config, shape.seq_len, sandwich_norms=True,
-                       softcap=config.get("attn_logit_softcapping") is not None, formula="gemma2_model")
+    return decoder_model(config, shape.seq_len, sandwich_norms=True,
+                         softcap=config.get("attn_logit_softcapping") is not None, formula="gemma2_model")
 
 
 @register("GemmaModel", role="text_encoder", defaults=GEMMA_DEFAULTS,
           source="transformers/models/gemma/modeling_gemma.py", kaplan=GEMMA_KAPLAN)
 def gemma_model(config: Config, shape: RunShape) -> Node:
     """``GemmaModel``: two RMSNorms per layer."""
-    return _gemma_like(config, shape.seq_len, sandwich_norms=False, softcap=False, formula="gemma_model")
+    return decoder_model(config, shape.seq_len, formula="gemma_model")
 
 
-def _gemma_like(config: Config, n: Any, *, sandwich_norms: bool, softcap: bool, formula: str) -> Node:
-    """``embed_tokens`` (a scaled lookup), the layers, ``norm``, ``rotary_emb``; every projection
-    has ``attention_bias``; the head width is ``head_dim`` (not hidden/heads)."""
+def decoder_model(config: Config, n: Any, *, formula: str, sandwich_norms: bool = False, softcap: bool = False,
+                  qk_norm: bool = False) -> Node:
+    """A Gemma-style decoder model (``GemmaModel``, ``Gemma2Model``, ``Qwen3Model``): ``embed_tokens``
+    (a lookup; Gemma scales it), the layers, ``norm``, ``rotary_emb``; every projection has
+    ``attention_bias``; the head width is ``head_dim`` (not hidden/heads); ``qk_norm``: Qwen3's
+    per-head q/k RMSNorms."""
     d = positive_int(config, "hidden_size")
     heads, head_dim = positive_int(config, "num_attention_heads"), positive_int(config, "head_dim")
-    bias = bool(config["attention_bias"])
+    bias = boolean(config, "attention_bias")
     layer = decoder_layer(tokens=n, dim=d, heads=heads, kv_heads=_kv_heads(config, heads), head_dim=head_dim,
                           d_ff=positive_int(config, "intermediate_size"), qkv_bias=bias, out_bias=bias,
-                          sandwich_norms=sandwich_norms, softcap=softcap)
+                          sandwich_norms=sandwich_norms, softcap=softcap, qk_norm=qk_norm)
     return Node("text_encoder", children=(
         Node("embed_tokens", ops.embedding(positive_int(config, "vocab_size"), d)),
         module_list("layers", [layer] * count_int(config, "num_hidden_layers")),

@@ -82,6 +82,13 @@ class ComponentRun:
     runs: int
     why: str  # how ``runs`` came about, for the report
 
+    @property
+    def built_class(self) -> str | None:
+        """The class assembled for this run: the plan's ``class_name`` (a pipeline may load another
+        class than config.json names, e.g. ``Qwen3Model`` from a ``Qwen3ForCausalLM`` checkpoint),
+        or None (the config's own) where the plan could name none (``"?"``)."""
+        return None if self.class_name == "?" else self.class_name
+
 
 @dataclass(frozen=True)
 class Plan:
