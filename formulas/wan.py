@@ -78,19 +78,20 @@ def wan_transformer_block(*, dim: int, heads: int, head_dim: int, ffn_dim: int, 
     return Node("block", ops.parameters(6 * dim), children=tuple(children), formula="wan_transformer_block")
 
 
-def wan_condition_embedder(*, dim: int, freq_dim: int, text_dim: int, text_tokens: Any) -> Node:
+def wan_condition_embedder(*, dim: int, freq_dim: int, text_dim: int, text_tokens: Any, timesteps: Any = 1) -> Node:
     r"""``WanTimeTextImageEmbedding`` without an image embedder (``image_dim`` null): the
     sinusoidal ``timesteps_proj`` (no parameters), ``time_embedder`` (``TimestepEmbedding``:
-    f → d → d on one timestep), SiLU and ``time_proj`` (d → 6d), and ``text_embedder``
+    f → d → d on each of the :math:`n_t` timesteps: one, or one per token under Wan 2.2 TI2V's
+    ``expand_timesteps``), SiLU and ``time_proj`` (d → 6d, on each), and ``text_embedder``
     (``PixArtAlphaTextProjection``: d_t → d → d with tanh GELU, on every text token).
 
-    .. math:: \mathrm{MACs} = f d + d^2 + 6 d^2 + T (d_t d + d^2)
+    .. math:: \mathrm{MACs} = n_t (f d + d^2 + 6 d^2) + T (d_t d + d^2)
     """
     return Node(
         "condition_embedder",
         children=(
-            mlp_embedder("time_embedder", freq_dim, dim),
-            Node("time_proj", ops.activation(dim) + ops.linear(1, dim, 6 * dim)),
+            mlp_embedder("time_embedder", freq_dim, dim, tokens=timesteps),
+            Node("time_proj", ops.activation(timesteps * dim) + ops.linear(timesteps, dim, 6 * dim)),
             mlp_embedder("text_embedder", text_dim, dim, tokens=text_tokens),
         ),
         formula="wan_condition_embedder",

@@ -9,7 +9,9 @@ The model sees the ``z × T × h × w`` video latent (``T`` latent frames, ``h �
 * ``patch_embedding``: ``nn.Conv3d(z, d, kernel=stride=patch_size)`` into
   ``N = (T/p_t)(h/p_h)(w/p_w)`` tokens (the real code floors each side);
 * ``condition_embedder``: timestep MLP (``freq_dim`` → d → d), ``time_proj`` (d → 6d) and the text
-  projection (``text_dim`` → d → d on the L tokens);
+  projection (``text_dim`` → d → d on the L tokens); the timestep MLP and ``time_proj`` run once, or
+  once per token when the pipeline expands the timestep (Wan 2.2 TI2V, ``expand_timesteps``: a
+  ``(batch, N)`` timestep, ``RunShape.timestep_tokens``; ``forward`` flattens it, line ``timestep.ndim == 2``);
 * ``num_layers`` ``WanTransformerBlock``s: self-attention over all N tokens, cross-attention to the L
   text tokens, feed-forward of width ``ffn_dim``;
 * ``norm_out`` (``FP32LayerNorm``, no affine), ``proj_out`` (d → ``out_channels``·p_t·p_h·p_w), and
@@ -106,7 +108,8 @@ def wan_transformer(config: Config, shape: RunShape) -> Node:
         children=(
             Node("patch_embedding", ops.conv(in_channels, dim, pt * ph * pw, n)),
             wan_condition_embedder(dim=dim, freq_dim=positive_int(config, "freq_dim"),
-                                   text_dim=positive_int(config, "text_dim"), text_tokens=text),
+                                   text_dim=positive_int(config, "text_dim"), text_tokens=text,
+                                   timesteps=1 if shape.timestep_tokens is None else shape.timestep_tokens),
             module_list("blocks", [block] * count_int(config, "num_layers")),
             Node("norm_out", ops.layer_norm(n, dim, affine=False, thop_rule=False)),
             Node("proj_out", ops.linear(n, dim, out_channels * prod((pt, ph, pw)))),
