@@ -67,3 +67,11 @@ def test_random_configs_with_expanded_timesteps(rng, tmp_path):
         check_plan(write_config(tmp_path, f"ti2v{i}", cfg), "transformer",
                    Settings(height=h, width=w, num_frames=f, max_sequence_length=t),
                    {"height": h, "width": w, "num_frames": f, "text_len": t, "expand_timesteps": 1}, index=INDEX_TI2V)
+
+
+def test_i2v_a14b_expert_at_random_size(rng):
+    card = REPO / "model_cards/wan2.2-i2v-a14b"
+    index = json.loads((card / "model_index.json").read_text())
+    h, w, f = random_size(rng, 16, 64, 320), random_size(rng, 16, 64, 320), _frames(rng, 4)
+    check_plan(card / "transformer_2", "transformer_2", Settings(height=h, width=w, num_frames=f, steps=8),
+               {"height": h, "width": w, "num_frames": f, "text_len": 512}, index=index, thop=False)

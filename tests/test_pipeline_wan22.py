@@ -149,3 +149,52 @@ def test_ti2v_law_carries_the_per_token_timesteps():
     for h, w, f in ((480, 832, 81), (704, 1280, 121), (256, 512, 5)):
         exact = flopcalc.estimate(TI2V, height=h, width=w, num_frames=f)
         assert law.at(**{**law.representative(), "H": h, "W": w, "F": f}) == exact.flops
+
+
+# --------------------------------------------------------------------------- image-to-video (WanImageToVideoPipeline)
+
+I2V = "wan2.2-i2v-a14b"
+
+
+def test_i2v_a14b_defaults_encode_the_image_video_once_and_split_at_0_9():
+    r = flopcalc.estimate(I2V)
+    assert r.pipeline == "WanImageToVideoPipeline" and r.passes == 2
+    # boundary 0.9: 13 of the 50 timesteps (999 … 901) are ≥ 900
+    assert _runs(r) == {"text_encoder.forward": 2, "vae.encode": 1, "transformer.forward": 13 * 2,
+                        "transformer_2.forward": 37 * 2, "vae.decode": 1}
+    # the image followed by 80 zero frames, at the output size
+    assert r.component("vae", "encode").shape == {"height": 480, "width": 832, "frames": 81}
+    # noise (16) + mask (4) + image latent (16) channels: the 36-channel patch embedding reads them
+    t2v = flopcalc.estimate(A14B)
+    embed = r.component("transformer").tree.find("patch_embedding").total.macs("torch")
+    assert embed * 16 == t2v.component("transformer").tree.find("patch_embedding").total.macs("torch") * 36
+
+
+def test_i2v_batch_encodes_the_image_once():
+    r = flopcalc.estimate(I2V, batch_size=3, num_images_per_prompt=2, steps=10, num_frames=17)
+    runs = _runs(r)
+    assert runs["vae.encode"] == 1 and runs["vae.decode"] == 6 and runs["text_encoder.forward"] == 6
+    assert runs["transformer.forward"] + runs["transformer_2.forward"] == 10 * 2 * 6
+    assert r.component("vae", "encode").shape["frames"] == 17
+
+
+def test_i2v_takes_no_strength():
+    with pytest.raises(FlopcalcError, match="--strength does not apply to WanImageToVideoPipeline"):
+        flopcalc.estimate(I2V, strength=0.5)
+
+
+def test_i2v_with_expanded_timesteps_encodes_the_image_alone():
+    r = _plan(TI2V, Settings(num_frames=17), index={"_class_name": "WanImageToVideoPipeline"})
+    assert r.component("vae", "encode").shape == {"height": 480, "width": 832, "frames": 1}
+    assert r.component("transformer").shape["timestep_tokens"] == 5 * 15 * 26
+
+
+def test_i2v_frames_round_as_the_pipeline_says():
+    r = flopcalc.estimate(I2V, num_frames=80)
+    assert r.settings.num_frames == 81
+    assert any("rounded to 81" in n and "WanImageToVideoPipeline" in n for n in r.notes)
+
+
+def test_wan21_image_conditioned_transformer_is_refused():
+    with pytest.raises(ConfigError, match="image_dim"):
+        _plan(I2V, Settings(), transformer={"image_dim": 1280, "added_kv_proj_dim": 5120})

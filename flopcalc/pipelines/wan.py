@@ -219,6 +219,26 @@ def wan_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
     ``WanVideoToVideoPipeline``: the input video VAE-encoded once, ``int(steps · strength)`` steps (two
     experts: the kept last timesteps, split at the boundary)."""
     _refuse_unsupported(index, components, s)
+    s, f, latent_frames, passes, notes = video_settings(components, s, index, "WanPipeline")
+    if s.strength is not None:
+        notes.append("video-to-video (strength given): the input video is VAE-encoded once and "
+                     "int(steps · strength) steps run, as WanVideoToVideoPipeline does")
+    runs = text_runs(components, [("text_encoder", s.max_sequence_length)], s.batch_size * passes,
+                     f"{s.batch_size} prompt(s)" + (" + negative" if passes == 2 else ""))
+    expert_runs, expert_notes = denoiser_runs(components, s, f, passes, latent_frames, index)
+    runs += expert_runs
+    notes += expert_notes
+    videos = s.batch_size * s.num_images_per_prompt
+    vae_runs, vae_notes = _vae_runs(components, s, f, videos, latent_frames, bool(s.vae_tiling))
+    return Plan("WanPipeline", s, passes, tuple(runs + vae_runs), tuple(notes + vae_notes))
+
+
+def video_settings(components: Mapping[str, Mapping[str, Any]], s: Settings, index: Mapping[str, Any] | None,
+                   pipeline: str) -> tuple[Settings, int, Any, int, list[str]]:
+    """The ``__call__`` defaults and checks ``WanPipeline`` and ``WanImageToVideoPipeline`` share: 480×832, 81
+    frames, 50 steps, ``guidance_scale`` 5.0, 512 tokens; frames rounded to ``4k + 1`` (video-to-video: kept),
+    sizes checked against 16 and floored to the VAE factor × patch. Returns the resolved settings, the
+    spatial factor, the latent frames, the guidance passes and the notes."""
     f, t = _vae_factors(components)
     _, ph, pw = _transformer_patch(components)
     s = replace(s, height=s.height or HEIGHT, width=s.width or WIDTH, num_frames=s.num_frames or NUM_FRAMES,
@@ -231,30 +251,19 @@ def wan_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
     frames = round_num_frames(s.num_frames, t) if s.strength is None else s.num_frames
     if frames != s.num_frames:
         notes.append(f"num_frames {s.num_frames} is rounded to {frames} (num_frames − 1 must divide by {t}), as "
-                     "WanPipeline does with a warning")
+                     f"{pipeline} does with a warning")
     height, width = s.height // (f * ph) * (f * ph), s.width // (f * pw) * (f * pw)
     if (height, width) != (s.height, s.width):
         notes.append(f"{s.height}×{s.width} is floored to {height}×{width} (multiples of VAE factor × patch), "
-                     "as WanPipeline does with a warning")
+                     f"as {pipeline} does with a warning")
     s = replace(s, num_frames=frames, height=height, width=width)
-    if s.strength is not None:
-        notes.append("video-to-video (strength given): the input video is VAE-encoded once and "
-                     "int(steps · strength) steps run, as WanVideoToVideoPipeline does")
-    latent_frames = (s.num_frames - 1) // t + 1
     passes = cfg_passes(s, s.guidance_scale > 1)
     if s.negative_prompt and passes == 1:
         notes.append("the negative prompt is ignored without classifier-free guidance (guidance_scale <= 1)")
-    runs = text_runs(components, [("text_encoder", s.max_sequence_length)], s.batch_size * passes,
-                     f"{s.batch_size} prompt(s)" + (" + negative" if passes == 2 else ""))
-    denoiser_runs, denoiser_notes = _denoiser_runs(components, s, f, passes, latent_frames, index)
-    runs += denoiser_runs
-    notes += denoiser_notes
-    videos = s.batch_size * s.num_images_per_prompt
-    vae_runs, vae_notes = _vae_runs(components, s, f, videos, latent_frames, bool(s.vae_tiling))
-    return Plan("WanPipeline", s, passes, tuple(runs + vae_runs), tuple(notes + vae_notes))
+    return s, f, (s.num_frames - 1) // t + 1, passes, notes
 
 
-def _denoiser_runs(components, s: Settings, f: int, passes: int, latent_frames: int,
+def denoiser_runs(components, s: Settings, f: int, passes: int, latent_frames: int,
                    index: Mapping[str, Any] | None) -> tuple[list[ComponentRun], list[str]]:
     """The transformer once per kept step and guidance pass, per video; with ``boundary_ratio`` (Wan 2.2
     A14B) ``transformer`` on the steps whose timestep is at or above the boundary and ``transformer_2`` on
