@@ -187,7 +187,7 @@ def test_a_boundary_without_a_second_expert_is_refused():
 
 
 def test_image_to_video_transformer_is_refused():
-    with pytest.raises(ConfigError, match="image_dim"):
+    with pytest.raises(ConfigError, match="image_dim: an image-to-video Wan transformer"):
         _plan(Settings(), transformer={"image_dim": 1280})
 
 

@@ -195,6 +195,52 @@ def test_i2v_frames_round_as_the_pipeline_says():
     assert any("rounded to 81" in n and "WanImageToVideoPipeline" in n for n in r.notes)
 
 
-def test_wan21_image_conditioned_transformer_is_refused():
-    with pytest.raises(ConfigError, match="image_dim"):
+def test_image_tokens_need_the_image_encoder_config():
+    with pytest.raises(FlopcalcError, match="no image_encoder"):
         _plan(I2V, Settings(), transformer={"image_dim": 1280, "added_kv_proj_dim": 5120})
+
+
+# --------------------------------------------------------------------------- Wan 2.1 image-to-video (CLIP image encoder)
+
+I2V21 = "wan2.1-i2v-14b-480p"
+
+
+def test_wan21_i2v_defaults():
+    r = flopcalc.estimate(I2V21)
+    assert r.pipeline == "WanImageToVideoPipeline"
+    assert _runs(r) == {"text_encoder.forward": 2, "image_encoder.forward": 1, "vae.encode": 1,
+                        "transformer.forward": 100, "vae.decode": 1}
+    assert r.component("image_encoder").shape == {"height": 224, "width": 224}
+    # hidden_states[-2] of ViT-H/14 at 224²: 16² patches + the class token
+    assert r.component("transformer").shape["image_tokens"] == 257
+    # the image embedder runs on the 257 tokens: 1280² + 1280·5120 MACs each
+    embedder = r.component("transformer").tree.find("condition_embedder.image_embedder")
+    assert embedder.total.macs("torch") == 257 * (1280 * 1280 + 1280 * 5120)
+
+
+def test_wan21_i2v_image_encoder_runs_once_per_call():
+    r = flopcalc.estimate(I2V21, batch_size=2, num_images_per_prompt=2, steps=4, num_frames=5)
+    assert _runs(r)["image_encoder.forward"] == 1 and _runs(r)["transformer.forward"] == 4 * 2 * 4
+
+
+def test_context_split_is_pythons_slicing_at_512():
+    """``WanAttnProcessor``: ``image_context_length = shape[1] − 512``; ``[:c]`` image, ``[c:]`` text."""
+    from flopcalc.architectures.wan import context_split
+
+    assert context_split(257 + 512) == (257, 512)
+    assert context_split(257 + 600) == (345, 512)  # a longer text: its head counts as image context
+    assert context_split(257 + 100) == (202, 155)  # c = −155: [:−155] and [−155:]
+    assert context_split(100) == (0, 100)  # c = −412 beyond the start: no image context
+
+
+def test_wan21_i2v_law_is_refused():
+    pytest.importorskip("sympy")
+    from flopcalc.symbolic import symbolic_estimate
+
+    with pytest.raises(FlopcalcError, match="hard-coded 512 text tokens"):
+        symbolic_estimate(I2V21)
+
+
+def test_wan_pipeline_refuses_an_image_conditioned_transformer():
+    with pytest.raises(ConfigError, match="run by WanImageToVideoPipeline"):
+        _plan(I2V21, Settings(), index={"_class_name": "WanPipeline"})

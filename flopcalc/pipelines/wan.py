@@ -98,7 +98,7 @@ def expert_steps(timesteps: list[int], boundary_ratio: float,
 
 
 def _refuse_unsupported(index: Mapping[str, Any] | None, components: Mapping[str, Mapping[str, Any]],
-                        s: Settings) -> None:
+                        s: Settings, pipeline: str = "WanPipeline") -> None:
     """Two experts need both a ``boundary_ratio`` and a ``transformer_2`` (listed; its config may be absent,
     then it is named as not counted); their step split has no closed-form law. Expanded timesteps need the
     1×2×2 patches diffusers' ``mask[0][0][:, ::2, ::2]`` assumes."""
@@ -114,6 +114,10 @@ def _refuse_unsupported(index: Mapping[str, Any] | None, components: Mapping[str
     elif "transformer_2" in components:
         raise FlopcalcError("this WanPipeline has a transformer_2 but no boundary_ratio in model_index.json: "
                             "diffusers never runs transformer_2 then; remove it or set boundary_ratio")
+    if any(components[name]["image_dim"] is not None for name in ("transformer", "transformer_2") if name in components) \
+            and pipeline == "WanPipeline":
+        raise ConfigError("the transformer has an image_dim: an image-to-video Wan transformer (CLIP image tokens, "
+                          "36 input channels), run by WanImageToVideoPipeline; estimate that pipeline's folder")
     if index.get("expand_timesteps") and _transformer_patch(components) != (1, 2, 2):
         raise ConfigError(f"expand_timesteps (one timestep per token) needs 1×2×2 patches, as diffusers builds the "
                           f"per-token timesteps from every second latent row and column; the transformer has "
@@ -184,7 +188,7 @@ def v2v_steps(steps: int, strength: float) -> int:
     return min(int(steps * strength), steps)
 
 
-@register_pipeline("WanPipeline", denoisers=("WanTransformer3DModel",),
+@register_pipeline("WanPipeline", denoisers=("WanTransformer3DModel",), when=lambda cfg: cfg.get("image_dim") is None,
                    options=("max_sequence_length", "num_frames", "vae_tiling"))
 def wan_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                  index: Mapping[str, Any] | None = None) -> Plan:
