@@ -29,6 +29,12 @@ class RunShape:
     ``flopcalc.formulas.tiling.CallSplit``: temporal chunks × spatial tiles, made by the VAE's own
     ``decode_split`` / ``encode_split``); None: the call as the component makes it by default. It
     is how the call runs, not a size: reports do not list it among the shape's sizes.
+
+    ``image_tokens``: a denoiser conditioned on image-encoder tokens (Wan 2.1 image-to-video: the CLIP
+    vision hidden states), how many; None: no image conditioning.
+
+    ``timestep_tokens``: a denoiser given one timestep per token (Wan 2.2 TI2V's
+    ``expand_timesteps``: the timestep tensor is ``(batch, tokens)``), how many; None: one timestep.
     """
 
     latent_height: Any = None
@@ -40,6 +46,8 @@ class RunShape:
     latent_frames: Any = None
     frames: Any = None
     split: Any = None
+    timestep_tokens: Any = None
+    image_tokens: Any = None
 
 
 Assembler = Callable[[Config, RunShape], Node]

@@ -37,13 +37,18 @@ from flopcalc.formulas.transformer_parts import feed_forward
 BLOCK_KINDS = block_kinds("wan_transformer_block")
 
 
-def wan_attention(name: str, *, tokens: Any, context_tokens: Any, dim: int, heads: int, head_dim: int) -> Node:
-    r"""``WanAttention(dim, heads, dim_head)`` (no added k/v: text-to-video): ``to_q`` on the
+def wan_attention(name: str, *, tokens: Any, context_tokens: Any, dim: int, heads: int, head_dim: int,
+                  image_tokens: Any = 0, added_kv_dim: int | None = None) -> Node:
+    r"""``WanAttention(dim, heads, dim_head, added_kv_proj_dim)`` with ``WanAttnProcessor``: ``to_q`` on the
     ``tokens`` queries, ``to_k``/``to_v`` on ``context_tokens`` (the queries themselves for
     self-attention), RMS-normed q and k (``norm_q``, ``norm_k``: ``nn.RMSNorm(h·d_h)``), scaled
-    dot-product attention, ``to_out.0``.
+    dot-product attention, ``to_out.0``. With added k/v (image-to-video cross-attention,
+    ``added_kv_dim`` set): the processor splits off the first ``image_tokens`` context tokens
+    (``encoder_hidden_states.shape[1] − 512`` of them), projects them with ``add_k_proj``/``add_v_proj``
+    (``norm_added_k`` on the keys) and adds a second attention of the queries over them.
 
-    .. math:: \mathrm{MACs} = 2 N d\,d_i + 2 M d\,d_i + h N M (2 d_h),\quad d_i = h d_h
+    .. math:: \mathrm{MACs} = 2 N d\,d_i + 2 M d\,d_i + h N M (2 d_h)
+              + 2 I d_a d_i + h N I (2 d_h),\quad d_i = h d_h
     """
     inner = heads * head_dim
     cost = (
@@ -54,12 +59,15 @@ def wan_attention(name: str, *, tokens: Any, context_tokens: Any, dim: int, head
         + ops.attention(tokens, context_tokens, heads, head_dim)
         + ops.linear(tokens, inner, dim)
     )
+    if added_kv_dim is not None:
+        added = ops.linear(image_tokens, added_kv_dim, inner) * 2 + ops.rms_norm(image_tokens, inner)
+        cost = cost + added + ops.attention(tokens, image_tokens, heads, head_dim)
     return Node(name, cost, formula="wan_attention")
 
 
 @lru_cache(maxsize=256)
 def wan_transformer_block(*, dim: int, heads: int, head_dim: int, ffn_dim: int, tokens: Any, text_tokens: Any,
-                          cross_attn_norm: bool) -> Node:
+                          cross_attn_norm: bool, image_tokens: Any = 0, added_kv_dim: int | None = None) -> Node:
     """One ``WanTransformerBlock`` (module names as in diffusers): ``norm1``, ``attn1`` (self),
     ``norm2`` (affine LayerNorm when ``cross_attn_norm``, else ``nn.Identity``), ``attn2`` (cross),
     ``norm3``, ``ffn``, and the ``scale_shift_table`` (6·d parameters)."""
@@ -67,7 +75,8 @@ def wan_transformer_block(*, dim: int, heads: int, head_dim: int, ffn_dim: int, 
     children = [
         Node("norm1", ops.layer_norm(n, dim, affine=False, thop_rule=False)),
         wan_attention("attn1", tokens=n, context_tokens=n, dim=dim, heads=heads, head_dim=head_dim),
-        wan_attention("attn2", tokens=n, context_tokens=t, dim=dim, heads=heads, head_dim=head_dim),
+        wan_attention("attn2", tokens=n, context_tokens=t, dim=dim, heads=heads, head_dim=head_dim,
+                      image_tokens=image_tokens, added_kv_dim=added_kv_dim),
     ]
     if cross_attn_norm:
         children.append(Node("norm2", ops.layer_norm(n, dim, thop_rule=False)))
@@ -79,20 +88,40 @@ def wan_transformer_block(*, dim: int, heads: int, head_dim: int, ffn_dim: int, 
     return Node("block", children=tuple(children), formula="wan_transformer_block")
 
 
-def wan_condition_embedder(*, dim: int, freq_dim: int, text_dim: int, text_tokens: Any) -> Node:
+def wan_image_embedder(*, image_dim: int, dim: int, image_tokens: Any) -> Node:
+    r"""``WanImageEmbedding(image_dim, dim)`` (no ``pos_embed``): ``norm1`` (``FP32LayerNorm(image_dim)``),
+    ``ff`` (``FeedForward(image_dim, dim, mult=1, activation_fn="gelu")``: ``net.0.proj`` image_dim →
+    image_dim, GELU, ``net.2`` image_dim → dim), ``norm2`` (``FP32LayerNorm(dim)``), on the :math:`I`
+    CLIP image tokens.
+
+    .. math:: \mathrm{MACs} = I (d_c^2 + d_c d)
+    """
+    i = image_tokens
+    ff = ops.linear(i, image_dim, image_dim) + ops.activation(i * image_dim) + ops.linear(i, image_dim, dim)
+    return Node("image_embedder", children=(
+        Node("norm1", ops.layer_norm(i, image_dim, thop_rule=False)),
+        Node("ff", ff, formula="feed_forward"),
+        Node("norm2", ops.layer_norm(i, dim, thop_rule=False)),
+    ), formula="wan_image_embedder")
+
+
+def wan_condition_embedder(*, dim: int, freq_dim: int, text_dim: int, text_tokens: Any, timesteps: Any = 1,
+                           image: Node | None = None) -> Node:
     r"""``WanTimeTextImageEmbedding`` without an image embedder (``image_dim`` null): the
     sinusoidal ``timesteps_proj`` (no parameters), ``time_embedder`` (``TimestepEmbedding``:
-    f → d → d on one timestep), SiLU and ``time_proj`` (d → 6d), and ``text_embedder``
+    f → d → d on each of the :math:`n_t` timesteps: one, or one per token under Wan 2.2 TI2V's
+    ``expand_timesteps``), SiLU and ``time_proj`` (d → 6d, on each), and ``text_embedder``
     (``PixArtAlphaTextProjection``: d_t → d → d with tanh GELU, on every text token).
 
-    .. math:: \mathrm{MACs} = f d + d^2 + 6 d^2 + T (d_t d + d^2)
+    .. math:: \mathrm{MACs} = n_t (f d + d^2 + 6 d^2) + T (d_t d + d^2)
     """
     return Node(
         "condition_embedder",
         children=(
-            mlp_embedder("time_embedder", freq_dim, dim),
-            Node("time_proj", ops.activation(dim) + ops.linear(1, dim, 6 * dim)),
+            mlp_embedder("time_embedder", freq_dim, dim, tokens=timesteps),
+            Node("time_proj", ops.activation(timesteps * dim) + ops.linear(timesteps, dim, 6 * dim)),
             mlp_embedder("text_embedder", text_dim, dim, tokens=text_tokens),
+            *(() if image is None else (image,)),
         ),
         formula="wan_condition_embedder",
     )

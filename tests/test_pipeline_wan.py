@@ -180,15 +180,14 @@ def test_video_to_video_pipeline_defaults():
 # --------------------------------------------------------------------------- what is refused
 
 
-def test_two_expert_and_expanded_timestep_pipelines_are_refused():
-    with pytest.raises(FlopcalcError, match="two experts"):
+def test_a_boundary_without_a_second_expert_is_refused():
+    """Wan 2.2's two experts and expanded timesteps: tests/test_pipeline_wan22.py."""
+    with pytest.raises(FlopcalcError, match="no transformer_2"):
         _plan(Settings(), index={"boundary_ratio": 0.875})
-    with pytest.raises(FlopcalcError, match="expand_timesteps"):
-        _plan(Settings(), index={"expand_timesteps": True})
 
 
 def test_image_to_video_transformer_is_refused():
-    with pytest.raises(ConfigError, match="image_dim"):
+    with pytest.raises(ConfigError, match="image_dim: an image-to-video Wan transformer"):
         _plan(Settings(), transformer={"image_dim": 1280})
 
 

@@ -21,7 +21,10 @@ from flopcalc.symbolic import symbolic_estimate  # noqa: E402
 from flopcalc.symbolic_report import crossover, ratio, report_dict, shares  # noqa: E402
 from flopcalc.sweep import parse_values, run_sweep  # noqa: E402
 
-CARDS = [c.name for c in list_cards()]
+#: Cards with a law; a card whose card.yaml says ``no_law: <why>`` has none (e.g. two experts whose step
+#: split comes from floating-point timesteps) and must be refused, which test_cards_without_a_law checks.
+CARDS = [c.name for c in list_cards() if not c.data.get("no_law")]
+NO_LAW = [c.name for c in list_cards() if c.data.get("no_law")]
 
 
 @lru_cache(maxsize=None)
@@ -48,6 +51,13 @@ def test_law_equals_numeric_estimate(card, convention, data):
         kwargs["max_sequence_length"] = point["L"]
     exact = flopcalc.estimate(card, convention=convention, resolution_binning=False, **kwargs)
     assert f.at(**{**rep, **point}) == exact.flops
+
+
+@pytest.mark.parametrize("card", NO_LAW)
+def test_cards_without_a_law_are_refused(card):
+    with pytest.raises(FlopcalcError, match="no closed-form law"):
+        symbolic_estimate(card)
+    assert flopcalc.estimate(card).flops > 0
 
 
 def test_law_structure_flux():

@@ -46,18 +46,28 @@ def _latent_frames(num_frames: int, temporal: int) -> int:
     return (num_frames - 1) // temporal + 1
 
 
-@input_builder("WanTransformer3DModel", settings=("height", "width", "num_frames", "text_len"))
+@input_builder("WanTransformer3DModel", settings=("height", "width", "num_frames", "text_len"),
+               optional=("vae_scale", "expand_timesteps", "image_tokens"))
 def _wan_transformer_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict[str, TensorSpec]:
-    """hidden_states (1, in_channels, T, H/8, W/8) with T = (num_frames − 1)/4 + 1; timestep (1,);
-    encoder_hidden_states (1, text_len, text_dim), as ``WanPipeline`` calls it (once per guidance pass)."""
-    return {
-        "hidden_states": TensorSpec((1, _cfg(model, "in_channels"),
-                                     _latent_frames(s["num_frames"], VAE_SCALE_TEMPORAL),
-                                     _div(s["height"], VAE_SCALE_SPATIAL, "height"),
-                                     _div(s["width"], VAE_SCALE_SPATIAL, "width"))),
-        "timestep": TensorSpec((1,)),
+    """hidden_states (1, in_channels, T, H/f, W/f) with T = (num_frames − 1)/4 + 1 and f the VAE's
+    ``scale_factor_spatial`` (setting ``vae_scale``, default 8; Wan 2.2 TI2V: 16); timestep (1,), or
+    with ``expand_timesteps`` 1 (Wan 2.2 TI2V) one per token, (1, T·(H/f/2)·(W/f/2)) as
+    ``mask[0][0][:, ::2, ::2] · t`` flattened; encoder_hidden_states (1, text_len, text_dim), as
+    ``WanPipeline`` calls it (once per guidance pass); with ``image_tokens`` (Wan 2.1 I2V, a config with
+    ``image_dim``) also encoder_hidden_states_image (1, image_tokens, image_dim), the CLIP vision
+    ``hidden_states[-2]`` ``WanImageToVideoPipeline`` passes."""
+    f = s.get("vae_scale", VAE_SCALE_SPATIAL)
+    frames = _latent_frames(s["num_frames"], VAE_SCALE_TEMPORAL)
+    h, w = _div(s["height"], f, "height"), _div(s["width"], f, "width")
+    timestep = (1, frames * ((h + 1) // 2) * ((w + 1) // 2)) if s.get("expand_timesteps") else (1,)
+    inputs = {
+        "hidden_states": TensorSpec((1, _cfg(model, "in_channels"), frames, h, w)),
+        "timestep": TensorSpec(timestep),
         "encoder_hidden_states": TensorSpec((1, s["text_len"], _cfg(model, "text_dim"))),
     }
+    if s.get("image_tokens"):
+        inputs["encoder_hidden_states_image"] = TensorSpec((1, s["image_tokens"], _cfg(model, "image_dim")))
+    return inputs
 
 
 @input_builder("AutoencoderKLWan", settings=("height", "width", "num_frames"), calls=("decode", "encode"))

@@ -112,6 +112,7 @@ class _Registered:
     builder: InputBuilder
     settings: tuple[str, ...]
     calls: tuple[str, ...]
+    optional: tuple[str, ...] = ()
 
 
 #: Class name -> input builder. Add a class by decorating one function with :func:`input_builder`.
@@ -119,19 +120,21 @@ INPUT_BUILDERS: dict[str, _Registered] = {}
 
 
 def input_builder(
-    *class_names: str, settings: tuple[str, ...], calls: tuple[str, ...] = ("forward",)
+    *class_names: str, settings: tuple[str, ...], calls: tuple[str, ...] = ("forward",),
+    optional: tuple[str, ...] = (),
 ) -> Callable[[InputBuilder], InputBuilder]:
     """Register ``fn`` as the input builder of ``class_names``.
 
     ``settings`` names the pipeline-level settings it reads (they are required and recorded in
-    the fixture); ``calls`` the measurable calls it supports.
+    the fixture); ``optional`` those it reads when given (recorded when given); ``calls`` the
+    measurable calls it supports.
     """
 
     def register(fn: InputBuilder) -> InputBuilder:
         for name in class_names:
             if name in INPUT_BUILDERS:
                 raise ValueError(f"duplicate input builder for {name}")
-            INPUT_BUILDERS[name] = _Registered(fn, settings, calls)
+            INPUT_BUILDERS[name] = _Registered(fn, settings, calls, optional)
         return fn
 
     return register
@@ -306,7 +309,7 @@ def build_inputs(
     missing = [k for k in reg.settings if k not in settings]
     if missing:
         raise KeyError(f"{type(model).__name__} needs settings {missing}")
-    used = {k: int(settings[k]) for k in reg.settings}
+    used = {k: int(settings[k]) for k in (*reg.settings, *reg.optional) if k in settings}
     return reg.builder(model, call, used), used
 
 

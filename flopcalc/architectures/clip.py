@@ -1,9 +1,16 @@
-"""CLIP text tower: ``CLIPTextModel`` and ``CLIPTextModelWithProjection``
-(transformers ``models/clip/modeling_clip.py``).
+"""CLIP towers (transformers ``models/clip/modeling_clip.py``): the text tower ``CLIPTextModel`` and
+``CLIPTextModelWithProjection``, and the vision tower ``CLIPVisionModelWithProjection`` (Wan 2.1
+image-to-video's image encoder).
 
-Pre-LayerNorm encoder of ``num_hidden_layers`` layers over ``seq_len`` tokens (77 in every
+Text: pre-LayerNorm encoder of ``num_hidden_layers`` layers over ``seq_len`` tokens (77 in every
 pipeline here), final LayerNorm, and for ``…WithProjection`` a bias-free ``text_projection`` of
 the pooled (EOS) vector only. The causal mask does not reduce the dense attention work.
+
+Vision: ``CLIPVisionEmbeddings`` (a bias-free ``patch_size``-strided Conv2d into ``(image_size /
+patch_size)²`` patches, a class token, learned positions: ``N = (image_size / patch_size)² + 1``
+tokens), ``pre_layrnorm``, the same encoder layers over the N tokens, ``post_layernorm`` and the
+bias-free ``visual_projection`` on the pooled class token only. The input is always ``image_size²``
+(the image processor resizes and crops to it; positions are not interpolated).
 """
 
 from __future__ import annotations
@@ -59,7 +66,9 @@ register("CLIPTextModelWithProjection", role="text_encoder", defaults=DEFAULTS, 
 )
 
 
-def _text_transformer(config: Config, n) -> Node:
+def _encoder_layers(config: Config, n) -> Node:
+    """``CLIPEncoder``: ``num_hidden_layers`` ``CLIPEncoderLayer``s (pre-LayerNorm self-attention with
+    biases, a plain two-linear MLP) over ``n`` tokens."""
     d = positive_int(config, "hidden_size")
     heads = positive_int(config, "num_attention_heads")
     d_ff = positive_int(config, "intermediate_size")
@@ -73,6 +82,11 @@ def _text_transformer(config: Config, n) -> Node:
         ),
         formula="kaplan_transformer",
     )
+    return Node("encoder", children=(module_list("layers", [layer] * count_int(config, "num_hidden_layers")),))
+
+
+def _text_transformer(config: Config, n) -> Node:
+    d = positive_int(config, "hidden_size")
     embeddings = ops.embedding(positive_int(config, "vocab_size"), d) + ops.embedding(
         positive_int(config, "max_position_embeddings"), d
     )
@@ -80,7 +94,7 @@ def _text_transformer(config: Config, n) -> Node:
         "text_model",
         children=(
             Node("embeddings", embeddings),
-            Node("encoder", children=(module_list("layers", [layer] * count_int(config, "num_hidden_layers")),)),
+            _encoder_layers(config, n),
             Node("final_layer_norm", ops.layer_norm(n, d)),
         ),
     )
@@ -93,3 +107,44 @@ def _position_ids(config: Config) -> tuple[Buffer, ...]:
 
 loading_rules("CLIPTextModel", buffers=_position_ids, source="transformers/models/clip/modeling_clip.py")
 loading_rules("CLIPTextModelWithProjection", buffers=_position_ids, source="transformers/models/clip/modeling_clip.py")
+
+
+#: ``CLIPVisionConfig`` defaults (transformers configuration_clip.py).
+VISION_DEFAULTS = {
+    "hidden_size": 768,
+    "intermediate_size": 3072,
+    "projection_dim": 512,
+    "num_hidden_layers": 12,
+    "num_attention_heads": 12,
+    "num_channels": 3,
+    "image_size": 224,
+    "patch_size": 32,
+}
+
+
+def vision_tokens(config: Config) -> int:
+    """``N = (image_size // patch_size)² + 1``: the patches and the class token."""
+    return (positive_int(config, "image_size") // positive_int(config, "patch_size")) ** 2 + 1
+
+
+@register("CLIPVisionModelWithProjection", role="image_encoder", defaults=VISION_DEFAULTS, source=SOURCE)
+def clip_vision_model_with_projection(config: Config, shape: RunShape) -> Node:
+    """``CLIPVisionModelWithProjection``: ``vision_model`` (a ``CLIPVisionModel``: embeddings,
+    ``pre_layrnorm``, encoder, ``post_layernorm`` on the class token) and ``visual_projection``."""
+    d = positive_int(config, "hidden_size")
+    patch = positive_int(config, "patch_size")
+    side = positive_int(config, "image_size") // patch
+    n = vision_tokens(config)
+    embeddings = Node("embeddings", ops.parameters(d) + ops.embedding(n, d), children=(
+        Node("patch_embedding", ops.conv(positive_int(config, "num_channels"), d, patch * patch, side * side,
+                                         bias=False)),
+    ))
+    return Node("image_encoder", children=(
+        Node("vision_model", children=(
+            embeddings,
+            Node("pre_layrnorm", ops.layer_norm(n, d)),
+            _encoder_layers(config, n),
+            Node("post_layernorm", ops.layer_norm(1, d)),
+        )),
+        Node("visual_projection", ops.linear(1, d, positive_int(config, "projection_dim"), bias=False)),
+    ), formula="clip_vision")

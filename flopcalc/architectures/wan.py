@@ -9,15 +9,20 @@ The model sees the ``z × T × h × w`` video latent (``T`` latent frames, ``h �
 * ``patch_embedding``: ``nn.Conv3d(z, d, kernel=stride=patch_size)`` into
   ``N = (T/p_t)(h/p_h)(w/p_w)`` tokens (the real code floors each side);
 * ``condition_embedder``: timestep MLP (``freq_dim`` → d → d), ``time_proj`` (d → 6d) and the text
-  projection (``text_dim`` → d → d on the L tokens);
+  projection (``text_dim`` → d → d on the L tokens); the timestep MLP and ``time_proj`` run once, or
+  once per token when the pipeline expands the timestep (Wan 2.2 TI2V, ``expand_timesteps``: a
+  ``(batch, N)`` timestep, ``RunShape.timestep_tokens``; ``forward`` flattens it, line ``timestep.ndim == 2``);
 * ``num_layers`` ``WanTransformerBlock``s: self-attention over all N tokens, cross-attention to the L
   text tokens, feed-forward of width ``ffn_dim``;
 * ``norm_out`` (``FP32LayerNorm``, no affine), ``proj_out`` (d → ``out_channels``·p_t·p_h·p_w), and
   a ``scale_shift_table`` (2d).
 
-Image-to-video configs (``image_dim`` / ``added_kv_proj_dim`` set: an image embedder and added k/v
-projections fed by CLIP image tokens) belong to ``WanImageToVideoPipeline``, which flopcalc does
-not plan: they are refused with a clear error.
+Image-to-video configs (Wan 2.1 I2V, ``WanImageToVideoPipeline``): ``image_dim`` adds
+``condition_embedder.image_embedder`` on the ``I`` CLIP image tokens (``RunShape.image_tokens``), which
+``forward`` puts before the text tokens; ``added_kv_proj_dim`` gives every ``attn2`` added k/v projections,
+and its processor splits the context at a hard-coded 512 text tokens (``image_context_length =
+encoder_hidden_states.shape[1] − 512``, Python slicing: :func:`context_split`). FLF2V configs
+(``pos_embed_seq_len``) are refused.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from flopcalc.config import Config, count_int, positive_int
 from flopcalc.cost import Node, module_list
 from flopcalc.errors import ConfigError, ResolutionError
 from flopcalc.formulas import ops
-from flopcalc.formulas.wan import wan_condition_embedder, wan_transformer_block
+from flopcalc.formulas.wan import wan_condition_embedder, wan_image_embedder, wan_transformer_block
 from flopcalc.registry import RunShape, register
 from flopcalc.weights import Buffer, loading_rules
 
@@ -74,19 +79,30 @@ def floor_div(size: Any, k: int) -> Any:
     return size // k if isinstance(size, int) else size / k
 
 
-def _refuse_image_conditioning(config: Config) -> None:
-    for key in ("image_dim", "added_kv_proj_dim"):
-        if config[key] is not None:
-            raise ConfigError(
-                f"{config.component}/config.json: {key} is set: an image-to-video Wan transformer (CLIP image "
-                "tokens through added k/v projections), run by WanImageToVideoPipeline, which flopcalc does not "
-                "support yet; text-to-video configs leave image_dim and added_kv_proj_dim null."
-            )
+#: ``WanAttnProcessor``: ``image_context_length = encoder_hidden_states.shape[1] - 512``.
+PROCESSOR_TEXT_TOKENS = 512
+
+
+def context_split(context: Any) -> tuple[Any, Any]:
+    """``(image, text)`` context lengths as ``WanAttnProcessor`` slices a context of ``context`` tokens
+    when the attention has added k/v: ``[:c]`` and ``[c:]`` with ``c = context − 512`` (Python slicing,
+    so a negative ``c`` counts from the end). On a symbol: the ``c ≥ 0`` branch (the plan refuses a law
+    otherwise)."""
+    c = context - PROCESSOR_TEXT_TOKENS
+    if not isinstance(context, int):
+        return c, PROCESSOR_TEXT_TOKENS
+    return len(range(context)[:c]), len(range(context)[c:])
+
+
+def _refuse_first_last_frame(config: Config) -> None:
+    if config["pos_embed_seq_len"] is not None:
+        raise ConfigError(f"{config.component}/config.json: pos_embed_seq_len is set: a first-last-frame (FLF2V) Wan "
+                          "transformer, which flopcalc does not plan; leave pos_embed_seq_len null")
 
 
 @register("WanTransformer3DModel", role="denoiser", defaults=DEFAULTS, source=SOURCE)
 def wan_transformer(config: Config, shape: RunShape) -> Node:
-    _refuse_image_conditioning(config)
+    _refuse_first_last_frame(config)
     heads = positive_int(config, "num_attention_heads")
     head_dim = positive_int(config, "attention_head_dim")
     dim = heads * head_dim
@@ -100,14 +116,26 @@ def wan_transformer(config: Config, shape: RunShape) -> Node:
                               f"(frames × height × width) is smaller than one {pt}×{ph}×{pw} patch")
     n = grid[0] * grid[1] * grid[2]
     text = shape.text_len
+    image_dim, added_kv = config["image_dim"], config["added_kv_proj_dim"]
+    images = shape.image_tokens if image_dim is not None and shape.image_tokens is not None else 0
+    context, image_context = images + text, 0  # forward: concat([image, text]) when image embeddings are given
+    if added_kv is not None:
+        image_context, context = context_split(context)
     block = wan_transformer_block(dim=dim, heads=heads, head_dim=head_dim, ffn_dim=positive_int(config, "ffn_dim"),
-                                  tokens=n, text_tokens=text, cross_attn_norm=bool(config["cross_attn_norm"]))
+                                  tokens=n, text_tokens=context, cross_attn_norm=bool(config["cross_attn_norm"]),
+                                  image_tokens=image_context,
+                                  added_kv_dim=None if added_kv is None else positive_int(config, "added_kv_proj_dim"))
+    image = None
+    if image_dim is not None:
+        image = wan_image_embedder(image_dim=positive_int(config, "image_dim"), dim=dim, image_tokens=images)
     return Node(
         "transformer",
         children=(
             Node("patch_embedding", ops.conv(in_channels, dim, pt * ph * pw, n)),
             wan_condition_embedder(dim=dim, freq_dim=positive_int(config, "freq_dim"),
-                                   text_dim=positive_int(config, "text_dim"), text_tokens=text),
+                                   text_dim=positive_int(config, "text_dim"), text_tokens=text,
+                                   timesteps=1 if shape.timestep_tokens is None else shape.timestep_tokens,
+                                   image=image),
             module_list("blocks", [block] * count_int(config, "num_layers")),
             Node("norm_out", ops.layer_norm(n, dim, affine=False, thop_rule=False)),
             Node("proj_out", ops.linear(n, dim, out_channels * prod((pt, ph, pw)))),

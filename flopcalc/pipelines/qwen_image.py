@@ -97,3 +97,21 @@ def qwen_image_img2img_pipeline(components: Mapping[str, Mapping[str, Any]], s: 
     ``strength`` of the 50-step schedule runs (``get_timesteps``)."""
     s = replace(s, strength=0.6 if s.strength is None else s.strength)
     return replace(qwen_image_pipeline(components, s, index=index), pipeline="QwenImageImg2ImgPipeline")
+
+
+@register_pipeline("QwenImageInpaintPipeline", options=("true_cfg_scale", "max_sequence_length"))
+def qwen_image_inpaint_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
+                                index: Mapping[str, Any] | None = None) -> Plan:
+    """``QwenImageInpaintPipeline.__call__`` (``pipeline_qwenimage_inpaint.py``): the text-to-image defaults
+    plus ``strength`` 0.6 (``get_timesteps``: the last ``strength`` of the 50-step schedule runs). The VAE
+    encodes twice per input image: the image (``prepare_latents`` → ``_encode_vae_image``) and the masked
+    image ``init_image · (mask < 0.5)`` (``prepare_mask_latents`` → ``_encode_vae_image``); the mask is only
+    resized. The transformer is called exactly as in ``QwenImagePipeline`` (the mask blends latents after
+    each step, no extra channels or tokens)."""
+    s = replace(s, strength=0.6 if s.strength is None else s.strength)
+    plan = qwen_image_pipeline(components, s, index=index)
+    runs = tuple(replace(r, runs=2 * r.runs, why=f"{r.runs} input image(s) + {r.runs} masked image(s)")
+                 if r.call == "encode" else r for r in plan.runs)
+    return replace(plan, pipeline="QwenImageInpaintPipeline", runs=runs,
+                   notes=plan.notes + ("the VAE encodes each input image and its masked copy (image · (mask < 0.5)); "
+                                       "the mask blends the latents after each step",))
