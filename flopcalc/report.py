@@ -93,6 +93,7 @@ def _component_dict(c: ComponentEstimate, total: int, per_block: bool) -> dict[s
         "class_name": c.class_name,
         "call": c.call,
         "role": c.role,
+        "method": c.method,
         "runs": c.runs,
         "runs_from": c.why,
         "params": c.params,
@@ -103,6 +104,8 @@ def _component_dict(c: ComponentEstimate, total: int, per_block: bool) -> dict[s
         "share": c.macs / total if total else 0.0,
         "per_run": {k: v for k, v in c.per_run.as_dict().items() if k != "params"},
     }
+    if c.measured:
+        out["measure_seconds"] = c.measure_seconds
     if per_block:
         out["blocks"] = _node_dict(c.tree, c.convention)
         out["by_block_kind"] = [{"formula": f, "instances": n, "macs": m}
@@ -163,6 +166,8 @@ def table(report: Report, *, per_block: bool = False, depth: int = 4) -> str:
     rows = [("component", "class", "runs", "params", "GMACs/run", "TFLOPs", "share")]
     for c in report.components:
         cls = c.class_name + (f".{c.call}" if c.call != "forward" else "")
+        if c.measured:
+            cls += f" (measured, {c.measure_seconds:.2f} s)"
         rows.append((c.component, cls, str(c.runs), format_params(c.params), f"{c.macs_per_run / 1e9:,.2f}",
                      f"{c.flops / 1e12:,.3f}", f"{100 * c.macs / total if total else 0:.1f}%"))
     rows.append(("total", "", "", format_params(report.params), "", f"{report.flops / 1e12:,.3f}", "100.0%"))
@@ -225,18 +230,19 @@ def to_csv(report: Report, *, per_block: bool = False, depth: int = 4) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(["path", "class_name", "call", "runs", "count", "params", "macs_per_run", "macs", "flops", "share",
-                "convention"])
+                "convention", "method"])
     total = report.macs
     for c in report.components:
         w.writerow([c.component, c.class_name, c.call, c.runs, 1, c.params, c.macs_per_run, c.macs, c.flops,
-                    f"{c.macs / total if total else 0:.6f}", report.convention])
+                    f"{c.macs / total if total else 0:.6f}", report.convention, c.method])
         if per_block:
             for path, node in c.tree.walk():
                 if path == c.tree.name or path.count(".") >= depth:
                     continue
                 macs = node.total.macs(c.convention)
                 w.writerow([path, "", c.call, c.runs, node.count, node.total.params, macs, c.runs * macs,
-                            2 * c.runs * macs, f"{c.runs * macs / total if total else 0:.6f}", report.convention])
+                            2 * c.runs * macs, f"{c.runs * macs / total if total else 0:.6f}", report.convention,
+                            c.method])
     return buf.getvalue()
 
 

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 import torch
 from torch import nn
 
-from measure import TensorSpec, input_builder
+from flopcalc.measure.harness import TensorSpec, input_builder
 
 
 @input_builder("Gemma2Model", settings=("seq_len",))

@@ -1,5 +1,5 @@
 """Input builders for the CogVideoX family: ``CogVideoXTransformer3DModel`` and
-``AutoencoderKLCogVideoX`` (imported by ``measure.py``; see validation/README.md).
+``AutoencoderKLCogVideoX`` (imported by ``flopcalc.measure.harness``; see validation/README.md).
 
 Settings are the pipeline's: ``height``/``width`` in pixels, ``num_frames`` video frames,
 ``text_len`` T5 tokens, ``vae_tiling`` (0/1: ``vae.enable_tiling()`` before the call).
@@ -25,7 +25,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from measure import TensorSpec, input_builder
+from flopcalc.measure.harness import TensorSpec, input_builder
 
 
 def _cfg(model: nn.Module, key: str) -> Any:

@@ -1,5 +1,5 @@
 """Input builders for the HunyuanVideo family: ``HunyuanVideoTransformer3DModel``,
-``AutoencoderKLHunyuanVideo`` and ``LlamaModel`` (imported by ``measure.py``; see validation/README.md).
+``AutoencoderKLHunyuanVideo`` and ``LlamaModel`` (imported by ``flopcalc.measure.harness``; see validation/README.md).
 
 Settings are pipeline level: ``height``/``width`` in pixels, ``num_frames`` video frames (the latent
 has ``(num_frames - 1) // 4 + 1`` frames, ``HunyuanVideoPipeline.prepare_latents``), ``text_len``
@@ -25,7 +25,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from measure import TensorSpec, input_builder
+from flopcalc.measure.harness import TensorSpec, input_builder
 
 #: ``HunyuanVideoPipeline`` without a VAE: ``vae_scale_factor_spatial`` 8, ``vae_scale_factor_temporal`` 4.
 SPATIAL = 8
