@@ -79,6 +79,13 @@ def _parser() -> argparse.ArgumentParser:
 
     sub.add_parser("list", help="the bundled model cards")
 
+    v = sub.add_parser("coverage", help="which diffusers pipeline and model classes flopcalc counts",
+                       description="Every pipeline class diffusers exports: planned / components-only / missing; "
+                                   "every model class: formula / measurable / missing (from a shipped class list).")
+    v.add_argument("--diffusers-version", help="the diffusers release whose classes to list (default: the newest "
+                                               "shipped)")
+    v.add_argument("--format", choices=("table", "json", "markdown"), default="table")
+
     y = sub.add_parser("symbolic", help="the exact FLOP law in H, W, steps, passes, batch, text length",
                        description="FLOPs of one generation as exact expressions in image height H and width W "
                                    "(pixels), steps S, denoiser passes P, batch B and text tokens L.")
@@ -149,6 +156,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _estimate(args)
         if args.command == "list":
             return _list()
+        if args.command == "coverage":
+            return _coverage(args)
         if args.command == "kaplan":
             return _kaplan(args)
         if args.command == "formulas":
@@ -188,6 +197,13 @@ def _estimate(args: argparse.Namespace) -> int:
         vae_tiling=args.vae_tiling, convention=args.convention, revision=args.revision, measure=args.measure,
     )
     sys.stdout.write(render(report, args.format, per_block=args.per_block, depth=args.depth))
+    return 0
+
+
+def _coverage(args: argparse.Namespace) -> int:
+    from flopcalc.coverage import coverage, render
+
+    sys.stdout.write(render(coverage(args.diffusers_version), args.format))
     return 0
 
 
