@@ -134,6 +134,16 @@ def test_the_symbolic_path_names_the_rows_it_cannot_express(tmp_path):
         symbolic_estimate(str(_flux_with_qwen3(tmp_path)))
 
 
+@pytest.mark.parametrize("command", [["symbolic"], ["sweep", "--height", "512,1024"], ["plot", "--out", "{tmp}/f.svg"],
+                                     ["report", "--html", "{tmp}/r.html"]])
+def test_every_symbolic_command_refuses_with_the_reason(tmp_path, command):
+    folder = str(_flux_with_qwen3(tmp_path))
+    args = [command[0], folder, *(a.format(tmp=tmp_path) for a in command[1:])]
+    done = subprocess.run([sys.executable, "-m", "flopcalc", *args], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "cannot express text_encoder (Qwen3Model)" in done.stderr and done.stderr.count("\n") == 1
+
+
 def test_measured_rows_are_the_torch_convention_only(tmp_path):
     with pytest.raises(MeasureError, match="torch convention"):
         estimate(str(_flux_with_qwen3(tmp_path)), convention="thop", measure=True)

@@ -8,8 +8,8 @@ fed meta tensors of the shapes its pipeline would feed it (batch 1), and counted
   diffusion tables tend to cite).
 
 The result is one JSON-serialisable dict, the schema of the fixtures under
-``validation/fixtures`` (see ``validation/README.md``). This module imports no other part of
-``flopcalc``: it ships in the package so that ``flopcalc estimate --measure`` builds a model's
+``validation/fixtures`` (see ``validation/README.md``). It imports nothing of flopcalc beyond its
+own input builders (``flopcalc.measure.inputs``): it ships in the package so that ``flopcalc estimate --measure`` builds a model's
 inputs with the same builders the validation fixtures were measured with
 (``flopcalc/measure/inputs/<family>.py``); ``validation/measure.py`` is this module under the name
 the validation scripts and tests import.
