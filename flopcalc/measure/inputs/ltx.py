@@ -20,21 +20,11 @@ from collections.abc import Mapping
 from typing import Any, Self
 
 import torch
-from flopcalc.measure.harness import TensorSpec, input_builder
+from flopcalc.measure.harness import TensorSpec, _cfg, _exact_div as _div, input_builder
 from torch import nn
 
 #: ``LTXPipeline.__call__``'s default ``frame_rate`` (only scales the rotary grid).
 FRAME_RATE = 25
-
-
-def _cfg(model: nn.Module, key: str) -> Any:
-    return model.config[key]
-
-
-def _div(value: int, factor: int, what: str) -> int:
-    if value % factor:
-        raise ValueError(f"{what}={value} is not a multiple of {factor}")
-    return value // factor
 
 
 class _Constant:

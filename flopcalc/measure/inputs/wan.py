@@ -17,27 +17,16 @@ mask never changes the dense matmuls counted.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import torch
 from torch import nn
 
-from flopcalc.measure.harness import TensorSpec, input_builder
+from flopcalc.measure.harness import TensorSpec, _cfg, _exact_div as _div, input_builder
 
 #: The Wan 2.1 VAE's ``scale_factor_spatial`` / ``scale_factor_temporal``, which ``WanPipeline`` reads
 #: (the transformer's builder does not see the VAE).
 VAE_SCALE_SPATIAL = 8
 VAE_SCALE_TEMPORAL = 4
-
-
-def _cfg(model: nn.Module, key: str) -> Any:
-    return model.config[key]
-
-
-def _div(value: int, factor: int, what: str) -> int:
-    if value % factor:
-        raise ValueError(f"{what}={value} is not a multiple of {factor}")
-    return value // factor
 
 
 def _latent_frames(num_frames: int, temporal: int) -> int:
