@@ -113,6 +113,14 @@ def test_a_class_without_an_input_builder_says_how_to_add_one(tmp_path):
         estimate(str(folder), measure=True)
 
 
+def test_remote_code_is_never_run(tmp_path):
+    folder = _flux_with_qwen3(tmp_path)
+    remote = {**QWEN3, "auto_map": {"AutoModel": "modeling_evil.Qwen3Model"}}
+    (folder / "text_encoder/config.json").write_text(json.dumps(remote))
+    with pytest.raises(MeasureError, match="never runs remote code"):
+        estimate(str(folder), measure=True)
+
+
 def test_without_measure_the_error_points_to_it(tmp_path):
     with pytest.raises(UnknownArchitectureError, match=r"Qwen3Model.*--measure.*flopcalc\[measure\]"):
         estimate(str(_flux_with_qwen3(tmp_path)))

@@ -115,6 +115,10 @@ def measure_call(config_values: Mapping[str, Any], *, component: str, class_name
         except Exception as exc:  # noqa: BLE001 - the library's own complaint, on one line
             raise MeasureError(f"{component}: could not build {class_name} from its config on the meta device: "
                                f"{type(exc).__name__}: {_one_line(exc)}") from None
+    off_meta = sorted({t.device.type for t in (*model.parameters(), *model.buffers())} - {"meta"})
+    if off_meta:
+        raise MeasureError(f"{component}: {class_name} put tensors on {', '.join(off_meta)} when built under "
+                           "torch.device('meta'); flopcalc measures on the meta device only (no weights, no memory)")
     built = type(model).__name__
     if built not in h.INPUT_BUILDERS:
         raise MeasureError(_no_builder(component, built))
