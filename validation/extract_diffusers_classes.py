@@ -260,7 +260,14 @@ def extract() -> dict[str, Any]:
 
 
 def render(data: dict[str, Any]) -> str:
-    return json.dumps(data, indent=1, sort_keys=True) + "\n"
+    """JSON with one line per pipeline and per model class (keys sorted): small, and a diff between two
+    extractions reads class by class."""
+    parts = [f" {json.dumps(k)}: {json.dumps(v)}" for k, v in sorted(data.items()) if k not in ("models", "pipelines")]
+    for key in ("models", "pipelines"):
+        body = ",\n".join(f"  {json.dumps(name)}: {json.dumps(entry, sort_keys=True)}"
+                          for name, entry in sorted(data[key].items()))
+        parts.append(f" {json.dumps(key)}: {{\n{body}\n }}")
+    return "{\n" + ",\n".join(parts) + "\n}\n"
 
 
 def main(argv: list[str] | None = None) -> int:
