@@ -208,6 +208,10 @@ def _plan(model_index: Mapping[str, Any] | None, components: Mapping[str, Mappin
             f"{exc} --measure cannot stand in for a plan: the plan is what says which components run, how often "
             "and on what shapes, so only the components of a planned pipeline (or a text encoder alone) are "
             "measured.") from None
+    except UnknownArchitectureError as exc:
+        raise UnknownArchitectureError(
+            f"{exc} The pipeline's plan reads this component through its formula (a VAE's scale factor, a "
+            "denoiser's latent geometry), so --measure cannot stand in for it.") from None
 
 
 def _with_measure_hint(exc: UnknownArchitectureError) -> UnknownArchitectureError:

@@ -135,6 +135,17 @@ def test_an_unplanned_pipeline_cannot_be_measured(tmp_path):
         estimate(str(folder), measure=True)
 
 
+def test_a_component_the_plan_reads_through_its_formula_cannot_be_measured(tmp_path):
+    """FLUX's plan takes the latent grid from the VAE's formula (its scale factor): a VAE of a class
+    with no formula leaves the plan without it, and --measure says so."""
+    folder = _flux_with_qwen3(tmp_path)
+    vae = json.loads((folder / "vae/config.json").read_text())
+    (folder / "vae/config.json").write_text(json.dumps({**vae, "_class_name": "AutoencoderTiny"}))
+    with pytest.raises(UnknownArchitectureError, match="AutoencoderTiny.*plan reads this component through its "
+                                                       "formula"):
+        estimate(str(folder), measure=True)
+
+
 def test_the_symbolic_path_names_the_rows_it_cannot_express(tmp_path):
     from flopcalc.symbolic import symbolic_estimate
 
