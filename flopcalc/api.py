@@ -7,9 +7,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 from flopcalc.cost import CONVENTIONS, Cost, Node
-from flopcalc.errors import FlopcalcError
+from flopcalc.errors import FlopcalcError, UnknownArchitectureError, UnplannedPipelineError
 from flopcalc.pipelines import Plan, Settings, plan
-from flopcalc.registry import assemble, component_params
+from flopcalc.registry import assemble, component_params, has_formula
 
 @dataclass(frozen=True)
 class ComponentEstimate:
@@ -25,6 +25,14 @@ class ComponentEstimate:
     shape: Mapping[str, Any]
     tree: Node
     convention: str
+    #: "formula" (the closed forms) or "measured" (``measure=True``: the real module counted with
+    #: FlopCounterMode on the meta device, in ``measure_seconds``; torch convention, no block tree).
+    method: str = "formula"
+    measure_seconds: float | None = None
+
+    @property
+    def measured(self) -> bool:
+        return self.method == "measured"
 
     @property
     def per_run(self) -> Cost:
@@ -112,6 +120,7 @@ def estimate(
     convention: str = "torch",
     revision: str | None = None,
     token: str | None = None,
+    measure: bool = False,
 ) -> Report:
     """Estimate the compute of one generation with ``model``.
 
@@ -132,7 +141,7 @@ def estimate(
     return estimate_configs(source.model_index, source.components, settings, convention=convention,
                             model=source.name, source_kind=source.kind, revision=source.revision,
                             source_notes=source.notes, missing=tuple(source.missing),
-                            config_origins=source.origins)
+                            config_origins=source.origins, measure=measure)
 
 
 def estimate_configs(
@@ -147,6 +156,7 @@ def estimate_configs(
     source_notes: tuple[str, ...] = (),
     missing: tuple[str, ...] = (),
     config_origins: Mapping[str, Any] | None = None,
+    measure: bool = False,
 ) -> Report:
     """The same as :func:`estimate` for configs already in memory. ``source_notes`` (what the
     source could not give) lead the report's notes; ``missing`` names listed components without a
@@ -154,13 +164,23 @@ def estimate_configs(
     component's config came from."""
     if convention not in CONVENTIONS:
         raise FlopcalcError(f"unknown convention {convention!r}; choose one of: {', '.join(CONVENTIONS)}")
-    p: Plan = plan(model_index, components, settings)
+    p = _plan(model_index, components, settings, measure)
     params: dict[str, int] = {}
     estimates = []
+    measured_notes = []
     for group in _same_call_groups(p.runs):
         run = group[0]
         cfg = components[run.component]
-        trees = [assemble(cfg, r.shape, component=r.component, call=r.call, class_name=r.built_class) for r in group]
+        if measure and not has_formula(run.class_name, run.call):
+            estimate_, note = _measured(cfg, group, p.settings, convention)
+            estimates.append(estimate_)
+            measured_notes.append(note)
+            continue
+        try:
+            trees = [assemble(cfg, r.shape, component=r.component, call=r.call, class_name=r.built_class)
+                     for r in group]
+        except UnknownArchitectureError as exc:
+            raise _with_measure_hint(exc) from None
         if run.component not in params:
             params[run.component] = component_params(cfg, component=run.component, assembled=trees[0],
                                                      call=run.call, class_name=run.built_class)
@@ -173,7 +193,61 @@ def estimate_configs(
                                            params[run.component], shape, tree, convention))
     plan_notes = tuple(n for n in p.notes if not any(n.startswith(f"{name} is absent") for name in missing))
     return Report(model, source_kind, revision, p.pipeline, convention, p.settings, p.passes, tuple(estimates),
-                  tuple(source_notes) + plan_notes, dict(config_origins or {}))
+                  tuple(source_notes) + plan_notes + tuple(measured_notes), dict(config_origins or {}))
+
+
+def _plan(model_index: Mapping[str, Any] | None, components: Mapping[str, Mapping[str, Any]], settings: Settings,
+          measure: bool) -> Plan:
+    """The pipeline's plan; with ``measure``, a bare config of a class with no formula runs as its input
+    builder says (a text encoder), and an unplanned pipeline is refused with the reason."""
+    if not measure:
+        try:
+            return plan(model_index, components, settings)
+        except UnknownArchitectureError as exc:
+            raise _with_measure_hint(exc) from None
+    from flopcalc.measure.component import role_of
+
+    try:
+        return plan(model_index, components, settings, role_without_formula=role_of)
+    except UnplannedPipelineError as exc:
+        raise UnplannedPipelineError(
+            f"{exc} --measure cannot stand in for a plan: the plan is what says which components run, how often "
+            "and on what shapes, so only the components of a planned pipeline (or a text encoder alone) are "
+            "measured.") from None
+    except UnknownArchitectureError as exc:
+        raise UnknownArchitectureError(
+            f"{exc} The pipeline's plan reads this component through its formula (a VAE's scale factor, a "
+            "denoiser's latent geometry), so --measure cannot stand in for it.") from None
+
+
+def _with_measure_hint(exc: UnknownArchitectureError) -> UnknownArchitectureError:
+    return UnknownArchitectureError(f"{exc} Or count it with --measure (measure=True): the real module built on the "
+                                    'meta device and counted, with pip install "flopcalc[measure]".')
+
+
+def _measured(cfg: Mapping[str, Any], group: list, settings: Settings, convention: str
+              ) -> tuple[ComponentEstimate, str]:
+    """The row of a component call with no formula, measured; its runs come from the plan."""
+    from flopcalc.errors import MeasureError
+    from flopcalc.measure.component import measure_call
+
+    run = group[0]
+    if convention != "torch":
+        raise MeasureError(f"{run.component}: a measured row counts what FlopCounterMode counts (the torch "
+                           f"convention); --convention {convention} cannot be measured without its formula")
+    if len(group) > 1:
+        raise MeasureError(f"{run.component}.{run.call}: the plan runs this call in pieces of several shapes; "
+                           "--measure counts a call made whole only")
+    m = measure_call(cfg, component=run.component, class_name=run.class_name, call=run.call, shape=run.shape,
+                     settings=settings)
+    shape = {k: v for k, v in vars(run.shape).items() if v is not None and k != "split"}
+    row = ComponentEstimate(run.component, run.class_name, run.call, run.role, run.runs, run.why, m.params, shape,
+                            m.tree, convention, method="measured", measure_seconds=m.seconds)
+    inputs = ", ".join(f"{k}={v}" for k, v in m.inputs_from.items()) or "no settings"
+    note = (f"measured: {run.component}{'.' + run.call if run.call != 'forward' else ''} ({run.class_name}) has no "
+            f"formula; built from its config on the meta device and counted with FlopCounterMode in "
+            f"{m.seconds:.2f} s (inputs from {inputs}); no block tree or elementwise estimate for it")
+    return row, note
 
 
 def _same_call_groups(runs) -> list[list]:

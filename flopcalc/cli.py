@@ -101,8 +101,18 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--per-block", action="store_true", help="break each component down by block")
     e.add_argument("--depth", type=_positive_int, default=4, help="levels of the block tree shown (default 4)")
     e.add_argument("--format", choices=("table", "json", "csv"), default="table")
+    e.add_argument("--measure", action="store_true",
+                   help="count a component whose class has no formula by building it on the meta device and "
+                        'running FlopCounterMode (needs pip install "flopcalc[measure]")')
 
     sub.add_parser("list", epilog=_examples("list"), formatter_class=argparse.RawDescriptionHelpFormatter, help="the bundled model cards")
+
+    v = sub.add_parser("coverage", help="which diffusers pipeline and model classes flopcalc counts",
+                       description="Every pipeline class diffusers exports: planned / components-only / missing; "
+                                   "every model class: formula / measurable / missing (from a shipped class list).")
+    v.add_argument("--diffusers-version", help="the diffusers release whose classes to list (default: the newest "
+                                               "shipped)")
+    v.add_argument("--format", choices=("table", "json", "markdown"), default="table")
 
     y = sub.add_parser("symbolic", epilog=_examples("symbolic"), formatter_class=argparse.RawDescriptionHelpFormatter, help="the exact FLOP law in H, W, steps, passes, batch, text length",
                        description="FLOPs of one generation as exact expressions in image height H and width W "
@@ -206,9 +216,17 @@ def _estimate(args: argparse.Namespace) -> int:
         true_cfg_scale=args.true_cfg_scale, negative_prompt=args.negative_prompt, batch_size=args.batch_size,
         num_images_per_prompt=args.num_images_per_prompt, max_sequence_length=args.max_sequence_length,
         strength=args.strength, resolution_binning=args.resolution_binning, num_frames=args.num_frames,
-        vae_tiling=args.vae_tiling, convention=args.convention, revision=args.revision,
+        vae_tiling=args.vae_tiling, convention=args.convention, revision=args.revision, measure=args.measure,
     )
     sys.stdout.write(render(report, args.format, per_block=args.per_block, depth=args.depth))
+    return 0
+
+
+@command("coverage")
+def _coverage(args: argparse.Namespace) -> int:
+    from flopcalc.coverage import coverage, render
+
+    sys.stdout.write(render(coverage(args.diffusers_version), args.format))
     return 0
 
 

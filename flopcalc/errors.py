@@ -29,3 +29,12 @@ class SourceError(FlopcalcError):
 
 class OptionError(FlopcalcError):
     """A run option is out of range or does not apply to the pipeline it was given for."""
+
+
+class UnplannedPipelineError(FlopcalcError):
+    """A ``model_index.json`` names a pipeline flopcalc has no plan for."""
+
+
+class MeasureError(FlopcalcError):
+    """A component could not be measured (``--measure``): the extra is missing, the class has no
+    input builder, or the real module failed to build or run on the meta device."""

@@ -97,8 +97,9 @@ def build(models: Sequence[str], *, convention: str = "torch", **settings: Any) 
     from flopcalc.plots import default_sides, resolution_figure, svg_text
     from flopcalc.symbolic import symbolic_estimate
 
-    reports = [estimate(m, convention=convention, **settings) for m in models]
+    # the laws first: a model with a row no law can express is refused with that reason
     laws = [symbolic_estimate(m, convention=convention, **settings) for m in models]
+    reports = [estimate(m, convention=convention, **settings) for m in models]
     try:
         figure = svg_text(resolution_figure(laws, default_sides()))
     except Exception as exc:  # matplotlib missing: the page says so instead of the plot

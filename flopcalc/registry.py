@@ -129,6 +129,15 @@ def lookup(class_name: str | None, call: str = "forward", *, component: str = "m
     return arch
 
 
+def has_formula(class_name: str | None, call: str = "forward") -> bool:
+    """Whether some registered architecture counts ``class_name``'s ``call`` (aliases resolved)."""
+    try:
+        lookup(class_name, call)
+    except UnknownArchitectureError:
+        return False
+    return True
+
+
 def config_of(config_values: Mapping[str, Any], *, component: str) -> Config:
     """A component's config seen through the class defaults its assemblers use (none for a class
     no architecture registers): what pipeline plans read, so that a plan and the assembler

@@ -99,6 +99,7 @@ def _component_dict(c: ComponentEstimate, total: int, per_block: bool, origins: 
         "class_name": c.class_name,
         "call": c.call,
         "role": c.role,
+        "method": c.method,
         "runs": c.runs,
         "runs_from": c.why,
         "params": c.params,
@@ -110,6 +111,8 @@ def _component_dict(c: ComponentEstimate, total: int, per_block: bool, origins: 
         "per_run": {k: v for k, v in c.per_run.as_dict().items() if k != "params"},
         "config": _origin_dict(origins.get(c.component)),
     }
+    if c.measured:
+        out["measure_seconds"] = c.measure_seconds
     if per_block:
         out["blocks"] = _node_dict(c.tree, c.convention)
         out["by_block_kind"] = [{"formula": f, "instances": n, "macs": m}
@@ -173,6 +176,8 @@ def component_rows(report: Report) -> list[tuple[str, ...]]:
     rows = [("component", "class", "config", "runs", "params", "GFLOPs/run", "TFLOPs", "share")]
     for c in report.components:
         cls = c.class_name + (f".{c.call}" if c.call != "forward" else "")
+        if c.measured:
+            cls += f" (measured, {c.measure_seconds:.2f} s)"
         rows.append((c.component, cls, origin_status(report, c.component), str(c.runs), format_params(c.params),
                      f"{2 * c.macs_per_run / 1e9:,.2f}", f"{c.flops / 1e12:,.3f}",
                      f"{100 * c.macs / total if total else 0:.1f}%"))
@@ -271,7 +276,7 @@ def _columns(rows: list[tuple[str, ...]], right: tuple[int, ...], rule_before_la
 #: row at depth d is part of its parent's at d − 1, so only rows of one component and one depth
 #: may be summed, never rows of several depths.
 CSV_COLUMNS = ["component", "path", "depth", "class_name", "call", "runs", "count", "params", "macs_per_run", "macs",
-               "flops", "share", "convention", "config", "config_correction"]
+               "flops", "share", "convention", "config", "config_correction", "method"]
 
 
 def to_csv(report: Report, *, per_block: bool = False, depth: int = 4) -> str:
@@ -283,7 +288,7 @@ def to_csv(report: Report, *, per_block: bool = False, depth: int = 4) -> str:
         origin = report.config_origins.get(c.component)
         config = [origin_status(report, c.component), (origin.correction or "") if origin else ""]
         w.writerow([c.component, c.component, 0, c.class_name, c.call, c.runs, 1, c.params, c.macs_per_run, c.macs,
-                    c.flops, f"{c.macs / total if total else 0:.6f}", report.convention, *config])
+                    c.flops, f"{c.macs / total if total else 0:.6f}", report.convention, *config, c.method])
         if per_block:
             for path, node in c.tree.walk():
                 level = path.count(".")
@@ -292,7 +297,7 @@ def to_csv(report: Report, *, per_block: bool = False, depth: int = 4) -> str:
                 macs = node.total.macs(c.convention)
                 w.writerow([c.component, path, level, "", c.call, c.runs, node.count, node.total.params, macs,
                             c.runs * macs, 2 * c.runs * macs, f"{c.runs * macs / total if total else 0:.6f}",
-                            report.convention, *config])
+                            report.convention, *config, c.method])
     return buf.getvalue()
 
 

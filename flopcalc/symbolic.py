@@ -23,7 +23,7 @@ from typing import Any
 import sympy as sp
 
 from flopcalc.cost import CONVENTIONS, Cost
-from flopcalc.errors import FlopcalcError
+from flopcalc.errors import FlopcalcError, UnknownArchitectureError
 from flopcalc.pipelines import Counting, Settings, plan
 from flopcalc.registry import RunShape, assemble
 
@@ -152,6 +152,7 @@ def symbolic_estimate(
     settings["resolution_binning"] = False
     numeric = plan(source.model_index, source.components, Settings(**settings))
     symbolic_plan = plan(source.model_index, source.components, _tracked(numeric.settings))
+    _refuse_unexpressible(source.name, symbolic_plan.runs)
     comps = []
     for run in symbolic_plan.runs:
         shape = RunShape(**{f.name: expr_of(getattr(run.shape, f.name)) for f in fields(RunShape)})
@@ -163,6 +164,20 @@ def symbolic_estimate(
                             tuple(comps), (), tuple(notes) + numeric.notes)
     used = {s.name for s in report.flops.free_symbols}
     return replace(report, symbols=tuple(k for k in SYMBOL_TEXT if k in used))
+
+
+def _refuse_unexpressible(model: str, runs: Any) -> None:
+    """One refusal naming every row a law cannot express: a component call with no formula (``estimate
+    --measure`` can count it, as one number at one setting, which is not a law)."""
+    from flopcalc.registry import has_formula
+
+    rows = list(dict.fromkeys(f"{r.component}{'.' + r.call if r.call != 'forward' else ''} ({r.class_name})"
+                              for r in runs if not has_formula(r.class_name, r.call)))
+    if rows:
+        raise UnknownArchitectureError(
+            f"{model}: a symbolic law cannot express {', '.join(rows)}: flopcalc has no formula for "
+            f"{'it' if len(rows) == 1 else 'them'}; `flopcalc estimate --measure` counts such a component at one "
+            "setting (a measured number, not a law), so symbolic, sweep, plot and report refuse the model")
 
 
 #: How a symbolic plan counts: in tracked integers, guidance passes as ``P``.

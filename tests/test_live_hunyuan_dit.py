@@ -105,7 +105,7 @@ def test_resolution_binning_is_diffusers_own():
 def test_pipeline_rotary_grid_matches_the_token_grid():
     """The rotary table the pipeline builds has one row per image token the assembler counts."""
     import torch
-    from inputs_hunyuan_dit import hunyuan_rotary_emb
+    from flopcalc.measure.inputs.hunyuan_dit import hunyuan_rotary_emb
 
     from flopcalc.registry import RunShape, assemble
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Callable, Mapping
 
 from flopcalc.config import Config, class_name_of
-from flopcalc.errors import ConfigError, FlopcalcError, OptionError, ResolutionError
+from flopcalc.errors import ConfigError, FlopcalcError, OptionError, ResolutionError, UnplannedPipelineError
 from flopcalc.formulas.tiling import CallSplit
 from flopcalc.registry import RunShape
 
@@ -192,8 +192,10 @@ def _load_modules(modules: list[str]) -> None:
 
 
 def plan(model_index: Mapping[str, Any] | None, components: Mapping[str, Mapping[str, Any]],
-         settings: Settings) -> Plan:
-    """The plan for a pipeline folder (``model_index`` given) or a bare component config."""
+         settings: Settings, *, role_without_formula: Callable[[str | None, str], str] | None = None) -> Plan:
+    """The plan for a pipeline folder (``model_index`` given) or a bare component config.
+    ``role_without_formula(class_name, component)`` gives the role of a bare config whose class has
+    no formula (``--measure``: what its input builder says), else such a config is refused."""
     _validate(settings)
     if model_index is not None:
         name = model_index.get("_class_name")
@@ -204,7 +206,7 @@ def plan(model_index: Mapping[str, Any] | None, components: Mapping[str, Mapping
         if name not in _PIPELINES:
             _load()  # not where the index said: look everywhere before saying it is unsupported
         if name not in _PIPELINES:
-            raise FlopcalcError(
+            raise UnplannedPipelineError(
                 f"pipeline {name!r} is not supported (supported: {', '.join(sorted(_PIPELINES))}); "
                 f"estimate a component alone by passing its config.json."
             )
@@ -212,7 +214,7 @@ def plan(model_index: Mapping[str, Any] | None, components: Mapping[str, Mapping
         name = next((pipe for pipe, applies in _SERVED_BY.get(name, []) if applies(configs)), name)
         _refuse_unapplied(name, settings)
         return _PIPELINES[name](configs, settings, index=model_index)
-    return _standalone(components, settings)
+    return _standalone(components, settings, role_without_formula)
 
 
 def _configs(components: Mapping[str, Mapping[str, Any]]) -> dict[str, Config]:
@@ -429,14 +431,15 @@ def image_runs(components, s: Settings, f: int, latent_frames: int | None = None
 # --------------------------------------------------------------------------- a bare config
 
 
-def _standalone(components: Mapping[str, Mapping[str, Any]], s: Settings) -> Plan:
+def _standalone(components: Mapping[str, Mapping[str, Any]], s: Settings,
+                role_without_formula: Callable[[str | None, str], str] | None = None) -> Plan:
     """A single component's config: a denoiser runs under the pipeline built for it; a text
     encoder encodes ``max_sequence_length`` (default: its position limit, or 512) tokens once
     per prompt; a VAE decodes one image per batch entry."""
 
     (name, cfg), = components.items()
     cls = class_name_of(cfg)
-    role = _role_of(cls, name)
+    role = _role_of(cls, name, role_without_formula)
     if role == "denoiser":
         from flopcalc.discovery import denoiser_modules as modules_of
 
@@ -470,7 +473,8 @@ def _standalone(components: Mapping[str, Mapping[str, Any]], s: Settings) -> Pla
     return Plan("VAE only", s, 1, tuple(replace(r, component=name) for r in runs))
 
 
-def _role_of(class_name: str | None, component: str) -> str:
+def _role_of(class_name: str | None, component: str,
+             role_without_formula: Callable[[str | None, str], str] | None = None) -> str:
     from flopcalc.registry import lookup
 
     for call in ("forward", "decode"):
@@ -478,6 +482,8 @@ def _role_of(class_name: str | None, component: str) -> str:
             return lookup(class_name, call, component=component).role
         except FlopcalcError:
             continue
+    if role_without_formula is not None:
+        return role_without_formula(class_name, component)
     lookup(class_name, component=component)  # raises the actionable error
     raise AssertionError("unreachable")
 

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 from torch import nn
 
-from measure import TensorSpec, _cfg, _exact_div, _f32, _ids, input_builder
+from flopcalc.measure.harness import TensorSpec, _cfg, _exact_div, _f32, _ids, input_builder
 
 
 def dc_ae_spatial_factor(model: nn.Module) -> int:

@@ -1,5 +1,5 @@
 """Input builders for the HunyuanVideo family: ``HunyuanVideoTransformer3DModel``,
-``AutoencoderKLHunyuanVideo`` and ``LlamaModel`` (imported by ``measure.py``; see validation/README.md).
+``AutoencoderKLHunyuanVideo`` and ``LlamaModel`` (imported by ``flopcalc.measure.harness``; see validation/README.md).
 
 Settings are pipeline level: ``height``/``width`` in pixels, ``num_frames`` video frames (the latent
 has ``(num_frames - 1) // 4 + 1`` frames, ``HunyuanVideoPipeline.prepare_latents``), ``text_len``
@@ -20,27 +20,15 @@ collects layer outputs that are computed anyway).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import torch
 from torch import nn
 
-from measure import TensorSpec, input_builder
+from flopcalc.measure.harness import TensorSpec, _cfg, _exact_div as _div, input_builder
 
 #: ``HunyuanVideoPipeline`` without a VAE: ``vae_scale_factor_spatial`` 8, ``vae_scale_factor_temporal`` 4.
 SPATIAL = 8
 TEMPORAL = 4
-
-
-def _cfg(model: nn.Module, key: str) -> Any:
-    config = model.config
-    return config[key] if isinstance(config, Mapping) else getattr(config, key)
-
-
-def _div(value: int, factor: int, what: str) -> int:
-    if value % factor:
-        raise ValueError(f"{what}={value} is not a multiple of {factor}")
-    return value // factor
 
 
 def latent_frames(num_frames: int, temporal: int = TEMPORAL) -> int:

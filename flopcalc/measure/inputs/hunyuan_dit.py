@@ -17,9 +17,9 @@ from collections.abc import Mapping
 import torch
 from torch import nn
 
-from measure import TensorSpec, _cfg, _exact_div, _f32, _ids, input_builder
+from flopcalc.measure.harness import TensorSpec, _cfg, _exact_div, _f32, _ids, input_builder
 
-#: How image_rotary_emb was made, for the fixture's ``method`` (measure.py has no hook for a
+#: How image_rotary_emb was made, for the fixture's ``method`` (the harness has no hook for a
 #: builder's note yet: attached to the builder as ``method_note`` for the harness to append).
 METHOD_NOTE = (
     "image_rotary_emb as HunyuanDiTPipeline.__call__ step 7 computes it: get_2d_rotary_pos_embed(head_dim, "

@@ -1,5 +1,5 @@
 """Input builders for Kandinsky 3 (``Kandinsky3Pipeline``): the ``Kandinsky3UNet`` and the MoVQ
-``VQModel``. Imported by ``measure.py`` (``inputs_*.py`` beside it)."""
+``VQModel``. Imported by ``flopcalc.measure.harness``."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 from torch import nn
 
-from measure import TensorSpec, _cfg, _exact_div, _f32, input_builder
+from flopcalc.measure.harness import TensorSpec, _cfg, _exact_div, _f32, input_builder
 
 
 @input_builder("Kandinsky3UNet", settings=("height", "width", "text_len"))

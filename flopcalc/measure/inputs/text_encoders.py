@@ -25,7 +25,7 @@ from collections.abc import Mapping
 import torch
 from torch import nn
 
-from measure import TensorSpec, input_builder
+from flopcalc.measure.harness import TensorSpec, input_builder
 
 
 @input_builder("Gemma2Model", settings=("seq_len",))
@@ -35,7 +35,8 @@ def _gemma2_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict[st
     return {"input_ids": TensorSpec(shape, torch.int64), "attention_mask": TensorSpec(shape, torch.int64)}
 
 
-@input_builder("GemmaModel", "Qwen2_5_VLForConditionalGeneration", "BertModel", settings=("seq_len",))
+@input_builder("GemmaModel", "Qwen2_5_VLForConditionalGeneration", "BertModel", "XLMRobertaModel",
+               settings=("seq_len",))
 def _sdpa_text_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict[str, TensorSpec | None]:
     """Token ids ``(1, seq_len)`` int64; ``attention_mask`` the constant ``None`` (see module doc)."""
     return {"input_ids": TensorSpec((1, int(s["seq_len"])), torch.int64), "attention_mask": None}

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 from torch import nn
 
-from measure import TensorSpec, _cfg, _exact_div, input_builder
+from flopcalc.measure.harness import TensorSpec, _cfg, _exact_div, input_builder
 
 #: ``ChromaPipeline``: ``vae_scale_factor`` 8 (``AutoencoderKL``), latents packed 2×2.
 VAE_SCALE_FACTOR = 8

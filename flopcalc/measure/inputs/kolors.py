@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from measure import TensorSpec, input_builder, model_builder
+from flopcalc.measure.harness import TensorSpec, input_builder, model_builder
 
 
 @model_builder("ChatGLMModel")

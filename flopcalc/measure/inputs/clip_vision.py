@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 from torch import nn
 
-from measure import TensorSpec, input_builder
+from flopcalc.measure.harness import TensorSpec, input_builder
 
 
 @input_builder("CLIPVisionModelWithProjection", settings=("height", "width"))

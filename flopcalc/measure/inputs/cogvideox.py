@@ -1,5 +1,5 @@
 """Input builders for the CogVideoX family: ``CogVideoXTransformer3DModel`` and
-``AutoencoderKLCogVideoX`` (imported by ``measure.py``; see validation/README.md).
+``AutoencoderKLCogVideoX`` (imported by ``flopcalc.measure.harness``; see validation/README.md).
 
 Settings are the pipeline's: ``height``/``width`` in pixels, ``num_frames`` video frames,
 ``text_len`` T5 tokens, ``vae_tiling`` (0/1: ``vae.enable_tiling()`` before the call).
@@ -25,17 +25,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from measure import TensorSpec, input_builder
-
-
-def _cfg(model: nn.Module, key: str) -> Any:
-    return model.config[key]
-
-
-def _div(value: int, factor: int, what: str) -> int:
-    if value % factor:
-        raise ValueError(f"{what}={value} is not a multiple of {factor}")
-    return value // factor
+from flopcalc.measure.harness import TensorSpec, _cfg, _exact_div as _div, input_builder
 
 
 def _latent_frames(num_frames: int, temporal: int) -> int:

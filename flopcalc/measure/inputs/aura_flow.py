@@ -11,7 +11,7 @@ from collections.abc import Mapping
 import torch
 from torch import nn
 
-from measure import TensorSpec, _cfg, _latent, input_builder
+from flopcalc.measure.harness import TensorSpec, _cfg, _latent, input_builder
 
 
 @input_builder("AuraFlowTransformer2DModel", settings=("height", "width", "text_len"))

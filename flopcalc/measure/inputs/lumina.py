@@ -1,5 +1,5 @@
 """Input builders for the Lumina family: ``Lumina2Transformer2DModel`` (Lumina-Image-2.0) and
-``LuminaNextDiT2DModel`` (Lumina-Next-SFT). Their VAEs are ``AutoencoderKL`` (built in ``measure.py``).
+``LuminaNextDiT2DModel`` (Lumina-Next-SFT). Their VAEs are ``AutoencoderKL`` (built in ``flopcalc/measure/harness.py``).
 
 Both need help on the meta device, in two different places:
 
@@ -30,7 +30,7 @@ from collections.abc import Mapping
 import torch
 from torch import nn
 
-from measure import TensorSpec, _cfg, _exact_div, _f32, _ids, input_builder
+from flopcalc.measure.harness import TensorSpec, _cfg, _exact_div, _f32, _ids, input_builder
 
 #: Both Lumina pipelines hard-code ``self.vae_scale_factor = 8`` (pipeline_lumina.py, pipeline_lumina2.py).
 LUMINA_LATENT_FACTOR = 8

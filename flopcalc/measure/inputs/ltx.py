@@ -1,5 +1,5 @@
 """Input builders for LTX-Video: ``LTXVideoTransformer3DModel`` and ``AutoencoderKLLTXVideo``
-(imported by ``measure.py``; see validation/README.md).
+(imported by ``flopcalc.measure.harness``; see validation/README.md).
 
 Settings are pipeline-level: ``height``/``width`` in video pixels, ``num_frames`` video frames,
 ``text_len`` T5 tokens. The geometry is ``LTXPipeline``'s (diffusers
@@ -20,21 +20,11 @@ from collections.abc import Mapping
 from typing import Any, Self
 
 import torch
-from measure import TensorSpec, input_builder
+from flopcalc.measure.harness import TensorSpec, _cfg, _exact_div as _div, input_builder
 from torch import nn
 
 #: ``LTXPipeline.__call__``'s default ``frame_rate`` (only scales the rotary grid).
 FRAME_RATE = 25
-
-
-def _cfg(model: nn.Module, key: str) -> Any:
-    return model.config[key]
-
-
-def _div(value: int, factor: int, what: str) -> int:
-    if value % factor:
-        raise ValueError(f"{what}={value} is not a multiple of {factor}")
-    return value // factor
 
 
 class _Constant:

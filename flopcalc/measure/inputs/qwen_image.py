@@ -1,5 +1,5 @@
 """Input builders for the Qwen-Image family: ``QwenImageTransformer2DModel`` and
-``AutoencoderKLQwenImage`` (imported by ``measure.py``; see validation/README.md).
+``AutoencoderKLQwenImage`` (imported by ``flopcalc.measure.harness``; see validation/README.md).
 
 No module needs help on meta: the rotary tables (``QwenEmbedRope``) are built at init under
 ``torch.device("meta")`` and only sliced and concatenated per call; the causal VAE runs its
@@ -15,21 +15,11 @@ from typing import Any
 import torch
 from torch import nn
 
-from measure import TensorSpec, input_builder
+from flopcalc.measure.harness import TensorSpec, _cfg, _exact_div as _div, input_builder
 
 #: ``QwenImagePipeline``: ``vae_scale_factor = 2 ** len(vae.temperal_downsample)`` (8), latents packed 2×2.
 VAE_SCALE_FACTOR = 8
 PACKING = 2
-
-
-def _cfg(model: nn.Module, key: str) -> Any:
-    return model.config[key]
-
-
-def _div(value: int, factor: int, what: str) -> int:
-    if value % factor:
-        raise ValueError(f"{what}={value} is not a multiple of {factor}")
-    return value // factor
 
 
 class _PythonConstant(list):

@@ -23,9 +23,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from inputs_qwen_image import _PythonConstant
-from inputs_text_encoders import _sdpa_text_inputs
-from measure import TensorSpec, _cfg, _exact_div, input_builder
+from flopcalc.measure.inputs.qwen_image import _PythonConstant
+from flopcalc.measure.inputs.text_encoders import _sdpa_text_inputs
+from flopcalc.measure.harness import TensorSpec, _cfg, _exact_div, input_builder
 
 #: ``ZImagePipeline``: ``vae_scale_factor`` 8 (``AutoencoderKL``); the transformer patches 2×2 itself.
 VAE_SCALE_FACTOR = 8

@@ -1,5 +1,5 @@
 """Input builders for the Wan 2.1 family: ``WanTransformer3DModel``, ``AutoencoderKLWan`` and the
-``UMT5EncoderModel`` text encoder (imported by ``measure.py``; see validation/README.md).
+``UMT5EncoderModel`` text encoder (imported by ``flopcalc.measure.harness``; see validation/README.md).
 
 Shapes as ``WanPipeline.__call__`` (diffusers ``pipelines/wan/pipeline_wan.py``) feeds them at batch 1:
 ``num_frames`` video frames become ``(num_frames − 1) // 4 + 1`` latent frames
@@ -17,27 +17,16 @@ mask never changes the dense matmuls counted.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import torch
 from torch import nn
 
-from measure import TensorSpec, input_builder
+from flopcalc.measure.harness import TensorSpec, _cfg, _exact_div as _div, input_builder
 
 #: The Wan 2.1 VAE's ``scale_factor_spatial`` / ``scale_factor_temporal``, which ``WanPipeline`` reads
 #: (the transformer's builder does not see the VAE).
 VAE_SCALE_SPATIAL = 8
 VAE_SCALE_TEMPORAL = 4
-
-
-def _cfg(model: nn.Module, key: str) -> Any:
-    return model.config[key]
-
-
-def _div(value: int, factor: int, what: str) -> int:
-    if value % factor:
-        raise ValueError(f"{what}={value} is not a multiple of {factor}")
-    return value // factor
 
 
 def _latent_frames(num_frames: int, temporal: int) -> int:
