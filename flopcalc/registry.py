@@ -29,6 +29,10 @@ class RunShape:
     ``flopcalc.formulas.tiling.CallSplit``: temporal chunks × spatial tiles, made by the VAE's own
     ``decode_split`` / ``encode_split``); None: the call as the component makes it by default. It
     is how the call runs, not a size: reports do not list it among the shape's sizes.
+
+    ``reference_tokens``: tokens of reference images a pipeline concatenates after the latent's own
+    tokens along the sequence (FLUX.1 Kontext: the packed latent of the input image), as the
+    pipeline packs them; None: none. The denoiser runs every layer on them too.
     """
 
     latent_height: Any = None
@@ -40,6 +44,7 @@ class RunShape:
     latent_frames: Any = None
     frames: Any = None
     split: Any = None
+    reference_tokens: Any = None
 
 
 Assembler = Callable[[Config, RunShape], Node]

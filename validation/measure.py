@@ -111,6 +111,7 @@ class _Registered:
     builder: InputBuilder
     settings: tuple[str, ...]
     calls: tuple[str, ...]
+    optional: tuple[str, ...] = ()
 
 
 #: Class name -> input builder. Add a class by decorating one function with :func:`input_builder`.
@@ -118,19 +119,21 @@ INPUT_BUILDERS: dict[str, _Registered] = {}
 
 
 def input_builder(
-    *class_names: str, settings: tuple[str, ...], calls: tuple[str, ...] = ("forward",)
+    *class_names: str, settings: tuple[str, ...], calls: tuple[str, ...] = ("forward",),
+    optional: tuple[str, ...] = (),
 ) -> Callable[[InputBuilder], InputBuilder]:
     """Register ``fn`` as the input builder of ``class_names``.
 
     ``settings`` names the pipeline-level settings it reads (they are required and recorded in
-    the fixture); ``calls`` the measurable calls it supports.
+    the fixture); ``optional`` those it reads when given (recorded when given); ``calls`` the
+    measurable calls it supports.
     """
 
     def register(fn: InputBuilder) -> InputBuilder:
         for name in class_names:
             if name in INPUT_BUILDERS:
                 raise ValueError(f"duplicate input builder for {name}")
-            INPUT_BUILDERS[name] = _Registered(fn, settings, calls)
+            INPUT_BUILDERS[name] = _Registered(fn, settings, calls, optional)
         return fn
 
     return register
@@ -156,10 +159,16 @@ def _text_encoder_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> d
     return {"input_ids": _ids(1, s["seq_len"])}
 
 
-@input_builder("FluxTransformer2DModel", settings=("height", "width", "text_len"))
+@input_builder("FluxTransformer2DModel", settings=("height", "width", "text_len"),
+               optional=("reference_height", "reference_width"))
 def _flux_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict[str, TensorSpec]:
-    """FLUX packs the (H/8, W/8) latent into 2x2 patches: (H/16)*(W/16) image tokens."""
+    """FLUX packs the (H/8, W/8) latent into 2x2 patches: (H/16)*(W/16) image tokens. Given a
+    reference image size (FLUX.1 Kontext), its packed latent's tokens follow them in the same
+    sequence (``FluxKontextPipeline``: ``torch.cat([latents, image_latents], dim=1)``, ids alike)."""
     tokens = _exact_div(s["height"], 16, "height") * _exact_div(s["width"], 16, "width")
+    if "reference_height" in s or "reference_width" in s:
+        tokens += (_exact_div(s["reference_height"], 16, "reference_height")
+                   * _exact_div(s["reference_width"], 16, "reference_width"))
     text_len = s["text_len"]
     inputs = {
         "hidden_states": _f32(1, tokens, _cfg(model, "in_channels")),
@@ -294,7 +303,7 @@ def build_inputs(
     """Build the inputs of ``model.<call>`` from pipeline-level ``settings``.
 
     Returns ``(specs, used_settings)``: the keyword inputs and the subset of ``settings`` the
-    class's builder reads (missing ones raise ``KeyError``).
+    class's builder reads (missing required ones raise ``KeyError``).
     """
     reg = _registered(type(model).__name__)
     if call not in reg.calls:
@@ -302,7 +311,7 @@ def build_inputs(
     missing = [k for k in reg.settings if k not in settings]
     if missing:
         raise KeyError(f"{type(model).__name__} needs settings {missing}")
-    used = {k: int(settings[k]) for k in reg.settings}
+    used = {k: int(settings[k]) for k in (*reg.settings, *reg.optional) if k in settings}
     return reg.builder(model, call, used), used
 
 

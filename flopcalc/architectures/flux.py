@@ -2,6 +2,10 @@
 
 The pipeline packs the ``C × H/8 × W/8`` latent into 2×2 patches, so the model sees
 ``N = (H/16)(W/16)`` image tokens of ``in_channels = 4C`` features, and ``T`` T5 tokens.
+FLUX.1 Kontext concatenates the packed latent of its reference image after them
+(``FluxKontextPipeline``: ``torch.cat([latents, image_latents], dim=1)``): every layer, ``norm_out``
+and ``proj_out`` included, runs on ``N + shape.reference_tokens`` image tokens (the pipeline keeps
+the first N of the output).
 Rotary embeddings (``FluxPosEmbed``) are elementwise and parameter-free.
 """
 
@@ -45,6 +49,8 @@ def flux_transformer(config: Config, shape: RunShape) -> Node:
     patch = positive_int(config, "patch_size")
     pooled = positive_int(config, "pooled_projection_dim")
     n = ops.exact_div(shape.latent_height, PACKING) * ops.exact_div(shape.latent_width, PACKING)
+    if shape.reference_tokens is not None:
+        n = n + shape.reference_tokens
     t = shape.text_len
 
     embed = [mlp_embedder("timestep_embedder", 256, dim)]
