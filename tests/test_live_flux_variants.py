@@ -40,15 +40,18 @@ def _random_config(rng, in_channels: int) -> dict:
     }
 
 
-def _kontext_case(rng, folder, binning: bool, thop: bool) -> None:
+def _kontext_case(rng, folder, binning: bool, thop: bool, pipeline: str = "FluxKontextPipeline") -> None:
     """A Kontext plan at a random asked size: the transformer run it plans against a measurement
-    with the generated and the reference latents' tokens in one sequence."""
+    with the generated and the reference latents' tokens in one sequence (the inpainting pipeline:
+    the image's own latent, at the output size)."""
     cfg = json.loads((folder / "config.json").read_text())
     h, w, t = random_size(rng, 16, 256, 2048), random_size(rng, 16, 256, 2048), rng.randint(1, 512)
-    comp = _transformer("FluxKontextPipeline", cfg,
-                        Settings(height=h, width=w, max_sequence_length=t, resolution_binning=binning))
+    comp = _transformer(pipeline, cfg, Settings(height=h, width=w, max_sequence_length=t, resolution_binning=binning))
     out_h, out_w = 16 * comp.shape["latent_height"] // 2, 16 * comp.shape["latent_width"] // 2
-    ref_h, ref_w = preferred_resolution(h, w, 16) if binning else (h, w)
+    if pipeline == "FluxKontextInpaintPipeline":
+        ref_h, ref_w = out_h, out_w
+    else:
+        ref_h, ref_w = preferred_resolution(h, w, 16) if binning else (h, w)
     assert comp.shape["reference_tokens"] == (ref_h // 16) * (ref_w // 16)
     fx = measure.measure_component(folder, settings={"height": out_h, "width": out_w, "text_len": t,
                                                      "reference_height": ref_h, "reference_width": ref_w},
@@ -60,10 +63,11 @@ def test_kontext_card_at_random_size(rng):
     _kontext_case(rng, REPO / "model_cards/flux-kontext-dev/transformer", binning=rng.random() < 0.5, thop=False)
 
 
-def test_random_kontext_configs(rng, tmp_path):
-    for i in range(3):
+@pytest.mark.parametrize("pipeline", ["FluxKontextPipeline", "FluxKontextInpaintPipeline"])
+def test_random_kontext_configs(rng, tmp_path, pipeline):
+    for i in range(2):
         folder = write_config(tmp_path, f"kontext{i}", _random_config(rng, 4 * rng.choice([4, 16])))
-        _kontext_case(rng, folder, binning=rng.random() < 0.5, thop=True)
+        _kontext_case(rng, folder, binning=rng.random() < 0.5, thop=True, pipeline=pipeline)
 
 
 @pytest.mark.parametrize("pipeline", ["FluxFillPipeline", "FluxControlPipeline", "FluxInpaintPipeline",

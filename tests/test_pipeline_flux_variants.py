@@ -93,6 +93,19 @@ def test_kontext_table_is_diffusers_own():
     assert tuple(kontext.PREFERRED_KONTEXT_RESOLUTIONS) == PREFERRED_KONTEXT_RESOLUTIONS
 
 
+def test_kontext_inpaint():
+    # the image resized to its preferred resolution, and the output with it (max_area overwritten)
+    r = _as("flux-kontext-dev", "FluxKontextInpaintPipeline", height=768, width=1344, batch_size=2)
+    assert (r.settings.height, r.settings.width, r.settings.steps, r.settings.strength) == (800, 1328, 28, 1.0)
+    assert _runs(r) == {"text_encoder.forward": 2, "text_encoder_2.forward": 2, "vae.encode": 4,
+                        "transformer.forward": 56, "vae.decode": 2}
+    assert r.component("vae", "encode").shape == {"height": 800, "width": 1328}
+    assert r.component("transformer").shape == {"latent_height": 100, "latent_width": 166, "text_len": 512,
+                                                "reference_tokens": 50 * 83}
+    half = _as("flux-kontext-dev", "FluxKontextInpaintPipeline", strength=0.5)
+    assert half.component("transformer").runs == 14  # get_timesteps: 28 − int(28 − 14)
+
+
 # --------------------------------------------------------------------------- Fill and inpainting
 
 

@@ -25,7 +25,7 @@ from flopcalc.pipelines.flux import flux_pipeline
 from flopcalc.registry import RunShape
 
 
-def _encode_run(components: Mapping[str, Any], s: Settings, runs: int, why: str) -> list[ComponentRun]:
+def encode_run(components: Mapping[str, Any], s: Settings, runs: int, why: str) -> list[ComponentRun]:
     """``vae.encode`` of ``runs`` images at the plan's size (batch-1 forwards)."""
     if "vae" not in components:
         return []
@@ -33,7 +33,7 @@ def _encode_run(components: Mapping[str, Any], s: Settings, runs: int, why: str)
                          RunShape(height=s.height, width=s.width), runs, why)]
 
 
-def _with_encodes(base: Plan, pipeline: str, encodes: list[ComponentRun], notes: list[str]) -> Plan:
+def with_encodes(base: Plan, pipeline: str, encodes: list[ComponentRun], notes: list[str]) -> Plan:
     """``base`` (a FluxPipeline plan) renamed, its VAE encodes replaced by ``encodes`` (before the
     denoiser, where the pipelines make them)."""
     runs = [r for r in base.runs if r.role != "vae_encoder"]
@@ -67,9 +67,9 @@ def flux_fill_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                 guidance_scale=30.0 if s.guidance_scale is None else s.guidance_scale)
     base = flux_pipeline(components, replace(s, negative_prompt=False), index=index)
     base = replace(base, settings=replace(base.settings, true_cfg_scale=None, negative_prompt=s.negative_prompt))
-    encodes = _encode_run(components, base.settings, 2 * s.batch_size,
+    encodes = encode_run(components, base.settings, 2 * s.batch_size,
                           f"{s.batch_size} input image(s) × 2 (the image and the masked image)")
-    return _with_encodes(base, "FluxFillPipeline", encodes, _no_negative_prompt("FluxFillPipeline", s))
+    return with_encodes(base, "FluxFillPipeline", encodes, _no_negative_prompt("FluxFillPipeline", s))
 
 
 @register_pipeline("FluxInpaintPipeline", options=("true_cfg_scale", "max_sequence_length"))
@@ -83,9 +83,9 @@ def flux_inpaint_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settin
     s = replace(s, strength=0.6 if s.strength is None else s.strength, steps=s.steps or 28,
                 guidance_scale=7.0 if s.guidance_scale is None else s.guidance_scale)
     base = flux_pipeline(components, s, index=index)
-    encodes = _encode_run(components, base.settings, 2 * s.batch_size,
+    encodes = encode_run(components, base.settings, 2 * s.batch_size,
                           f"{s.batch_size} input image(s) × 2 (the image and the masked image)")
-    return _with_encodes(base, "FluxInpaintPipeline", encodes, [])
+    return with_encodes(base, "FluxInpaintPipeline", encodes, [])
 
 
 @register_pipeline("FluxControlPipeline", options=("max_sequence_length",))
@@ -118,6 +118,6 @@ def _control(components: Mapping[str, Mapping[str, Any]], s: Settings, index: Ma
                                           strength=strength))
     images = s.batch_size * s.num_images_per_prompt
     input_images = s.batch_size if s.strength is not None else 0
-    encodes = _encode_run(components, base.settings, images + input_images,
+    encodes = encode_run(components, base.settings, images + input_images,
                           f"{images} control image(s)" + (f" + {input_images} input image(s)" if input_images else ""))
-    return _with_encodes(base, pipeline, encodes, _no_negative_prompt(pipeline, s))
+    return with_encodes(base, pipeline, encodes, _no_negative_prompt(pipeline, s))

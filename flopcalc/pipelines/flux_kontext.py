@@ -18,6 +18,7 @@ from flopcalc.pipelines.base import (
     vae_scale_factor,
 )
 from flopcalc.pipelines.flux import flux_pipeline
+from flopcalc.pipelines.flux_conditioned import encode_run, with_encodes
 from flopcalc.registry import RunShape
 
 #: ``max_area`` default of ``FluxKontextPipeline.__call__``: the output is resized to this many pixels.
@@ -83,13 +84,51 @@ def flux_kontext_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settin
     else:
         out_h, out_w, ref_h, ref_w = height, width, height, width
     base = flux_pipeline(components, replace(s, height=out_h, width=out_w, strength=None), index=index)
-    reference_tokens = (ref_h // (f * 2)) * (ref_w // (f * 2))
-    runs = [replace(r, shape=replace(r.shape, reference_tokens=reference_tokens)) if r.role == "denoiser" else r
-            for r in base.runs]
-    if "vae" in components:
-        encode = ComponentRun("vae", component_class(components, "vae") or "?", "encode", "vae_encoder",
-                              RunShape(height=ref_h, width=ref_w), s.batch_size,
-                              f"{s.batch_size} input image(s) at {ref_h}×{ref_w}")
-        runs.insert(next(i for i, r in enumerate(runs) if r.role != "text_encoder"), encode)
-    return replace(base, pipeline="FluxKontextPipeline", settings=replace(base.settings, strength=s.strength),
-                   runs=tuple(runs), notes=base.notes + tuple(notes))
+    base = _with_reference_tokens(replace(base, settings=replace(base.settings, strength=s.strength)),
+                                  (ref_h // (f * 2)) * (ref_w // (f * 2)))
+    encodes = [ComponentRun("vae", component_class(components, "vae") or "?", "encode", "vae_encoder",
+                            RunShape(height=ref_h, width=ref_w), s.batch_size,
+                            f"{s.batch_size} input image(s) at {ref_h}×{ref_w}")] if "vae" in components else []
+    return with_encodes(base, "FluxKontextPipeline", encodes, notes)
+
+
+def _with_reference_tokens(plan: Plan, tokens: Any) -> Plan:
+    """``plan`` with ``tokens`` reference-image tokens appended to every denoiser run's sequence."""
+    return replace(plan, runs=tuple(replace(r, shape=replace(r.shape, reference_tokens=tokens))
+                                    if r.role == "denoiser" else r for r in plan.runs))
+
+
+@register_pipeline("FluxKontextInpaintPipeline", options=tuple(pipeline_options("FluxPipeline")))
+def flux_kontext_inpaint_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
+                                  index: Mapping[str, Any] | None = None) -> Plan:
+    """``FluxKontextInpaintPipeline.__call__`` (``pipeline_flux_kontext_inpaint.py``): FluxPipeline's
+    defaults (28 steps, guidance 3.5 embedded, true CFG with ``true_cfg_scale > 1`` and a negative
+    prompt) with ``strength`` 1.0 (``get_timesteps``: the last ``strength`` of the schedule runs) and
+    an image to inpaint (flopcalc assumes it has the asked ``height × width``):
+
+    * the image is resized to the preferred Kontext resolution nearest its aspect ratio and the
+      output takes that size ("Choose the resolution of the image to be the same as the image":
+      the ``max_area`` size is overwritten);
+    * the VAE encoder runs twice per input image at that size: the image (``prepare_latents``) and
+      the masked image (``prepare_mask_latents``);
+    * without ``image_reference`` (the default) the image's own packed latent follows the generated
+      tokens in every transformer pass (``torch.cat([latents, image_latents], dim=1)``).
+
+    Resolution binning off: the size as given (``_auto_resize=False``)."""
+    f = vae_scale_factor(components)
+    height, width = s.height or 128 * f, s.width or 128 * f
+    check_divisible(height, width, f * 2, "FLUX Kontext height and width (packed 2×2 latents)")
+    notes = ["image_reference not given (its own latent would replace the image's in the sequence, encoded once "
+             "more at its preferred resolution)"]
+    if s.resolution_binning:
+        out_h, out_w = preferred_resolution(height, width, f * 2)
+        notes.append(f"the image (assumed {height}×{width}) and so the output resized to the nearest preferred Kontext "
+                     f"resolution {out_h}×{out_w} (--no-resolution-binning: as given)")
+    else:
+        out_h, out_w = height, width
+    s = replace(s, height=out_h, width=out_w, strength=1.0 if s.strength is None else s.strength)
+    base = flux_pipeline(components, s, index=index)
+    base = _with_reference_tokens(base, (out_h // (f * 2)) * (out_w // (f * 2)))
+    encodes = encode_run(components, base.settings, 2 * s.batch_size,
+                         f"{s.batch_size} input image(s) × 2 (the image and the masked image)")
+    return with_encodes(base, "FluxKontextInpaintPipeline", encodes, notes)
