@@ -15,7 +15,9 @@ from flopcalc.api import estimate_configs  # noqa: E402
 from flopcalc.pipelines import Settings  # noqa: E402
 from flopcalc.pipelines.flux_kontext import preferred_resolution  # noqa: E402
 
-pytestmark = pytest.mark.live
+pytestmark = [pytest.mark.live,
+              # diffusers' FluxControlNetModel imports FluxPosEmbed from its deprecated location
+              pytest.mark.filterwarnings("ignore:`FluxPosEmbed` is deprecated:FutureWarning")]
 
 
 def _transformer(pipeline: str, config: dict, settings: Settings):
@@ -82,3 +84,36 @@ def test_random_channel_conditioned_configs(rng, tmp_path, pipeline):
         comp = _transformer(pipeline, cfg, Settings(height=h, width=w, max_sequence_length=t))
         fx = measure.measure_component(folder, settings={"height": h, "width": w, "text_len": t})
         assert_matches_measurement(comp, fx, f"seed {SEED}, {pipeline} {h}×{w}: {cfg}")
+
+
+def test_random_flux_controlnet_configs(rng, tmp_path):
+    """``FluxControlNetModel`` on random configs: InstantX style (VAE latent condition), Union
+    (``num_mode``: one more text token) and XLabs style (``input_hint_block`` on the pixels,
+    ``patch_size`` 2 so that 16 embedding channels × 2² = in_channels 64), at random sizes, as
+    FluxControlNetPipeline plans it (alone: the ControlNet's own row)."""
+    for i in range(4):
+        head_dim = rng.choice([16, 32])
+        cfg = {
+            "_class_name": "FluxControlNetModel",
+            "num_attention_heads": rng.randint(1, 3),
+            "attention_head_dim": head_dim,
+            "num_layers": rng.randint(0, 2),
+            "num_single_layers": rng.randint(0, 2),
+            "joint_attention_dim": rng.choice([24, 40]),
+            "pooled_projection_dim": rng.choice([8, 24]),
+            "guidance_embeds": rng.random() < 0.5,
+            "axes_dims_rope": [head_dim // 4, 3 * head_dim // 8, 3 * head_dim // 8],
+        }
+        style = ("instantx", "union", "xlabs", "xlabs")[i]
+        if style == "xlabs":
+            embed = rng.choice([4, 16])
+            cfg.update(conditioning_embedding_channels=embed, patch_size=2, in_channels=4 * embed)
+        else:
+            cfg["in_channels"] = rng.choice([16, 64])
+        if style == "union":
+            cfg["num_mode"] = rng.randint(2, 10)
+        h, w, t = random_size(rng, 16, 32, 256), random_size(rng, 16, 32, 256), rng.randint(1, 40)
+        report = estimate_configs(None, {"controlnet": cfg}, Settings(height=h, width=w, max_sequence_length=t))
+        fx = measure.measure_component(write_config(tmp_path, f"controlnet{i}", cfg),
+                                       settings={"height": h, "width": w, "text_len": t})
+        assert_matches_measurement(report.component("controlnet"), fx, f"seed {SEED}, {style} {h}×{w}: {cfg}")

@@ -5,6 +5,9 @@ when diffusers is installed)."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 import flopcalc
@@ -167,3 +170,67 @@ def test_control_img2img():
     # 2 control images (repeated before encoding) + 1 input image
     assert _runs(r) == {"text_encoder.forward": 1, "text_encoder_2.forward": 1, "vae.encode": 3,
                         "transformer.forward": 17 * 2, "vae.decode": 2}
+
+
+# --------------------------------------------------------------------------- ControlNet
+
+CONFIGS = Path(__file__).resolve().parent.parent / "validation/configs"
+
+
+def _controlnet_pipeline(net: str, **settings):
+    """FLUX.1-dev's components with a ControlNet from validation/configs, as FluxControlNetPipeline."""
+    source = resolve("flux-dev")
+    components = {k: dict(v) for k, v in source.components.items()}
+    components["controlnet"] = json.loads((CONFIGS / net / "config.json").read_text())
+    return estimate_configs({**source.model_index, "_class_name": "FluxControlNetPipeline"}, components,
+                            Settings(**settings))
+
+
+def test_controlnet_runs_once_per_step_and_image():
+    r = _controlnet_pipeline("flux-controlnet-union", true_cfg_scale=3.0, negative_prompt=True, num_images_per_prompt=2)
+    s = r.settings
+    assert (s.height, s.width, s.steps, s.guidance_scale) == (1024, 1024, 28, 7.0)
+    assert r.passes == 2
+    # the negative pass reuses the ControlNet's residuals; the control image is encoded per image
+    assert _runs(r) == {"text_encoder.forward": 2, "text_encoder_2.forward": 2, "vae.encode": 2,
+                        "controlnet.forward": 28 * 2, "transformer.forward": 28 * 2 * 2, "vae.decode": 2}
+    assert r.component("controlnet").shape == {"latent_height": 128, "latent_width": 128, "text_len": 512}
+    assert any("ControlNet-Union" in n for n in r.notes)
+    with pytest.raises(OptionError, match="FluxControlNetPipeline"):
+        _controlnet_pipeline("flux-controlnet-union", strength=0.5)
+
+
+def test_controlnet_union_mode_token_and_blocks():
+    net = flopcalc.estimate(str(CONFIGS / "flux-controlnet-union"), max_sequence_length=100).component("model")
+    tree = net.tree
+    # 5 dual-stream blocks on 4096 image + (100 + 1 mode) text tokens; 10 residual linears each side
+    assert tree.find("transformer_blocks").count == 1 and tree.find("transformer_blocks.0-4").count == 5
+    assert tree.find("context_embedder").total.linear == 100 * 4096 * 3072
+    assert tree.find("controlnet_blocks.0-4").total.linear == 5 * 4096 * 3072 * 3072
+    assert tree.find("controlnet_single_blocks.0-9").total.linear == 10 * 4096 * 3072 * 3072
+    plain = {**json.loads((CONFIGS / "flux-controlnet-union" / "config.json").read_text()), "num_mode": None}
+    without = estimate_configs(None, {"controlnet": plain}, Settings(max_sequence_length=101)).component("controlnet")
+    # the mode token costs what one more text token costs everywhere but context_embedder
+    assert net.macs_per_run - without.macs_per_run == -(1 * 4096 * 3072)
+
+
+def test_xlabs_controlnet_reads_pixels():
+    r = _controlnet_pipeline("flux-controlnet-xlabs", height=768, width=1344)
+    assert "vae.encode" not in _runs(r)
+    assert r.component("controlnet").shape == {"latent_height": 96, "latent_width": 168, "text_len": 512,
+                                               "height": 768, "width": 1344}
+    hint = r.component("controlnet").tree.find("input_hint_block")
+    # conv_in 3→16 at 768×1344, then 16→16 pairs down to 96×168, conv_out 16→16
+    assert hint.find("conv_in").total.conv == 768 * 1344 * 16 * 3 * 9
+    assert hint.find("conv_out").total.conv == 96 * 168 * 16 * 16 * 9
+
+
+@pytest.mark.parametrize("net", ["flux-controlnet-union", "flux-controlnet-xlabs"])
+def test_controlnet_law_equals_estimate(net):
+    sympy = pytest.importorskip("sympy")  # noqa: F841
+    from flopcalc.symbolic import symbolic_estimate
+
+    law = symbolic_estimate(str(CONFIGS / net))
+    for h, w, steps, t in ((512, 768, 20, 77), (1024, 1344, 28, 512), (256, 2048, 3, 1)):
+        exact = flopcalc.estimate(str(CONFIGS / net), height=h, width=w, steps=steps, max_sequence_length=t).flops
+        assert law.at(H=h, W=w, S=steps, B=1, P=1, L=t) == exact
