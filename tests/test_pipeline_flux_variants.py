@@ -177,13 +177,12 @@ def test_control_img2img():
 CONFIGS = Path(__file__).resolve().parent.parent / "validation/configs"
 
 
-def _controlnet_pipeline(net: str, **settings):
-    """FLUX.1-dev's components with a ControlNet from validation/configs, as FluxControlNetPipeline."""
+def _controlnet_pipeline(net: str, pipeline: str = "FluxControlNetPipeline", **settings):
+    """FLUX.1-dev's components with a ControlNet from validation/configs, as ``pipeline``."""
     source = resolve("flux-dev")
     components = {k: dict(v) for k, v in source.components.items()}
     components["controlnet"] = json.loads((CONFIGS / net / "config.json").read_text())
-    return estimate_configs({**source.model_index, "_class_name": "FluxControlNetPipeline"}, components,
-                            Settings(**settings))
+    return estimate_configs({**source.model_index, "_class_name": pipeline}, components, Settings(**settings))
 
 
 def test_controlnet_runs_once_per_step_and_image():
@@ -234,3 +233,20 @@ def test_controlnet_law_equals_estimate(net):
     for h, w, steps, t in ((512, 768, 20, 77), (1024, 1344, 28, 512), (256, 2048, 3, 1)):
         exact = flopcalc.estimate(str(CONFIGS / net), height=h, width=w, steps=steps, max_sequence_length=t).flops
         assert law.at(H=h, W=w, S=steps, B=1, P=1, L=t) == exact
+
+
+def test_controlnet_img2img_and_inpaint():
+    r = _controlnet_pipeline("flux-controlnet-union", "FluxControlNetImg2ImgPipeline", num_images_per_prompt=2,
+                             negative_prompt=True)
+    s = r.settings
+    assert (s.steps, s.guidance_scale, s.strength, s.true_cfg_scale) == (28, 7.0, 0.6, None)
+    # 17 kept steps (28 − int(11.2)); 2 control images + 1 input image encoded; no negative pass
+    assert _runs(r) == {"text_encoder.forward": 1, "text_encoder_2.forward": 1, "vae.encode": 3,
+                        "controlnet.forward": 17 * 2, "transformer.forward": 17 * 2, "vae.decode": 2}
+    assert any("takes no negative prompt" in n for n in r.notes)
+    inpaint = _controlnet_pipeline("flux-controlnet-xlabs", "FluxControlNetInpaintPipeline", strength=1.0)
+    # the XLabs net reads pixels: only the image and the masked image are encoded
+    assert _runs(inpaint) == {"text_encoder.forward": 1, "text_encoder_2.forward": 1, "vae.encode": 2,
+                              "controlnet.forward": 28, "transformer.forward": 28, "vae.decode": 1}
+    with pytest.raises(OptionError, match="--true-cfg-scale does not apply to FluxControlNetInpaintPipeline"):
+        _controlnet_pipeline("flux-controlnet-union", "FluxControlNetInpaintPipeline", true_cfg_scale=2.0)

@@ -42,7 +42,7 @@ def with_encodes(base: Plan, pipeline: str, encodes: list[ComponentRun], notes: 
                    notes=base.notes + tuple(notes))
 
 
-def _no_negative_prompt(pipeline: str, s: Settings) -> list[str]:
+def no_negative_prompt(pipeline: str, s: Settings) -> list[str]:
     return [f"{pipeline} takes no negative prompt (guidance is embedded): it is ignored"] if s.negative_prompt else []
 
 
@@ -69,7 +69,7 @@ def flux_fill_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
     base = replace(base, settings=replace(base.settings, true_cfg_scale=None, negative_prompt=s.negative_prompt))
     encodes = encode_run(components, base.settings, 2 * s.batch_size,
                           f"{s.batch_size} input image(s) × 2 (the image and the masked image)")
-    return with_encodes(base, "FluxFillPipeline", encodes, _no_negative_prompt("FluxFillPipeline", s))
+    return with_encodes(base, "FluxFillPipeline", encodes, no_negative_prompt("FluxFillPipeline", s))
 
 
 @register_pipeline("FluxInpaintPipeline", options=("true_cfg_scale", "max_sequence_length"))
@@ -120,4 +120,4 @@ def _control(components: Mapping[str, Mapping[str, Any]], s: Settings, index: Ma
     input_images = s.batch_size if s.strength is not None else 0
     encodes = encode_run(components, base.settings, images + input_images,
                           f"{images} control image(s)" + (f" + {input_images} input image(s)" if input_images else ""))
-    return with_encodes(base, pipeline, encodes, _no_negative_prompt(pipeline, s))
+    return with_encodes(base, pipeline, encodes, no_negative_prompt(pipeline, s))
