@@ -172,6 +172,14 @@ def test_control_img2img():
                         "transformer.forward": 17 * 2, "vae.decode": 2}
 
 
+def test_control_inpaint():
+    r = _as("flux-depth-dev", "FluxControlInpaintPipeline", batch_size=2)
+    assert (r.settings.steps, r.settings.guidance_scale, r.settings.strength) == (28, 7.0, 0.6)
+    # 2 control images + 2 × (image, masked image)
+    assert _runs(r) == {"text_encoder.forward": 2, "text_encoder_2.forward": 2, "vae.encode": 6,
+                        "transformer.forward": 17 * 2, "vae.decode": 2}
+
+
 # --------------------------------------------------------------------------- ControlNet
 
 CONFIGS = Path(__file__).resolve().parent.parent / "validation/configs"

@@ -1,7 +1,8 @@
 """FLUX.1 pipelines whose extra conditioning is VAE-encoded and concatenated to the latent on
 channels, or blended with it: Fill (``pipeline_flux_fill.py``), inpainting
 (``pipeline_flux_inpaint.py``) and structural control (``pipeline_flux_control.py``,
-``pipeline_flux_control_img2img.py``), all in diffusers ``pipelines/flux``.
+``pipeline_flux_control_img2img.py``, ``pipeline_flux_control_inpaint.py``), all in diffusers
+``pipelines/flux``.
 
 The transformer's own ``in_channels`` says how wide the concatenation is (FLUX.1-Fill: 384 =
 64 latent + 64 masked-image latent + 256 mask; FLUX.1-Depth/Canny: 128 = 64 + 64 control latent):
@@ -108,16 +109,30 @@ def flux_control_img2img_pipeline(components: Mapping[str, Mapping[str, Any]], s
     (``prepare_latents``) and the last ``strength`` of the 28 steps run."""
     s = replace(s, strength=0.6 if s.strength is None else s.strength,
                 guidance_scale=7.0 if s.guidance_scale is None else s.guidance_scale)
-    return _control(components, s, index, "FluxControlImg2ImgPipeline", s.strength)
+    return _control(components, s, index, "FluxControlImg2ImgPipeline", s.strength, 1, "input image(s)")
+
+
+@register_pipeline("FluxControlInpaintPipeline", options=("max_sequence_length",))
+def flux_control_inpaint_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
+                                  index: Mapping[str, Any] | None = None) -> Plan:
+    """``FluxControlInpaintPipeline.__call__`` (``pipeline_flux_control_inpaint.py``): the image-to-image
+    sibling's defaults (``strength`` 0.6, 28 steps, ``guidance_scale`` 7.0), the masked image
+    VAE-encoded as well (``prepare_mask_latents``; the mask only blends outside the transformer):
+    two encodes per input image beside the control images'."""
+    s = replace(s, strength=0.6 if s.strength is None else s.strength,
+                guidance_scale=7.0 if s.guidance_scale is None else s.guidance_scale)
+    return _control(components, s, index, "FluxControlInpaintPipeline", s.strength, 2, "input and masked image(s)")
 
 
 def _control(components: Mapping[str, Mapping[str, Any]], s: Settings, index: Mapping[str, Any] | None,
-             pipeline: str, strength: float | None) -> Plan:
+             pipeline: str, strength: float | None, encodes_per_prompt: int = 0, what: str = "") -> Plan:
+    """FluxPipeline's plan without true CFG, with the control image encoded once per image and
+    ``encodes_per_prompt`` images (``what``) per prompt."""
     base = flux_pipeline(components, replace(s, negative_prompt=False), index=index)
     base = replace(base, settings=replace(base.settings, true_cfg_scale=None, negative_prompt=s.negative_prompt,
                                           strength=strength))
     images = s.batch_size * s.num_images_per_prompt
-    input_images = s.batch_size if s.strength is not None else 0
-    encodes = encode_run(components, base.settings, images + input_images,
-                          f"{images} control image(s)" + (f" + {input_images} input image(s)" if input_images else ""))
+    inputs = encodes_per_prompt * s.batch_size
+    encodes = encode_run(components, base.settings, images + inputs,
+                         f"{images} control image(s)" + (f" + {inputs} {what}" if inputs else ""))
     return with_encodes(base, pipeline, encodes, no_negative_prompt(pipeline, s))
