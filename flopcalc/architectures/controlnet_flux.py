@@ -25,26 +25,16 @@ from flopcalc.config import Config, count_int, positive_int
 from flopcalc.cost import Node, block_kinds, module_list
 from flopcalc.formulas import ops
 from flopcalc.registry import RunShape, register
+from flopcalc.architectures.flux import DEFAULTS as FLUX_DEFAULTS
 from flopcalc.architectures.flux import PACKING, flux_trunk
 
 #: Block kinds this module builds: a per-block summary stops at them.
 BLOCK_KINDS = block_kinds("controlnet_conditioning_embedding")
 
-#: ``FluxControlNetModel.__init__`` keyword defaults (controlnet_flux.py, lines 49–63).
-DEFAULTS = {
-    "patch_size": 1,
-    "in_channels": 64,
-    "num_layers": 19,
-    "num_single_layers": 38,
-    "attention_head_dim": 128,
-    "num_attention_heads": 24,
-    "joint_attention_dim": 4096,
-    "pooled_projection_dim": 768,
-    "guidance_embeds": False,
-    "axes_dims_rope": [16, 56, 56],
-    "num_mode": None,
-    "conditioning_embedding_channels": None,
-}
+#: ``FluxControlNetModel.__init__`` keyword defaults (controlnet_flux.py, lines 49–63): the FLUX
+#: transformer's (same names, same values; no ``out_channels``) plus the ControlNet's own two.
+DEFAULTS = {**{k: v for k, v in FLUX_DEFAULTS.items() if k != "out_channels"},
+            "num_mode": None, "conditioning_embedding_channels": None}
 
 #: ``input_hint_block = ControlNetConditioningEmbedding(..., block_out_channels=(16, 16, 16, 16))``.
 HINT_BLOCK_OUT_CHANNELS = (16, 16, 16, 16)
@@ -58,7 +48,8 @@ def conditioning_embedding(name: str, c_in: int, channels: tuple[int, ...], c_ou
     on a ``c_in × height × width`` image: ``conv_in`` (3×3), then per step up the channel list a 3×3
     conv and a 3×3 stride-2 conv, then ``conv_out`` (3×3) to ``c_out``; SiLU after each but the last.
     Returns the node and the output size."""
-    convs = [Node("conv_in", ops.conv2d(c_in, channels[0], 3, height, width) + ops.activation(channels[0] * height * width))]
+    convs = [Node("conv_in", ops.conv2d(c_in, channels[0], 3, height, width)
+                  + ops.activation(channels[0] * height * width))]
     blocks = []
     h, w = height, width
     for c, c_next in zip(channels, channels[1:]):

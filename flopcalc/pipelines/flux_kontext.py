@@ -122,8 +122,8 @@ def flux_kontext_inpaint_pipeline(components: Mapping[str, Mapping[str, Any]], s
              "more at its preferred resolution)"]
     if s.resolution_binning:
         out_h, out_w = preferred_resolution(height, width, f * 2)
-        notes.append(f"the image (assumed {height}×{width}) and so the output resized to the nearest preferred Kontext "
-                     f"resolution {out_h}×{out_w} (--no-resolution-binning: as given)")
+        notes.append(f"the image (assumed {height}×{width}) and so the output resized to the nearest preferred "
+                     f"Kontext resolution {out_h}×{out_w} (--no-resolution-binning: as given)")
     else:
         out_h, out_w = height, width
     s = replace(s, height=out_h, width=out_w, strength=1.0 if s.strength is None else s.strength)
