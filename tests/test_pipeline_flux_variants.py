@@ -12,7 +12,7 @@ import pytest
 
 import flopcalc
 from flopcalc.api import estimate_configs
-from flopcalc.errors import OptionError
+from flopcalc.errors import OptionError, ResolutionError
 from flopcalc.pipelines import Settings
 from flopcalc.pipelines.flux_kontext import PREFERRED_KONTEXT_RESOLUTIONS, max_area_size, preferred_resolution
 from flopcalc.sources import resolve
@@ -60,6 +60,15 @@ def test_kontext_output_at_max_area_and_reference_at_preferred_resolution():
     # 1:2: width round(1448.2) → 1440, height round(724.1) → 720; reference 1456×720 (2.022)
     assert max_area_size(512, 1024, 16) == (720, 1440)
     assert preferred_resolution(512, 1024, 16) == (720, 1456)
+
+
+def test_kontext_resizes_any_asked_size():
+    # diffusers resizes whatever is asked: 1000×1000 is generated at 1024², the reference at 1024²
+    r = flopcalc.estimate("flux-kontext-dev", height=1000, width=1000)
+    assert (r.settings.height, r.settings.width) == (1024, 1024)
+    assert r.flops == flopcalc.estimate("flux-kontext-dev").flops
+    with pytest.raises(ResolutionError, match="multiple of 16"):
+        flopcalc.estimate("flux-kontext-dev", height=1000, width=1000, resolution_binning=False)
 
 
 def test_kontext_without_binning_uses_the_sizes_as_given():

@@ -11,7 +11,6 @@ from flopcalc.pipelines.base import (
     ComponentRun,
     Plan,
     Settings,
-    check_divisible,
     component_class,
     pipeline_options,
     register_pipeline,
@@ -67,13 +66,13 @@ def flux_kontext_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settin
 
     With resolution binning off (``--no-resolution-binning``, and in a symbolic law) the sizes are
     used as given: ``max_area = height · width`` and ``_auto_resize=False``, so output and input
-    image are both ``height × width``. ``strength`` does not apply (every step runs): only 1 is taken."""
+    image are both ``height × width`` (each side a multiple of 16; with binning any size is resized). ``strength``
+    does not apply (every step runs): only 1 is taken."""
     if s.strength is not None and s.strength < 1:
         raise OptionError("--strength does not apply to FluxKontextPipeline: its __call__ takes no strength "
                           "(every step runs; the input image is encoded as the reference), only 1 means that")
     f = vae_scale_factor(components)
     height, width = s.height or 128 * f, s.width or 128 * f
-    check_divisible(height, width, f * 2, "FLUX Kontext height and width (packed 2×2 latents)")
     notes = []
     if s.resolution_binning:
         out_h, out_w = max_area_size(height, width, f * 2)
@@ -117,7 +116,6 @@ def flux_kontext_inpaint_pipeline(components: Mapping[str, Mapping[str, Any]], s
     Resolution binning off: the size as given (``_auto_resize=False``)."""
     f = vae_scale_factor(components)
     height, width = s.height or 128 * f, s.width or 128 * f
-    check_divisible(height, width, f * 2, "FLUX Kontext height and width (packed 2×2 latents)")
     notes = ["image_reference not given (its own latent would replace the image's in the sequence, encoded once "
              "more at its preferred resolution)"]
     if s.resolution_binning:
