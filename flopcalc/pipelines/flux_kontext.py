@@ -66,8 +66,8 @@ def flux_kontext_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settin
 
     With resolution binning off (``--no-resolution-binning``, and in a symbolic law) the sizes are
     used as given: ``max_area = height · width`` and ``_auto_resize=False``, so output and input
-    image are both ``height × width`` (each side a multiple of 16; with binning any size is resized). ``strength``
-    does not apply (every step runs): only 1 is taken."""
+    image are both ``height × width`` (each side a multiple of 16; with binning any size is
+    resized). ``strength`` does not apply (every step runs): only 1 is taken."""
     if s.strength is not None and s.strength < 1:
         raise OptionError("--strength does not apply to FluxKontextPipeline: its __call__ takes no strength "
                           "(every step runs; the input image is encoded as the reference), only 1 means that")
