@@ -92,18 +92,8 @@ def test_random_flux_controlnet_configs(rng, tmp_path):
     ``patch_size`` 2 so that 16 embedding channels × 2² = in_channels 64), at random sizes, as
     FluxControlNetPipeline plans it (alone: the ControlNet's own row)."""
     for i in range(4):
-        head_dim = rng.choice([16, 32])
-        cfg = {
-            "_class_name": "FluxControlNetModel",
-            "num_attention_heads": rng.randint(1, 3),
-            "attention_head_dim": head_dim,
-            "num_layers": rng.randint(0, 2),
-            "num_single_layers": rng.randint(0, 2),
-            "joint_attention_dim": rng.choice([24, 40]),
-            "pooled_projection_dim": rng.choice([8, 24]),
-            "guidance_embeds": rng.random() < 0.5,
-            "axes_dims_rope": [head_dim // 4, 3 * head_dim // 8, 3 * head_dim // 8],
-        }
+        cfg = {**_random_config(rng, 64), "_class_name": "FluxControlNetModel"}
+        del cfg["out_channels"]  # FluxControlNetModel has none
         style = ("instantx", "union", "xlabs", "xlabs")[i]
         if style == "xlabs":
             embed = rng.choice([4, 16])
