@@ -35,6 +35,10 @@ class RunShape:
 
     ``timestep_tokens``: a denoiser given one timestep per token (Wan 2.2 TI2V's
     ``expand_timesteps``: the timestep tensor is ``(batch, tokens)``), how many; None: one timestep.
+
+    ``reference_tokens``: tokens of reference images a pipeline concatenates after the latent's own
+    tokens along the sequence (FLUX.1 Kontext: the packed latent of the input image), as the
+    pipeline packs them; None: none. The denoiser runs every layer on them too.
     """
 
     latent_height: Any = None
@@ -48,6 +52,7 @@ class RunShape:
     split: Any = None
     timestep_tokens: Any = None
     image_tokens: Any = None
+    reference_tokens: Any = None
 
 
 Assembler = Callable[[Config, RunShape], Node]

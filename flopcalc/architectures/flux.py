@@ -2,10 +2,16 @@
 
 The pipeline packs the ``C × H/8 × W/8`` latent into 2×2 patches, so the model sees
 ``N = (H/16)(W/16)`` image tokens of ``in_channels = 4C`` features, and ``T`` T5 tokens.
+FLUX.1 Kontext concatenates the packed latent of its reference image after them
+(``FluxKontextPipeline``: ``torch.cat([latents, image_latents], dim=1)``): every layer, ``norm_out``
+and ``proj_out`` included, runs on ``N + shape.reference_tokens`` image tokens (the pipeline keeps
+the first N of the output).
 Rotary embeddings (``FluxPosEmbed``) are elementwise and parameter-free.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from flopcalc.backprop import gradient_graph
 from flopcalc.config import Config, count_int, positive_int
@@ -38,37 +44,49 @@ PACKING = 2
 @register("FluxTransformer2DModel", role="denoiser", defaults=DEFAULTS,
           source="diffusers/models/transformers/transformer_flux.py")
 def flux_transformer(config: Config, shape: RunShape) -> Node:
-    heads = positive_int(config, "num_attention_heads")
-    head_dim = positive_int(config, "attention_head_dim")
+    heads, head_dim = positive_int(config, "num_attention_heads"), positive_int(config, "attention_head_dim")
     dim = heads * head_dim
     in_channels = positive_int(config, "in_channels")
     out_channels = config["out_channels"] or in_channels
     patch = positive_int(config, "patch_size")
-    pooled = positive_int(config, "pooled_projection_dim")
     n = ops.exact_div(shape.latent_height, PACKING) * ops.exact_div(shape.latent_width, PACKING)
-    t = shape.text_len
-
-    embed = [mlp_embedder("timestep_embedder", 256, dim)]
-    if config["guidance_embeds"]:
-        embed.append(mlp_embedder("guidance_embedder", 256, dim))
-    embed.append(mlp_embedder("text_embedder", pooled, dim))
-
-    joint = mmdit_joint_block(dim=dim, heads=heads, head_dim=head_dim, image_tokens=n, text_tokens=t,
-                              qk_norm="rms_norm")
-    single = single_stream_block(dim=dim, heads=heads, head_dim=head_dim, tokens=n + t)
+    if shape.reference_tokens is not None:
+        n = n + shape.reference_tokens
+    embed, context, joint, single = flux_trunk(config, n, shape.text_len)
     return Node(
         "transformer",
         children=(
             Node("x_embedder", ops.linear(n, in_channels, dim)),
-            Node("time_text_embed", children=tuple(embed)),
-            Node("context_embedder", ops.linear(t, positive_int(config, "joint_attention_dim"), dim)),
-            module_list("transformer_blocks", [joint] * count_int(config, "num_layers")),
-            module_list("single_transformer_blocks", [single] * count_int(config, "num_single_layers")),
+            embed,
+            context,
+            joint,
+            single,
             ada_layer_norm_continuous("norm_out", dim, dim, n),
             Node("proj_out", ops.linear(n, dim, patch * patch * out_channels)),
         ),
         formula="flux_transformer",
     )
+
+
+def flux_trunk(config: Config, n: Any, t: Any, prepended: int = 0) -> tuple[Node, Node, Node, Node]:
+    """What ``FluxTransformer2DModel`` and ``FluxControlNetModel`` share, on ``n`` image and ``t``
+    text tokens: ``time_text_embed`` (timestep, with ``guidance_embeds`` guidance, and pooled-text
+    embedders), ``context_embedder`` (``joint_attention_dim`` → d), ``num_layers`` dual-stream and
+    ``num_single_layers`` single-stream blocks; the blocks see ``prepended`` more text tokens
+    (the ControlNet-Union mode embedding, joined after ``context_embedder``)."""
+    heads, head_dim = positive_int(config, "num_attention_heads"), positive_int(config, "attention_head_dim")
+    dim = heads * head_dim
+    embed = [mlp_embedder("timestep_embedder", 256, dim)]
+    if config["guidance_embeds"]:
+        embed.append(mlp_embedder("guidance_embedder", 256, dim))
+    embed.append(mlp_embedder("text_embedder", positive_int(config, "pooled_projection_dim"), dim))
+    joint = mmdit_joint_block(dim=dim, heads=heads, head_dim=head_dim, image_tokens=n, text_tokens=t + prepended,
+                              qk_norm="rms_norm")
+    single = single_stream_block(dim=dim, heads=heads, head_dim=head_dim, tokens=n + t + prepended)
+    return (Node("time_text_embed", children=tuple(embed)),
+            Node("context_embedder", ops.linear(t, positive_int(config, "joint_attention_dim"), dim)),
+            module_list("transformer_blocks", [joint] * count_int(config, "num_layers")),
+            module_list("single_transformer_blocks", [single] * count_int(config, "num_single_layers")))
 
 
 gradient_graph(

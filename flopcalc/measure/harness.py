@@ -166,10 +166,16 @@ def _text_encoder_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> d
     return {"input_ids": _ids(1, s["seq_len"])}
 
 
-@input_builder("FluxTransformer2DModel", settings=("height", "width", "text_len"))
+@input_builder("FluxTransformer2DModel", settings=("height", "width", "text_len"),
+               optional=("reference_height", "reference_width"))
 def _flux_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict[str, TensorSpec]:
-    """FLUX packs the (H/8, W/8) latent into 2x2 patches: (H/16)*(W/16) image tokens."""
+    """FLUX packs the (H/8, W/8) latent into 2x2 patches: (H/16)*(W/16) image tokens. Given a
+    reference image size (FLUX.1 Kontext), its packed latent's tokens follow them in the same
+    sequence (``FluxKontextPipeline``: ``torch.cat([latents, image_latents], dim=1)``, ids alike)."""
     tokens = _exact_div(s["height"], 16, "height") * _exact_div(s["width"], 16, "width")
+    if "reference_height" in s or "reference_width" in s:
+        tokens += (_exact_div(s["reference_height"], 16, "reference_height")
+                   * _exact_div(s["reference_width"], 16, "reference_width"))
     text_len = s["text_len"]
     inputs = {
         "hidden_states": _f32(1, tokens, _cfg(model, "in_channels")),
