@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 from flopcalc.cost import CONVENTIONS, Cost, Node
-from flopcalc.errors import FlopcalcError
+from flopcalc.errors import ConfigError, FlopcalcError
 from flopcalc.pipelines import Plan, Settings, plan
 from flopcalc.registry import assemble, component_params
 
@@ -176,9 +176,23 @@ def estimate_configs(
             tree, runs, why = _merge_pieces(run.component, group, trees)
         estimates.append(ComponentEstimate(run.component, run.class_name, run.call, run.role, runs, why,
                                            params[run.component], shape, tree, convention))
+        _check_counts(estimates[-1])
     plan_notes = tuple(n for n in p.notes if not any(n.startswith(f"{name} is absent") for name in missing))
     return Report(model, source_kind, revision, p.pipeline, convention, p.settings, p.passes, tuple(estimates),
                   tuple(source_notes) + plan_notes)
+
+
+def _check_counts(comp: ComponentEstimate) -> None:
+    """The last line of defence of every printed number: exact, non-negative, and positive where a
+    component runs (a config whose values pass validation but describe no work is refused)."""
+    from flopcalc.cost import invalid_count
+
+    where = invalid_count(comp.tree)
+    if where is None and isinstance(comp.macs_per_run, int) and comp.macs_per_run <= 0 < comp.runs:
+        where = f"{comp.macs_per_run} MACs per run"
+    if where is not None:
+        raise ConfigError(f"{comp.component}/config.json ({comp.class_name}): its values give {where} for "
+                          f"{comp.call}; check the config's sizes and counts, or use the model's original config.json.")
 
 
 def _same_call_groups(runs) -> list[list]:

@@ -174,3 +174,23 @@ def module_list(name: str, items: list[Node]) -> Node:
 
 def _same(a: Node, b: Node) -> bool:
     return a.total == b.total and a.formula == b.formula and len(a.children) == len(b.children)
+
+
+def invalid_count(node: Node) -> str | None:
+    """Where an exact (numeric) tree breaks the rules every count obeys: each field a
+    non-negative ``int`` and each repeat count a non-negative ``int``. None when it holds (and for
+    symbolic trees, whose counts are expressions)."""
+    for path, item in node.walk():
+        for f in fields(Cost):
+            value = getattr(item.total, f.name)
+            if isinstance(value, bool) or (isinstance(value, int) and value < 0):
+                return f"{path}.{f.name} = {value!r}"
+            if not isinstance(value, int) and _is_number(value):
+                return f"{path}.{f.name} = {value!r} (not an exact integer)"
+        if isinstance(item.count, bool) or (isinstance(item.count, int) and item.count < 0):
+            return f"{path} repeated {item.count!r} times"
+    return None
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (float, complex)) or type(value).__module__ == "numpy"

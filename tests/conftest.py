@@ -7,6 +7,9 @@ import random
 
 import pytest
 
+#: A family's assembler may read only the config keys it declares (flopcalc.config.declare_keys).
+os.environ["FLOPCALC_STRICT_KEYS"] = "1"
+
 #: One seed for every randomized live test of the session; ``FLOPCALC_SEED=N`` replays a run.
 SEED = int(os.environ.get("FLOPCALC_SEED", random.SystemRandom().randrange(2**31)))
 

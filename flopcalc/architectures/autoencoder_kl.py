@@ -6,7 +6,9 @@ in every pipeline, so the whole latent is decoded in one pass.
 
 from __future__ import annotations
 
-from flopcalc.config import Config, count_int, positive_int
+from flopcalc.config import (
+    FLAG, LAYERS, NAMES, SIZE, SIZES, Config, ListOf, count_int, declare_keys, positive_int,
+)
 from flopcalc.cost import Node
 from flopcalc.formulas import ops
 from flopcalc.formulas.vae_decoder import vae_decoder, vae_encoder
@@ -49,6 +51,16 @@ def _blocks(config: Config) -> dict:
         "layers_per_block": count_int(config, "layers_per_block"),
         "mid_block_add_attention": bool(config["mid_block_add_attention"]),
     }
+
+
+#: Every config key ``AutoencoderKL`` reads (assemblers and pipeline plan), as
+#: :func:`flopcalc.config.declare_keys` validates it.
+declare_keys("AutoencoderKL", {
+    "in_channels": SIZE, "out_channels": SIZE, "latent_channels": SIZE, "block_out_channels": SIZES,
+    "layers_per_block": LAYERS, "down_block_types": NAMES, "up_block_types": NAMES,
+    "mid_block_add_attention": FLAG, "use_quant_conv": FLAG, "use_post_quant_conv": FLAG,
+    "norm_num_groups": SIZE, "sample_size": SIZE | ListOf(SIZE, lo=2, hi=2),
+})
 
 
 @register("AutoencoderKL", call="decode", role="vae", defaults=DEFAULTS, source=SOURCE,

@@ -29,10 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flopcalc.config import (
-    Config,
-    check_block_types,
-    count_int,
-    positive_int,
+    FLAG, LAYERS, NAMES, SIZE, SIZES, Config, check_block_types, count_int, declare_keys, positive_int,
     positive_int_list,
 )
 from flopcalc.cost import Node
@@ -158,6 +155,16 @@ def _encode(config: Config, shape: RunShape, framewise: bool, tiling: bool) -> N
     h, w = shape.height, shape.width
     return encode_call(s, temporal, _spatial(h, w, TILE_SAMPLE_MIN_SIZE, TILE_SAMPLE_STRIDE, tiling),
                        _spatial(w, h, TILE_SAMPLE_MIN_SIZE, TILE_SAMPLE_STRIDE, tiling))
+
+
+#: Every config key ``AutoencoderKLHunyuanVideo`` reads (assemblers and pipeline plan), as
+#: :func:`flopcalc.config.declare_keys` validates it.
+declare_keys("AutoencoderKLHunyuanVideo", {
+    "in_channels": SIZE, "out_channels": SIZE, "latent_channels": SIZE, "block_out_channels": SIZES,
+    "layers_per_block": LAYERS, "down_block_types": NAMES, "up_block_types": NAMES,
+    "mid_block_add_attention": FLAG, "norm_num_groups": SIZE,
+    "spatial_compression_ratio": SIZE, "temporal_compression_ratio": SIZE,
+})
 
 
 @register(CLASS, call="decode", role="vae", defaults=DEFAULTS, source=SOURCE, scale_factor=scale_factor,

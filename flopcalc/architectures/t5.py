@@ -8,7 +8,7 @@ first block. ``shared`` (the token embedding) is tied to ``encoder.embed_tokens`
 
 from __future__ import annotations
 
-from flopcalc.config import Config, count_int, positive_int
+from flopcalc.config import DEPTH, SIZE, TEXT, Config, count_int, declare_keys, positive_int
 from flopcalc.cost import Node, module_list
 from flopcalc.formulas import ops
 from flopcalc.formulas.kaplan_transformer import mlp, self_attention
@@ -25,6 +25,14 @@ DEFAULTS = {
     "relative_attention_num_buckets": 32,
     "feed_forward_proj": "relu",
 }
+
+
+#: Every config key ``T5EncoderModel`` reads (assemblers and pipeline plan), as
+#: :func:`flopcalc.config.declare_keys` validates it.
+declare_keys("T5EncoderModel", {
+    "vocab_size": SIZE, "d_model": SIZE, "d_kv": SIZE, "d_ff": SIZE, "num_layers": DEPTH, "num_heads": SIZE,
+    "relative_attention_num_buckets": SIZE, "feed_forward_proj": TEXT,
+})
 
 
 @register("T5EncoderModel", role="text_encoder", defaults=DEFAULTS, source="transformers/models/t5/modeling_t5.py")

@@ -16,7 +16,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from flopcalc.config import Config, count_int, positive_int
+from flopcalc.config import (
+    COUNT, FLAG, FLAGS, LAYERS, LAYER_COUNTS, MAX_WIDTH, NAMES, NULL, SIZE, SIZES, TEXT, Config, Int, ListOf,
+    count_int, declare_keys, positive_int,
+)
 from flopcalc.cost import Node, module_list
 from flopcalc.errors import ConfigError, UnknownArchitectureError
 from flopcalc.formulas import ops
@@ -129,6 +132,25 @@ def _embeddings(config: Config, c0: int, text_tokens: Any) -> tuple[list[Node], 
         nodes.append(Node("encoder_hid_proj", ops.linear(text_tokens, config["encoder_hid_dim"],
                                                          cad if isinstance(cad, int) else cad[0])))
     return nodes, ted
+
+
+#: Every config key ``UNet2DConditionModel`` reads (assemblers and pipeline plan), as
+#: :func:`flopcalc.config.declare_keys` validates it.
+declare_keys("UNet2DConditionModel", {
+    "sample_size": SIZE | ListOf(SIZE, lo=2, hi=2) | NULL, "in_channels": SIZE, "out_channels": COUNT,
+    "down_block_types": NAMES, "mid_block_type": TEXT | NULL, "up_block_types": NAMES,
+    "only_cross_attention": FLAG | FLAGS, "block_out_channels": SIZES, "layers_per_block": LAYERS | LAYER_COUNTS,
+    "downsample_padding": Int(0, MAX_WIDTH), "norm_num_groups": SIZE | NULL,
+    "cross_attention_dim": SIZE | SIZES, "transformer_layers_per_block": LAYERS | LAYER_COUNTS | ListOf(LAYER_COUNTS),
+    "reverse_transformer_layers_per_block": ListOf(LAYER_COUNTS) | NULL, "encoder_hid_dim": SIZE | NULL,
+    "encoder_hid_dim_type": TEXT | NULL, "attention_head_dim": SIZE | SIZES, "num_attention_heads": SIZE | SIZES | NULL,
+    "dual_cross_attention": FLAG, "use_linear_projection": FLAG, "class_embed_type": TEXT | NULL,
+    "addition_embed_type": TEXT | NULL, "addition_time_embed_dim": SIZE | NULL, "num_class_embeds": SIZE | NULL,
+    "resnet_time_scale_shift": TEXT, "time_embedding_type": TEXT, "time_embedding_dim": SIZE | NULL,
+    "time_cond_proj_dim": SIZE | NULL, "conv_in_kernel": SIZE, "conv_out_kernel": SIZE,
+    "projection_class_embeddings_input_dim": SIZE | NULL, "attention_type": TEXT, "class_embeddings_concat": FLAG,
+    "mid_block_only_cross_attention": FLAG | NULL, "cross_attention_norm": TEXT | NULL,
+})
 
 
 @register("UNet2DConditionModel", role="denoiser", defaults=DEFAULTS,

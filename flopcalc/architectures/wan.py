@@ -25,7 +25,9 @@ from __future__ import annotations
 from math import prod
 from typing import Any
 
-from flopcalc.config import Config, count_int, positive_int
+from flopcalc.config import (
+    DEPTH, FLAG, NULL, SIZE, TEXT, Config, ListOf, count_int, declare_keys, positive_int,
+)
 from flopcalc.cost import Node, module_list
 from flopcalc.errors import ConfigError, ResolutionError
 from flopcalc.formulas import ops
@@ -80,6 +82,16 @@ def _refuse_image_conditioning(config: Config) -> None:
                 "tokens through added k/v projections), run by WanImageToVideoPipeline, which flopcalc does not "
                 "support yet; text-to-video configs leave image_dim and added_kv_proj_dim null."
             )
+
+
+#: Every config key ``WanTransformer3DModel`` reads (assemblers and pipeline plan), as
+#: :func:`flopcalc.config.declare_keys` validates it.
+declare_keys("WanTransformer3DModel", {
+    "patch_size": ListOf(SIZE, lo=3, hi=3), "num_attention_heads": SIZE, "attention_head_dim": SIZE,
+    "in_channels": SIZE, "out_channels": SIZE | NULL, "text_dim": SIZE, "freq_dim": SIZE, "ffn_dim": SIZE,
+    "num_layers": DEPTH, "cross_attn_norm": FLAG, "qk_norm": TEXT | NULL, "image_dim": SIZE | NULL,
+    "added_kv_proj_dim": SIZE | NULL, "rope_max_seq_len": SIZE, "pos_embed_seq_len": SIZE | NULL,
+})
 
 
 @register("WanTransformer3DModel", role="denoiser", defaults=DEFAULTS, source=SOURCE)

@@ -18,7 +18,7 @@ import pkgutil
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
-from flopcalc.config import class_name_of
+from flopcalc.config import class_name_of, validate_components
 from flopcalc.errors import ConfigError, FlopcalcError, ResolutionError
 from flopcalc.registry import RunShape
 
@@ -90,6 +90,7 @@ def plan(model_index: Mapping[str, Any] | None, components: Mapping[str, Mapping
     """The plan for a pipeline folder (``model_index`` given) or a bare component config."""
     _load()
     _validate(settings)
+    validate_components(components)
     if model_index is not None:
         name = model_index.get("_class_name")
         if name not in _PIPELINES:
