@@ -113,7 +113,8 @@ class Choice(Spec):
 
     @property
     def what(self) -> str:
-        return "one of " + ", ".join("null" if v is None else repr(v) for v in self.values)
+        shown = ["null" if v is None else repr(v) for v in self.values]
+        return shown[0] if len(shown) == 1 else "one of " + ", ".join(shown)
 
     def problem(self, value: Any) -> str | None:
         ok = any(value is v if v is None or isinstance(v, bool) else
@@ -131,7 +132,7 @@ class ListOf(Spec):
 
     @property
     def what(self) -> str:
-        size = f"{self.lo} to {self.hi}" if self.lo else f"at most {self.hi}"
+        size = (str(self.lo) if self.lo == self.hi else f"{self.lo} to {self.hi}") if self.lo else f"at most {self.hi}"
         return f"a list of {size} entries, each {self.item.what}"
 
     def problem(self, value: Any) -> str | None:

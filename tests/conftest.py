@@ -14,8 +14,17 @@ os.environ["FLOPCALC_STRICT_KEYS"] = "1"
 SEED = int(os.environ.get("FLOPCALC_SEED", random.SystemRandom().randrange(2**31)))
 
 
-def pytest_report_header(config) -> str:
-    return f"flopcalc live tests: FLOPCALC_SEED={SEED}"
+#: The seed of the config fuzz (tests/test_fuzz.py); ``FLOPCALC_FUZZ_SEED=N`` replays a run.
+FUZZ_SEED = int(os.environ.get("FLOPCALC_FUZZ_SEED", random.SystemRandom().randrange(2**31)))
+
+
+def pytest_addoption(parser) -> None:
+    parser.addoption("--fuzz-cases", type=int, default=None,
+                     help="config fuzz cases to run (default: FLOPCALC_FUZZ_CASES, else the CI budget)")
+
+
+def pytest_report_header(config) -> list[str]:
+    return [f"flopcalc live tests: FLOPCALC_SEED={SEED}", f"flopcalc config fuzz: FLOPCALC_FUZZ_SEED={FUZZ_SEED}"]
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ from typing import Any, Callable, Mapping
 
 from flopcalc.config import class_name_of, validate_components
 from flopcalc.errors import ConfigError, FlopcalcError, ResolutionError
+from flopcalc.limits import check_settings
 from flopcalc.registry import RunShape
 
 
@@ -114,6 +115,7 @@ def _validate(s: Settings) -> None:
         v = getattr(s, key)
         if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
             raise FlopcalcError(f"{key} must be a positive integer, got {v!r}")
+    check_settings(s)
     if s.strength is not None and not 0 < s.strength <= 1:
         raise FlopcalcError(f"strength must be in (0, 1], got {s.strength}")
 
