@@ -4,8 +4,9 @@ under a memory limit, with the parent enforcing a time limit.
 Corpus: every bundled card (as a pipeline, and each of its components alone) and, when
 ``../shared/hub-snapshots`` is present, every snapshot whose pipeline is supported (as a pipeline)
 and every snapshot component whose class is supported (alone). A case mutates one key of one
-component's config (a top-level key, a key of a nested dict, or one element of a list) with one of
-:data:`MUTATIONS`, then runs ``estimate_configs`` on it (and on the untouched rest of the pipeline).
+component's config or of ``model_index.json`` (a top-level key, a key of a nested dict, one element
+of a list, or a key the class defaults) with one of :data:`MUTATIONS` or deletes it, then runs
+``estimate_configs`` on it (and on the untouched rest of the pipeline) under one of :data:`SETTINGS`.
 
 A case passes when it raises a :class:`flopcalc.errors.FlopcalcError` whose message is one line,
 or returns a report whose every count is an exact ``int``, none negative, the totals positive.
@@ -36,12 +37,20 @@ if not SNAPSHOTS.is_dir():
 MUTATIONS: tuple[tuple[str, Any], ...] = (
     ("none", None), ("negative", -1), ("zero", 0), ("one", 1), ("large", 100_000), ("million", 10**6),
     ("huge", 10**9), ("astronomic", 10**30), ("negative-huge", -(10**18)),
-    ("string", "abc"), ("numeric-string", "64"), ("float", 1.5), ("nan", float("nan")), ("inf", float("inf")),
-    ("true", True), ("false", False), ("list", [1, 2]), ("empty-list", []), ("nested", {"a": 1}),
+    ("string", "abc"), ("numeric-string", "64"), ("empty-string", ""), ("float", 1.5), ("whole-float", 64.0),
+    ("nan", float("nan")), ("inf", float("inf")), ("true", True), ("false", False), ("list", [1, 2]),
+    ("empty-list", []), ("string-list", ["a", "b"]), ("nested-list", [[1], [2]]), ("long-list", list(range(1, 41))),
+    ("nested", {"a": 1}), ("empty-object", {}),
 )
+#: Changes relative to the value there (plausible sizes that may break consistency between keys):
+#: ints and lists of ints scaled or shifted, lists grown or shortened by one entry.
+RELATIVE = ("double", "halve", "plus-one", "minus-one", "append", "drop-last")
 
 #: Settings a case runs under (the pipeline's defaults, and the options that change which keys are read).
-SETTINGS: tuple[dict[str, Any], ...] = ({}, {"vae_tiling": True}, {"strength": 0.5})
+SETTINGS: tuple[dict[str, Any], ...] = (
+    {}, {}, {"vae_tiling": True}, {"strength": 0.5}, {"height": 512, "width": 768}, {"num_frames": 9},
+    {"negative_prompt": True, "true_cfg_scale": 4.0, "guidance_scale": 5.0}, {"max_sequence_length": 64},
+)
 
 TIME_LIMIT_S = 10.0
 MEMORY_LIMIT_BYTES = 2 * 1024**3
@@ -130,11 +139,17 @@ def make_cases(sources: list[Source], n: int, seed: int) -> list[dict]:
     cases = []
     for _ in range(n):
         src = rng.choice(sources)
-        comp = rng.choice(sorted(src.components))
-        cfg = src.components[comp]
+        comp = rng.choice(sorted(src.components) + (["model_index.json"] if src.model_index else []))
+        cfg = src.model_index if comp == "model_index.json" else src.components[comp]
         places = key_paths(cfg) + defaulted_keys(cfg)
         path = list(rng.choice(places))
-        kind, value = ("delete", None) if rng.random() < 0.12 else rng.choice(MUTATIONS)
+        roll = rng.random()
+        if roll < 0.1:
+            kind, value = "delete", None
+        elif roll < 0.3:
+            kind, value = rng.choice(RELATIVE), None
+        else:
+            kind, value = rng.choice(MUTATIONS)
         cases.append({"source": src.label, "component": comp, "path": path, "kind": kind, "value": value,
                       "settings": rng.choice(SETTINGS)})
     return cases
@@ -151,14 +166,31 @@ def mutate(config: dict, path: list, kind: str, value: Any) -> dict:
             del target[last]
         else:
             target.pop(last, None)
+    elif kind in RELATIVE:
+        if isinstance(target, dict) and last not in target:
+            return out
+        target[last] = _relative(kind, target[last])
     else:
         target[last] = value
     return out
 
 
+def _relative(kind: str, value: Any) -> Any:
+    if isinstance(value, list):
+        if kind == "append":
+            return value + value[-1:]
+        if kind == "drop-last":
+            return value[:-1]
+        return [_relative(kind, v) for v in value]
+    if isinstance(value, bool) or not isinstance(value, int):
+        return value
+    return {"double": value * 2, "halve": value // 2, "plus-one": value + 1, "minus-one": value - 1}.get(kind, value)
+
+
 def describe(case: dict) -> str:
     where = "/".join(str(p) for p in case["path"])
-    what = "deleted" if case["kind"] == "delete" else f"= {case['value']!r}"
+    what = ("deleted" if case["kind"] == "delete" else case["kind"] if case["kind"] in RELATIVE
+            else f"= {case['value']!r}")
     return f"{case['source']} {case['component']}.{where} {what} settings={case['settings']}"
 
 
@@ -204,10 +236,13 @@ def _serve() -> None:
     for line in sys.stdin:
         case = json.loads(line)
         src = sources[case["source"]]
-        comps = dict(src.components)
-        comps[case["component"]] = mutate(comps[case["component"]], case["path"], case["kind"], case["value"])
+        comps, index = dict(src.components), src.model_index
+        if case["component"] == "model_index.json":
+            index = mutate(index, case["path"], case["kind"], case["value"])
+        else:
+            comps[case["component"]] = mutate(comps[case["component"]], case["path"], case["kind"], case["value"])
         try:
-            report = estimate_configs(src.model_index, comps, Settings(**case["settings"]))
+            report = estimate_configs(index, comps, Settings(**case["settings"]))
             problem = check_report(report)
             verdict = {"ok": problem is None, "why": problem or "valid report"}
         except FlopcalcError as e:

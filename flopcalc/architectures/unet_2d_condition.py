@@ -114,22 +114,24 @@ def _embeddings(config: Config, c0: int, text_tokens: Any) -> tuple[list[Node], 
                   + ((Node("cond_proj", ops.linear(0, config["time_cond_proj_dim"], c0, bias=False)),)
                      if config["time_cond_proj_dim"] else ()))]
     kind, n_classes = config["class_embed_type"], config["num_class_embeds"]
-    proj_dim = config["projection_class_embeddings_input_dim"]
+
+    def proj_dim() -> int:  # required by the projection class embeddings and text_time, as the real __init__
+        return positive_int(config, "projection_class_embeddings_input_dim")
     if kind is None and n_classes is not None:
         nodes.append(Node("class_embedding", ops.embedding(n_classes, ted)))
     elif kind == "timestep":
         nodes.append(mlp_embedder("class_embedding", c0, ted))
     elif kind == "projection":
-        nodes.append(mlp_embedder("class_embedding", proj_dim, ted))
+        nodes.append(mlp_embedder("class_embedding", proj_dim(), ted))
     elif kind == "simple_projection":
-        nodes.append(Node("class_embedding", ops.linear(1, proj_dim, ted)))
+        nodes.append(Node("class_embedding", ops.linear(1, proj_dim(), ted)))
     elif kind not in (None, "identity"):
         raise UnknownArchitectureError(f"{config.component}: class_embed_type {kind!r} is not supported yet.")
     if config["addition_embed_type"] == "text_time":
-        nodes.append(mlp_embedder("add_embedding", proj_dim, ted))
+        nodes.append(mlp_embedder("add_embedding", proj_dim(), ted))
     if config["encoder_hid_dim_type"] == "text_proj" or (config["encoder_hid_dim"] and not config["encoder_hid_dim_type"]):
         cad = config["cross_attention_dim"]
-        nodes.append(Node("encoder_hid_proj", ops.linear(text_tokens, config["encoder_hid_dim"],
+        nodes.append(Node("encoder_hid_proj", ops.linear(text_tokens, positive_int(config, "encoder_hid_dim"),
                                                          cad if isinstance(cad, int) else cad[0])))
     return nodes, ted
 
@@ -137,7 +139,7 @@ def _embeddings(config: Config, c0: int, text_tokens: Any) -> tuple[list[Node], 
 #: Every config key ``UNet2DConditionModel`` reads (assemblers and pipeline plan), as
 #: :func:`flopcalc.config.declare_keys` validates it.
 declare_keys("UNet2DConditionModel", {
-    "sample_size": SIZE | ListOf(SIZE, lo=2, hi=2) | NULL, "in_channels": SIZE, "out_channels": COUNT,
+    "sample_size": SIZE | ListOf(SIZE, lo=2, hi=2), "in_channels": SIZE, "out_channels": COUNT,
     "down_block_types": NAMES, "mid_block_type": TEXT | NULL, "up_block_types": NAMES,
     "only_cross_attention": FLAG | FLAGS, "block_out_channels": SIZES, "layers_per_block": LAYERS | LAYER_COUNTS,
     "downsample_padding": Int(0, MAX_WIDTH), "norm_num_groups": SIZE | NULL,
