@@ -23,6 +23,7 @@ LIMITS: dict[str, tuple[int, str]] = {
     "batch_size": (4096, "prompts"),
     "num_images_per_prompt": (4096, "images per prompt"),
     "max_sequence_length": (1 << 20, "tokens"),
+    "tiles": (65536, "tiles per VAE call"),
 }
 LARGE_FACTOR = 16
 ALLOW_LARGE = "FLOPCALC_ALLOW_LARGE"
@@ -38,14 +39,23 @@ def limit(name: str) -> int:
     return bound * LARGE_FACTOR if allow_large() else bound
 
 
+def _beyond(name: str, value: int, what: str) -> FlopcalcError:
+    hint = f"; set {ALLOW_LARGE}=1 to allow up to {LIMITS[name][0] * LARGE_FACTOR}" if not allow_large() else ""
+    return FlopcalcError(f"{what} {value} is beyond flopcalc's budget of {limit(name)} {LIMITS[name][1]}{hint}")
+
+
+def check_tiles(count: int, what: str) -> None:
+    """A tiled call's tile count within the budget (a tiny tile size on a large image)."""
+    if count > limit("tiles"):
+        raise _beyond("tiles", count, what)
+
+
 def check_settings(settings: Any) -> None:
     """Every bounded setting within its budget, and the guidance scales finite numbers."""
-    for name, (_, unit) in LIMITS.items():
+    for name in LIMITS:
         value = getattr(settings, name, None)
         if isinstance(value, int) and not isinstance(value, bool) and value > limit(name):
-            hint = (f"; set {ALLOW_LARGE}=1 to allow up to {LIMITS[name][0] * LARGE_FACTOR}" if not allow_large()
-                    else "")
-            raise FlopcalcError(f"{name} {value} is beyond flopcalc's budget of {limit(name)} {unit}{hint}")
+            raise _beyond(name, value, name)
     for name in ("guidance_scale", "true_cfg_scale", "strength"):
         value = getattr(settings, name, None)
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))

@@ -111,6 +111,7 @@ class _Registered:
     builder: InputBuilder
     settings: tuple[str, ...]
     calls: tuple[str, ...]
+    optional: tuple[str, ...] = ()
 
 
 #: Class name -> input builder. Add a class by decorating one function with :func:`input_builder`.
@@ -118,19 +119,21 @@ INPUT_BUILDERS: dict[str, _Registered] = {}
 
 
 def input_builder(
-    *class_names: str, settings: tuple[str, ...], calls: tuple[str, ...] = ("forward",)
+    *class_names: str, settings: tuple[str, ...], calls: tuple[str, ...] = ("forward",),
+    optional: tuple[str, ...] = (),
 ) -> Callable[[InputBuilder], InputBuilder]:
     """Register ``fn`` as the input builder of ``class_names``.
 
     ``settings`` names the pipeline-level settings it reads (they are required and recorded in
-    the fixture); ``calls`` the measurable calls it supports.
+    the fixture); ``optional`` those it reads when given (recorded only then); ``calls`` the
+    measurable calls it supports.
     """
 
     def register(fn: InputBuilder) -> InputBuilder:
         for name in class_names:
             if name in INPUT_BUILDERS:
                 raise ValueError(f"duplicate input builder for {name}")
-            INPUT_BUILDERS[name] = _Registered(fn, settings, calls)
+            INPUT_BUILDERS[name] = _Registered(fn, settings, calls, optional)
         return fn
 
     return register
@@ -190,10 +193,18 @@ def _sd3_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict[str, 
     }
 
 
-@input_builder("AutoencoderKL", settings=("height", "width"), calls=("decode", "encode"))
+@input_builder("AutoencoderKL", settings=("height", "width"), calls=("decode", "encode"), optional=("vae_tiling",))
 def _autoencoder_kl_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict[str, TensorSpec]:
     """decode: z (1, latent_channels, H/f, W/f) with f = 2**(len(block_out_channels)-1);
-    encode: x (1, in_channels, H, W)."""
+    encode: x (1, in_channels, H, W). ``vae_tiling`` 1 (optional) calls ``enable_tiling()`` first
+    (tiles of the config's ``sample_size``, overlap factor 0.25): ``tiled_decode`` /
+    ``_tiled_encode`` run when a side exceeds the tile."""
+    if s.get("vae_tiling"):
+        model.enable_tiling()
+        model._measure_notes = [(
+            "vae.enable_tiling() was called before measuring (tile size: the config's sample_size, overlap "
+            "factor 0.25): tiled_decode / _tiled_encode ran."
+        )]
     if call == "encode":
         return {"x": _f32(1, _cfg(model, "in_channels"), s["height"], s["width"])}
     factor = 2 ** (len(_cfg(model, "block_out_channels")) - 1)
@@ -302,7 +313,7 @@ def build_inputs(
     missing = [k for k in reg.settings if k not in settings]
     if missing:
         raise KeyError(f"{type(model).__name__} needs settings {missing}")
-    used = {k: int(settings[k]) for k in reg.settings}
+    used = {k: int(settings[k]) for k in (*reg.settings, *reg.optional) if k in settings}
     return reg.builder(model, call, used), used
 
 

@@ -217,10 +217,18 @@ def text_runs(components, encoders: list[tuple[str, int]], prompts_encoded: int,
 def vae_runs(components, s: Settings, images: int, latent_h: int, latent_w: int,
              latent_frames: int | None = None) -> list[ComponentRun]:
     """The VAE decoding each image (video: each clip of ``latent_frames`` latent frames) once,
-    and, for image-to-image, encoding each input image (clip of ``num_frames``) once."""
+    and, for image-to-image, encoding each input image (clip of ``num_frames``) once; an image VAE
+    with ``vae_tiling`` in tiles, as ``vae.enable_tiling()`` makes it (:mod:`.image_vae_tiling`)."""
     if "vae" not in components:
         return []
     cls = component_class(components, "vae") or "?"
+    if s.vae_tiling and latent_frames is None:
+        from flopcalc.pipelines.image_vae_tiling import tiled_image_vae_runs
+
+        tiled = tiled_image_vae_runs(components["vae"], cls, images, s.batch_size, latent_h, latent_w, s.height,
+                                     s.width, encode=s.strength is not None)
+        if tiled is not None:
+            return tiled
     what = "video(s)" if latent_frames is not None else "image(s)"
     runs = [ComponentRun("vae", cls, "decode", "vae_decoder",
                          RunShape(latent_height=latent_h, latent_width=latent_w, latent_frames=latent_frames),

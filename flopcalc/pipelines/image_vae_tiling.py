@@ -1,0 +1,56 @@
+"""``vae.enable_tiling()`` on the ``AutoencoderKL`` of the image pipelines (``--vae-tiling``).
+
+The pipelines call ``vae.decode(latents)`` (and ``vae.encode(image)`` for image-to-image); with
+``use_tiling`` set, ``_decode`` / ``_encode`` split the call into overlapping tiles when a side
+exceeds the tile size (``AutoencoderKL.tiled_decode`` / ``_tiled_encode``). Each tile is a whole
+decode (encode) of its own extent, so the plan holds one run per distinct tile shape, ``count ×
+images`` times; the tile grid is :func:`flopcalc.architectures.autoencoder_kl.decode_tiles` /
+:func:`~flopcalc.architectures.autoencoder_kl.encode_tiles`. When the latent fits one tile the VAE
+decodes it whole, and so does the plan.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Mapping
+
+from flopcalc.errors import FlopcalcError
+from flopcalc.registry import RunShape
+
+#: The VAE classes whose tiling this module plans.
+TILED_CLASSES = ("AutoencoderKL",)
+
+
+def tiled_image_vae_runs(vae: Mapping[str, Any], cls: str, images: int, inputs: int, latent_h: Any, latent_w: Any,
+                         height: Any, width: Any, encode: bool) -> list | None:
+    """The decode runs (and, with ``encode``, the encode runs first) of a tiled ``AutoencoderKL``, or
+    None for a class this module does not tile."""
+    from flopcalc.architectures import autoencoder_kl
+    from flopcalc.pipelines.base import ComponentRun
+
+    if cls not in TILED_CLASSES:
+        return None
+    if type(latent_h) is not int or type(latent_w) is not int:  # tracked: a symbolic plan
+        raise FlopcalcError("a tiled VAE has no closed-form law in H and W (its tile count steps with the size): "
+                            "use the numeric estimate, or leave --vae-tiling off")
+
+    def runs(call: str, role: str, grid: Counter | None, whole: tuple[int, int], count: int, what: str,
+             unit: str) -> list:
+        if grid is None:
+            shape = _shape(call, *whole)
+            return [ComponentRun("vae", cls, call, role, shape, count,
+                                 f"{count} {what} (tiling on, but it fits one tile: {call}d whole, as the VAE does)")]
+        return [ComponentRun("vae", cls, call, role, _shape(call, th, tw), n * count,
+                             f"{n} tile(s) of {th}×{tw} {unit} × {count} {what}")
+                for (th, tw), n in sorted(grid.items(), reverse=True)]
+
+    out = runs("decode", "vae_decoder", autoencoder_kl.decode_tiles(vae, latent_h, latent_w), (latent_h, latent_w),
+               images, "image(s)", "latent")
+    if encode:
+        out[:0] = runs("encode", "vae_encoder", autoencoder_kl.encode_tiles(vae, height, width), (height, width),
+                       inputs, "input image(s)", "px")
+    return out
+
+
+def _shape(call: str, h: int, w: int) -> RunShape:
+    return RunShape(latent_height=h, latent_width=w) if call == "decode" else RunShape(height=h, width=w)
