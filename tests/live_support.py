@@ -23,7 +23,8 @@ import measure  # noqa: E402
 
 print(f"\nflopcalc live tests: FLOPCALC_SEED={SEED}")
 
-__all__ = ["REPO", "SEED", "assert_matches_measurement", "assert_runs_match", "check_plan", "measure", "random_size", "write_config"]
+__all__ = ["REPO", "SEED", "assert_matches_measurement", "assert_runs_match", "check_plan", "measure", "random_size",
+           "write_config"]
 
 
 def write_config(tmp_path: Path, name: str, config: dict) -> Path:

@@ -97,7 +97,8 @@ declare_keys("AutoencoderDC", {
     "encoder_block_out_channels": SIZES, "decoder_block_out_channels": SIZES,
     "encoder_layers_per_block": LAYER_COUNTS, "decoder_layers_per_block": LAYER_COUNTS,
     "encoder_block_types": TEXT | NAMES, "decoder_block_types": TEXT | NAMES,
-    "encoder_qkv_multiscales": ListOf(ListOf(SIZE, lo=0), lo=0), "decoder_qkv_multiscales": ListOf(ListOf(SIZE, lo=0), lo=0),
+    "encoder_qkv_multiscales": ListOf(ListOf(SIZE, lo=0), lo=0),
+    "decoder_qkv_multiscales": ListOf(ListOf(SIZE, lo=0), lo=0),
     "decoder_norm_types": TEXT | NAMES, "downsample_block_type": TEXT, "upsample_block_type": TEXT,
 })
 

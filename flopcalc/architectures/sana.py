@@ -49,7 +49,8 @@ def _time_embed(dim: int, guidance_embeds: bool) -> Node:
 declare_keys("SanaTransformer2DModel", {
     "in_channels": SIZE, "out_channels": SIZE | NULL, "num_attention_heads": SIZE, "attention_head_dim": SIZE,
     "num_layers": DEPTH, "num_cross_attention_heads": SIZE | NULL, "cross_attention_head_dim": SIZE | NULL,
-    "cross_attention_dim": SIZE | NULL, "caption_channels": SIZE, "mlp_ratio": RATIO, "dropout": Real(0.0, 1.0, closed=True),
+    "cross_attention_dim": SIZE | NULL, "caption_channels": SIZE, "mlp_ratio": RATIO,
+    "dropout": Real(0.0, 1.0, closed=True),
     "attention_bias": FLAG, "sample_size": SIZE, "patch_size": SIZE, "norm_elementwise_affine": FLAG,
     "guidance_embeds": FLAG, "qk_norm": TEXT | NULL,
 })

@@ -83,8 +83,15 @@ def _per_block(value: Any, n: int, key: str, component: str) -> list:
     return [value] * n
 
 
-def _per_layer(value: Any, n: int) -> list[int]:
-    return list(value) if isinstance(value, (list, tuple)) else [value] * n
+def _per_layer(value: Any, n: int, key: str, component: str) -> list[int]:
+    """Transformer depths of a block's ``n`` attention layers: one int for all, or a list whose first
+    ``n`` entries the block reads (``transformer_layers_per_block[i] for i in range(num_layers)``)."""
+    if not isinstance(value, (list, tuple)):
+        return [value] * n
+    if len(value) < n:
+        raise ConfigError(f"{component}/config.json: {key!r} lists {len(value)} transformer depth(s) for a block "
+                          f"of {n} layers; expected at least {n}")
+    return list(value[:n])
 
 
 def _unsupported(config: Config) -> None:
@@ -176,7 +183,8 @@ def unet_2d_condition(config: Config, shape: RunShape) -> Node:
     cross = _per_block(config["cross_attention_dim"], nb, "cross_attention_dim", comp)
     lpb = _per_block(config["layers_per_block"], nb, "layers_per_block", comp)
     tlpb = _per_block(config["transformer_layers_per_block"], nb, "transformer_layers_per_block", comp)
-    rev_tlpb = config["reverse_transformer_layers_per_block"] or list(reversed(tlpb))
+    rev_tlpb = (_per_block(config["reverse_transformer_layers_per_block"], nb, "reverse_transformer_layers_per_block",
+                           comp) if config["reverse_transformer_layers_per_block"] else list(reversed(tlpb)))
     linear = bool(config["use_linear_projection"])
     scale_shift = config["resnet_time_scale_shift"] == "scale_shift"
     t = shape.text_len
@@ -202,7 +210,8 @@ def unet_2d_condition(config: Config, shape: RunShape) -> Node:
             resnet_channels=[(c_in if j == 0 else c_out, c_out) for j in range(lpb[i])], height=hh, width=ww,
             temb_channels=temb, scale_shift=scale_shift,
             attention=attn(i) if kind == "CrossAttnDownBlock2D" else None,
-            transformer_layers=_per_layer(tlpb[i], lpb[i]), sampler=sampler, sampler_name="downsamplers",
+            transformer_layers=_per_layer(tlpb[i], lpb[i], "transformer_layers_per_block", comp),
+            sampler=sampler, sampler_name="downsamplers",
             formula=kind,
         ))
 
@@ -212,7 +221,7 @@ def unet_2d_condition(config: Config, shape: RunShape) -> Node:
     mid = None
     if config["mid_block_type"] == "UNetMidBlock2DCrossAttn":
         res = resnet_block(top, top, hm, wm, temb_channels=temb, scale_shift=scale_shift)
-        layers = _per_layer(tlpb[-1], 1)
+        layers = _per_layer(tlpb[-1], 1, "transformer_layers_per_block", comp)
         mid = Node("mid_block", children=(
             module_list("attentions", [spatial_transformer(top, height=hm, width=wm, layers=k, **attn(nb - 1))
                                        for k in layers]),
@@ -237,7 +246,8 @@ def unet_2d_condition(config: Config, shape: RunShape) -> Node:
             height=hh, width=ww, temb_channels=temb, scale_shift=scale_shift,
             attention={"heads": rev_heads[i], "context_tokens": t, "context_dim": rev_cross[i],
                        "linear_projection": linear} if kind == "CrossAttnUpBlock2D" else None,
-            transformer_layers=_per_layer(rev_tlpb[i], layers), sampler=sampler, sampler_name="upsamplers",
+            transformer_layers=_per_layer(rev_tlpb[i], layers, "reverse_transformer_layers_per_block", comp),
+            sampler=sampler, sampler_name="upsamplers",
             formula=kind,
         ))
 
