@@ -260,7 +260,10 @@ def encoder_positions(frames: Any, height: Any, width: Any, levels: int, tempora
 
 def _tile_starts(size: int, stride: int) -> range:
     if stride <= 0:
-        raise ValueError(f"a tile stride of {stride}: the tile is too small for its overlap")
+        from flopcalc.errors import ConfigError
+
+        raise ConfigError(f"a tile stride of {stride}: the VAE's tile (sample_height / sample_width) is too small "
+                          "for its overlap")
     return range(0, size, stride)
 
 

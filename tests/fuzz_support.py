@@ -9,8 +9,11 @@ of a list, or a key the class defaults) with one of :data:`MUTATIONS` or deletes
 ``estimate_configs`` on it (and on the untouched rest of the pipeline) under one of :data:`SETTINGS`.
 
 A case passes when it raises a :class:`flopcalc.errors.FlopcalcError` whose message is one line,
-or returns a report whose every count is an exact ``int``, none negative, the totals positive.
-Anything else (another exception, a hang past the time limit, the memory limit hit) fails.
+or returns a report whose every count is an exact ``int``, none negative, the totals positive, and
+that renders as a table, JSON and CSV. Anything else (another exception, a hang past the time
+limit, the memory limit hit) fails. A verdict says ``net`` when the error came from the last line
+of defence (:class:`flopcalc.errors.UnbuildableConfigError`: a formula failed on a value no
+declaration caught): clean for a user, and worth a declaration.
 
 Run as a module (``python tests/fuzz_support.py``) it is the worker: one JSON case per stdin line,
 one JSON verdict per stdout line.
@@ -106,11 +109,11 @@ def _runs(model_index: dict | None, components: dict[str, dict]) -> bool:
 
 
 def key_paths(config: dict) -> list[tuple]:
-    """Mutable places of a config: top-level keys (bookkeeping ``_``-keys aside), keys of nested
-    dicts one level down, and list elements (first and last)."""
+    """Mutable places of a config: top-level keys (bookkeeping ``_``-keys aside, but the class name),
+    keys of nested dicts one level down, and list elements (first and last)."""
     paths: list[tuple] = []
     for key, value in config.items():
-        if key.startswith("_"):
+        if key.startswith("_") and key != "_class_name":
             continue
         paths.append((key,))
         if isinstance(value, dict):
@@ -228,8 +231,9 @@ def _serve() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT_BYTES, MEMORY_LIMIT_BYTES))
     sys.setrecursionlimit(10_000)
     from flopcalc.api import estimate_configs
-    from flopcalc.errors import FlopcalcError
+    from flopcalc.errors import FlopcalcError, UnbuildableConfigError
     from flopcalc.pipelines import Settings
+    from flopcalc.report import render
 
     sources = {s.label: s for s in corpus()}
     print(json.dumps({"ready": sorted(sources)}), flush=True)
@@ -244,11 +248,14 @@ def _serve() -> None:
         try:
             report = estimate_configs(index, comps, Settings(**case["settings"]))
             problem = check_report(report)
+            for fmt in ("table", "json", "csv"):  # every output renders
+                render(report, fmt, per_block=True)
             verdict = {"ok": problem is None, "why": problem or "valid report"}
         except FlopcalcError as e:
             msg = str(e)
             one_line = bool(msg.strip()) and "\n" not in msg.strip()
-            verdict = {"ok": one_line, "why": f"FlopcalcError: {msg}" if one_line else f"not one line: {msg!r}"}
+            verdict = {"ok": one_line, "why": f"FlopcalcError: {msg}" if one_line else f"not one line: {msg!r}",
+                       "net": isinstance(e, UnbuildableConfigError)}
         except MemoryError:
             verdict = {"ok": False, "why": f"MemoryError (over {MEMORY_LIMIT_BYTES // 2**20} MiB)"}
         except BaseException as e:  # noqa: BLE001 — any other exception is the finding

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flopcalc.config import (
-    FLAG, LAYERS, NAMES, SIZE, SIZES, Config, check_block_types, count_int, declare_keys, positive_int,
+    Choice, FLAG, LAYERS, NAMES, SIZE, SIZES, Config, check_block_types, count_int, declare_keys, positive_int,
     positive_int_list,
 )
 from flopcalc.cost import Node
@@ -163,7 +163,8 @@ declare_keys("AutoencoderKLHunyuanVideo", {
     "in_channels": SIZE, "out_channels": SIZE, "latent_channels": SIZE, "block_out_channels": SIZES,
     "layers_per_block": LAYERS, "down_block_types": NAMES, "up_block_types": NAMES,
     "mid_block_add_attention": FLAG, "norm_num_groups": SIZE,
-    "spatial_compression_ratio": SIZE, "temporal_compression_ratio": SIZE,
+    "spatial_compression_ratio": Choice(*(2**k for k in range(11))),  # a power of 2
+    "temporal_compression_ratio": Choice(4),  # the only ratio HunyuanVideoDecoder3D builds
 })
 
 

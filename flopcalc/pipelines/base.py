@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
 from flopcalc.config import class_name_of, validate_components
-from flopcalc.errors import ConfigError, FlopcalcError, ResolutionError
+from flopcalc.errors import ConfigError, FlopcalcError, ResolutionError, unbuildable
 from flopcalc.limits import check_settings
 from flopcalc.registry import RunShape
 
@@ -94,13 +94,15 @@ def plan(model_index: Mapping[str, Any] | None, components: Mapping[str, Mapping
     validate_components(components)
     if model_index is not None:
         name = model_index.get("_class_name")
-        if name not in _PIPELINES:
+        if not isinstance(name, str) or name not in _PIPELINES:
             raise FlopcalcError(
                 f"pipeline {name!r} is not supported (supported: {', '.join(sorted(_PIPELINES))}); "
                 f"estimate a component alone by passing its config.json."
             )
-        return _PIPELINES[name](components, settings, index=model_index)
-    return _standalone(components, settings)
+        with unbuildable("model_index.json", name, "pipeline plan"):
+            return _PIPELINES[name](components, settings, index=model_index)
+    with unbuildable(next(iter(components), "model"), None, "plan"):
+        return _standalone(components, settings)
 
 
 # --------------------------------------------------------------------------- shared pieces
