@@ -165,7 +165,7 @@ def estimate_configs(
     for group in _same_call_groups(p.runs):
         run = group[0]
         cfg = components[run.component]
-        trees = [assemble(cfg, r.shape, component=r.component, call=r.call) for r in group]
+        trees = [assemble(cfg, r.shape, component=r.component, call=r.call, validated=True) for r in group]
         if run.component not in params:
             params[run.component] = component_params(cfg, component=run.component, assembled=trees[0],
                                                      call=run.call)

@@ -260,6 +260,8 @@ class Config:
     defaults: Mapping[str, Any] = field(default_factory=dict)
     #: the declared keys (a nested config's, from its parent's :class:`Nested`); None: its class's
     keys: Mapping[str, Spec] | None = None
+    #: True when :func:`validate_components` already checked ``values`` (a plan ran on them): reads skip the check
+    validated: bool = False
 
     @property
     def class_name(self) -> str | None:
@@ -280,12 +282,18 @@ class Config:
                     f"default for it: add the key, or use the model's original config.json."
                 )
             return value  # a class default: valid by construction
-        return value if spec is None else check_value(self.component, self.class_name, key, value, spec)
+        if spec is None or self.validated:
+            return value
+        return check_value(self.component, self.class_name, key, value, spec)
+
+    def __post_init__(self) -> None:
+        keys = self.keys if self.keys is not None else declared_keys(self.class_name)
+        object.__setattr__(self, "_declared", keys)
 
     @property
     def declared(self) -> Mapping[str, Spec] | None:
         """The keys this config's class (or, nested, its parent's :class:`Nested`) declares."""
-        return self.keys if self.keys is not None else declared_keys(self.class_name)
+        return self._declared
 
     def get(self, key: str, default: Any = None) -> Any:
         """``self[key]``, or ``default`` when neither the config nor the class defaults have it
@@ -297,7 +305,7 @@ class Config:
         return self[key]
 
     def with_defaults(self, defaults: Mapping[str, Any]) -> Config:
-        return Config(self.component, self.values, defaults, self.keys)
+        return Config(self.component, self.values, defaults, self.keys, self.validated)
 
 
 #: Legacy class names diffusers remaps by a config value when it loads them

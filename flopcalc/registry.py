@@ -97,13 +97,14 @@ def registered() -> list[Architecture]:
 
 
 def assemble(config_values: Mapping[str, Any], shape: RunShape, *, component: str, call: str = "forward",
-             class_name: str | None = None) -> Node:
-    """The cost tree of one component's ``call`` on ``shape``."""
+             class_name: str | None = None, validated: bool = False) -> Node:
+    """The cost tree of one component's ``call`` on ``shape``. ``validated``: the plan already
+    validated ``config_values`` (:func:`flopcalc.config.validate_components`), so reads need not."""
     from flopcalc.config import class_name_of
 
     arch = lookup(class_name or class_name_of(config_values), call, component=component)
     with unbuildable(component, arch.class_name, call):
-        return arch.assemble(Config(component, config_values, arch.defaults), shape)
+        return arch.assemble(Config(component, config_values, arch.defaults, validated=validated), shape)
 
 
 def component_params(config_values: Mapping[str, Any], *, component: str, assembled: Node | None = None,
