@@ -214,6 +214,8 @@ def nested_keys(spec: Spec | None) -> Mapping[str, Spec] | None:
 
 def declared_keys(class_name: str | None) -> Mapping[str, Spec] | None:
     """The keys ``class_name`` declares (None when it declares none)."""
+    if not _SCHEMAS:
+        import flopcalc.architectures  # noqa: F401  (each family module declares its keys on import)
     return _SCHEMAS.get(class_name or "")
 
 
