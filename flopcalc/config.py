@@ -169,8 +169,7 @@ class AnyOf(Spec):
 #: The specs most keys need.
 SIZE = Int(1, MAX_WIDTH)  # a width, channel count, dimension, head count, patch or sample size
 COUNT = Int(0, MAX_WIDTH)  # a size that may be 0 (an absent embedding)
-LAYERS = Int(0, MAX_LAYERS)  # layers or blocks in an optional stack (0: an empty stack)
-DEPTH = Int(1, MAX_LAYERS)  # layers of a model's main stack (a model has at least one)
+LAYERS = Int(0, MAX_LAYERS)  # layers or blocks in one stack (0: an empty stack, which the real classes build)
 POSITIONS = Int(1, MAX_POSITIONS)
 RATIO = Real(0.0, 1e3)  # a positive multiplier (mlp_ratio)
 FLAG = Flag()

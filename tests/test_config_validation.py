@@ -32,7 +32,7 @@ def test_message_names_component_class_key_value_and_expectation():
     msg = str(e.value)
     assert "\n" not in msg
     for part in ("transformer/config.json", "FluxTransformer2DModel", "'num_layers'", "-3",
-                 "expected a positive integer (at most 1024)"):
+                 "expected a non-negative integer (at most 1024)"):
         assert part in msg
 
 

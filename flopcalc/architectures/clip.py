@@ -8,7 +8,7 @@ the pooled (EOS) vector only. The causal mask does not reduce the dense attentio
 
 from __future__ import annotations
 
-from flopcalc.config import DEPTH, POSITIONS, SIZE, Config, count_int, declare_keys, positive_int
+from flopcalc.config import LAYERS, POSITIONS, SIZE, Config, count_int, declare_keys, positive_int
 from flopcalc.cost import Node, module_list
 from flopcalc.formulas import ops
 from flopcalc.formulas.kaplan_transformer import mlp, self_attention
@@ -50,7 +50,7 @@ def clip_text_model_with_projection(config: Config, shape: RunShape) -> Node:
 #: :func:`flopcalc.config.declare_keys` validates it.
 declare_keys(("CLIPTextModel", "CLIPTextModelWithProjection"), {
     "hidden_size": SIZE, "intermediate_size": SIZE, "max_position_embeddings": POSITIONS,
-    "num_attention_heads": SIZE, "num_hidden_layers": DEPTH, "vocab_size": SIZE, "projection_dim": SIZE,
+    "num_attention_heads": SIZE, "num_hidden_layers": LAYERS, "vocab_size": SIZE, "projection_dim": SIZE,
 })
 
 

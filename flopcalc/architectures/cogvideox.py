@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from flopcalc.config import (
-    DEPTH, FLAG, NULL, RATIO, SIZE, TEXT, Config, count_int, declare_keys, positive_int,
+    LAYERS, FLAG, NULL, RATIO, SIZE, TEXT, Config, count_int, declare_keys, positive_int,
 )
 from flopcalc.cost import Node, module_list
 from flopcalc.errors import ConfigError
@@ -89,7 +89,7 @@ def _optional_positive(config: Config, key: str) -> int | None:
 #: :func:`flopcalc.config.declare_keys` validates it.
 declare_keys("CogVideoXTransformer3DModel", {
     "num_attention_heads": SIZE, "attention_head_dim": SIZE, "in_channels": SIZE, "out_channels": SIZE,
-    "num_layers": DEPTH, "patch_size": SIZE, "patch_size_t": SIZE | NULL, "patch_bias": FLAG,
+    "num_layers": LAYERS, "patch_size": SIZE, "patch_size_t": SIZE | NULL, "patch_bias": FLAG,
     "text_embed_dim": SIZE, "time_embed_dim": SIZE, "ofs_embed_dim": SIZE | NULL,
     "activation_fn": TEXT, "attention_bias": FLAG, "norm_elementwise_affine": FLAG,
     "use_rotary_positional_embeddings": FLAG, "use_learned_positional_embeddings": FLAG,

@@ -7,9 +7,7 @@ Rotary embeddings (``FluxPosEmbed``) are elementwise and parameter-free.
 
 from __future__ import annotations
 
-from flopcalc.config import (
-    DEPTH, FLAG, LAYERS, NULL, SIZE, SIZES, Config, count_int, declare_keys, positive_int,
-)
+from flopcalc.config import FLAG, LAYERS, NULL, SIZE, SIZES, Config, count_int, declare_keys, positive_int
 from flopcalc.cost import Node, module_list
 from flopcalc.formulas import ops
 from flopcalc.formulas.conditioning import ada_layer_norm_continuous, mlp_embedder
@@ -39,7 +37,7 @@ PACKING = 2
 #: Every config key ``FluxTransformer2DModel`` reads (assemblers and pipeline plan), as
 #: :func:`flopcalc.config.declare_keys` validates it.
 declare_keys("FluxTransformer2DModel", {
-    "patch_size": SIZE, "in_channels": SIZE, "out_channels": SIZE | NULL, "num_layers": DEPTH,
+    "patch_size": SIZE, "in_channels": SIZE, "out_channels": SIZE | NULL, "num_layers": LAYERS,
     "num_single_layers": LAYERS, "attention_head_dim": SIZE, "num_attention_heads": SIZE,
     "joint_attention_dim": SIZE, "pooled_projection_dim": SIZE, "guidance_embeds": FLAG,
     "axes_dims_rope": SIZES,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flopcalc.config import DEPTH, FLAG, RATIO, SIZE, TEXT, Config, count_int, declare_keys, positive_int
+from flopcalc.config import LAYERS, FLAG, RATIO, SIZE, TEXT, Config, count_int, declare_keys, positive_int
 from flopcalc.cost import Node, module_list
 from flopcalc.errors import ConfigError, ResolutionError
 from flopcalc.formulas import ops
@@ -89,7 +89,7 @@ def _text_tokens(config: Config, shape: RunShape) -> Any:
 #: :func:`flopcalc.config.declare_keys` validates it.
 declare_keys("HunyuanDiT2DModel", {
     "num_attention_heads": SIZE, "attention_head_dim": SIZE, "in_channels": SIZE, "patch_size": SIZE,
-    "activation_fn": TEXT, "sample_size": SIZE, "hidden_size": SIZE, "num_layers": DEPTH, "mlp_ratio": RATIO,
+    "activation_fn": TEXT, "sample_size": SIZE, "hidden_size": SIZE, "num_layers": LAYERS, "mlp_ratio": RATIO,
     "learn_sigma": FLAG, "cross_attention_dim": SIZE, "cross_attention_dim_t5": SIZE,
     "pooled_projection_dim": SIZE, "text_len": SIZE, "text_len_t5": SIZE,
     "use_style_cond_and_image_meta_size": FLAG, "norm_type": TEXT,

@@ -23,7 +23,7 @@ from dataclasses import replace
 from typing import Any
 
 from flopcalc.config import (
-    DEPTH, FLAG, LAYERS, NULL, RATIO, SIZE, SIZES, TEXT, Config, count_int, declare_keys, positive_int,
+    FLAG, LAYERS, NULL, RATIO, SIZE, SIZES, TEXT, Config, count_int, declare_keys, positive_int,
 )
 from flopcalc.cost import Node, module_list
 from flopcalc.errors import ConfigError, FlopcalcError
@@ -91,7 +91,7 @@ def _mlp_ratio(config: Config) -> float:
 #: :func:`flopcalc.config.declare_keys` validates it.
 declare_keys("HunyuanVideoTransformer3DModel", {
     "in_channels": SIZE, "out_channels": SIZE, "num_attention_heads": SIZE, "attention_head_dim": SIZE,
-    "num_layers": DEPTH, "num_single_layers": LAYERS, "num_refiner_layers": LAYERS, "mlp_ratio": RATIO,
+    "num_layers": LAYERS, "num_single_layers": LAYERS, "num_refiner_layers": LAYERS, "mlp_ratio": RATIO,
     "patch_size": SIZE, "patch_size_t": SIZE, "qk_norm": TEXT, "guidance_embeds": FLAG,
     "text_embed_dim": SIZE, "pooled_projection_dim": SIZE, "image_condition_type": TEXT | NULL,
     "rope_axes_dim": SIZES,

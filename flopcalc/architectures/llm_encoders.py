@@ -23,7 +23,7 @@ from dataclasses import replace
 from typing import Any
 
 from flopcalc.config import (
-    DEPTH, FLAG, NULL, POSITIONS, RATIO, SIZE, Config, Nested, count_int, declare_keys, nested_keys,
+    FLAG, LAYERS, NULL, POSITIONS, RATIO, SIZE, Config, Nested, count_int, declare_keys, nested_keys,
     positive_int,
 )
 from flopcalc.cost import Node, module_list
@@ -75,20 +75,20 @@ BERT_DEFAULTS = {
 
 #: ``Qwen2_5_VLTextConfig`` keys (top level too: a config without ``text_config`` is read from there).
 QWEN2_5_VL_TEXT_KEYS = {
-    "vocab_size": SIZE, "hidden_size": SIZE, "intermediate_size": SIZE, "num_hidden_layers": DEPTH,
+    "vocab_size": SIZE, "hidden_size": SIZE, "intermediate_size": SIZE, "num_hidden_layers": LAYERS,
     "num_attention_heads": SIZE, "num_key_value_heads": SIZE | NULL, "tie_word_embeddings": FLAG,
     "max_position_embeddings": POSITIONS,
 }
 #: ``Qwen2_5_VLVisionConfig`` keys.
 QWEN2_5_VL_VISION_KEYS = {
-    "depth": DEPTH, "num_hidden_layers": DEPTH, "hidden_size": SIZE, "intermediate_size": SIZE,
+    "depth": LAYERS, "num_hidden_layers": LAYERS, "hidden_size": SIZE, "intermediate_size": SIZE,
     "in_channels": SIZE, "patch_size": SIZE, "temporal_patch_size": SIZE, "spatial_merge_size": SIZE,
     "out_hidden_size": SIZE, "num_heads": SIZE,
 }
 #: Every config key ``GemmaModel`` and ``Gemma2Model`` reads (assemblers and pipeline plan), as
 #: :func:`flopcalc.config.declare_keys` validates it.
 declare_keys(("GemmaModel", "Gemma2Model"), {
-    "vocab_size": SIZE, "hidden_size": SIZE, "intermediate_size": SIZE, "num_hidden_layers": DEPTH,
+    "vocab_size": SIZE, "hidden_size": SIZE, "intermediate_size": SIZE, "num_hidden_layers": LAYERS,
     "num_attention_heads": SIZE, "num_key_value_heads": SIZE | NULL, "head_dim": SIZE, "attention_bias": FLAG,
     "attn_logit_softcapping": RATIO | NULL, "max_position_embeddings": POSITIONS, "tie_word_embeddings": FLAG,
 })
@@ -96,7 +96,7 @@ declare_keys(("GemmaModel", "Gemma2Model"), {
 #: Every config key ``BertModel`` reads (assemblers and pipeline plan), as
 #: :func:`flopcalc.config.declare_keys` validates it.
 declare_keys("BertModel", {
-    "vocab_size": SIZE, "hidden_size": SIZE, "num_hidden_layers": DEPTH, "num_attention_heads": SIZE,
+    "vocab_size": SIZE, "hidden_size": SIZE, "num_hidden_layers": LAYERS, "num_attention_heads": SIZE,
     "intermediate_size": SIZE, "max_position_embeddings": POSITIONS, "type_vocab_size": SIZE,
     "is_decoder": FLAG, "add_cross_attention": FLAG,
 })

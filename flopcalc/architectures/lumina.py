@@ -38,7 +38,7 @@ most 384 patches a side.
 from __future__ import annotations
 
 from flopcalc.config import (
-    DEPTH, FLAG, LAYERS, NULL, RATIO, SIZE, Config, ListOf, count_int, declare_keys, positive_int,
+    FLAG, LAYERS, NULL, RATIO, SIZE, Config, ListOf, count_int, declare_keys, positive_int,
 )
 from flopcalc.cost import Node, module_list
 from flopcalc.errors import ConfigError, ResolutionError
@@ -140,7 +140,7 @@ def _check_lumina2_rope(config: Config, shape: RunShape, grid_h, grid_w, head_di
 #: :func:`flopcalc.config.declare_keys` validates it.
 declare_keys("Lumina2Transformer2DModel", {
     "sample_size": SIZE, "patch_size": SIZE, "in_channels": SIZE, "out_channels": SIZE | NULL,
-    "hidden_size": SIZE, "num_layers": DEPTH, "num_refiner_layers": LAYERS, "num_attention_heads": SIZE,
+    "hidden_size": SIZE, "num_layers": LAYERS, "num_refiner_layers": LAYERS, "num_attention_heads": SIZE,
     "num_kv_heads": SIZE, "multiple_of": SIZE, "ffn_dim_multiplier": RATIO | NULL, "cap_feat_dim": SIZE,
     "axes_dim_rope": ListOf(SIZE, lo=3, hi=3), "axes_lens": ListOf(SIZE, lo=3, hi=3),
 })
@@ -148,7 +148,7 @@ declare_keys("Lumina2Transformer2DModel", {
 #: Every config key ``LuminaNextDiT2DModel`` reads (assemblers and pipeline plan), as
 #: :func:`flopcalc.config.declare_keys` validates it.
 declare_keys("LuminaNextDiT2DModel", {
-    "sample_size": SIZE, "patch_size": SIZE, "in_channels": SIZE, "hidden_size": SIZE, "num_layers": DEPTH,
+    "sample_size": SIZE, "patch_size": SIZE, "in_channels": SIZE, "hidden_size": SIZE, "num_layers": LAYERS,
     "num_attention_heads": SIZE, "num_kv_heads": SIZE | NULL, "multiple_of": SIZE,
     "ffn_dim_multiplier": RATIO | NULL, "learn_sigma": FLAG, "qk_norm": FLAG, "cross_attention_dim": SIZE,
 })

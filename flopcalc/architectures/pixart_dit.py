@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from flopcalc.config import DEPTH, FLAG, NULL, SIZE, Choice, Config, count_int, declare_keys, positive_int
+from flopcalc.config import LAYERS, FLAG, NULL, SIZE, Choice, Config, count_int, declare_keys, positive_int
 from flopcalc.cost import Node, module_list
 from flopcalc.errors import ResolutionError
 from flopcalc.formulas import ops
@@ -56,7 +56,7 @@ def pixart_uses_additional_conditions(values) -> bool:
 #: :func:`flopcalc.config.declare_keys` validates it.
 declare_keys(("PixArtTransformer2DModel", "DiTTransformer2DModel"), {
     "num_attention_heads": SIZE, "attention_head_dim": SIZE, "in_channels": SIZE, "out_channels": SIZE | NULL,
-    "num_layers": DEPTH, "sample_size": SIZE, "patch_size": SIZE,
+    "num_layers": LAYERS, "sample_size": SIZE, "patch_size": SIZE,
     "activation_fn": Choice("geglu", "gelu", "gelu-approximate"), "num_embeds_ada_norm": SIZE | NULL,
     "norm_type": Choice("layer_norm", "ada_norm_single", "ada_norm_zero"), "norm_elementwise_affine": FLAG,
     "caption_channels": SIZE | NULL, "cross_attention_dim": SIZE | NULL, "attention_bias": FLAG,

@@ -11,7 +11,7 @@ linear back to ``p²·out_channels``.
 from __future__ import annotations
 
 from flopcalc.config import (
-    DEPTH, FLAG, NULL, RATIO, SIZE, TEXT, Config, Real, count_int, declare_keys, positive_int,
+    LAYERS, FLAG, NULL, RATIO, SIZE, TEXT, Config, Real, count_int, declare_keys, positive_int,
 )
 from flopcalc.cost import Node, module_list
 from flopcalc.errors import ConfigError
@@ -48,7 +48,7 @@ def _time_embed(dim: int, guidance_embeds: bool) -> Node:
 #: :func:`flopcalc.config.declare_keys` validates it.
 declare_keys("SanaTransformer2DModel", {
     "in_channels": SIZE, "out_channels": SIZE | NULL, "num_attention_heads": SIZE, "attention_head_dim": SIZE,
-    "num_layers": DEPTH, "num_cross_attention_heads": SIZE | NULL, "cross_attention_head_dim": SIZE | NULL,
+    "num_layers": LAYERS, "num_cross_attention_heads": SIZE | NULL, "cross_attention_head_dim": SIZE | NULL,
     "cross_attention_dim": SIZE | NULL, "caption_channels": SIZE, "mlp_ratio": RATIO,
     "dropout": Real(0.0, 1.0, closed=True),
     "attention_bias": FLAG, "sample_size": SIZE, "patch_size": SIZE, "norm_elementwise_affine": FLAG,

@@ -8,7 +8,7 @@ first block. ``shared`` (the token embedding) is tied to ``encoder.embed_tokens`
 
 from __future__ import annotations
 
-from flopcalc.config import DEPTH, SIZE, TEXT, Config, count_int, declare_keys, positive_int
+from flopcalc.config import LAYERS, SIZE, TEXT, Config, count_int, declare_keys, positive_int
 from flopcalc.cost import Node, module_list
 from flopcalc.formulas import ops
 from flopcalc.formulas.kaplan_transformer import mlp, self_attention
@@ -30,7 +30,7 @@ DEFAULTS = {
 #: Every config key ``T5EncoderModel`` reads (assemblers and pipeline plan), as
 #: :func:`flopcalc.config.declare_keys` validates it.
 declare_keys("T5EncoderModel", {
-    "vocab_size": SIZE, "d_model": SIZE, "d_kv": SIZE, "d_ff": SIZE, "num_layers": DEPTH, "num_heads": SIZE,
+    "vocab_size": SIZE, "d_model": SIZE, "d_kv": SIZE, "d_ff": SIZE, "num_layers": LAYERS, "num_heads": SIZE,
     "relative_attention_num_buckets": SIZE, "feed_forward_proj": TEXT,
 })
 

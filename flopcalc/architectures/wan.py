@@ -26,7 +26,7 @@ from math import prod
 from typing import Any
 
 from flopcalc.config import (
-    DEPTH, FLAG, NULL, SIZE, TEXT, Config, ListOf, count_int, declare_keys, positive_int,
+    LAYERS, FLAG, NULL, SIZE, TEXT, Config, ListOf, count_int, declare_keys, positive_int,
 )
 from flopcalc.cost import Node, module_list
 from flopcalc.errors import ConfigError, ResolutionError
@@ -89,7 +89,7 @@ def _refuse_image_conditioning(config: Config) -> None:
 declare_keys("WanTransformer3DModel", {
     "patch_size": ListOf(SIZE, lo=3, hi=3), "num_attention_heads": SIZE, "attention_head_dim": SIZE,
     "in_channels": SIZE, "out_channels": SIZE | NULL, "text_dim": SIZE, "freq_dim": SIZE, "ffn_dim": SIZE,
-    "num_layers": DEPTH, "cross_attn_norm": FLAG, "qk_norm": TEXT | NULL, "image_dim": SIZE | NULL,
+    "num_layers": LAYERS, "cross_attn_norm": FLAG, "qk_norm": TEXT | NULL, "image_dim": SIZE | NULL,
     "added_kv_proj_dim": SIZE | NULL, "rope_max_seq_len": SIZE, "pos_embed_seq_len": SIZE | NULL,
 })
 
