@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from flopcalc.config import (
-    LAYERS, FLAG, NULL, RATIO, SIZE, TEXT, Config, count_int, declare_keys, positive_int,
+    FLAG, LAYERS, NULL, RATIO, SIZE, TEXT, Config, count_int, declare_keys, positive_int,
 )
 from flopcalc.cost import Node, module_list
 from flopcalc.errors import ConfigError

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flopcalc.config import LAYERS, FLAG, RATIO, SIZE, TEXT, Config, count_int, declare_keys, positive_int
+from flopcalc.config import FLAG, LAYERS, RATIO, SIZE, TEXT, Config, count_int, declare_keys, positive_int
 from flopcalc.cost import Node, module_list
 from flopcalc.errors import ConfigError, ResolutionError
 from flopcalc.formulas import ops

@@ -90,9 +90,9 @@ def _mlp_ratio(config: Config) -> float:
 #: Every config key ``HunyuanVideoTransformer3DModel`` reads (assemblers and pipeline plan), as
 #: :func:`flopcalc.config.declare_keys` validates it.
 declare_keys("HunyuanVideoTransformer3DModel", {
-    "in_channels": SIZE, "out_channels": SIZE, "num_attention_heads": SIZE, "attention_head_dim": SIZE,
+    "in_channels": SIZE, "out_channels": SIZE | NULL, "num_attention_heads": SIZE, "attention_head_dim": SIZE,
     "num_layers": LAYERS, "num_single_layers": LAYERS, "num_refiner_layers": LAYERS, "mlp_ratio": RATIO,
-    "patch_size": SIZE, "patch_size_t": SIZE, "qk_norm": TEXT, "guidance_embeds": FLAG,
+    "patch_size": SIZE, "patch_size_t": SIZE, "qk_norm": TEXT | NULL, "guidance_embeds": FLAG,
     "text_embed_dim": SIZE, "pooled_projection_dim": SIZE, "image_condition_type": TEXT | NULL,
     "rope_axes_dim": SIZES,
 })

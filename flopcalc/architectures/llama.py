@@ -19,7 +19,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from flopcalc.config import LAYERS, FLAG, NULL, POSITIONS, SIZE, Config, count_int, declare_keys, positive_int
+from flopcalc.config import FLAG, LAYERS, NULL, POSITIONS, SIZE, Config, count_int, declare_keys, positive_int
 from flopcalc.cost import Node, module_list
 from flopcalc.errors import ConfigError
 from flopcalc.formulas import ops

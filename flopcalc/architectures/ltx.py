@@ -19,7 +19,7 @@ LTX-Video release: N = T·h·w), and ``L`` T5 tokens of ``caption_channels`` fea
 
 from __future__ import annotations
 
-from flopcalc.config import LAYERS, FLAG, SIZE, TEXT, Config, count_int, declare_keys, positive_int
+from flopcalc.config import FLAG, LAYERS, NULL, SIZE, TEXT, Config, count_int, declare_keys, positive_int
 from flopcalc.cost import Node, module_list
 from flopcalc.errors import ConfigError
 from flopcalc.formulas import ops
@@ -61,9 +61,9 @@ def video_tokens(config: Config, shape: RunShape):
 #: Every config key ``LTXVideoTransformer3DModel`` reads (assemblers and pipeline plan), as
 #: :func:`flopcalc.config.declare_keys` validates it.
 declare_keys("LTXVideoTransformer3DModel", {
-    "in_channels": SIZE, "out_channels": SIZE, "patch_size": SIZE, "patch_size_t": SIZE,
+    "in_channels": SIZE, "out_channels": SIZE | NULL, "patch_size": SIZE, "patch_size_t": SIZE,
     "num_attention_heads": SIZE, "attention_head_dim": SIZE, "cross_attention_dim": SIZE, "num_layers": LAYERS,
-    "activation_fn": TEXT, "qk_norm": TEXT, "norm_elementwise_affine": FLAG, "attention_bias": FLAG,
+    "activation_fn": TEXT, "qk_norm": TEXT | NULL, "norm_elementwise_affine": FLAG, "attention_bias": FLAG,
     "attention_out_bias": FLAG, "caption_channels": SIZE,
 })
 

@@ -141,7 +141,7 @@ def _check_lumina2_rope(config: Config, shape: RunShape, grid_h, grid_w, head_di
 declare_keys("Lumina2Transformer2DModel", {
     "sample_size": SIZE, "patch_size": SIZE, "in_channels": SIZE, "out_channels": SIZE | NULL,
     "hidden_size": SIZE, "num_layers": LAYERS, "num_refiner_layers": LAYERS, "num_attention_heads": SIZE,
-    "num_kv_heads": SIZE, "multiple_of": SIZE, "ffn_dim_multiplier": RATIO | NULL, "cap_feat_dim": SIZE,
+    "num_kv_heads": SIZE | NULL, "multiple_of": SIZE, "ffn_dim_multiplier": RATIO | NULL, "cap_feat_dim": SIZE,
     "axes_dim_rope": ListOf(SIZE, lo=3, hi=3), "axes_lens": ListOf(SIZE, lo=3, hi=3),
 })
 

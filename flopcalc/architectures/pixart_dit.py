@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from flopcalc.config import LAYERS, FLAG, NULL, SIZE, Choice, Config, count_int, declare_keys, positive_int
+from flopcalc.config import FLAG, LAYERS, NULL, SIZE, Choice, Config, count_int, declare_keys, positive_int
 from flopcalc.cost import Node, module_list
 from flopcalc.errors import ResolutionError
 from flopcalc.formulas import ops

@@ -19,7 +19,7 @@ tokens (Qwen2.5-VL hidden states of width ``joint_attention_dim``):
 
 from __future__ import annotations
 
-from flopcalc.config import LAYERS, FLAG, NULL, SIZE, SIZES, Config, count_int, declare_keys, positive_int
+from flopcalc.config import FLAG, LAYERS, NULL, SIZE, SIZES, Config, count_int, declare_keys, positive_int
 from flopcalc.cost import Node, module_list
 from flopcalc.formulas import ops
 from flopcalc.formulas.conditioning import ada_layer_norm_continuous, mlp_embedder

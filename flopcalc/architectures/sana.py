@@ -11,7 +11,7 @@ linear back to ``p²·out_channels``.
 from __future__ import annotations
 
 from flopcalc.config import (
-    LAYERS, FLAG, NULL, RATIO, SIZE, TEXT, Config, Real, count_int, declare_keys, positive_int,
+    FLAG, LAYERS, NULL, RATIO, SIZE, TEXT, Config, Real, count_int, declare_keys, positive_int,
 )
 from flopcalc.cost import Node, module_list
 from flopcalc.errors import ConfigError

@@ -26,7 +26,7 @@ from math import prod
 from typing import Any
 
 from flopcalc.config import (
-    LAYERS, FLAG, NULL, SIZE, TEXT, Config, ListOf, count_int, declare_keys, positive_int,
+    FLAG, LAYERS, NULL, SIZE, TEXT, Config, ListOf, count_int, declare_keys, positive_int,
 )
 from flopcalc.cost import Node, module_list
 from flopcalc.errors import ConfigError, ResolutionError
