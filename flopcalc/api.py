@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 from flopcalc.cost import CONVENTIONS, Cost, Node
-from flopcalc.errors import FlopcalcError, UnknownArchitectureError, UnplannedPipelineError
+from flopcalc.errors import ConfigError, FlopcalcError, UnknownArchitectureError, UnplannedPipelineError
 from flopcalc.pipelines import Plan, Settings, plan
 from flopcalc.registry import assemble, component_params, has_formula
 
@@ -177,8 +177,8 @@ def estimate_configs(
             measured_notes.append(note)
             continue
         try:
-            trees = [assemble(cfg, r.shape, component=r.component, call=r.call, class_name=r.built_class)
-                     for r in group]
+            trees = [assemble(cfg, r.shape, component=r.component, call=r.call, class_name=r.built_class,
+                              validated=True) for r in group]
         except UnknownArchitectureError as exc:
             raise _with_measure_hint(exc) from None
         if run.component not in params:
@@ -191,6 +191,7 @@ def estimate_configs(
             tree, runs, why = _merge_pieces(run.component, group, trees)
         estimates.append(ComponentEstimate(run.component, run.class_name, run.call, run.role, runs, why,
                                            params[run.component], shape, tree, convention))
+        _check_counts(estimates[-1])
     plan_notes = tuple(n for n in p.notes if not any(n.startswith(f"{name} is absent") for name in missing))
     return Report(model, source_kind, revision, p.pipeline, convention, p.settings, p.passes, tuple(estimates),
                   tuple(source_notes) + plan_notes + tuple(measured_notes), dict(config_origins or {}))
@@ -248,6 +249,19 @@ def _measured(cfg: Mapping[str, Any], group: list, settings: Settings, conventio
             f"formula; built from its config on the meta device and counted with FlopCounterMode in "
             f"{m.seconds:.2f} s (inputs from {inputs}); no block tree or elementwise estimate for it")
     return row, note
+
+
+def _check_counts(comp: ComponentEstimate) -> None:
+    """The last line of defence of every printed number: exact, non-negative, and positive where a
+    component runs (a config whose values pass validation but describe no work is refused)."""
+    from flopcalc.cost import invalid_count
+
+    where = invalid_count(comp.tree)
+    if where is None and isinstance(comp.macs_per_run, int) and comp.macs_per_run <= 0 < comp.runs:
+        where = f"{comp.macs_per_run} MACs per run"
+    if where is not None:
+        raise ConfigError(f"{comp.component}/config.json ({comp.class_name}): its values give {where} for "
+                          f"{comp.call}; check the config's sizes and counts, or use the model's original config.json.")
 
 
 def _same_call_groups(runs) -> list[list]:

@@ -191,3 +191,51 @@ def module_list(name: str, items: list[Node]) -> Node:
 
 def _same(a: Node, b: Node) -> bool:
     return a.total == b.total and a.formula == b.formula and len(a.children) == len(b.children)
+
+
+def invalid_count(node: Node) -> str | None:
+    """Where an exact (numeric) tree breaks the rules every count obeys: each cost field and each
+    repeat count a non-negative ``int`` (then every total, a sum of products of them, is one too).
+    None when it holds; symbolic entries (sympy expressions, tracked ints) are not judged. Shared
+    subtrees are checked once; paths are only traced when the fast pass finds something."""
+    if _plain_counts(node):
+        return None
+    for path, item in node.walk():
+        for f in fields(Cost):
+            value = getattr(item.cost, f.name)
+            if _bad(value):
+                return f"{path}.{f.name} = {value!r}"
+        if _bad(item.count):
+            return f"{path} repeated {item.count!r} times"
+    return None
+
+
+def _plain_counts(root: Node) -> bool:
+    """Every cost field and count in the tree a plain non-negative ``int`` (the hot, common case)."""
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        c = node.cost
+        if c is not ZERO:
+            for v in (c.linear, c.conv, c.attention, c.functional, c.thop_extra, c.elementwise, c.params):
+                if v.__class__ is not int or v < 0:
+                    return False
+        if node.count.__class__ is not int or node.count < 0:
+            return False
+        stack.extend(node.children)
+    return True
+
+
+def _bad(value: Any) -> bool:
+    """A value no count may take: negative, a bool, a float / complex / numpy number (not exact)."""
+    if value.__class__ is int:
+        return value < 0
+    if isinstance(value, bool):
+        return True
+    if isinstance(value, int):
+        return value < 0
+    return isinstance(value, (float, complex)) or type(value).__module__ == "numpy"

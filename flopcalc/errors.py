@@ -38,3 +38,31 @@ class UnplannedPipelineError(FlopcalcError):
 class MeasureError(FlopcalcError):
     """A component could not be measured (``--measure``): the extra is missing, the class has no
     input builder, or the real module failed to build or run on the meta device."""
+class UnbuildableConfigError(ConfigError):
+    """A config value no declaration caught made a formula fail (the real class would fail too):
+    raised by :func:`unbuildable` in place of the formula's own exception."""
+
+
+#: What a formula raises on a value it cannot use (a zero stride, a list where a size goes, ...).
+_FORMULA_FAILURES = (TypeError, ValueError, ArithmeticError, IndexError, KeyError, AttributeError, RecursionError)
+
+
+class unbuildable:
+    """Context manager at the boundary between a component's config and its formulas: an exception
+    a formula raises on a config value becomes one :class:`UnbuildableConfigError` naming the
+    component and what failed, never a traceback. (Declared keys are validated before this; this
+    is the last line for combinations no declaration expresses.)"""
+
+    def __init__(self, component: str, class_name: str | None, call: str = "") -> None:
+        self.where = f"{component}/config.json ({class_name or 'config'})" + (f", {call}" if call else "")
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind, error, tb) -> bool:
+        if kind is not None and issubclass(kind, _FORMULA_FAILURES) and not issubclass(kind, FlopcalcError):
+            detail = " ".join(str(error).split())[:200] or kind.__name__
+            raise UnbuildableConfigError(f"{self.where}: its values describe a model that cannot be built or "
+                                         f"counted ({detail}); check the config against the model's original "
+                                         f"config.json") from error
+        return False

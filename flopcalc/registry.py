@@ -12,7 +12,7 @@ from typing import Any, Callable, Mapping
 
 from flopcalc.config import Config
 from flopcalc.cost import Node
-from flopcalc.errors import UnknownArchitectureError
+from flopcalc.errors import UnknownArchitectureError, unbuildable
 
 
 @dataclass(frozen=True)
@@ -167,12 +167,14 @@ def aliases() -> dict[str, str]:
 
 
 def assemble(config_values: Mapping[str, Any], shape: RunShape, *, component: str, call: str = "forward",
-             class_name: str | None = None) -> Node:
-    """The cost tree of one component's ``call`` on ``shape``."""
+             class_name: str | None = None, validated: bool = False) -> Node:
+    """The cost tree of one component's ``call`` on ``shape``. ``validated``: the plan already
+    validated ``config_values`` (:func:`flopcalc.config.validate_components`), so reads need not."""
     from flopcalc.config import class_name_of
 
     arch = lookup(class_name or class_name_of(config_values), call, component=component)
-    return arch.assemble(Config(component, config_values, arch.defaults), shape)
+    with unbuildable(component, arch.class_name, call):
+        return arch.assemble(Config(component, config_values, arch.defaults, validated=validated), shape)
 
 
 def component_params(config_values: Mapping[str, Any], *, component: str, assembled: Node | None = None,
@@ -204,7 +206,8 @@ def _params_of(arch: Architecture, config_values: Mapping[str, Any], component: 
 
     key = (arch.class_name, arch.call, json.dumps(config_values, sort_keys=True, default=str))
     if key not in _PARAMS_CACHE:
-        tree = arch.assemble(Config(component, config_values, arch.defaults), arch.nominal)
+        with unbuildable(component, arch.class_name, arch.call):
+            tree = arch.assemble(Config(component, config_values, arch.defaults), arch.nominal)
         _PARAMS_CACHE[key] = tree.total.params
     return _PARAMS_CACHE[key]
 

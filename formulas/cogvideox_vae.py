@@ -268,7 +268,10 @@ def tile_stride(tile: int, overlap: float) -> int:
     start a tile."""
     stride = int(tile * (1 - overlap))
     if stride <= 0:
-        raise ValueError(f"a tile stride of {stride}: the tile is too small for its overlap")
+        from flopcalc.errors import ConfigError
+
+        raise ConfigError(f"a tile stride of {stride}: the VAE's tile (sample_height / sample_width) is too small "
+                          "for its overlap")
     return stride
 
 

@@ -44,7 +44,10 @@ def exact_div(a: Any, b: int) -> Any:
     if isinstance(a, int):
         q, r = divmod(a, b)
         if r:
-            raise ValueError(f"{a} is not divisible by {b}")
+            from flopcalc.errors import ResolutionError
+
+            raise ResolutionError(f"a size of {a} does not split into whole steps of {b} (a patch, stride or "
+                                  f"compression factor of the config): use a size that is a multiple of {b}")
         return q
     return a / b
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,7 +23,8 @@ import measure  # noqa: E402
 
 print(f"\nflopcalc live tests: FLOPCALC_SEED={SEED}")
 
-__all__ = ["REPO", "SEED", "assert_matches_measurement", "check_plan", "measure", "random_size", "write_config"]
+__all__ = ["REPO", "SEED", "assert_matches_measurement", "assert_runs_match", "check_plan", "measure", "random_size",
+           "write_config"]
 
 
 def write_config(tmp_path: Path, name: str, config: dict) -> Path:
@@ -49,6 +51,25 @@ def assert_matches_measurement(comp, fx: dict, where: str, *, modules: bool = Tr
                 assert node.total.params == params, f"{path}: {where}"
     if thop and "macs" in fx.get("thop", {}):
         assert comp.tree.total.macs("thop") == fx["thop"]["macs"], where
+
+
+def assert_runs_match(runs: list[tuple[int, Any]], params: int, fx: dict, where: str) -> None:
+    """A VAE call planned as ``(runs, tree)`` pieces (one piece untiled; one per tile shape, n tiles
+    of it, when tiled) against the one measured call: total, every module path, thop (the trees hold
+    both conventions), parameters of the whole model and per top-level module."""
+    def total(path: str, convention: str = "torch") -> int:
+        nodes = [(n, tree if path == "Global" else tree.find(path)) for n, tree in runs]
+        return sum(n * node.per_item.macs(convention) for n, node in nodes if node is not None)
+
+    assert 2 * total("Global") == fx["torch"]["flops"], where
+    for path, flops in fx["torch"]["by_module"].items():
+        assert 2 * total(path) == flops, f"{path}: {where}"
+    assert params == fx["params"], where
+    for path, count in fx["params_by_module"].items():
+        for _, tree in runs:
+            node = tree.find(path)
+            assert node is None or node.total.params == count, f"{path}: {where}"
+    assert total("Global", "thop") == fx["thop"]["macs"], where
 
 
 def check_plan(config_dir: Path, name: str, settings, measure_settings: dict, *, index: dict | None = None,

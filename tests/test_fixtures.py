@@ -32,10 +32,12 @@ def _model_of(fixture: dict) -> str:
 
 
 @lru_cache(maxsize=None)
-def _report(model: str, height: int | None, width: int | None, frames: int | None, convention: str):
+def _report(model: str, height: int | None, width: int | None, frames: int | None, convention: str,
+            tiling: bool | None = None):
     # strength turns on image-to-image so the VAE encoder is planned too; sizes are measured as given. A
     # pipeline that takes no strength (image-to-video: it encodes its image anyway) refuses it.
-    kwargs = dict(height=height, width=width, num_frames=frames, resolution_binning=False, convention=convention)
+    kwargs = dict(height=height, width=width, num_frames=frames, resolution_binning=False, vae_tiling=tiling,
+                  convention=convention)
     try:
         return flopcalc.estimate(model, strength=1.0, **kwargs)
     except OptionError as exc:
@@ -43,9 +45,30 @@ def _report(model: str, height: int | None, width: int | None, frames: int | Non
         return flopcalc.estimate(model, **kwargs)
 
 
+def _tiled(fixture: dict) -> bool:
+    """A fixture of a whole tiled call (``vae.enable_tiling()``): flopcalc plans it as one run per
+    tile shape, merged into one row whose ``macs`` (runs × per run) is the measured call."""
+    return bool(fixture["settings"].get("vae_tiling")) and "num_frames" not in fixture["settings"]
+
+
+def _call_macs(comp, fixture: dict) -> int:
+    """The MACs of the one measured call: a tiled call is all its tiles (one image: ``comp.macs``)."""
+    return comp.macs if _tiled(fixture) else comp.macs_per_run
+
+
+def _module_macs(comp, fixture: dict, module_path: str) -> int:
+    """MACs of ``module_path`` over the measured call: summed over the tiles of a tiled call."""
+    if not _tiled(fixture):
+        node = comp.tree.find(module_path)
+        return 0 if node is None else node.per_item.macs("torch")
+    pieces = comp.tree.children if comp.tree.formula == "pieces" else (comp.tree,)
+    return comp.runs * sum(p.count * (n.per_item.macs("torch") if (n := p.find(module_path)) else 0) for p in pieces)
+
+
 def _component(fixture: dict, convention: str = "torch"):
     s = fixture["settings"]
-    report = _report(_model_of(fixture), s.get("height"), s.get("width"), s.get("num_frames"), convention)
+    report = _report(_model_of(fixture), s.get("height"), s.get("width"), s.get("num_frames"), convention,
+                     True if _tiled(fixture) else None)
     built = fixture.get("built_class", fixture["class_name"])  # legacy Transformer2DModel → PixArt / DiT
     matches = [c for c in report.components if c.class_name == built and c.call == fixture["call"]
                and (c.component == fixture["component"] or len(report.components) == 1)]
@@ -70,7 +93,7 @@ def test_fixtures_exist():
 def test_torch_convention_is_exact(path):
     fixture = _load(path)
     comp = _component(fixture)
-    assert 2 * comp.macs_per_run == fixture["torch"]["flops"]
+    assert 2 * _call_macs(comp, fixture) == fixture["torch"]["flops"]
 
 
 @pytest.mark.parametrize("path", FIXTURES, ids=lambda p: f"{p.parent.name}/{p.stem}")
@@ -79,11 +102,9 @@ def test_every_measured_module_is_exact(path):
     comp = _component(fixture)
     for module_path, flops in fixture["torch"]["by_module"].items():
         if module_path == "Global":
-            assert 2 * comp.macs_per_run == flops
+            assert 2 * _call_macs(comp, fixture) == flops
             continue
-        node = comp.tree.find(module_path)
-        ours = 0 if node is None else 2 * node.per_item.macs("torch")
-        assert ours == flops, module_path
+        assert 2 * _module_macs(comp, fixture, module_path) == flops, module_path
 
 
 @pytest.mark.parametrize("path", FIXTURES, ids=lambda p: f"{p.parent.name}/{p.stem}")
@@ -107,6 +128,6 @@ def test_parameters_are_exact(path):
 def test_thop_convention(path):
     fixture = _load(path)
     measured = fixture["thop"]["macs"]
-    ours = _component(fixture, "thop").macs_per_run
+    ours = _call_macs(_component(fixture, "thop"), fixture)
     assert abs(ours - measured) <= 0.005 * measured
     assert ours == measured  # exact today: thop's rules are modelled, not approximated

@@ -19,12 +19,12 @@ from live_support import (  # noqa: E402  (skips without torch)
     REPO,
     SEED,
     assert_matches_measurement,
+    assert_runs_match,
     measure,
     write_config as _write,
 )
 from flopcalc.api import estimate_configs  # noqa: E402
 from flopcalc.errors import ResolutionError  # noqa: E402
-from flopcalc.cost import Node  # noqa: E402
 from flopcalc.pipelines import Settings, plan  # noqa: E402
 from flopcalc.registry import RunShape, assemble, component_params  # noqa: E402
 
@@ -42,25 +42,6 @@ class _Estimate:
         self.tree = assemble(cfg, shape, component="x", call=call)
         self.macs_per_run = self.tree.total.macs("torch")
         self.params = component_params(cfg, component="x", assembled=self.tree, call=call)
-
-
-def _assert_runs_match(runs: list[tuple[int, Node]], params: int, fx: dict, where: str) -> None:
-    """A VAE call planned as ``(runs, tree)`` pieces (one piece untiled; one per tile shape, n tiles
-    of it, when tiled) against the one measured call: total, every module path, thop (the trees hold
-    both conventions), parameters of the whole model and per top-level module."""
-    def total(path: str, convention: str = "torch") -> int:
-        nodes = [(n, tree if path == "Global" else tree.find(path)) for n, tree in runs]
-        return sum(n * node.per_item.macs(convention) for n, node in nodes if node is not None)
-
-    assert 2 * total("Global") == fx["torch"]["flops"], where
-    for path, flops in fx["torch"]["by_module"].items():
-        assert 2 * total(path) == flops, f"{path}: {where}"
-    assert params == fx["params"], where
-    for path, count in fx["params_by_module"].items():
-        for _, tree in runs:
-            node = tree.find(path)
-            assert node is None or node.total.params == count, f"{path}: {where}"
-    assert total("Global", "thop") == fx["thop"]["macs"], where
 
 
 def _check_plan(config_dir: Path, name: str, settings: Settings, measure_settings: dict, call: str = "forward") -> None:
@@ -81,7 +62,7 @@ def _check_plan(config_dir: Path, name: str, settings: Settings, measure_setting
         report = estimate_configs(INDEX, {name: cfg}, settings, convention="torch")
         assert_matches_measurement(report.component(name), fx, where)
     else:  # a VAE call at batch 1: one run, or one run per tile shape (n tiles of that shape)
-        _assert_runs_match(trees, component_params(cfg, component=name), fx, where)
+        assert_runs_match(trees, component_params(cfg, component=name), fx, where)
 
 
 def _check_direct(config_dir: Path, shape: RunShape, measure_settings: dict, call: str = "forward") -> None:

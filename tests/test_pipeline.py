@@ -238,8 +238,10 @@ def test_image_to_image_variants_apply_the_options_of_their_base_pipeline():
     from flopcalc.pipelines.base import pipeline_options
 
     assert pipeline_options("FluxImg2ImgPipeline") == pipeline_options("FluxPipeline") == {"true_cfg_scale",
-                                                                                          "max_sequence_length"}
-    assert pipeline_options("StableDiffusionImg2ImgPipeline") == frozenset()
+                                                                                          "max_sequence_length",
+                                                                                          "vae_tiling"}
+    assert pipeline_options("StableDiffusionImg2ImgPipeline") == pipeline_options("StableDiffusionPipeline") == {
+        "vae_tiling"}
 
 
 def test_register_pipeline_refuses_a_second_registration():

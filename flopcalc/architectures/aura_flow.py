@@ -13,7 +13,7 @@ shift) and the bias-free ``proj_out`` on the N image tokens.
 
 from __future__ import annotations
 
-from flopcalc.config import Config, count_int, positive_int
+from flopcalc.config import LAYERS, SIZE, Config, count_int, declare_keys, positive_int
 from flopcalc.cost import Node, module_list
 from flopcalc.errors import ConfigError
 from flopcalc.formulas import ops
@@ -29,6 +29,15 @@ DEFAULTS = {
 }
 #: ``Timesteps(num_channels=256)`` feeding ``time_step_proj``.
 TIMESTEP_CHANNELS = 256
+
+
+#: Every config key ``AuraFlowTransformer2DModel`` reads (assemblers and pipeline plan), as
+#: :func:`flopcalc.config.declare_keys` validates it.
+declare_keys("AuraFlowTransformer2DModel", {
+    "sample_size": SIZE, "patch_size": SIZE, "in_channels": SIZE, "num_mmdit_layers": LAYERS,
+    "num_single_dit_layers": LAYERS, "attention_head_dim": SIZE, "num_attention_heads": SIZE,
+    "joint_attention_dim": SIZE, "caption_projection_dim": SIZE, "out_channels": SIZE, "pos_embed_max_size": SIZE,
+})
 
 
 @register("AuraFlowTransformer2DModel", role="denoiser", defaults=DEFAULTS,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flopcalc.config import Config, positive_int
+from flopcalc.config import LAYER_COUNTS, NAMES, SIZE, SIZES, TEXT, Config, ListOf, declare_keys, positive_int
 from flopcalc.cost import Node
 from flopcalc.errors import ConfigError
 from flopcalc.formulas.autoencoder_dc import (
@@ -64,11 +64,18 @@ def _stages(config: Config, side: str) -> dict[str, Any]:
     if len(scales) != n:
         raise ConfigError(f"{config.component}/config.json: {side}_qkv_multiscales has {len(scales)} entries for "
                           f"{n} stages")
+    head_dim = positive_int(config, "attention_head_dim")
+    types = _per_stage(config, f"{side}_block_types", n, BLOCK_TYPES)
+    narrow = [c for c, t in zip(widths, types) if t == "EfficientViTBlock" and c < head_dim]
+    if narrow:  # SanaMultiscaleLinearAttention would build 0 heads (a Conv2d with 0 groups)
+        raise ConfigError(f"{config.component}/config.json (AutoencoderDC): attention_head_dim {head_dim} exceeds the "
+                          f"{narrow[0]} channels of an EfficientViTBlock stage of {side}_block_out_channels; "
+                          "expected at most the stage's width")
     return {
         "in_channels": positive_int(config, "in_channels"),
         "latent_channels": positive_int(config, "latent_channels"),
-        "head_dim": positive_int(config, "attention_head_dim"),
-        "block_types": _per_stage(config, f"{side}_block_types", n, BLOCK_TYPES),
+        "head_dim": head_dim,
+        "block_types": types,
         "block_out_channels": widths,
         "layers_per_block": layers,
         "qkv_multiscales": scales,
@@ -81,6 +88,19 @@ def count_int_value(config: Config, key: str, value: Any) -> int:
         raise ConfigError(f"{config.component}/config.json: {key!r} entries must be non-negative integers, "
                           f"got {value!r}")
     return value
+
+
+#: Every config key ``AutoencoderDC`` reads (assemblers and pipeline plan), as
+#: :func:`flopcalc.config.declare_keys` validates it.
+declare_keys("AutoencoderDC", {
+    "in_channels": SIZE, "latent_channels": SIZE, "attention_head_dim": SIZE,
+    "encoder_block_out_channels": SIZES, "decoder_block_out_channels": SIZES,
+    "encoder_layers_per_block": LAYER_COUNTS, "decoder_layers_per_block": LAYER_COUNTS,
+    "encoder_block_types": TEXT | NAMES, "decoder_block_types": TEXT | NAMES,
+    "encoder_qkv_multiscales": ListOf(ListOf(SIZE, lo=0), lo=0),
+    "decoder_qkv_multiscales": ListOf(ListOf(SIZE, lo=0), lo=0),
+    "decoder_norm_types": TEXT | NAMES, "downsample_block_type": TEXT, "upsample_block_type": TEXT,
+})
 
 
 @register("AutoencoderDC", call="decode", role="vae", defaults=DEFAULTS, source=SOURCE,

@@ -24,10 +24,7 @@ import math
 from typing import Any, Mapping
 
 from flopcalc.config import (
-    Config,
-    check_block_types,
-    count_int,
-    positive_int,
+    FLAG, LAYERS, NAMES, RATIO, SIZE, SIZES, Config, check_block_types, count_int, declare_keys, positive_int,
     positive_int_list,
 )
 from flopcalc.cost import Node
@@ -135,6 +132,16 @@ def _levels(config: Config) -> tuple[int, int]:
     """(resolution levels, the ones that resample time)."""
     levels = len(config["block_out_channels"])
     return levels, min(temporal_levels(dict(config.values)), levels - 1)
+
+
+#: Every config key ``AutoencoderKLCogVideoX`` reads (assemblers and pipeline plan), as
+#: :func:`flopcalc.config.declare_keys` validates it.
+declare_keys("AutoencoderKLCogVideoX", {
+    "in_channels": SIZE, "out_channels": SIZE, "latent_channels": SIZE, "block_out_channels": SIZES,
+    "layers_per_block": LAYERS, "down_block_types": NAMES, "up_block_types": NAMES,
+    "use_quant_conv": FLAG, "use_post_quant_conv": FLAG, "temporal_compression_ratio": SIZE | RATIO,
+    "sample_height": SIZE, "sample_width": SIZE, "norm_num_groups": SIZE,
+})
 
 
 @register("AutoencoderKLCogVideoX", call="decode", role="vae", defaults=DEFAULTS, source=SOURCE,

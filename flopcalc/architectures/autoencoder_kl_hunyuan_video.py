@@ -30,10 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flopcalc.config import (
-    Config,
-    check_block_types,
-    count_int,
-    positive_int,
+    Choice, FLAG, LAYERS, NAMES, SIZE, SIZES, Config, check_block_types, count_int, declare_keys, positive_int,
     positive_int_list,
 )
 from flopcalc.cost import Node
@@ -153,6 +150,17 @@ def encode_split(values: Mapping[str, Any], frames: Any, height: Any, width: Any
     chunks = _chunks(frames, TILE_SAMPLE_MIN_FRAMES, TILE_SAMPLE_MIN_FRAMES + 1, TILE_SAMPLE_STRIDE_FRAMES,
                      framewise)
     return CallSplit(chunks, *_spatial(height, width, TILE_SAMPLE_MIN_SIZE, TILE_SAMPLE_STRIDE, tiling))
+
+
+#: Every config key ``AutoencoderKLHunyuanVideo`` reads (assemblers and pipeline plan), as
+#: :func:`flopcalc.config.declare_keys` validates it.
+declare_keys("AutoencoderKLHunyuanVideo", {
+    "in_channels": SIZE, "out_channels": SIZE, "latent_channels": SIZE, "block_out_channels": SIZES,
+    "layers_per_block": LAYERS, "down_block_types": NAMES, "up_block_types": NAMES,
+    "mid_block_add_attention": FLAG, "norm_num_groups": SIZE,
+    "spatial_compression_ratio": Choice(*(2**k for k in range(11))),  # a power of 2
+    "temporal_compression_ratio": Choice(4),  # the only ratio HunyuanVideoDecoder3D builds
+})
 
 
 @register(CLASS, call="decode", role="vae", defaults=DEFAULTS, source=SOURCE, scale_factor=scale_factor,

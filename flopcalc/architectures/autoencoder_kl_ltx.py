@@ -23,7 +23,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from flopcalc.config import Config, positive_int
+from flopcalc.config import (
+    FLAG, FLAGS, LAYER_COUNTS, NAMES, NULL, SIZE, SIZES, Config, declare_keys, positive_int,
+)
 from flopcalc.cost import Node
 from flopcalc.errors import ConfigError
 from flopcalc.formulas.ltx import ltx_decoder, ltx_encoder
@@ -163,6 +165,19 @@ def _encoder(config: Config, shape: RunShape) -> Node:
         patch_size=positive_int(config, "patch_size"), patch_size_t=positive_int(config, "patch_size_t"),
         g=(frames, shape.height, shape.width),
     )
+
+
+#: Every config key ``AutoencoderKLLTXVideo`` reads (assemblers and pipeline plan), as
+#: :func:`flopcalc.config.declare_keys` validates it.
+declare_keys("AutoencoderKLLTXVideo", {
+    "in_channels": SIZE, "out_channels": SIZE, "latent_channels": SIZE,
+    "block_out_channels": SIZES, "decoder_block_out_channels": SIZES,
+    "layers_per_block": LAYER_COUNTS, "decoder_layers_per_block": LAYER_COUNTS,
+    "spatio_temporal_scaling": FLAGS, "decoder_spatio_temporal_scaling": FLAGS, "decoder_inject_noise": FLAGS,
+    "down_block_types": NAMES, "downsample_type": NAMES, "upsample_residual": FLAGS, "upsample_factor": SIZES,
+    "patch_size": SIZE, "patch_size_t": SIZE, "timestep_conditioning": FLAG,
+    "spatial_compression_ratio": SIZE | NULL, "temporal_compression_ratio": SIZE | NULL,
+})
 
 
 @register("AutoencoderKLLTXVideo", call="decode", role="vae", defaults=DEFAULTS, source=SOURCE, nominal=NOMINAL,

@@ -14,7 +14,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from flopcalc.config import Config, count_int, positive_int, positive_int_list
+from flopcalc.config import (
+    FLAGS, LAYERS, RATIO, SIZE, SIZES, Config, ListOf, count_int, declare_keys, positive_int,
+    positive_int_list,
+)
 from flopcalc.cost import Node
 from flopcalc.errors import ConfigError
 from flopcalc.formulas import ops
@@ -61,6 +64,14 @@ def _structure(config: Config) -> dict[str, Any]:
         "dim_mult": causal_vae_levels(config),
         "num_res_blocks": count_int(config, "num_res_blocks"),
     }
+
+
+#: Every config key ``AutoencoderKLQwenImage`` reads (assemblers and pipeline plan), as
+#: :func:`flopcalc.config.declare_keys` validates it.
+declare_keys("AutoencoderKLQwenImage", {
+    "base_dim": SIZE, "z_dim": SIZE, "dim_mult": SIZES, "num_res_blocks": LAYERS,
+    "attn_scales": ListOf(RATIO, lo=0), "temperal_downsample": FLAGS, "input_channels": SIZE,
+})
 
 
 @register("AutoencoderKLQwenImage", call="decode", role="vae", defaults=DEFAULTS, source=SOURCE,

@@ -18,7 +18,9 @@ from __future__ import annotations
 from typing import Any
 
 from flopcalc.architectures.autoencoder_kl_qwen_image import causal_vae_levels
-from flopcalc.config import Config, count_int, positive_int
+from flopcalc.config import (
+    FLAG, FLAGS, LAYERS, NULL, RATIO, SIZE, SIZES, Config, ListOf, count_int, declare_keys, positive_int,
+)
 from flopcalc.cost import Node
 from flopcalc.errors import ConfigError
 from flopcalc.formulas import ops
@@ -118,6 +120,16 @@ def _patch(config: Config) -> int:
         raise ConfigError(f"{config.component}/config.json: 'patch_size' must be null or a positive integer, "
                           f"got {value!r}")
     return value
+
+
+#: Every config key ``AutoencoderKLWan`` reads (assemblers and pipeline plan), as
+#: :func:`flopcalc.config.declare_keys` validates it.
+declare_keys("AutoencoderKLWan", {
+    "base_dim": SIZE, "decoder_base_dim": SIZE | NULL, "z_dim": SIZE, "dim_mult": SIZES,
+    "num_res_blocks": LAYERS, "attn_scales": ListOf(RATIO, lo=0), "temperal_downsample": FLAGS,
+    "in_channels": SIZE, "out_channels": SIZE, "is_residual": FLAG, "patch_size": SIZE | NULL,
+    "scale_factor_spatial": SIZE, "scale_factor_temporal": SIZE,
+})
 
 
 @register("AutoencoderKLWan", call="decode", role="vae", defaults=DEFAULTS, source=SOURCE, scale_factor=scale_factor)

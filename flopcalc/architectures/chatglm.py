@@ -14,7 +14,7 @@ bias-free) is built and holds parameters, but ``ChatGLMModel.forward`` never app
 
 from __future__ import annotations
 
-from flopcalc.config import Config, count_int, positive_int
+from flopcalc.config import FLAG, LAYERS, NULL, POSITIONS, SIZE, Config, count_int, declare_keys, positive_int
 from flopcalc.cost import Node, module_list
 from flopcalc.errors import ConfigError, FlopcalcError, UnknownArchitectureError
 from flopcalc.formulas import ops
@@ -35,6 +35,16 @@ DEFAULTS = {
 #: and the LM head (built, never run) are embeddings.
 KAPLAN = KaplanShape(lambda c: (count_int(c, "num_layers"), positive_int(c, "num_attention_heads")
                                 * positive_int(c, "kv_channels")), embeddings=("word_embeddings", "output_layer"))
+
+
+#: Every config key ``ChatGLMModel`` reads (assemblers and pipeline plan), as
+#: :func:`flopcalc.config.declare_keys` validates it.
+declare_keys("ChatGLMModel", {
+    "num_layers": LAYERS, "padded_vocab_size": SIZE, "hidden_size": SIZE, "ffn_hidden_size": SIZE,
+    "kv_channels": SIZE, "num_attention_heads": SIZE, "seq_length": POSITIONS, "rmsnorm": FLAG,
+    "post_layer_norm": FLAG, "add_bias_linear": FLAG, "add_qkv_bias": FLAG, "multi_query_attention": FLAG,
+    "multi_query_group_num": SIZE, "pre_seq_len": SIZE | NULL,
+})
 
 
 @register("ChatGLMModel", role="text_encoder", defaults=DEFAULTS, source="diffusers/pipelines/kolors/text_encoder.py",

@@ -11,7 +11,7 @@ Rotary embeddings (``FluxPosEmbed``) and the timestep projections are parameter-
 
 from __future__ import annotations
 
-from flopcalc.config import Config, count_int, positive_int
+from flopcalc.config import LAYERS, NULL, SIZE, SIZES, Config, count_int, declare_keys, positive_int
 from flopcalc.cost import Node, module_list
 from flopcalc.errors import ConfigError
 from flopcalc.formulas import ops
@@ -46,6 +46,16 @@ def modulation_vectors(double_blocks: int, single_blocks: int) -> int:
     ``ChromaCombinedTimestepTextProjEmbeddings``): 3 per single-stream block, 2 × 6 per
     double-stream block (image and text streams) and 2 for ``norm_out``."""
     return 3 * single_blocks + 2 * 6 * double_blocks + 2
+
+
+#: Every config key ``ChromaTransformer2DModel`` reads (assemblers and pipeline plan), as
+#: :func:`flopcalc.config.declare_keys` validates it.
+declare_keys("ChromaTransformer2DModel", {
+    "patch_size": SIZE, "in_channels": SIZE, "out_channels": SIZE | NULL, "num_layers": LAYERS,
+    "num_single_layers": LAYERS, "attention_head_dim": SIZE, "num_attention_heads": SIZE,
+    "joint_attention_dim": SIZE, "axes_dims_rope": SIZES, "approximator_num_channels": SIZE,
+    "approximator_hidden_dim": SIZE, "approximator_layers": LAYERS,
+})
 
 
 @register("ChromaTransformer2DModel", role="denoiser", defaults=DEFAULTS,

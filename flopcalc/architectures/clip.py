@@ -15,7 +15,7 @@ bias-free ``visual_projection`` on the pooled class token only. The input is alw
 
 from __future__ import annotations
 
-from flopcalc.config import Config, count_int, positive_int
+from flopcalc.config import LAYERS, POSITIONS, SIZE, Config, count_int, declare_keys, positive_int
 from flopcalc.cost import Node, block_kinds, module_list
 from flopcalc.formulas import ops
 from flopcalc.formulas.kaplan_transformer import mlp, self_attention
@@ -56,6 +56,13 @@ def clip_text_model_with_projection(config: Config, shape: RunShape) -> Node:
         formula="clip_text",
     )
 
+
+#: Every config key ``CLIPTextModel`` and ``CLIPTextModelWithProjection`` reads (assemblers and pipeline plan), as
+#: :func:`flopcalc.config.declare_keys` validates it.
+declare_keys(("CLIPTextModel", "CLIPTextModelWithProjection"), {
+    "hidden_size": SIZE, "intermediate_size": SIZE, "max_position_embeddings": POSITIONS,
+    "num_attention_heads": SIZE, "num_hidden_layers": LAYERS, "vocab_size": SIZE, "projection_dim": SIZE,
+})
 
 #: Kaplan's shape: ``num_hidden_layers`` layers of width ``hidden_size``; ``embeddings`` (token and position).
 KAPLAN = KaplanShape(lambda c: (count_int(c, "num_hidden_layers"), positive_int(c, "hidden_size")),
@@ -125,6 +132,14 @@ VISION_DEFAULTS = {
 def vision_tokens(config: Config) -> int:
     """``N = (image_size // patch_size)² + 1``: the patches and the class token."""
     return (positive_int(config, "image_size") // positive_int(config, "patch_size")) ** 2 + 1
+
+
+#: Every config key ``CLIPVisionModelWithProjection`` reads (assemblers and pipeline plan), as
+#: :func:`flopcalc.config.declare_keys` validates it.
+declare_keys("CLIPVisionModelWithProjection", {
+    "hidden_size": SIZE, "intermediate_size": SIZE, "projection_dim": SIZE, "num_hidden_layers": LAYERS,
+    "num_attention_heads": SIZE, "num_channels": SIZE, "image_size": SIZE, "patch_size": SIZE,
+})
 
 
 @register("CLIPVisionModelWithProjection", role="image_encoder", defaults=VISION_DEFAULTS, source=SOURCE)

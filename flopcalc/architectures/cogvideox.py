@@ -20,7 +20,9 @@ from __future__ import annotations
 from typing import Any
 
 from flopcalc.backprop import gradient_graph
-from flopcalc.config import Config, count_int, positive_int
+from flopcalc.config import (
+    FLAG, LAYERS, NULL, RATIO, SIZE, TEXT, Config, count_int, declare_keys, positive_int,
+)
 from flopcalc.cost import Node, module_list
 from flopcalc.errors import ConfigError
 from flopcalc.formulas import ops
@@ -83,6 +85,19 @@ def _optional_positive(config: Config, key: str) -> int | None:
     if value is None:
         return None
     return positive_int(config, key)
+
+
+#: Every config key ``CogVideoXTransformer3DModel`` reads (assemblers and pipeline plan), as
+#: :func:`flopcalc.config.declare_keys` validates it.
+declare_keys("CogVideoXTransformer3DModel", {
+    "num_attention_heads": SIZE, "attention_head_dim": SIZE, "in_channels": SIZE, "out_channels": SIZE,
+    "num_layers": LAYERS, "patch_size": SIZE, "patch_size_t": SIZE | NULL, "patch_bias": FLAG,
+    "text_embed_dim": SIZE, "time_embed_dim": SIZE, "ofs_embed_dim": SIZE | NULL,
+    "activation_fn": TEXT, "attention_bias": FLAG, "norm_elementwise_affine": FLAG,
+    "use_rotary_positional_embeddings": FLAG, "use_learned_positional_embeddings": FLAG,
+    "sample_width": SIZE, "sample_height": SIZE, "sample_frames": SIZE, "max_text_seq_length": SIZE,
+    "temporal_compression_ratio": SIZE, "spatial_interpolation_scale": RATIO, "temporal_interpolation_scale": RATIO,
+})
 
 
 @register("CogVideoXTransformer3DModel", role="denoiser", defaults=DEFAULTS, source=SOURCE)

@@ -13,7 +13,7 @@ embedding to scale and shift, no activation) and ``proj_out``. ``pos_embed_max_s
 
 from __future__ import annotations
 
-from flopcalc.config import Config, count_int, positive_int
+from flopcalc.config import LAYERS, SIZE, SIZES, Config, count_int, declare_keys, positive_int
 from flopcalc.cost import Node, module_list
 from flopcalc.errors import ConfigError
 from flopcalc.formulas import ops
@@ -29,6 +29,15 @@ DEFAULTS = {
 }
 #: ``pooled_projection_dim = 3 * 2 * condition_dim``: original size, crop and target size, two values each.
 CONDITION_VALUES = 6
+
+
+#: Every config key ``CogView4Transformer2DModel`` reads (assemblers and pipeline plan), as
+#: :func:`flopcalc.config.declare_keys` validates it.
+declare_keys("CogView4Transformer2DModel", {
+    "patch_size": SIZE, "in_channels": SIZE, "out_channels": SIZE, "num_layers": LAYERS, "attention_head_dim": SIZE,
+    "num_attention_heads": SIZE, "text_embed_dim": SIZE, "time_embed_dim": SIZE, "condition_dim": SIZE,
+    "pos_embed_max_size": SIZE, "sample_size": SIZE, "rope_axes_dim": SIZES,
+})
 
 
 @register("CogView4Transformer2DModel", role="denoiser", defaults=DEFAULTS,

@@ -21,12 +21,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from flopcalc.config import Config, count_int, positive_int
+from flopcalc.config import NULL, SIZE, Config, count_int, declare_keys, positive_int
 from flopcalc.cost import Node, block_kinds, module_list
 from flopcalc.formulas import ops
 from flopcalc.registry import RunShape, register
 from flopcalc.architectures.flux import DEFAULTS as FLUX_DEFAULTS
-from flopcalc.architectures.flux import PACKING, flux_trunk
+from flopcalc.architectures.flux import FLUX_KEYS, PACKING, flux_trunk
 
 #: Block kinds this module builds: a per-block summary stops at them.
 BLOCK_KINDS = block_kinds("controlnet_conditioning_embedding")
@@ -59,6 +59,14 @@ def conditioning_embedding(name: str, c_in: int, channels: tuple[int, ...], c_ou
     convs.append(Node("blocks", children=tuple(blocks)))
     convs.append(Node("conv_out", ops.conv2d(channels[-1], c_out, 3, h, w)))
     return Node(name, children=tuple(convs), formula="controlnet_conditioning_embedding"), h, w
+
+
+#: Every config key ``FluxControlNetModel`` reads (assemblers and pipeline plan), as
+#: :func:`flopcalc.config.declare_keys` validates it: the FLUX transformer's (no ``out_channels``) and its own two.
+declare_keys("FluxControlNetModel", {
+    **{k: v for k, v in FLUX_KEYS.items() if k != "out_channels"},
+    "num_mode": SIZE | NULL, "conditioning_embedding_channels": SIZE | NULL,
+})
 
 
 @register("FluxControlNetModel", role="denoiser", defaults=DEFAULTS,

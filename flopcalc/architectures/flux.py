@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from flopcalc.backprop import gradient_graph
-from flopcalc.config import Config, count_int, positive_int
+from flopcalc.config import FLAG, LAYERS, NULL, SIZE, SIZES, Config, count_int, declare_keys, positive_int
 from flopcalc.cost import Node, module_list
 from flopcalc.formulas import ops
 from flopcalc.formulas.conditioning import ada_layer_norm_continuous, mlp_embedder
@@ -39,6 +39,16 @@ DEFAULTS = {
 
 #: FluxPipeline packs 2×2 latent patches into one token.
 PACKING = 2
+
+
+#: Every config key ``FluxTransformer2DModel`` reads (assemblers and pipeline plan), as
+#: :func:`flopcalc.config.declare_keys` validates it.
+FLUX_KEYS = declare_keys("FluxTransformer2DModel", {
+    "patch_size": SIZE, "in_channels": SIZE, "out_channels": SIZE | NULL, "num_layers": LAYERS,
+    "num_single_layers": LAYERS, "attention_head_dim": SIZE, "num_attention_heads": SIZE,
+    "joint_attention_dim": SIZE, "pooled_projection_dim": SIZE, "guidance_embeds": FLAG,
+    "axes_dims_rope": SIZES,
+})
 
 
 @register("FluxTransformer2DModel", role="denoiser", defaults=DEFAULTS,

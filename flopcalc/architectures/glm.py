@@ -11,7 +11,7 @@ CogView4 calls it with ``output_hidden_states=True`` and keeps ``hidden_states[-
 from __future__ import annotations
 
 from flopcalc.architectures.llm_encoders import _kv_heads
-from flopcalc.config import Config, count_int, positive_int
+from flopcalc.config import FLAG, LAYERS, NULL, RATIO, SIZE, Config, count_int, declare_keys, positive_int
 from flopcalc.cost import Node, module_list
 from flopcalc.errors import ConfigError
 from flopcalc.formulas import ops
@@ -24,6 +24,15 @@ DEFAULTS = {
     "num_attention_heads": 32, "num_key_value_heads": 2, "head_dim": 128, "attention_bias": True,
     "partial_rotary_factor": 0.5,
 }
+
+
+#: Every config key ``GlmModel`` reads (assemblers and pipeline plan), as
+#: :func:`flopcalc.config.declare_keys` validates it.
+declare_keys("GlmModel", {
+    "vocab_size": SIZE, "hidden_size": SIZE, "intermediate_size": SIZE, "num_hidden_layers": LAYERS,
+    "num_attention_heads": SIZE, "num_key_value_heads": SIZE | NULL, "head_dim": SIZE, "attention_bias": FLAG,
+    "partial_rotary_factor": RATIO,
+})
 
 
 @register("GlmModel", role="text_encoder", defaults=DEFAULTS, source="transformers/models/glm/modeling_glm.py",

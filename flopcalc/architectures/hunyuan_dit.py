@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flopcalc.config import Config, count_int, positive_int
+from flopcalc.config import FLAG, LAYERS, RATIO, SIZE, TEXT, Config, count_int, declare_keys, positive_int
 from flopcalc.cost import Node, module_list
 from flopcalc.errors import ConfigError, ResolutionError
 from flopcalc.formulas import ops
@@ -83,6 +83,17 @@ def _text_tokens(config: Config, shape: RunShape) -> Any:
         raise ConfigError(f"{config.component}: HunyuanDiT2DModel takes exactly text_len + text_len_t5 = "
                           f"{expected} text tokens (BERT ⊕ mT5), not {t}")
     return t
+
+
+#: Every config key ``HunyuanDiT2DModel`` reads (assemblers and pipeline plan), as
+#: :func:`flopcalc.config.declare_keys` validates it.
+declare_keys("HunyuanDiT2DModel", {
+    "num_attention_heads": SIZE, "attention_head_dim": SIZE, "in_channels": SIZE, "patch_size": SIZE,
+    "activation_fn": TEXT, "sample_size": SIZE, "hidden_size": SIZE, "num_layers": LAYERS, "mlp_ratio": RATIO,
+    "learn_sigma": FLAG, "cross_attention_dim": SIZE, "cross_attention_dim_t5": SIZE,
+    "pooled_projection_dim": SIZE, "text_len": SIZE, "text_len_t5": SIZE,
+    "use_style_cond_and_image_meta_size": FLAG, "norm_type": TEXT,
+})
 
 
 @register("HunyuanDiT2DModel", role="denoiser", defaults=DEFAULTS,

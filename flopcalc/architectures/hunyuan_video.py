@@ -22,7 +22,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from flopcalc.config import Config, count_int, positive_int
+from flopcalc.config import (
+    FLAG, LAYERS, NULL, RATIO, SIZE, SIZES, TEXT, Config, count_int, declare_keys, positive_int,
+)
 from flopcalc.cost import Node, module_list
 from flopcalc.errors import ConfigError, FlopcalcError
 from flopcalc.formulas import ops
@@ -83,6 +85,17 @@ def _mlp_ratio(config: Config) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
         raise ConfigError(f"{config.component}/config.json: 'mlp_ratio' must be a positive number, got {value!r}")
     return float(value)
+
+
+#: Every config key ``HunyuanVideoTransformer3DModel`` reads (assemblers and pipeline plan), as
+#: :func:`flopcalc.config.declare_keys` validates it.
+declare_keys("HunyuanVideoTransformer3DModel", {
+    "in_channels": SIZE, "out_channels": SIZE | NULL, "num_attention_heads": SIZE, "attention_head_dim": SIZE,
+    "num_layers": LAYERS, "num_single_layers": LAYERS, "num_refiner_layers": LAYERS, "mlp_ratio": RATIO,
+    "patch_size": SIZE, "patch_size_t": SIZE, "qk_norm": TEXT | NULL, "guidance_embeds": FLAG,
+    "text_embed_dim": SIZE, "pooled_projection_dim": SIZE, "image_condition_type": TEXT | NULL,
+    "rope_axes_dim": SIZES,
+})
 
 
 @register("HunyuanVideoTransformer3DModel", role="denoiser", defaults=DEFAULTS,

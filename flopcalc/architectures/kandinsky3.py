@@ -18,7 +18,7 @@ then drops its output projection); those configs are refused with the reason.
 
 from __future__ import annotations
 
-from flopcalc.config import Config, positive_int
+from flopcalc.config import LAYERS, LAYER_COUNTS, SIZE, SIZES, Config, declare_keys, positive_int
 from flopcalc.cost import Node, module_list
 from flopcalc.errors import ConfigError
 from flopcalc.formulas import ops
@@ -76,6 +76,15 @@ def latent_multiple(values: dict) -> int:
     and the up path concatenates the mirror level's output."""
     channels = values.get("block_out_channels", DEFAULTS["block_out_channels"])
     return 2 ** (len(channels) - 1) if isinstance(channels, (list, tuple)) and channels else 1
+
+
+#: Every config key ``Kandinsky3UNet`` reads (assemblers and pipeline plan), as
+#: :func:`flopcalc.config.declare_keys` validates it.
+declare_keys("Kandinsky3UNet", {
+    "in_channels": SIZE, "time_embedding_dim": SIZE, "groups": SIZE, "attention_head_dim": SIZE,
+    "layers_per_block": LAYERS | LAYER_COUNTS, "block_out_channels": SIZES, "cross_attention_dim": SIZE,
+    "encoder_hid_dim": SIZE,
+})
 
 
 @register("Kandinsky3UNet", role="denoiser", defaults=DEFAULTS, source=SOURCE)

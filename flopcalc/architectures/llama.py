@@ -19,7 +19,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from flopcalc.config import Config, boolean, count_int, positive_int
+from flopcalc.config import FLAG, LAYERS, NULL, POSITIONS, SIZE, Config, boolean, count_int, declare_keys, positive_int
 from flopcalc.cost import Node, block_kinds, module_list
 from flopcalc.errors import ConfigError
 from flopcalc.formulas import ops
@@ -80,6 +80,16 @@ def _heads(config: Config) -> tuple[int, int, int]:
     else:
         head_dim = positive_int(config, "head_dim")
     return heads, kv, head_dim
+
+
+#: Every config key ``LlamaModel`` reads (assemblers and pipeline plan), as
+#: :func:`flopcalc.config.declare_keys` validates it.
+declare_keys("LlamaModel", {
+    "hidden_size": SIZE, "intermediate_size": SIZE, "num_attention_heads": SIZE,
+    "num_key_value_heads": SIZE | NULL, "head_dim": SIZE | NULL, "num_hidden_layers": LAYERS,
+    "vocab_size": SIZE, "attention_bias": FLAG, "mlp_bias": FLAG, "tie_word_embeddings": FLAG,
+    "max_position_embeddings": POSITIONS,
+})
 
 
 def _kaplan_layers(config: Config) -> tuple[int, int]:

@@ -22,7 +22,10 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from flopcalc.config import Config, boolean, count_int, positive_int
+from flopcalc.config import (
+    FLAG, LAYERS, NULL, POSITIONS, RATIO, SIZE, Config, Nested, boolean, count_int, declare_keys, nested_keys,
+    positive_int,
+)
 from flopcalc.cost import Node, module_list
 from flopcalc.errors import ConfigError, FlopcalcError
 from flopcalc.formulas import ops
@@ -75,6 +78,42 @@ GEMMA_KAPLAN = KaplanShape(
     lambda c: (count_int(c, "num_hidden_layers"), positive_int(c, "num_attention_heads") * positive_int(c, "head_dim")),
     embeddings=("embed_tokens",))
 
+
+
+#: ``Qwen2_5_VLTextConfig`` keys (top level too: a config without ``text_config`` is read from there).
+QWEN2_5_VL_TEXT_KEYS = {
+    "vocab_size": SIZE, "hidden_size": SIZE, "intermediate_size": SIZE, "num_hidden_layers": LAYERS,
+    "num_attention_heads": SIZE, "num_key_value_heads": SIZE | NULL, "tie_word_embeddings": FLAG,
+    "max_position_embeddings": POSITIONS,
+}
+#: ``Qwen2_5_VLVisionConfig`` keys.
+QWEN2_5_VL_VISION_KEYS = {
+    "depth": LAYERS, "num_hidden_layers": LAYERS, "hidden_size": SIZE, "intermediate_size": SIZE,
+    "in_channels": SIZE, "patch_size": SIZE, "temporal_patch_size": SIZE, "spatial_merge_size": SIZE,
+    "out_hidden_size": SIZE, "num_heads": SIZE,
+}
+#: Every config key ``GemmaModel`` and ``Gemma2Model`` reads (assemblers and pipeline plan), as
+#: :func:`flopcalc.config.declare_keys` validates it.
+declare_keys(("GemmaModel", "Gemma2Model"), {
+    "vocab_size": SIZE, "hidden_size": SIZE, "intermediate_size": SIZE, "num_hidden_layers": LAYERS,
+    "num_attention_heads": SIZE, "num_key_value_heads": SIZE | NULL, "head_dim": SIZE, "attention_bias": FLAG,
+    "attn_logit_softcapping": RATIO | NULL, "max_position_embeddings": POSITIONS, "tie_word_embeddings": FLAG,
+})
+
+#: Every config key ``BertModel`` reads (assemblers and pipeline plan), as
+#: :func:`flopcalc.config.declare_keys` validates it.
+declare_keys("BertModel", {
+    "vocab_size": SIZE, "hidden_size": SIZE, "num_hidden_layers": LAYERS, "num_attention_heads": SIZE,
+    "intermediate_size": SIZE, "max_position_embeddings": POSITIONS, "type_vocab_size": SIZE,
+    "is_decoder": FLAG, "add_cross_attention": FLAG,
+})
+
+#: Every config key ``Qwen2_5_VLForConditionalGeneration`` reads (assemblers and pipeline plan), as
+#: :func:`flopcalc.config.declare_keys` validates it.
+declare_keys("Qwen2_5_VLForConditionalGeneration", {
+    **QWEN2_5_VL_TEXT_KEYS,
+    "text_config": Nested(QWEN2_5_VL_TEXT_KEYS) | NULL, "vision_config": Nested(QWEN2_5_VL_VISION_KEYS) | NULL,
+})
 
 
 @register("Gemma2Model", role="text_encoder", defaults=GEMMA2_DEFAULTS,
@@ -171,10 +210,12 @@ def _sub_config(config: Config, key: str, defaults: Mapping[str, Any], *, fallba
     the defaults."""
     values = config.get(key)
     if values is None:
-        values = config.values if fallback_to_top else {}
+        if fallback_to_top:
+            return Config(config.component, config.values, defaults, config.declared)
+        values = {}
     if not isinstance(values, Mapping):
         raise ConfigError(f"{config.component}/config.json: {key!r} must be an object, got {values!r}")
-    return Config(config.component, values, defaults)
+    return Config(config.component, values, defaults, nested_keys((config.declared or {}).get(key)))
 
 
 def _aliased(config: Config, key: str, alias: str) -> int:

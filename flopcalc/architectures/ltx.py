@@ -20,7 +20,7 @@ LTX-Video release: N = T·h·w), and ``L`` T5 tokens of ``caption_channels`` fea
 from __future__ import annotations
 
 from flopcalc.backprop import gradient_graph
-from flopcalc.config import Config, count_int, positive_int
+from flopcalc.config import FLAG, LAYERS, NULL, SIZE, TEXT, Config, count_int, declare_keys, positive_int
 from flopcalc.cost import Node, module_list
 from flopcalc.errors import ConfigError
 from flopcalc.formulas import ops
@@ -57,6 +57,16 @@ def video_tokens(config: Config, shape: RunShape):
     p, pt = positive_int(config, "patch_size"), positive_int(config, "patch_size_t")
     return (ops.exact_div(frames, pt) * ops.exact_div(shape.latent_height, p)
             * ops.exact_div(shape.latent_width, p))
+
+
+#: Every config key ``LTXVideoTransformer3DModel`` reads (assemblers and pipeline plan), as
+#: :func:`flopcalc.config.declare_keys` validates it.
+declare_keys("LTXVideoTransformer3DModel", {
+    "in_channels": SIZE, "out_channels": SIZE | NULL, "patch_size": SIZE, "patch_size_t": SIZE,
+    "num_attention_heads": SIZE, "attention_head_dim": SIZE, "cross_attention_dim": SIZE, "num_layers": LAYERS,
+    "activation_fn": TEXT, "qk_norm": TEXT | NULL, "norm_elementwise_affine": FLAG, "attention_bias": FLAG,
+    "attention_out_bias": FLAG, "caption_channels": SIZE,
+})
 
 
 @register("LTXVideoTransformer3DModel", role="denoiser", defaults=DEFAULTS, nominal=NOMINAL,

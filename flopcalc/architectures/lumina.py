@@ -37,7 +37,9 @@ most 384 patches a side.
 
 from __future__ import annotations
 
-from flopcalc.config import Config, count_int, positive_int
+from flopcalc.config import (
+    FLAG, LAYERS, NULL, RATIO, SIZE, Config, ListOf, count_int, declare_keys, positive_int,
+)
 from flopcalc.cost import Node, module_list
 from flopcalc.errors import ConfigError, ResolutionError
 from flopcalc.formulas import ops
@@ -132,6 +134,24 @@ def _check_lumina2_rope(config: Config, shape: RunShape, grid_h, grid_w, head_di
         raise ResolutionError(f"transformer: a {grid_h}×{grid_w} patch grid exceeds the rotary tables (axes_lens "
                               f"{axes_lens[1]}×{axes_lens[2]}); at most {axes_lens[1] * patch * 8}×"
                               f"{axes_lens[2] * patch * 8} image pixels with the pipeline's 8× latent.")
+
+
+#: Every config key ``Lumina2Transformer2DModel`` reads (assemblers and pipeline plan), as
+#: :func:`flopcalc.config.declare_keys` validates it.
+declare_keys("Lumina2Transformer2DModel", {
+    "sample_size": SIZE, "patch_size": SIZE, "in_channels": SIZE, "out_channels": SIZE | NULL,
+    "hidden_size": SIZE, "num_layers": LAYERS, "num_refiner_layers": LAYERS, "num_attention_heads": SIZE,
+    "num_kv_heads": SIZE | NULL, "multiple_of": SIZE, "ffn_dim_multiplier": RATIO | NULL, "cap_feat_dim": SIZE,
+    "axes_dim_rope": ListOf(SIZE, lo=3, hi=3), "axes_lens": ListOf(SIZE, lo=3, hi=3),
+})
+
+#: Every config key ``LuminaNextDiT2DModel`` reads (assemblers and pipeline plan), as
+#: :func:`flopcalc.config.declare_keys` validates it.
+declare_keys("LuminaNextDiT2DModel", {
+    "sample_size": SIZE, "patch_size": SIZE, "in_channels": SIZE, "hidden_size": SIZE, "num_layers": LAYERS,
+    "num_attention_heads": SIZE, "num_kv_heads": SIZE | NULL, "multiple_of": SIZE,
+    "ffn_dim_multiplier": RATIO | NULL, "learn_sigma": FLAG, "qk_norm": FLAG, "cross_attention_dim": SIZE,
+})
 
 
 @register("Lumina2Transformer2DModel", role="denoiser", defaults=LUMINA2_DEFAULTS,

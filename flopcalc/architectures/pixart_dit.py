@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from flopcalc.backprop import Checkpointed, gradient_graph
-from flopcalc.config import Config, count_int, positive_int
+from flopcalc.config import FLAG, LAYERS, NULL, SIZE, Choice, Config, count_int, declare_keys, positive_int
 from flopcalc.cost import Node, module_list
 from flopcalc.errors import ResolutionError
 from flopcalc.formulas import ops
@@ -52,6 +52,18 @@ def pixart_uses_additional_conditions(values) -> bool:
     the resolution and aspect ratio (pixart_transformer_2d.py)."""
     flag = values.get("use_additional_conditions")
     return bool(flag) if flag is not None else values.get("sample_size", 128) == 128
+
+
+#: Every config key ``PixArtTransformer2DModel`` and ``DiTTransformer2DModel`` reads (assemblers and pipeline plan), as
+#: :func:`flopcalc.config.declare_keys` validates it.
+declare_keys(("PixArtTransformer2DModel", "DiTTransformer2DModel"), {
+    "num_attention_heads": SIZE, "attention_head_dim": SIZE, "in_channels": SIZE, "out_channels": SIZE | NULL,
+    "num_layers": LAYERS, "sample_size": SIZE, "patch_size": SIZE,
+    "activation_fn": Choice("geglu", "gelu", "gelu-approximate"), "num_embeds_ada_norm": SIZE | NULL,
+    "norm_type": Choice("layer_norm", "ada_norm_single", "ada_norm_zero"), "norm_elementwise_affine": FLAG,
+    "caption_channels": SIZE | NULL, "cross_attention_dim": SIZE | NULL, "attention_bias": FLAG,
+    "use_additional_conditions": FLAG | NULL,
+})
 
 
 @register("PixArtTransformer2DModel", role="denoiser", defaults=PIXART_DEFAULTS,

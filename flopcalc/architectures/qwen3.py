@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from flopcalc.architectures.llm_encoders import GEMMA_KAPLAN, decoder_model
-from flopcalc.config import Config, boolean, positive_int
+from flopcalc.config import FLAG, LAYERS, NULL, SIZE, Config, boolean, declare_keys, positive_int
 from flopcalc.cost import Node
 from flopcalc.formulas import ops
 from flopcalc.registry import RunShape, register
@@ -44,6 +44,15 @@ DEFAULTS = {
     "attention_bias": False,
     "tie_word_embeddings": False,
 }
+
+
+#: Every config key ``Qwen3Model`` and ``Qwen3ForCausalLM`` reads (assemblers and pipeline plan), as
+#: :func:`flopcalc.config.declare_keys` validates it.
+declare_keys(("Qwen3Model", "Qwen3ForCausalLM"), {
+    "vocab_size": SIZE, "hidden_size": SIZE, "intermediate_size": SIZE, "num_hidden_layers": LAYERS,
+    "num_attention_heads": SIZE, "num_key_value_heads": SIZE | NULL, "head_dim": SIZE, "attention_bias": FLAG,
+    "tie_word_embeddings": FLAG,
+})
 
 
 @register("Qwen3Model", role="text_encoder", defaults=DEFAULTS, source="transformers/models/qwen3/modeling_qwen3.py",

@@ -19,7 +19,7 @@ tokens (Qwen2.5-VL hidden states of width ``joint_attention_dim``):
 
 from __future__ import annotations
 
-from flopcalc.config import Config, count_int, positive_int
+from flopcalc.config import FLAG, LAYERS, NULL, SIZE, SIZES, Config, count_int, declare_keys, positive_int
 from flopcalc.cost import Node, module_list
 from flopcalc.formulas import ops
 from flopcalc.formulas.conditioning import ada_layer_norm_continuous, mlp_embedder
@@ -46,6 +46,15 @@ DEFAULTS = {
 PACKING = 2
 #: ``QwenTimestepProjEmbeddings``: ``Timesteps(num_channels=256)`` feeds ``TimestepEmbedding(256, d)``.
 TIMESTEP_CHANNELS = 256
+
+
+#: Every config key ``QwenImageTransformer2DModel`` reads (assemblers and pipeline plan), as
+#: :func:`flopcalc.config.declare_keys` validates it.
+declare_keys("QwenImageTransformer2DModel", {
+    "patch_size": SIZE, "in_channels": SIZE, "out_channels": SIZE | NULL, "num_layers": LAYERS,
+    "attention_head_dim": SIZE, "num_attention_heads": SIZE, "joint_attention_dim": SIZE,
+    "guidance_embeds": FLAG, "axes_dims_rope": SIZES, "zero_cond_t": FLAG, "use_additional_t_cond": FLAG,
+})
 
 
 @register("QwenImageTransformer2DModel", role="denoiser", defaults=DEFAULTS,

@@ -10,7 +10,9 @@ linear back to ``p²·out_channels``.
 
 from __future__ import annotations
 
-from flopcalc.config import Config, count_int, positive_int
+from flopcalc.config import (
+    FLAG, LAYERS, NULL, RATIO, SIZE, TEXT, Config, Real, count_int, declare_keys, positive_int,
+)
 from flopcalc.cost import Node, module_list
 from flopcalc.errors import ConfigError
 from flopcalc.formulas import ops
@@ -40,6 +42,18 @@ def _time_embed(dim: int, guidance_embeds: bool) -> Node:
         return Node("time_embed", children=(mlp_embedder("timestep_embedder", 256, dim),
                                             mlp_embedder("guidance_embedder", 256, dim), linear))
     return Node("time_embed", children=(Node("emb", children=(mlp_embedder("timestep_embedder", 256, dim),)), linear))
+
+
+#: Every config key ``SanaTransformer2DModel`` reads (assemblers and pipeline plan), as
+#: :func:`flopcalc.config.declare_keys` validates it.
+declare_keys("SanaTransformer2DModel", {
+    "in_channels": SIZE, "out_channels": SIZE | NULL, "num_attention_heads": SIZE, "attention_head_dim": SIZE,
+    "num_layers": LAYERS, "num_cross_attention_heads": SIZE | NULL, "cross_attention_head_dim": SIZE | NULL,
+    "cross_attention_dim": SIZE | NULL, "caption_channels": SIZE, "mlp_ratio": RATIO,
+    "dropout": Real(0.0, 1.0, closed=True),
+    "attention_bias": FLAG, "sample_size": SIZE, "patch_size": SIZE, "norm_elementwise_affine": FLAG,
+    "guidance_embeds": FLAG, "qk_norm": TEXT | NULL,
+})
 
 
 @register("SanaTransformer2DModel", role="denoiser", defaults=DEFAULTS, source=SOURCE)

@@ -11,7 +11,9 @@ image-only attention in the blocks listed in ``dual_attention_layers``. The last
 from __future__ import annotations
 
 from flopcalc.backprop import gradient_graph
-from flopcalc.config import Config, count_int, positive_int
+from flopcalc.config import (
+    LAYERS, MAX_LAYERS, NULL, SIZE, Choice, Config, Int, ListOf, count_int, declare_keys, positive_int,
+)
 from flopcalc.cost import Node, module_list
 from flopcalc.errors import ResolutionError
 from flopcalc.formulas import ops
@@ -36,6 +38,17 @@ DEFAULTS = {
     "dual_attention_layers": (),
     "qk_norm": None,
 }
+
+
+#: Every config key ``SD3Transformer2DModel`` reads (assemblers and pipeline plan), as
+#: :func:`flopcalc.config.declare_keys` validates it.
+declare_keys("SD3Transformer2DModel", {
+    "sample_size": SIZE, "patch_size": SIZE, "in_channels": SIZE, "num_layers": LAYERS,
+    "attention_head_dim": SIZE, "num_attention_heads": SIZE, "joint_attention_dim": SIZE,
+    "caption_projection_dim": SIZE, "pooled_projection_dim": SIZE, "out_channels": SIZE | NULL,
+    "pos_embed_max_size": SIZE, "dual_attention_layers": ListOf(Int(0, MAX_LAYERS), lo=0, hi=MAX_LAYERS) | NULL,
+    "qk_norm": Choice(None, "rms_norm", "layer_norm"),
+})
 
 
 @register("SD3Transformer2DModel", role="denoiser", defaults=DEFAULTS,

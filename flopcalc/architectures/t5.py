@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flopcalc.config import Config, count_int, positive_int
+from flopcalc.config import LAYERS, SIZE, TEXT, Config, count_int, declare_keys, positive_int
 from flopcalc.cost import Node
 from flopcalc.formulas.t5_encoder import t5_family_encoder
 from flopcalc.registry import KaplanShape, RunShape, register
@@ -28,6 +28,15 @@ DEFAULTS = {
     "relative_attention_num_buckets": 32,
     "feed_forward_proj": "relu",
 }
+
+
+#: Every config key the T5-family encoders (``T5EncoderModel``, ``UMT5EncoderModel``) read (assemblers and
+#: pipeline plans), as :func:`flopcalc.config.declare_keys` validates it.
+T5_KEYS = {
+    "vocab_size": SIZE, "d_model": SIZE, "d_kv": SIZE, "d_ff": SIZE, "num_layers": LAYERS, "num_heads": SIZE,
+    "relative_attention_num_buckets": SIZE, "feed_forward_proj": TEXT,
+}
+declare_keys("T5EncoderModel", T5_KEYS)
 
 
 def encoder_settings(config: Config) -> dict[str, Any]:

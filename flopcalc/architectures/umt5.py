@@ -16,11 +16,10 @@ for ``gated-*`` ``feed_forward_proj`` (the UMT5 default, ``gated-gelu``). ``UMT5
 
 from __future__ import annotations
 
-from flopcalc.architectures.t5 import KAPLAN, encoder_settings  # the same block stack as T5
-from flopcalc.config import Config
+from flopcalc.architectures.t5 import KAPLAN, T5_KEYS, encoder_settings  # the same block stack as T5
+from flopcalc.config import Config, declare_keys
 from flopcalc.cost import Node
 from flopcalc.formulas.t5_encoder import t5_family_encoder
-from flopcalc.weights import loading_rules
 from flopcalc.registry import RunShape, register
 from flopcalc.weights import loading_rules
 
@@ -35,6 +34,10 @@ DEFAULTS = {
     "relative_attention_num_buckets": 32,
     "feed_forward_proj": "gated-gelu",
 }
+
+
+#: The keys the T5 encoder reads (the same block stack), as :func:`flopcalc.config.declare_keys` validates them.
+declare_keys("UMT5EncoderModel", T5_KEYS)
 
 
 @register("UMT5EncoderModel", role="text_encoder", defaults=DEFAULTS,

@@ -17,7 +17,10 @@ from __future__ import annotations
 from typing import Any
 
 from flopcalc.backprop import Checkpointed, gradient_graph
-from flopcalc.config import Config, count_int, positive_int
+from flopcalc.config import (
+    COUNT, FLAG, FLAGS, LAYERS, LAYER_COUNTS, MAX_WIDTH, NAMES, NULL, SIZE, SIZES, TEXT, Config, Int, ListOf,
+    count_int, declare_keys, positive_int,
+)
 from flopcalc.cost import Node, module_list
 from flopcalc.errors import ConfigError, UnknownArchitectureError
 from flopcalc.formulas import ops
@@ -81,8 +84,15 @@ def _per_block(value: Any, n: int, key: str, component: str) -> list:
     return [value] * n
 
 
-def _per_layer(value: Any, n: int) -> list[int]:
-    return list(value) if isinstance(value, (list, tuple)) else [value] * n
+def _per_layer(value: Any, n: int, key: str, component: str) -> list[int]:
+    """Transformer depths of a block's ``n`` attention layers: one int for all, or a list whose first
+    ``n`` entries the block reads (``transformer_layers_per_block[i] for i in range(num_layers)``)."""
+    if not isinstance(value, (list, tuple)):
+        return [value] * n
+    if len(value) < n:
+        raise ConfigError(f"{component}/config.json: {key!r} lists {len(value)} transformer depth(s) for a block "
+                          f"of {n} layers; expected at least {n}")
+    return list(value[:n])
 
 
 def _unsupported(config: Config) -> None:
@@ -112,24 +122,45 @@ def _embeddings(config: Config, c0: int, text_tokens: Any) -> tuple[list[Node], 
                   + ((Node("cond_proj", ops.linear(0, config["time_cond_proj_dim"], c0, bias=False)),)
                      if config["time_cond_proj_dim"] else ()))]
     kind, n_classes = config["class_embed_type"], config["num_class_embeds"]
-    proj_dim = config["projection_class_embeddings_input_dim"]
+
+    def proj_dim() -> int:  # required by the projection class embeddings and text_time, as the real __init__
+        return positive_int(config, "projection_class_embeddings_input_dim")
     if kind is None and n_classes is not None:
         nodes.append(Node("class_embedding", ops.embedding(n_classes, ted)))
     elif kind == "timestep":
         nodes.append(mlp_embedder("class_embedding", c0, ted))
     elif kind == "projection":
-        nodes.append(mlp_embedder("class_embedding", proj_dim, ted))
+        nodes.append(mlp_embedder("class_embedding", proj_dim(), ted))
     elif kind == "simple_projection":
-        nodes.append(Node("class_embedding", ops.linear(1, proj_dim, ted)))
+        nodes.append(Node("class_embedding", ops.linear(1, proj_dim(), ted)))
     elif kind not in (None, "identity"):
         raise UnknownArchitectureError(f"{config.component}: class_embed_type {kind!r} is not supported yet.")
     if config["addition_embed_type"] == "text_time":
-        nodes.append(mlp_embedder("add_embedding", proj_dim, ted))
+        nodes.append(mlp_embedder("add_embedding", proj_dim(), ted))
     if config["encoder_hid_dim_type"] == "text_proj" or (config["encoder_hid_dim"] and not config["encoder_hid_dim_type"]):
         cad = config["cross_attention_dim"]
-        nodes.append(Node("encoder_hid_proj", ops.linear(text_tokens, config["encoder_hid_dim"],
+        nodes.append(Node("encoder_hid_proj", ops.linear(text_tokens, positive_int(config, "encoder_hid_dim"),
                                                          cad if isinstance(cad, int) else cad[0])))
     return nodes, ted
+
+
+#: Every config key ``UNet2DConditionModel`` reads (assemblers and pipeline plan), as
+#: :func:`flopcalc.config.declare_keys` validates it.
+declare_keys("UNet2DConditionModel", {
+    "sample_size": SIZE | ListOf(SIZE, lo=2, hi=2), "in_channels": SIZE, "out_channels": COUNT,
+    "down_block_types": NAMES, "mid_block_type": TEXT | NULL, "up_block_types": NAMES,
+    "only_cross_attention": FLAG | FLAGS, "block_out_channels": SIZES, "layers_per_block": LAYERS | LAYER_COUNTS,
+    "downsample_padding": Int(0, MAX_WIDTH), "norm_num_groups": SIZE | NULL,
+    "cross_attention_dim": SIZE | SIZES, "transformer_layers_per_block": LAYERS | LAYER_COUNTS | ListOf(LAYER_COUNTS),
+    "reverse_transformer_layers_per_block": ListOf(LAYER_COUNTS) | NULL, "encoder_hid_dim": SIZE | NULL,
+    "encoder_hid_dim_type": TEXT | NULL, "attention_head_dim": SIZE | SIZES, "num_attention_heads": SIZE | SIZES | NULL,
+    "dual_cross_attention": FLAG, "use_linear_projection": FLAG, "class_embed_type": TEXT | NULL,
+    "addition_embed_type": TEXT | NULL, "addition_time_embed_dim": SIZE | NULL, "num_class_embeds": SIZE | NULL,
+    "resnet_time_scale_shift": TEXT, "time_embedding_type": TEXT, "time_embedding_dim": SIZE | NULL,
+    "time_cond_proj_dim": SIZE | NULL, "conv_in_kernel": SIZE, "conv_out_kernel": SIZE,
+    "projection_class_embeddings_input_dim": SIZE | NULL, "attention_type": TEXT, "class_embeddings_concat": FLAG,
+    "mid_block_only_cross_attention": FLAG | NULL, "cross_attention_norm": TEXT | NULL,
+})
 
 
 @register("UNet2DConditionModel", role="denoiser", defaults=DEFAULTS,
@@ -153,7 +184,8 @@ def unet_2d_condition(config: Config, shape: RunShape) -> Node:
     cross = _per_block(config["cross_attention_dim"], nb, "cross_attention_dim", comp)
     lpb = _per_block(config["layers_per_block"], nb, "layers_per_block", comp)
     tlpb = _per_block(config["transformer_layers_per_block"], nb, "transformer_layers_per_block", comp)
-    rev_tlpb = config["reverse_transformer_layers_per_block"] or list(reversed(tlpb))
+    rev_tlpb = (_per_block(config["reverse_transformer_layers_per_block"], nb, "reverse_transformer_layers_per_block",
+                           comp) if config["reverse_transformer_layers_per_block"] else list(reversed(tlpb)))
     linear = bool(config["use_linear_projection"])
     scale_shift = config["resnet_time_scale_shift"] == "scale_shift"
     t = shape.text_len
@@ -179,7 +211,8 @@ def unet_2d_condition(config: Config, shape: RunShape) -> Node:
             resnet_channels=[(c_in if j == 0 else c_out, c_out) for j in range(lpb[i])], height=hh, width=ww,
             temb_channels=temb, scale_shift=scale_shift,
             attention=attn(i) if kind == "CrossAttnDownBlock2D" else None,
-            transformer_layers=_per_layer(tlpb[i], lpb[i]), sampler=sampler, sampler_name="downsamplers",
+            transformer_layers=_per_layer(tlpb[i], lpb[i], "transformer_layers_per_block", comp),
+            sampler=sampler, sampler_name="downsamplers",
             formula=kind,
         ))
 
@@ -189,7 +222,7 @@ def unet_2d_condition(config: Config, shape: RunShape) -> Node:
     mid = None
     if config["mid_block_type"] == "UNetMidBlock2DCrossAttn":
         res = resnet_block(top, top, hm, wm, temb_channels=temb, scale_shift=scale_shift)
-        layers = _per_layer(tlpb[-1], 1)
+        layers = _per_layer(tlpb[-1], 1, "transformer_layers_per_block", comp)
         mid = Node("mid_block", children=(
             module_list("attentions", [spatial_transformer(top, height=hm, width=wm, layers=k, **attn(nb - 1))
                                        for k in layers]),
@@ -214,7 +247,8 @@ def unet_2d_condition(config: Config, shape: RunShape) -> Node:
             height=hh, width=ww, temb_channels=temb, scale_shift=scale_shift,
             attention={"heads": rev_heads[i], "context_tokens": t, "context_dim": rev_cross[i],
                        "linear_projection": linear} if kind == "CrossAttnUpBlock2D" else None,
-            transformer_layers=_per_layer(rev_tlpb[i], layers), sampler=sampler, sampler_name="upsamplers",
+            transformer_layers=_per_layer(rev_tlpb[i], layers, "reverse_transformer_layers_per_block", comp),
+            sampler=sampler, sampler_name="upsamplers",
             formula=kind,
         ))
 

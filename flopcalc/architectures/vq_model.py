@@ -13,7 +13,9 @@ the ``Decoder`` and the ``quantize`` codebook (parameters only), ``encode`` the 
 
 from __future__ import annotations
 
-from flopcalc.config import Config, count_int, positive_int
+from flopcalc.config import (
+    FLAG, LAYERS, NAMES, NULL, SIZE, SIZES, TEXT, Config, count_int, declare_keys, positive_int,
+)
 from flopcalc.cost import Node
 from flopcalc.errors import ConfigError, UnknownArchitectureError
 from flopcalc.formulas import ops
@@ -78,6 +80,16 @@ def _common(config: Config) -> dict:
         raise ConfigError(f"{comp}/config.json: 'vq_embed_dim' must be a positive integer or null, got {vq_dim!r}")
     return {"channels": [int(c) for c in channels], "layers": count_int(config, "layers_per_block"),
             "latent": latent, "vq_dim": vq_dim, "mid_attention": bool(config["mid_block_add_attention"])}
+
+
+#: Every config key ``VQModel`` reads (assemblers and pipeline plan), as
+#: :func:`flopcalc.config.declare_keys` validates it.
+declare_keys("VQModel", {
+    "in_channels": SIZE, "out_channels": SIZE, "down_block_types": NAMES, "up_block_types": NAMES,
+    "block_out_channels": SIZES, "layers_per_block": LAYERS, "latent_channels": SIZE, "norm_num_groups": SIZE,
+    "num_vq_embeddings": SIZE, "vq_embed_dim": SIZE | NULL, "norm_type": TEXT, "mid_block_add_attention": FLAG,
+    "lookup_from_codebook": FLAG, "force_upcast": FLAG, "sample_size": SIZE,
+})
 
 
 @register("VQModel", call="decode", role="vae", defaults=DEFAULTS, source=SOURCE,

@@ -31,7 +31,9 @@ from math import prod
 from typing import Any
 
 from flopcalc.backprop import gradient_graph
-from flopcalc.config import Config, count_int, positive_int
+from flopcalc.config import (
+    FLAG, LAYERS, NULL, SIZE, TEXT, Config, ListOf, count_int, declare_keys, positive_int,
+)
 from flopcalc.cost import Node, module_list
 from flopcalc.errors import ConfigError, ResolutionError
 from flopcalc.formulas import ops
@@ -98,6 +100,16 @@ def _refuse_first_last_frame(config: Config) -> None:
     if config["pos_embed_seq_len"] is not None:
         raise ConfigError(f"{config.component}/config.json: pos_embed_seq_len is set: a first-last-frame (FLF2V) Wan "
                           "transformer, which flopcalc does not plan; leave pos_embed_seq_len null")
+
+
+#: Every config key ``WanTransformer3DModel`` reads (assemblers and pipeline plan), as
+#: :func:`flopcalc.config.declare_keys` validates it.
+declare_keys("WanTransformer3DModel", {
+    "patch_size": ListOf(SIZE, lo=3, hi=3), "num_attention_heads": SIZE, "attention_head_dim": SIZE,
+    "in_channels": SIZE, "out_channels": SIZE | NULL, "text_dim": SIZE, "freq_dim": SIZE, "ffn_dim": SIZE,
+    "num_layers": LAYERS, "cross_attn_norm": FLAG, "qk_norm": TEXT | NULL, "image_dim": SIZE | NULL,
+    "added_kv_proj_dim": SIZE | NULL, "rope_max_seq_len": SIZE, "pos_embed_seq_len": SIZE | NULL,
+})
 
 
 @register("WanTransformer3DModel", role="denoiser", defaults=DEFAULTS, source=SOURCE)

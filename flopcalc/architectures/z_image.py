@@ -16,7 +16,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from flopcalc.config import Config, boolean, count_int, positive_int, positive_int_list
+from flopcalc.config import (
+    FLAG, LAYERS, NULL, SIZE, SIZES, Config, boolean, count_int, declare_keys, positive_int, positive_int_list,
+)
 from flopcalc.cost import Node, module_list
 from flopcalc.errors import ConfigError
 from flopcalc.formulas import ops
@@ -66,6 +68,15 @@ def _heads(config: Config, dim: int) -> int:
         raise ConfigError(f"{config.component}/config.json: the head width dim // n_heads = {dim // heads} must equal "
                           f"sum(axes_dims) = {sum(axes)}")
     return heads
+
+
+#: Every config key ``ZImageTransformer2DModel`` reads (assemblers and pipeline plan), as
+#: :func:`flopcalc.config.declare_keys` validates it.
+declare_keys("ZImageTransformer2DModel", {
+    "all_patch_size": SIZES, "all_f_patch_size": SIZES, "in_channels": SIZE, "dim": SIZE, "n_layers": LAYERS,
+    "n_refiner_layers": LAYERS, "n_heads": SIZE, "n_kv_heads": SIZE, "qk_norm": FLAG, "cap_feat_dim": SIZE,
+    "siglip_feat_dim": SIZE | NULL, "axes_dims": SIZES,
+})
 
 
 @register("ZImageTransformer2DModel", role="denoiser", defaults=DEFAULTS,

@@ -206,10 +206,18 @@ def _sd3_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict[str, 
     }
 
 
-@input_builder("AutoencoderKL", settings=("height", "width"), calls=("decode", "encode"))
+@input_builder("AutoencoderKL", settings=("height", "width"), calls=("decode", "encode"), optional=("vae_tiling",))
 def _autoencoder_kl_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict[str, TensorSpec]:
     """decode: z (1, latent_channels, H/f, W/f) with f = 2**(len(block_out_channels)-1);
-    encode: x (1, in_channels, H, W)."""
+    encode: x (1, in_channels, H, W). ``vae_tiling`` 1 (optional) calls ``enable_tiling()`` first
+    (tiles of the config's ``sample_size``, overlap factor 0.25): ``tiled_decode`` /
+    ``_tiled_encode`` run when a side exceeds the tile."""
+    if s.get("vae_tiling"):
+        model.enable_tiling()
+        model._measure_notes = [(
+            "vae.enable_tiling() was called before measuring (tile size: the config's sample_size, overlap "
+            "factor 0.25): tiled_decode / _tiled_encode ran."
+        )]
     if call == "encode":
         return {"x": _f32(1, _cfg(model, "in_channels"), s["height"], s["width"])}
     factor = 2 ** (len(_cfg(model, "block_out_channels")) - 1)

@@ -18,9 +18,12 @@ import math
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Callable, Mapping
 
-from flopcalc.config import Config, class_name_of
-from flopcalc.errors import ConfigError, FlopcalcError, OptionError, ResolutionError, UnplannedPipelineError
+from flopcalc.config import Config, class_name_of, validate_components
+from flopcalc.errors import (
+    ConfigError, FlopcalcError, OptionError, ResolutionError, UnplannedPipelineError, unbuildable,
+)
 from flopcalc.formulas.tiling import CallSplit
+from flopcalc.limits import check_settings
 from flopcalc.registry import RunShape
 
 
@@ -197,15 +200,16 @@ def plan(model_index: Mapping[str, Any] | None, components: Mapping[str, Mapping
     ``role_without_formula(class_name, component)`` gives the role of a bare config whose class has
     no formula (``--measure``: what its input builder says), else such a config is refused."""
     _validate(settings)
+    validate_components(components)
     if model_index is not None:
         name = model_index.get("_class_name")
         if isinstance(name, str):
             from flopcalc.discovery import pipeline_modules as modules_of
 
             _load_modules(modules_of(name))  # its plan's module and those of the plans that may serve it
-        if name not in _PIPELINES:
+        if isinstance(name, str) and name not in _PIPELINES:
             _load()  # not where the index said: look everywhere before saying it is unsupported
-        if name not in _PIPELINES:
+        if not isinstance(name, str) or name not in _PIPELINES:
             raise UnplannedPipelineError(
                 f"pipeline {name!r} is not supported (supported: {', '.join(sorted(_PIPELINES))}); "
                 f"estimate a component alone by passing its config.json."
@@ -213,8 +217,10 @@ def plan(model_index: Mapping[str, Any] | None, components: Mapping[str, Mapping
         configs = _configs(components)
         name = next((pipe for pipe, applies in _SERVED_BY.get(name, []) if applies(configs)), name)
         _refuse_unapplied(name, settings)
-        return _PIPELINES[name](configs, settings, index=model_index)
-    return _standalone(components, settings, role_without_formula)
+        with unbuildable("model_index.json", name, "pipeline plan"):
+            return _PIPELINES[name](configs, settings, index=model_index)
+    with unbuildable(next(iter(components), "model"), None, "plan"):
+        return _standalone(components, settings, role_without_formula)
 
 
 def _configs(components: Mapping[str, Mapping[str, Any]]) -> dict[str, Config]:
@@ -241,8 +247,9 @@ _ALONE = {
 }
 
 
-def _refuse_unapplied_alone(what: str, s: Settings) -> None:
+def _refuse_unapplied_alone(what: str, s: Settings, extra: frozenset[str] = frozenset()) -> None:
     how, applied = _ALONE[what]
+    applied |= extra
     option = _first_unapplied(s, applied)
     if option is not None:
         flags = ", ".join(_flag(o) for o in sorted(applied - {"resolution_binning"}))
@@ -273,6 +280,7 @@ def _validate(s: Settings) -> None:
         v = getattr(s, key)
         if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
             raise FlopcalcError(f"{key} must be a positive integer, got {v!r}")
+    check_settings(s)
     if s.strength is not None and not 0 < s.strength <= 1:
         raise FlopcalcError(f"strength must be in (0, 1], got {s.strength}")
     for key in ("guidance_scale", "true_cfg_scale"):
@@ -377,10 +385,18 @@ def text_runs(components, encoders: list[tuple[str, int]], prompts_encoded: int,
 def vae_runs(components, s: Settings, images: int, latent_h: int, latent_w: int,
              latent_frames: int | None = None) -> list[ComponentRun]:
     """The VAE decoding each image (video: each clip of ``latent_frames`` latent frames) once,
-    and, for image-to-image, encoding each input image (clip of ``num_frames``) once."""
+    and, for image-to-image, encoding each input image (clip of ``num_frames``) once; an image VAE
+    with ``vae_tiling`` in tiles, as ``vae.enable_tiling()`` makes it (:mod:`.image_vae_tiling`)."""
     if "vae" not in components:
         return []
     cls = component_class(components, "vae") or "?"
+    if s.vae_tiling and latent_frames is None:
+        from flopcalc.pipelines.image_vae_tiling import tiled_image_vae_runs
+
+        tiled = tiled_image_vae_runs(components["vae"], cls, images, s.batch_size, latent_h, latent_w, s.height,
+                                     s.width, encode=s.strength is not None, symbolic=s.symbolic)
+        if tiled is not None:
+            return tiled
     what = "video(s)" if latent_frames is not None else "image(s)"
     runs = [ComponentRun("vae", cls, "decode", "vae_decoder",
                          RunShape(latent_height=latent_h, latent_width=latent_w, latent_frames=latent_frames),
@@ -463,7 +479,9 @@ def _standalone(components: Mapping[str, Mapping[str, Any]], s: Settings,
         run = ComponentRun(name, cls or "?", "forward", "text_encoder", RunShape(seq_len=seq), s.batch_size,
                            f"{s.batch_size} prompt(s)")
         return Plan("text encoder only", s, 1, (run,))
-    _refuse_unapplied_alone("VAE", s)
+    from flopcalc.pipelines.image_vae_tiling import TILED_CLASSES
+
+    _refuse_unapplied_alone("VAE", s, frozenset({"vae_tiling"}) if cls in TILED_CLASSES else frozenset())
     f = vae_scale_factor({name: cfg}, name)
     size = cfg.get("sample_size") if isinstance(cfg.get("sample_size"), int) else 1024
     s = replace(s, height=s.height or size, width=s.width or size)

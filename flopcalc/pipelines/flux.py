@@ -21,7 +21,7 @@ from flopcalc.pipelines.base import (
 
 
 @register_pipeline("FluxPipeline", denoisers=("FluxTransformer2DModel",),
-                   options=("true_cfg_scale", "max_sequence_length"))
+                   options=("true_cfg_scale", "max_sequence_length", "vae_tiling"))
 def flux_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                   index: Mapping[str, Any] | None = None) -> Plan:
     """``FluxPipeline.__call__`` (diffusers ``pipelines/flux/pipeline_flux.py``): 1024² default

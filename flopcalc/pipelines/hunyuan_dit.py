@@ -69,7 +69,7 @@ def _text_lengths(components: Mapping[str, Mapping[str, Any]]) -> int:
     return bert + t5
 
 
-@register_pipeline("HunyuanDiTPipeline", denoisers=("HunyuanDiT2DModel",),
+@register_pipeline("HunyuanDiTPipeline", denoisers=("HunyuanDiT2DModel",), options=("vae_tiling",),
                    refuses={"max_sequence_length": f"it encodes a fixed {BERT_TOKENS} BERT and {MT5_TOKENS} mT5 tokens"})
 def hunyuan_dit_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                          index: Mapping[str, Any] | None = None) -> Plan:

@@ -57,7 +57,8 @@ def _img2img_note(s: Settings, name: str) -> list[str]:
              "input image VAE-encoded and the last `strength` of the schedule run")]
 
 
-@register_pipeline("Lumina2Pipeline", denoisers=("Lumina2Transformer2DModel",), options=("max_sequence_length",))
+@register_pipeline("Lumina2Pipeline", denoisers=("Lumina2Transformer2DModel",),
+                   options=("max_sequence_length", "vae_tiling"))
 def lumina2_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                      index: Mapping[str, Any] | None = None) -> Plan:
     """``Lumina2Pipeline.__call__`` (``pipelines/lumina2/pipeline_lumina2.py``): 1024² default
@@ -91,10 +92,10 @@ def lumina2_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
     return Plan(name, s, passes, tuple(runs), tuple(notes))
 
 
-register_pipeline("Lumina2Text2ImgPipeline", options=("max_sequence_length",))(lumina2_pipeline)
+register_pipeline("Lumina2Text2ImgPipeline", options=("max_sequence_length", "vae_tiling"))(lumina2_pipeline)
 
 
-@register_pipeline("LuminaPipeline", denoisers=("LuminaNextDiT2DModel",), options=("max_sequence_length",))
+@register_pipeline("LuminaPipeline", denoisers=("LuminaNextDiT2DModel",), options=("max_sequence_length", "vae_tiling"))
 def lumina_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                     index: Mapping[str, Any] | None = None) -> Plan:
     """``LuminaPipeline.__call__`` (``pipelines/lumina/pipeline_lumina.py``, Lumina-Next): 1024²
@@ -122,4 +123,4 @@ def lumina_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
     return Plan(name, s, passes, tuple(runs), tuple(notes))
 
 
-register_pipeline("LuminaText2ImgPipeline", options=("max_sequence_length",))(lumina_pipeline)
+register_pipeline("LuminaText2ImgPipeline", options=("max_sequence_length", "vae_tiling"))(lumina_pipeline)

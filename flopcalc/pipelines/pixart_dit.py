@@ -26,7 +26,8 @@ def pixart_binned_size(height: int, width: int, sample_size: int) -> tuple[int, 
     return nearest_aspect_bin("pixart_aspect_ratio_bins.json", sample_size, height, width, "PixArt")
 
 
-@register_pipeline("PixArtAlphaPipeline", denoisers=("PixArtTransformer2DModel",), options=("max_sequence_length",))
+@register_pipeline("PixArtAlphaPipeline", denoisers=("PixArtTransformer2DModel",),
+                   options=("max_sequence_length", "vae_tiling"))
 def pixart_alpha_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                           index: Mapping[str, Any] | None = None) -> Plan:
     """``PixArtAlphaPipeline.__call__`` (``pipelines/pixart_alpha/pipeline_pixart_alpha.py``):
@@ -37,7 +38,7 @@ def pixart_alpha_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settin
     return _pixart(components, s, "PixArtAlphaPipeline", 120)
 
 
-@register_pipeline("PixArtSigmaPipeline", options=("max_sequence_length",))
+@register_pipeline("PixArtSigmaPipeline", options=("max_sequence_length", "vae_tiling"))
 def pixart_sigma_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                           index: Mapping[str, Any] | None = None) -> Plan:
     """``PixArtSigmaPipeline.__call__`` (``pipeline_pixart_sigma.py``): as PixArt-α with T5 on

@@ -21,7 +21,7 @@ from flopcalc.pipelines.base import (
 
 
 @register_pipeline("StableDiffusion3Pipeline", denoisers=("SD3Transformer2DModel",),
-                   options=("max_sequence_length",))
+                   options=("max_sequence_length", "vae_tiling"))
 def sd3_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                  index: Mapping[str, Any] | None = None) -> Plan:
     """``StableDiffusion3Pipeline.__call__`` (diffusers ``pipelines/stable_diffusion_3/

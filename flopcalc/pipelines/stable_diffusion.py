@@ -36,7 +36,7 @@ def _unet_defaults(components, s: Settings, steps: int, guidance: float) -> tupl
 
 
 @register_pipeline("StableDiffusionPipeline", denoisers=("UNet2DConditionModel",), component="unet",
-                   when=lambda cfg: cfg.get("addition_embed_type") != "text_time")
+                   options=("vae_tiling",), when=lambda cfg: cfg.get("addition_embed_type") != "text_time")
 def sd_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                 index: Mapping[str, Any] | None = None) -> Plan:
     """``StableDiffusionPipeline.__call__`` (diffusers ``pipelines/stable_diffusion/
@@ -54,7 +54,7 @@ def sd_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
 
 
 @register_pipeline("StableDiffusionXLPipeline", denoisers=("UNet2DConditionModel",), component="unet",
-                   when=lambda cfg: cfg.get("addition_embed_type") == "text_time"
+                   options=("vae_tiling",), when=lambda cfg: cfg.get("addition_embed_type") == "text_time"
                    and cfg.get("encoder_hid_dim_type") != "text_proj")  # text_proj: KolorsPipeline
 def sdxl_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                   index: Mapping[str, Any] | None = None) -> Plan:
