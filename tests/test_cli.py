@@ -139,7 +139,7 @@ def test_kaplan_refuses_a_model_without_a_text_encoder():
     (("sdxl-base", "--num-frames", "81"), ("--num-frames", "StableDiffusionXLPipeline", "images, not videos")),
     (("sd1.5", "--max-sequence-length", "100"), ("--max-sequence-length", "StableDiffusionPipeline")),
     (("sd1.5", "--true-cfg-scale", "4", "--negative-prompt"), ("--true-cfg-scale", "StableDiffusionPipeline")),
-    (("sdxl-base", "--vae-tiling"), ("--vae-tiling", "StableDiffusionXLPipeline", "tiled decode")),
+    (("kolors", "--vae-tiling"), ("--vae-tiling", "KolorsPipeline", "tiled decode")),
     (("wan2.1-t2v-1.3b", "--true-cfg-scale", "3"), ("--true-cfg-scale", "WanPipeline")),
     (("sd1.5", "--guidance-scale", "nan"), ("guidance_scale", "finite")),
     (("sd1.5", "--guidance-scale", "inf"), ("guidance_scale", "finite")),

@@ -5,8 +5,8 @@ The pipelines call ``vae.decode(latents)`` (and ``vae.encode(image)`` for image-
 exceeds the tile size (``AutoencoderKL.tiled_decode`` / ``_tiled_encode``). Each tile is a whole
 decode (encode) of its own extent, so the plan holds one run per distinct tile shape, ``count ×
 images`` times; the tile grid is :func:`flopcalc.architectures.autoencoder_kl.decode_split` /
-:func:`~flopcalc.architectures.autoencoder_kl.encode_split` (a ``CallSplit``, as runs by ``tile_runs``). When the latent fits one tile the VAE
-decodes it whole, and so does the plan.
+:func:`~flopcalc.architectures.autoencoder_kl.encode_split` (a ``CallSplit``, made runs by
+``tile_runs``). When the latent fits one tile the VAE decodes it whole, and so does the plan.
 """
 
 from __future__ import annotations
