@@ -15,6 +15,7 @@ from sympy.parsing.latex import parse_latex  # noqa: E402
 from sympy.parsing.sympy_parser import parse_expr  # noqa: E402
 
 from flopcalc.cards import list_cards  # noqa: E402
+from flopcalc.errors import FlopcalcError  # noqa: E402
 from flopcalc.symbolic import SYMBOL_TEXT, structure, symbolic_estimate  # noqa: E402
 from flopcalc.symbolic_report import render_text  # noqa: E402
 
@@ -60,7 +61,11 @@ def _printed(text: str, report) -> tuple[str, dict[tuple[str, str], str]]:
 @pytest.mark.parametrize("card", CARDS)
 @pytest.mark.parametrize("fmt", ["latex", "text"])
 def test_printed_law_reads_back_as_the_law(card, fmt):
-    report = symbolic_estimate(card)
+    try:
+        report = symbolic_estimate(card)
+    except FlopcalcError as exc:  # a card whose count has no closed-form law (Wan's expert split, ...) prints none
+        assert "no closed-form law" in str(exc) and "\n" not in str(exc), exc
+        return
     text = render_text(report, latex=fmt == "latex")
     read = _from_latex if fmt == "latex" else _from_text
     total, terms = _printed(text, report)
