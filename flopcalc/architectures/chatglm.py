@@ -20,6 +20,7 @@ from flopcalc.errors import ConfigError, FlopcalcError, UnknownArchitectureError
 from flopcalc.formulas import ops
 from flopcalc.formulas.chatglm import glm_block
 from flopcalc.formulas.decoder_layer import rotary_embedding
+from flopcalc.weights import Buffer, loading_rules
 from flopcalc.registry import KaplanShape, RunShape, register
 
 #: ``ChatGLMConfig.__init__`` defaults (diffusers pipelines/kolors/text_encoder.py).
@@ -88,3 +89,13 @@ def _kv_groups(config: Config, heads: int) -> int:
         raise ConfigError(f"{config.component}/config.json: num_attention_heads {heads} is not a multiple of "
                           f"multi_query_group_num {groups}")
     return groups
+
+
+def _chatglm_buffers(config: Config) -> tuple[Buffer, ...]:
+    """``RotaryEmbedding(rotary_dim // 2)`` (``rotary_dim = kv_channels``): its persistent ``inv_freq`` of
+    ``len(range(0, rotary_dim // 2, 2))`` frequencies, loaded in the weights' dtype."""
+    half = positive_int(config, "kv_channels") // 2
+    return (Buffer("rotary_pos_emb.inv_freq", (half + 1) // 2, "loaded"),)
+
+
+loading_rules("ChatGLMModel", buffers=_chatglm_buffers, source="diffusers/pipelines/kolors/text_encoder.py:766")

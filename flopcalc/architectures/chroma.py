@@ -19,6 +19,7 @@ from flopcalc.formulas.chroma import chroma_approximator
 from flopcalc.formulas.conditioning import pruned_ada_layer_norm
 from flopcalc.formulas.mmdit_joint_block import mmdit_joint_block
 from flopcalc.formulas.single_stream_block import single_stream_block
+from flopcalc.weights import Buffer, loading_rules
 from flopcalc.registry import RunShape, register
 
 #: ``ChromaTransformer2DModel.__init__`` keyword defaults (transformer_chroma.py).
@@ -95,3 +96,15 @@ def chroma_transformer(config: Config, shape: RunShape) -> Node:
         ),
         formula="chroma_transformer",
     )
+
+
+def _chroma_buffers(config: Config) -> tuple[Buffer, ...]:
+    """``time_text_embed.mod_proj``: float32, non-persistent, ``out_dim × 2·(approximator_num_channels // 4)``
+    with ``out_dim = 3·num_single_layers + 12·num_layers + 2`` (transformer_chroma.py:158, 422)."""
+    out_dim = 3 * count_int(config, "num_single_layers") + 2 * 6 * count_int(config, "num_layers") + 2
+    return (Buffer("time_text_embed.mod_proj", out_dim * 2 * (positive_int(config, "approximator_num_channels") // 4),
+                   "float32"),)
+
+
+loading_rules("ChromaTransformer2DModel", buffers=_chroma_buffers,
+              source="diffusers/models/transformers/transformer_chroma.py:158")

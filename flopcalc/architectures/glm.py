@@ -16,6 +16,7 @@ from flopcalc.cost import Node, module_list
 from flopcalc.errors import ConfigError
 from flopcalc.formulas import ops
 from flopcalc.formulas.decoder_layer import decoder_layer, rotary_embedding
+from flopcalc.weights import loading_rules, rotary_buffers
 from flopcalc.registry import KaplanShape, RunShape, register
 
 #: ``GlmConfig`` defaults (transformers configuration_glm.py).
@@ -55,3 +56,8 @@ def glm_model(config: Config, shape: RunShape) -> Node:
         Node("norm", ops.rms_norm(n, d)),
         rotary_embedding("rotary_emb", n, int(head_dim * factor)),
     ), formula="glm_model")
+
+
+loading_rules("GlmModel", buffers=lambda c: rotary_buffers(
+    "rotary_emb", int(positive_int(c, "head_dim") * c["partial_rotary_factor"])),
+    source="transformers/models/glm/modeling_glm.py (GlmRotaryEmbedding: head_dim · partial_rotary_factor)")

@@ -24,6 +24,7 @@ from flopcalc.architectures.llm_encoders import GEMMA_KAPLAN, decoder_model
 from flopcalc.config import FLAG, LAYERS, NULL, SIZE, Config, boolean, declare_keys, positive_int
 from flopcalc.cost import Node
 from flopcalc.formulas import ops
+from flopcalc.weights import loading_rules, rotary_buffers
 from flopcalc.registry import RunShape, register
 
 #: Kaplan's shape: Gemma's (queries of ``num_attention_heads · head_dim``, a width independent of
@@ -73,3 +74,9 @@ def qwen3_for_causal_lm(config: Config, shape: RunShape) -> Node:
         lm_head = replace(lm_head, params=0)  # model.embed_tokens' weight, counted once
     model = replace(qwen3_model(config, shape), name="model")
     return Node("text_encoder", children=(model, Node("lm_head", lm_head)), formula="qwen3_for_causal_lm")
+
+
+loading_rules("Qwen3Model", buffers=lambda c: rotary_buffers("rotary_emb", positive_int(c, "head_dim")),
+              source="transformers/models/qwen3/modeling_qwen3.py (Qwen3RotaryEmbedding)")
+loading_rules("Qwen3ForCausalLM", buffers=lambda c: rotary_buffers("model.rotary_emb", positive_int(c, "head_dim")),
+              source="transformers/models/qwen3/modeling_qwen3.py (Qwen3RotaryEmbedding)")
