@@ -107,9 +107,9 @@ def test_a_text_encoder_alone_is_measured_from_the_cli(tmp_path, rng):
 
 def test_a_class_without_an_input_builder_says_how_to_add_one(tmp_path):
     _harness()
-    folder = tmp_path / "roberta"
+    folder = tmp_path / "gpt2"
     folder.mkdir()
-    (folder / "config.json").write_text(json.dumps({"architectures": ["XLMRobertaModel"], "model_type": "xlm-roberta"}))
+    (folder / "config.json").write_text(json.dumps({"architectures": ["GPT2Model"], "model_type": "gpt2"}))
     with pytest.raises(MeasureError, match=r"no formula and no input builder.*flopcalc/measure/inputs/"):
         estimate(str(folder), measure=True)
 
@@ -130,8 +130,8 @@ def test_without_measure_the_error_points_to_it(tmp_path):
 def test_an_unplanned_pipeline_cannot_be_measured(tmp_path):
     folder = _flux_with_xlmr(tmp_path)
     index = json.loads((folder / "model_index.json").read_text())
-    (folder / "model_index.json").write_text(json.dumps({**index, "_class_name": "ZImagePipeline"}))
-    with pytest.raises(UnplannedPipelineError, match=r"ZImagePipeline.*not supported.*--measure cannot stand in for a "
+    (folder / "model_index.json").write_text(json.dumps({**index, "_class_name": "HiDreamImagePipeline"}))
+    with pytest.raises(UnplannedPipelineError, match=r"HiDreamImagePipeline.*not supported.*--measure cannot stand in for a "
                                                      r"plan"):
         estimate(str(folder), measure=True)
 

@@ -21,6 +21,7 @@ from flopcalc.formulas import ops
 from flopcalc.formulas.chatglm import glm_block
 from flopcalc.formulas.decoder_layer import rotary_embedding
 from flopcalc.registry import KaplanShape, RunShape, register
+from flopcalc.weights import Buffer, loading_rules
 
 #: ``ChatGLMConfig.__init__`` defaults (diffusers pipelines/kolors/text_encoder.py).
 DEFAULTS = {
@@ -78,3 +79,10 @@ def _kv_groups(config: Config, heads: int) -> int:
         raise ConfigError(f"{config.component}/config.json: num_attention_heads {heads} is not a multiple of "
                           f"multi_query_group_num {groups}")
     return groups
+
+
+# diffusers pipelines/kolors/text_encoder.py RotaryEmbedding(kv_channels // 2): a persistent inv_freq of
+# kv_channels // 4 frequencies, loaded with the weights (in their dtype)
+loading_rules("ChatGLMModel", buffers=lambda c: (
+    Buffer("rotary_pos_emb.inv_freq", positive_int(c, "kv_channels") // 4, "loaded"),),
+    source="diffusers/pipelines/kolors/text_encoder.py")

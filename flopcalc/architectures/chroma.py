@@ -20,6 +20,7 @@ from flopcalc.formulas.conditioning import pruned_ada_layer_norm
 from flopcalc.formulas.mmdit_joint_block import mmdit_joint_block
 from flopcalc.formulas.single_stream_block import single_stream_block
 from flopcalc.registry import RunShape, register
+from flopcalc.weights import Buffer, loading_rules
 
 #: ``ChromaTransformer2DModel.__init__`` keyword defaults (transformer_chroma.py).
 DEFAULTS = {
@@ -85,3 +86,15 @@ def chroma_transformer(config: Config, shape: RunShape) -> Node:
         ),
         formula="chroma_transformer",
     )
+
+
+def _chroma_buffers(config: Config) -> tuple[Buffer, ...]:
+    """``time_text_embed.mod_proj`` (transformer_chroma.py ``ChromaCombinedTimestepTextProjEmbeddings``): a
+    non-persistent float32 table of ``out_dim × 2·(approximator_num_channels // 4)`` sinusoids."""
+    channels = positive_int(config, "approximator_num_channels") // 4
+    rows = modulation_vectors(count_int(config, "num_layers"), count_int(config, "num_single_layers"))
+    return (Buffer("time_text_embed.mod_proj", rows * 2 * channels, "float32"),)
+
+
+loading_rules("ChromaTransformer2DModel", buffers=_chroma_buffers,
+              source="diffusers/models/transformers/transformer_chroma.py")

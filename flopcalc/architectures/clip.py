@@ -148,3 +148,8 @@ def clip_vision_model_with_projection(config: Config, shape: RunShape) -> Node:
         )),
         Node("visual_projection", ops.linear(1, d, positive_int(config, "projection_dim"), bias=False)),
     ), formula="clip_vision")
+
+
+# modeling_clip.py CLIPVisionEmbeddings: a non-persistent int64 ``position_ids`` (1, num_positions)
+loading_rules("CLIPVisionModelWithProjection", buffers=lambda c: (
+    Buffer("vision_model.embeddings.position_ids", vision_tokens(c), "int64"),), source=SOURCE)

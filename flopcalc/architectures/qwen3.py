@@ -25,6 +25,7 @@ from flopcalc.config import Config, boolean, positive_int
 from flopcalc.cost import Node
 from flopcalc.formulas import ops
 from flopcalc.registry import RunShape, register
+from flopcalc.weights import loading_rules, rotary_buffers
 
 #: Kaplan's shape: Gemma's (queries of ``num_attention_heads · head_dim``, a width independent of
 #: ``hidden_size``; the token embedding left out of N), and ``Qwen3ForCausalLM``'s ``lm_head`` (the
@@ -64,3 +65,10 @@ def qwen3_for_causal_lm(config: Config, shape: RunShape) -> Node:
         lm_head = replace(lm_head, params=0)  # model.embed_tokens' weight, counted once
     model = replace(qwen3_model(config, shape), name="model")
     return Node("text_encoder", children=(model, Node("lm_head", lm_head)), formula="qwen3_for_causal_lm")
+
+
+# modeling_qwen3.py Qwen3RotaryEmbedding: non-persistent float32 inv_freq / original_inv_freq (head_dim / 2 each)
+loading_rules("Qwen3Model", buffers=lambda c: rotary_buffers("rotary_emb", positive_int(c, "head_dim")),
+              source="transformers/models/qwen3/modeling_qwen3.py")
+loading_rules("Qwen3ForCausalLM", buffers=lambda c: rotary_buffers("model.rotary_emb", positive_int(c, "head_dim")),
+              source="transformers/models/qwen3/modeling_qwen3.py")
