@@ -18,8 +18,8 @@ from flopcalc.energy_laws.laws import (LAWS, PER_CALIBRATION, TARGETS, Sample, e
                                   leave_one_model_out, predict_law)
 from flopcalc.energy_laws.records import MeasurementError, Record, estimate_record
 
-MIN_MODELS = 3
-BYTES_PER_PARAMETER = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}  # a calibration needs this many models: leave-one-model-out then fits on ≥ 2
+MIN_MODELS = 3  # a calibration needs this many models: leave-one-model-out then fits on ≥ 2
+BYTES_PER_PARAMETER = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}  # and per activation element
 
 
 def sample_of(work: Work, gpu_key: str, precision: str, calibration: str, label: str = "",
@@ -28,9 +28,11 @@ def sample_of(work: Work, gpu_key: str, precision: str, calibration: str, label:
 
     g = gpu(gpu_key)
     peak = g.peak_flops.get(precision) or g.peak_flops["bf16"]
+    per_byte = BYTES_PER_PARAMETER[precision] / g.memory_bandwidth
     return Sample(label, calibration, work.total("linear"), work.total("attention"), work.total("conv"), work.calls,
                   work.cfg, float(work.pixels), peak, g.tdp_w, energy, latency, work.items,
-                  work.total("weight_reads") * BYTES_PER_PARAMETER[precision] / g.memory_bandwidth)
+                  work.total("weight_reads") * per_byte, work.total("attention_padded"),
+                  work.total("unfused_elementwise") * per_byte)
 
 
 def samples_of(records: Sequence[Record]) -> tuple[list[Sample], dict[int, Work]]:

@@ -7,13 +7,20 @@ dense tensor peak at the precision (FLOP/s), ``W`` its TDP and ``n`` the denoise
 (steps ÷ items in the batch):
 
 * ``opclass`` (op-class model with per-step overhead), non-negative coefficients:
-  ``t = a_L·L/P + a_A·A/P + a_C·C/P + o_t·n + w_t·R/B`` and
-  ``E = W·(e_L·L/P + e_A·A/P + e_C·C/P + o_E·n + w_E·R/B)``, with ``R`` the weight bytes read per
-  item (each denoiser call reads the denoiser's weights once for the whole batch, every other
-  component once per batch) and ``B`` the memory bandwidth. ``a`` are inverse efficiencies (1 = the
-  datasheet peak), ``e`` fractions of TDP × inverse efficiency, ``o`` seconds per call; the weight term
-  (its coefficient far above 1: a per-call cost that grows with the model, not bandwidth alone)
-  earns its place on the small fp16 UNet workloads (ML.ENERGY v2) and fits to 0 on v3.
+  ``t = a_L·L/P + a_A·Ã/P + a_C·C/P + o_t·n + w_t·R/B + m_t·M/B`` and
+  ``E = W·(e_L·L/P + e_A·Ã/P + e_C·C/P + o_E·n + w_E·R/B + m_E·M/B)``, with ``Ã`` the attention
+  FLOPs at the head widths the FlashAttention kernels run (padded to a multiple of 32,
+  :func:`flopcalc.energy_laws.features.padded_head_width`), ``R`` the weight bytes read per item
+  (each denoiser call reads the denoiser's weights once for the whole batch, every other component
+  once per batch), ``M`` the bytes of the elementwise ops outside attention kernels (norms and
+  activations: elementwise estimate less the softmax, × bytes per element) and ``B`` the memory
+  bandwidth. ``a`` are inverse efficiencies (1 = the datasheet peak), ``e`` fractions of TDP ×
+  inverse efficiency, ``o`` seconds per call; the weight term (its coefficient far above 1: a
+  per-call cost that grows with the model, not bandwidth alone) earns its place on the small fp16
+  UNet workloads (ML.ENERGY v2); the elementwise term (its coefficient ≈ 9–17: the counted norms and
+  activations stand in for all the activation traffic of the same width, uncounted adds, modulations
+  and rotary embeddings included) is what tells a narrow model (HunyuanDiT, width 1408) from a wide
+  one (FLUX.1, 3072) at equal FLOPs: per FLOP, narrow models move more activations.
 * ``loglog`` (the seed paper's law, ../shared/seeds 002, eq. 3): ``log y = c₀ + α·log F + β·cfg +
   ρ·log(pixels) + δ_calibration`` with ``F = L + A + C``, fitted on all calibrations at once.
 * ``linear``: ``E = k·F`` and ``t = k_t·F`` (the simplest baseline).
@@ -33,7 +40,7 @@ from flopcalc.energy_laws.nnls import nnls
 
 LAWS = ("opclass", "loglog", "linear")
 TARGETS = ("energy", "latency")
-OPCLASS_TERMS = ("linear", "attention", "conv", "per_call", "weights")
+OPCLASS_TERMS = ("linear", "attention", "conv", "per_call", "weights", "elementwise")
 
 
 @dataclass(frozen=True)
@@ -54,6 +61,8 @@ class Sample:
     latency: float  # s per item
     batch_size: int = 1
     weight_time: float = 0.0  # s: weight bytes read per item ÷ memory bandwidth
+    attention_padded: float = 0.0  # attention FLOPs at the kernels' padded head widths
+    elementwise_time: float = 0.0  # s: bytes of the elementwise ops outside attention ÷ memory bandwidth
 
     @property
     def flops(self) -> float:
@@ -64,7 +73,8 @@ class Sample:
 
 
 def opclass_row(s: Sample, target: str) -> np.ndarray:
-    row = np.array([s.linear / s.peak, s.attention / s.peak, s.conv / s.peak, s.calls, s.weight_time])
+    row = np.array([s.linear / s.peak, s.attention_padded / s.peak, s.conv / s.peak, s.calls, s.weight_time,
+                    s.elementwise_time])
     return row * s.tdp if target == "energy" else row
 
 

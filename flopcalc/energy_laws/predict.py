@@ -133,8 +133,10 @@ def _check(doc: Mapping) -> None:
             for t in ("energy", "latency"):
                 if not math.isfinite(float(cal["laws"][law]["errors"][t]["log_ratio_p90"])):
                     raise ValueError(f"{law} {t} error")
-                if law != "loglog" and not all(math.isfinite(float(v)) and float(v) >= 0
-                                               for v in cal["laws"][law]["coefficients"][t].values()):
+                coef = cal["laws"][law]["coefficients"][t] if law != "loglog" else {}
+                if law == "opclass":
+                    [coef[k] for k in OPCLASS_TERMS]  # a file fitted before a term existed lacks it
+                if not all(math.isfinite(float(v)) and float(v) >= 0 for v in coef.values()):
                     raise ValueError(f"{law} {t} coefficients must be finite and non-negative")
     for t in ("energy", "latency"):
         ll = doc["loglog"][t]
@@ -338,9 +340,13 @@ def _split(work: Work, sample: Sample, law: str, coef: Mapping | None, totals: M
     out = []
     for c in work.components:
         if law == "opclass":
-            reads = c.weight_reads / work.total("weight_reads") if work.total("weight_reads") else 0.0
+            def share(field: str) -> float:
+                whole = work.total(field)
+                return getattr(c, field) / whole if whole else 0.0
+
             part = Sample("", "", c.linear, c.attention, c.conv, c.calls, False, 1.0, sample.peak, sample.tdp, 0, 0,
-                          1, sample.weight_time * reads)
+                          1, sample.weight_time * share("weight_reads"), c.attention_padded,
+                          sample.elementwise_time * share("unfused_elementwise"))
             vals = {t: float(opclass_row(part, t) @ np.array([coef[t][k] for k in OPCLASS_TERMS])) for t in totals}
         else:
             share = c.flops / work.flops
