@@ -20,10 +20,10 @@ size that :func:`flopcalc.formulas.ops.attention` computes, is what makes them p
 * ``attention_padded``: the attention FLOPs with each call's head width (``attention / (2·scores)``
   of the module that calls it) rounded up to the width a FlashAttention kernel is compiled for:
   FlashAttention-2, which PyTorch's SDPA flash backend vendors, instantiates its forward kernels for
-  head widths 32, 64, …, 256 (``run_mha_fwd_hdim32`` … ``hdim256`` in
-  ``aten/src/ATen/native/transformers/cuda/flash_attn/flash_fwd_launch_template.h``) and zero-pads a narrower head to the next one,
-  so head width 88 (HunyuanDiT) runs as 96 and 40 (SD1.5's first level) as 64; wider heads (VAE
-  mid-block attention) are not padded;
+  head widths 32, 64, …, 256 (``run_mha_fwd_hdim32`` … ``hdim256``, PyTorch's
+  ``aten/src/ATen/native/transformers/cuda/flash_attn/flash_fwd_launch_template.h``) and zero-pads a
+  narrower head to the next one, so head width 88 (HunyuanDiT) runs as 96 and 40 (SD1.5's first
+  level) as 64; wider heads (VAE mid-block attention) are not padded;
 * ``unfused_elementwise``: the elementwise estimate without the softmax (``elementwise −
   SOFTMAX_OPS·scores``), which the attention kernel computes in registers: norms and activations, each
   a separate memory-bound kernel, standing in for all the activation traffic that scales with the

@@ -61,7 +61,7 @@ class Sample:
     latency: float  # s per item
     batch_size: int = 1
     weight_time: float = 0.0  # s: weight bytes read per item ÷ memory bandwidth
-    attention_padded: float = 0.0  # attention FLOPs at the kernels' padded head widths
+    attention_padded: float | None = None  # attention FLOPs at the kernels' padded head widths (None: unpadded)
     elementwise_time: float = 0.0  # s: bytes of the elementwise ops outside attention ÷ memory bandwidth
 
     @property
@@ -73,7 +73,8 @@ class Sample:
 
 
 def opclass_row(s: Sample, target: str) -> np.ndarray:
-    row = np.array([s.linear / s.peak, s.attention_padded / s.peak, s.conv / s.peak, s.calls, s.weight_time,
+    attention = s.attention if s.attention_padded is None else s.attention_padded
+    row = np.array([s.linear / s.peak, attention / s.peak, s.conv / s.peak, s.calls, s.weight_time,
                     s.elementwise_time])
     return row * s.tdp if target == "energy" else row
 
