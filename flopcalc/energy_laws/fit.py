@@ -56,7 +56,8 @@ def _fitted_range(samples: Sequence[Sample]) -> dict[str, list[float]]:
     shares = {op: [getattr(s, op) / s.flops for s in samples] for op in OP_CLASSES}
     return {"flops_per_item": _range([s.flops for s in samples]), "batch_size": _range([s.batch_size for s in samples]),
             "calls_per_item": _range([s.calls for s in samples]),
-            **{f"{op}_share": _range(v) for op, v in shares.items()}}
+            **{f"{op}_share": _range(v) for op, v in shares.items()},
+            "elementwise_vs_flop_time": _range([s.elementwise_ratio for s in samples])}
 
 
 #: Work per item (FLOPs) at which a multi-GPU factor equals its per-N constant: ln F = 35 (≈ 1.6 PFLOP).

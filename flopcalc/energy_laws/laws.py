@@ -68,6 +68,11 @@ class Sample:
     def flops(self) -> float:
         return self.linear + self.attention + self.conv
 
+    @property
+    def elementwise_ratio(self) -> float:
+        """Time of the elementwise traffic at the bandwidth ÷ time of the FLOPs at the peak."""
+        return self.elementwise_time * self.peak / self.flops if self.flops else 0.0
+
     def measured(self, target: str) -> float:
         return self.energy if target == "energy" else self.latency
 

@@ -204,7 +204,8 @@ def _scale(doc: Mapping, ref_gpu: str, gpu_key: str, precision: str) -> dict[str
 def _out_of_range(work: Work, sample: Sample, rng: Mapping[str, list]) -> list[str]:
     out = []
     checks = {"flops_per_item": sample.flops, "batch_size": sample.batch_size, "calls_per_item": sample.calls,
-              **{f"{op}_share": getattr(sample, op) / sample.flops for op in ("linear", "attention", "conv")}}
+              **{f"{op}_share": getattr(sample, op) / sample.flops for op in ("linear", "attention", "conv")},
+              "elementwise_vs_flop_time": sample.elementwise_ratio}
     for key, value in checks.items():
         lo, hi = rng[key]
         if value < lo * (1 - 1e-9) or value > hi * (1 + 1e-9):
