@@ -159,6 +159,7 @@ def test_uncalibrated_gpu_is_flagged_and_its_interval_wider():
 def test_extrapolation_precision_and_multi_gpu_warnings():
     small = flopcalc.energy("sd1.5", gpu="h100", steps=25, height=256, width=256)
     assert any(w.startswith("extrapolating: flops per item") for w in small.warnings)
+    assert any(w.startswith("extrapolating: elementwise vs flop time") for w in small.warnings)  # narrow, small
     half = flopcalc.energy("flux-dev", gpu="h100", precision="fp16", steps=28)
     assert half.calibration.startswith("h100-sxm/fp16") or any("fp16" in w for w in half.warnings)
     fp8 = flopcalc.energy("flux-dev", gpu="h100", precision="fp8", steps=28)
