@@ -125,6 +125,39 @@ def test_shipped_calibrations_and_their_errors():
         assert all(v >= 0 for t in ("energy", "latency") for v in c["laws"]["opclass"]["coefficients"][t].values())
 
 
+def test_interval_is_split_conformal_over_held_out_models():
+    """Recomputed from energy_points.json alone: per calibration, law and target, each held-out model's
+    largest |log(measured / predicted)|, and of n such scores the ⌈(n + 1)·0.9⌉-th smallest (the
+    largest when that index passes n); the printed interval is the prediction × e^±h."""
+    doc = load_coefficients()
+    points = json.loads((ROOT / "flopcalc" / "data" / "energy_points.json").read_text(encoding="utf-8"))
+    checked = 0
+    for cal, c in doc["calibrations"].items():
+        for law in laws.LAWS:
+            for target, key in (("energy", "energy_j"), ("latency", "latency_s")):
+                worst: dict[str, float] = {}
+                for p in points:
+                    if p["calibration"] == cal and p["law"] == law:
+                        r = abs(math.log(p[key] / p[key + "_predicted"]))
+                        worst[p["label"]] = max(worst.get(p["label"], 0.0), r)
+                scores = sorted(worst.values())
+                k = min(-(-(len(scores) + 1) * 9 // 10), len(scores))  # integer ceil((n + 1)·0.9)
+                e = c["laws"][law]["errors"][target]
+                assert e["models"] == len(scores) == len(c["models"])
+                assert e["interval_log_halfwidth"] == pytest.approx(scores[k - 1], rel=1e-12)
+                assert e["interval_log_halfwidth"] >= e["log_ratio_p90"]
+                checked += 1
+    assert checked == 6 * len(doc["calibrations"])
+    assert laws.conformal_halfwidth([float(i) for i in range(1, 20)])[0] == 18.0  # n = 19: the 18th
+    assert laws.conformal_halfwidth([3.0, 1.0, 2.0])[0] == 3.0
+    r = flopcalc.energy("flux-dev", gpu="h100", steps=28)
+    h = doc["calibrations"][r.calibration]["laws"][r.law]["errors"]
+    for target, (lo, hi), mid in (("energy", r.energy_j_interval, r.energy_j),
+                                  ("latency", r.latency_s_interval, r.latency_s)):
+        assert hi / mid == pytest.approx(math.exp(h[target]["interval_log_halfwidth"]), rel=1e-12)
+        assert lo / mid == pytest.approx(math.exp(-h[target]["interval_log_halfwidth"]), rel=1e-12)
+
+
 def test_energy_api_prediction_and_dict():
     r = flopcalc.energy("flux-dev", gpu="H100 80GB HBM3", steps=28)
     assert r.calibration == "h100-sxm/bf16/mlenergy-v3" and r.law == "opclass" and not r.warnings

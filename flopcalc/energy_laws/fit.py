@@ -106,7 +106,7 @@ def _multi_gpu(records: Sequence[Record], flops: Sequence[float]) -> dict[str, A
             held = []
             for lab in labels:
                 c = fit([p for p in rows if p[0] != lab])
-                held += [(p[j], float(np.exp(np.array(multi_gpu_design(p[1], p[2], counts)) @ c)))
+                held += [(p[0], p[j], float(np.exp(np.array(multi_gpu_design(p[1], p[2], counts)) @ c)))
                          for p in rows if p[0] == lab]
             c = fit(rows)
             entry[target] = {"factor": {n: float(np.exp(c[k])) for k, n in enumerate(counts)},
@@ -165,11 +165,11 @@ def _transfer(samples: Sequence[Sample], coefs: dict, records: Sequence[Record],
             b = beta(others, t) if others else 1.0
             x = _gpu_ratio(records, meta[src].gpu, meta[dst].gpu, t)
             law = law_of[src]
-            at_src = [(d.measured(t), predict_law(law, {src: coefs[law][src]} if PER_CALIBRATION[law] else coefs[law],
-                                                  s, t)) for s, d in pairs[(src, dst)]]
-            rows = [(m, p * math.exp(b * x)) for m, p in at_src]
+            own = {src: coefs[law][src]} if PER_CALIBRATION[law] else coefs[law]
+            at_src = [(s.label, d.measured(t), predict_law(law, own, s, t)) for s, d in pairs[(src, dst)]]
+            rows = [(lab, m, p * math.exp(b * x)) for lab, m, p in at_src]
             held[t] += rows
-            plain[t] += [(m, p * math.exp(x)) for m, p in at_src]
+            plain[t] += [(lab, m, p * math.exp(x)) for lab, m, p in at_src]
             errs[t] = error_summary(rows)
             errs[t]["exponent_used"] = b
         out["pairs"][f"{src} -> {dst}"] = errs
@@ -197,7 +197,8 @@ def calibrate(records: Sequence[Record], *, default_law: str | None = None) -> t
     held = {law: leave_one_model_out(law, samples) for law in LAWS}
     errors: dict[str, Any] = {}
     for cal in kept:
-        errors[cal] = {law: {t: error_summary((s.measured(t), p[t]) for s, p in held[law] if s.calibration == cal)
+        errors[cal] = {law: {t: error_summary((s.label, s.measured(t), p[t]) for s, p in held[law]
+                                              if s.calibration == cal)
                              for t in TARGETS} for law in LAWS}
     if default_law is None:
         score = {law: float(np.median([errors[c][law]["energy"]["median_pct"] for c in kept])) for law in LAWS}

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -166,13 +166,50 @@ def leave_one_model_out(law: str, samples: Sequence[Sample]) -> list[tuple[Sampl
     return out
 
 
-def error_summary(pairs: Iterable[tuple[float, float]]) -> dict[str, float]:
-    """median / p90 / max absolute % error and the p90 of |log(measured/predicted)| (the interval)."""
-    meas, pred = np.array(list(pairs), dtype=float).reshape(-1, 2).T
-    if meas.size == 0:
+#: Coverage of the printed intervals.
+INTERVAL_COVERAGE = 0.9
+
+
+def conformal_halfwidth(scores: Sequence[float], coverage: float = INTERVAL_COVERAGE) -> tuple[float, str]:
+    """Split-conformal half-width from one score per held-out model (its largest |log(measured /
+    predicted)|): the ⌈(n+1)·coverage⌉-th smallest of the n scores, which covers a new model with
+    probability ≥ coverage if models are exchangeable. When that index exceeds n (n ≤ 9 at 90%) no
+    finite quantile is earned: the largest score (the worst held-out model) is used instead.
+    Returns (half-width, how it was chosen)."""
+    ordered = sorted(scores)
+    n = len(ordered)
+    k = _conformal_rank(n, coverage)
+    if k <= n:
+        worst = " (the worst)" if k == n else ""
+        return float(ordered[k - 1]), f"split-conformal over {n} held-out models: score {k} of {n}, ascending{worst}"
+    need = next(m for m in range(1, 10_000) if _conformal_rank(m, coverage) <= m)
+    return float(ordered[-1]), (f"worst of {n} held-out models (a {coverage:.0%} split-conformal quantile needs "
+                                f"{need}; covers a new model only as often as the models are alike)")
+
+
+def _conformal_rank(n: int, coverage: float) -> int:
+    """⌈(n + 1)·coverage⌉ (a rounding guard keeps 10 × 0.9 at 9)."""
+    return math.ceil((n + 1) * coverage - 1e-9)
+
+
+def error_summary(rows: Iterable[tuple[str, float, float]]) -> dict[str, Any]:
+    """From (model, measured, predicted) held-out rows: median / p90 / max absolute % error, the p90
+    of |log(measured/predicted)| over records, and the interval half-width in log space
+    (:func:`conformal_halfwidth` of each model's largest |log ratio|: records of one model are
+    correlated, so the model, not the record, is the unit of exchange)."""
+    rows = list(rows)
+    if not rows:
         return {}
+    models = [m for m, _, _ in rows]
+    meas, pred = np.array([(a, b) for _, a, b in rows], dtype=float).T
     ape = np.abs(pred / meas - 1) * 100
     logr = np.abs(np.log(meas / pred))
-    return {"n": int(meas.size), "median_pct": float(np.median(ape)), "p90_pct": float(np.percentile(ape, 90)),
-            "max_pct": float(ape.max()), "log_ratio_p90": float(np.percentile(logr, 90)),
+    worst: dict[str, float] = {}
+    for m, v in zip(models, logr):
+        worst[m] = max(worst.get(m, 0.0), float(v))
+    half, method = conformal_halfwidth([worst[m] for m in sorted(worst)])
+    return {"n": int(meas.size), "models": len(worst), "median_pct": float(np.median(ape)),
+            "p90_pct": float(np.percentile(ape, 90)), "max_pct": float(ape.max()),
+            "log_ratio_p90": float(np.percentile(logr, 90)),
+            "interval_log_halfwidth": half, "interval_method": method,
             "bias_pct": float((np.exp(np.median(np.log(pred / meas))) - 1) * 100)}

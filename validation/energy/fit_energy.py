@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Iterator
 
 import yaml
 
@@ -45,6 +47,13 @@ def _pct(e: dict) -> str:
     return f"{e['median_pct']:.1f} / {e['p90_pct']:.1f} / {e['max_pct']:.1f}" if e else "—"
 
 
+def _laws_of(doc: dict) -> Iterator[tuple[str, dict, str, str, dict]]:
+    """(calibration, its entry, law, "*" if the calibration's default, the law's errors), table order."""
+    for cal, c in doc["calibrations"].items():
+        for law in ("opclass", "loglog", "linear"):
+            yield cal, c, law, "*" if law == c["default_law"] else "", c["laws"][law]["errors"]
+
+
 def _markdown(doc: dict, mapping: dict) -> str:
     lines = ["# Energy and latency laws: leave-one-model-out validation", "",
              "Written by `validation/energy/fit_energy.py`; do not edit. Each model is held out of every fit "
@@ -55,12 +64,10 @@ def _markdown(doc: dict, mapping: dict) -> str:
              "errors, and is what `flopcalc energy` uses on that GPU unless `--law` says otherwise.", "",
              "| calibration | models | records | law | energy % (median / p90 / max) | latency % (median / p90 / max) |",
              "|---|---|---|---|---|---|"]
-    for cal, c in doc["calibrations"].items():
-        for law in ("opclass", "loglog", "linear"):
-            e = c["laws"][law]["errors"]
-            mark = "*" if law == c["default_law"] else ""
-            lines.append(f"| {cal} | {len(c['models'])} | {c['records']} | {law}{mark} | {_pct(e['energy'])} | "
-                         f"{_pct(e['latency'])} |")
+    for cal, c, law, mark, e in _laws_of(doc):
+        lines.append(f"| {cal} | {len(c['models'])} | {c['records']} | {law}{mark} | {_pct(e['energy'])} | "
+                     f"{_pct(e['latency'])} |")
+    lines += _intervals(doc)
     lines += _terms_tried(doc)
     lines += ["", "## Multi-GPU (sequence-parallel) overhead", "",
               "The factor f = E_N / E_1 (energy per item) and f = t_N·N / t_1 (GPU-seconds per item) against the "
@@ -101,6 +108,42 @@ def _markdown(doc: dict, mapping: dict) -> str:
     for cal, models in doc["left_out_calibrations"].items():
         lines.append(f"| {cal} ({', '.join(models)}) | fewer than 3 models on this GPU × precision × stack |")
     return "\n".join(lines) + "\n"
+
+
+def _band(e: dict) -> str:
+    h = e["interval_log_halfwidth"]
+    return f"±{h:.3f} (×{math.exp(-h):.2f} – ×{math.exp(h):.2f})"
+
+
+def _record_p90(e: dict) -> str:
+    return f"±{e['energy']['log_ratio_p90']:.3f}, ±{e['latency']['log_ratio_p90']:.3f}"
+
+
+def _intervals(doc: dict) -> list[str]:
+    """The printed 90% intervals: half-width in log space of every calibration × law, multi-GPU fit
+    and datasheet transfer, with how each was chosen."""
+    lines = ["", "## The printed 90% intervals", "",
+             "A prediction's 90% interval is ×e^−h to ×e^h. h is split-conformal over held-out *models*: each "
+             "held-out model scores its largest |log(measured / predicted)| over its records (its batch sizes "
+             "are correlated, so the model is the unit), and with n scores h is the ⌈(n + 1)·0.9⌉-th smallest, "
+             "which covers a new model with probability ≥ 90% if it is exchangeable with the held-out ones. "
+             "With n ≤ 9 that index is n itself or beyond: h is the worst held-out model's error, and the 90% "
+             "holds only as far as a new model is like those (n ≤ 8 have no finite conformal quantile at all). "
+             "Shown beside it, for comparison, the record-level p90 of |log ratio| the intervals used before. "
+             "A GPU without calibration adds the datasheet transfer's h; several GPUs add the multi-GPU h.", "",
+             "| fit | law | models | energy h | latency h | record p90 (energy, latency) | how |",
+             "|---|---|---|---|---|---|---|"]
+    for cal, _, law, mark, e in _laws_of(doc):
+        lines.append(f"| {cal} | {law}{mark} | {e['energy']['models']} | {_band(e['energy'])} | "
+                     f"{_band(e['latency'])} | {_record_p90(e)} | {e['energy']['interval_method']} |")
+    for g, m in doc["multi_gpu"].items():
+        e = {t: m[t]["errors"] for t in ("energy", "latency")}
+        lines.append(f"| multi-GPU overhead, {g} | | {e['energy']['models']} | {_band(e['energy'])} | "
+                     f"{_band(e['latency'])} | {_record_p90(e)} | {e['energy']['interval_method']} |")
+    tr = doc["datasheet_transfer"]["errors"]
+    lines.append(f"| datasheet transfer, all pairs | | {tr['energy']['models']} | {_band(tr['energy'])} | "
+                 f"{_band(tr['latency'])} | {_record_p90(tr)} | {tr['energy']['interval_method']} |")
+    return lines
 
 
 #: Variants of the op-class law tried under the same leave-one-model-out validation: name, the
@@ -186,7 +229,7 @@ def _terms_tried(doc: dict) -> list[str]:
                     x = np.array([[r[2][k] * (r[3] if target == "energy" else 1) for k in terms] for r in train])
                     y = np.array([r[j] for r in train])
                     coef = nnls(x / y[:, None], np.ones(len(y)))
-                    held[target] += [(r[j], float(np.array([r[2][k] * (r[3] if target == "energy" else 1)
+                    held[target] += [(r[0], r[j], float(np.array([r[2][k] * (r[3] if target == "energy" else 1)
                                                             for k in terms]) @ coef)) for r in own if r[0] == label]
             e = {t: error_summary(held[t]) for t in held}
             cells.append(f"{e['energy']['median_pct']:.1f} / {e['energy']['max_pct']:.1f}; "
