@@ -14,6 +14,8 @@ functional  other MACs thop's hooks miss: functional        yes       no
 thop_extra  thop's non-MAC rules (``nn.LayerNorm``,         no        yes
             ``nn.Softmax``, ``nn.Upsample`` modules)
 elementwise norms, activations, softmax, upsampling        no        no
+scores      attention scores (heads × L_q × L_k): the        no        no
+            softmax elements an attention kernel computes
 params      parameters of the module                       --        --
 =========== ============================================== ========= ======
 
@@ -22,7 +24,11 @@ attention; it reports FLOPs = 2 × MACs); ``thop`` is what thop 0.1.1 counts (mo
 by exact type: MACs of ``nn.Linear``/``nn.Conv*d`` plus its LayerNorm/Softmax/Upsample rules,
 nothing functional).
 ``elementwise`` is flopcalc's own estimate, reported on a line of its own and never added to
-either convention (per-element weights in :mod:`flopcalc.formulas.ops`).
+either convention (per-element weights in :mod:`flopcalc.formulas.ops`; its softmax part is
+``SOFTMAX_OPS × scores``). ``scores`` is the size of the attention matrices, as
+:func:`flopcalc.formulas.ops.attention` computes it: the energy laws read from it each call's head
+width (``attention / (2·scores)``) and the elementwise work a fused attention kernel does not
+leave to separate kernels.
 
 Values are plain ``int`` on the numeric path; the same formulas accept sympy symbols.
 """
@@ -63,6 +69,7 @@ class Cost:
     thop_extra: Any = 0
     elementwise: Any = 0
     params: Any = 0
+    scores: Any = 0
 
     def __add__(self, other: Cost) -> Cost:
         return Cost(
@@ -73,6 +80,7 @@ class Cost:
             self.thop_extra + other.thop_extra,
             self.elementwise + other.elementwise,
             self.params + other.params,
+            self.scores + other.scores,
         )
 
     def __mul__(self, k: Any) -> Cost:
@@ -84,6 +92,7 @@ class Cost:
             self.thop_extra * k,
             self.elementwise * k,
             self.params * k,
+            self.scores * k,
         )
 
     __rmul__ = __mul__
@@ -105,7 +114,7 @@ ZERO = Cost()
 
 def total_of(costs: Iterable[Cost]) -> Cost:
     """Σ costs, field by field (one object, no intermediate sums: this is the hot loop)."""
-    lin = conv = att = fn = tx = el = par = 0
+    lin = conv = att = fn = tx = el = par = sc = 0
     for c in costs:
         lin += c.linear
         conv += c.conv
@@ -114,7 +123,8 @@ def total_of(costs: Iterable[Cost]) -> Cost:
         tx += c.thop_extra
         el += c.elementwise
         par += c.params
-    return Cost(lin, conv, att, fn, tx, el, par)
+        sc += c.scores
+    return Cost(lin, conv, att, fn, tx, el, par, sc)
 
 
 @dataclass(frozen=True)

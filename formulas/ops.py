@@ -102,10 +102,11 @@ def conv_output_size(size: Any, kernel: int, stride: int = 1, padding: int = 0) 
 
 
 def attention(q_len: Any, kv_len: Any, heads: int, head_dim: int, v_head_dim: int | None = None) -> Cost:
-    """Scaled dot-product attention of ``heads`` heads: QKᵀ, softmax, A·V (no projections)."""
+    """Scaled dot-product attention of ``heads`` heads: QKᵀ, softmax, A·V (no projections);
+    ``scores`` = heads × q_len × kv_len (the softmax's elements)."""
     dv = head_dim if v_head_dim is None else v_head_dim
     scores = heads * q_len * kv_len
-    return Cost(attention=scores * (head_dim + dv), elementwise=SOFTMAX_OPS * scores)
+    return Cost(attention=scores * (head_dim + dv), elementwise=SOFTMAX_OPS * scores, scores=scores)
 
 
 def layer_norm(tokens: Any, dim: int, *, affine: bool = True, bias: bool = True, thop_rule: bool = True) -> Cost:
