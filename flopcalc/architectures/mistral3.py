@@ -11,7 +11,10 @@ layers runs, then the final ``norm``, and ``lm_head`` projects every position to
 ``model.language_model`` is a ``MistralModel``: decoder layers of grouped-query attention with a
 head width ``head_dim`` (``hidden_size / heads`` when unset), no biases, a SiLU-gated MLP, two
 RMSNorms (:func:`~flopcalc.architectures.llm_encoders.decoder_model`). ``lm_head`` shares the token
-embedding when the top-level ``tie_word_embeddings`` (``Mistral3Config``'s default: true) is set.
+embedding when the top-level ``tie_word_embeddings`` (``Mistral3Config``'s default: true) is set: FLUX.2-dev's
+``config.json`` leaves it out (its ``text_config`` does not tie), so transformers 5 builds a tied ``lm_head``
+(23.34B parameters, as measured); an untied one would add ``vocab_size × hidden_size`` (0.67B) parameters and
+no work.
 """
 
 from __future__ import annotations
