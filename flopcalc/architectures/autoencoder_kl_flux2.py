@@ -12,9 +12,10 @@ buffers and no parameters, which the pipelines apply by hand to the patchified l
 from __future__ import annotations
 
 from flopcalc.architectures.autoencoder_kl import autoencoder_kl_decode, autoencoder_kl_encode, scale_factor
-from flopcalc.config import Config, positive_int_list
+from flopcalc.config import Config, positive_int, positive_int_list
 from flopcalc.cost import Node
 from flopcalc.registry import RunShape, register
+from flopcalc.weights import Buffer, loading_rules
 
 #: ``AutoencoderKLFlux2.__init__`` keyword defaults (autoencoder_kl_flux2.py).
 DEFAULTS = {
@@ -30,6 +31,7 @@ DEFAULTS = {
     "use_quant_conv": True,
     "use_post_quant_conv": True,
     "mid_block_add_attention": True,
+    "patch_size": [2, 2],
 }
 SOURCE = "diffusers/models/autoencoders/autoencoder_kl_flux2.py"
 
@@ -55,3 +57,16 @@ def autoencoder_kl_flux2_decode(config: Config, shape: RunShape) -> Node:
 def autoencoder_kl_flux2_encode(config: Config, shape: RunShape) -> Node:
     """``AutoencoderKL``'s encode (the encoder always has ``block_out_channels``)."""
     return autoencoder_kl_encode(config, shape)
+
+
+def _bn_buffers(config: Config) -> tuple[Buffer, ...]:
+    """``bn`` (``BatchNorm2d(prod(patch_size)·latent_channels, affine=False)``): persistent running mean and
+    variance, loaded with the weights, and the int64 ``num_batches_tracked``."""
+    channels = positive_int(config, "latent_channels")
+    for side in positive_int_list(config, "patch_size"):
+        channels *= side
+    return (Buffer("bn.running_mean", channels, "loaded"), Buffer("bn.running_var", channels, "loaded"),
+            Buffer("bn.num_batches_tracked", 1, "int64"))
+
+
+loading_rules("AutoencoderKLFlux2", buffers=_bn_buffers, source=SOURCE)

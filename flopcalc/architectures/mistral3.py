@@ -27,6 +27,7 @@ from flopcalc.cost import Node, module_list
 from flopcalc.errors import ConfigError
 from flopcalc.formulas import ops
 from flopcalc.registry import KaplanShape, RunShape, register
+from flopcalc.weights import Buffer, loading_rules, rotary_buffers
 
 #: ``Mistral3Config`` defaults (configuration_mistral3.py).
 DEFAULTS = {"text_config": None, "vision_config": None, "vision_feature_layer": -1,
@@ -47,7 +48,7 @@ VISION_CONFIG_WHEN_ABSENT = {"intermediate_size": 4096, "hidden_size": 1024, "pa
                              "num_hidden_layers": 24, "num_attention_heads": 16}
 #: ``PixtralVisionConfig`` defaults (configuration_pixtral.py).
 VISION_DEFAULTS = {"hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24, "num_channels": 3,
-                   "patch_size": 16}
+                   "patch_size": 16, "num_attention_heads": 16}
 
 
 def _sub(config: Config, key: str, absent: dict, defaults: dict) -> Config:
@@ -127,3 +128,16 @@ def mistral3_text_path(config: Config, shape: RunShape) -> Node:
         Node("model", children=(_vision_tower(vision), _projector(config, vision, d), language_model)),
         Node("lm_head", lm_head),
     ), formula="mistral3_text")
+
+
+def _mistral3_buffers(config: Config) -> tuple[Buffer, ...]:
+    """Non-persistent float32 rotary tables: Pixtral's 2-D ``patch_positional_embedding`` (head width
+    ``hidden_size / num_attention_heads``, modeling_pixtral.py) and the language model's ``rotary_emb``."""
+    vision = _sub(config, "vision_config", VISION_CONFIG_WHEN_ABSENT, VISION_DEFAULTS)
+    vision_head = positive_int(vision, "hidden_size") // positive_int(vision, "num_attention_heads")
+    return (*rotary_buffers("model.vision_tower.patch_positional_embedding", vision_head),
+            *rotary_buffers("model.language_model.rotary_emb", positive_int(text_config(config), "head_dim")))
+
+
+loading_rules("Mistral3ForConditionalGeneration", buffers=_mistral3_buffers,
+              source="transformers/models/mistral3/modeling_mistral3.py")
