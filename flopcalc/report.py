@@ -107,7 +107,7 @@ def _component_dict(c: ComponentEstimate, total: int, per_block: bool, origins: 
         "macs": c.macs,
         "flops": c.flops,
         "share": c.macs / total if total else 0.0,
-        "per_run": {k: v for k, v in c.per_run.as_dict().items() if k != "params"},
+        "per_run": {k: v for k, v in c.per_run.as_dict().items() if k not in WEIGHT_FIELDS},
         "config": _origin_dict(origins.get(c.component)),
     }
     if per_block:

@@ -21,6 +21,7 @@ from flopcalc.formulas import ops
 from flopcalc.formulas.chatglm import glm_block
 from flopcalc.formulas.decoder_layer import rotary_embedding
 from flopcalc.registry import KaplanShape, RunShape, register
+from flopcalc.weights import Buffer, loading_rules
 
 #: ``ChatGLMConfig.__init__`` defaults (diffusers pipelines/kolors/text_encoder.py).
 DEFAULTS = {
@@ -78,3 +79,14 @@ def _kv_groups(config: Config, heads: int) -> int:
         raise ConfigError(f"{config.component}/config.json: num_attention_heads {heads} is not a multiple of "
                           f"multi_query_group_num {groups}")
     return groups
+
+
+def _inv_freq(config: Config) -> tuple[Buffer]:
+    """``rotary_pos_emb.inv_freq`` (text_encoder.py:681-682, 762-766): a persistent buffer (loaded in the weights'
+    dtype) of ``len(range(0, rotary_dim // 2, 2))`` frequencies, ``rotary_dim`` = ``kv_channels``."""
+    return (Buffer("rotary_pos_emb.inv_freq", (positive_int(config, "kv_channels") // 2 + 1) // 2, "loaded"),)
+
+
+# output_layer holds the last parameter: transformers' get_keys_to_not_convert keeps it out of a quantizer
+loading_rules("ChatGLMModel", buffers=_inv_freq, not_quantized=("output_layer",),
+              source="diffusers/pipelines/kolors/text_encoder.py:681, 766")
