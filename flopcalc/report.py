@@ -8,7 +8,7 @@ import io
 import json
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
-from flopcalc.cost import Node, is_block_kind
+from flopcalc.cost import WEIGHT_FIELDS, Node, is_block_kind
 
 if TYPE_CHECKING:  # rendering reads reports; it never imports the computation
     from flopcalc.api import ComponentEstimate, Report
