@@ -15,7 +15,7 @@ from flopcalc.quantized import FORMATS
 from flopcalc.weights import component_weights
 
 WIDTH = {"bf16": 2, "fp32": 4}
-FIXTURE = REPO / "validation" / "fixtures" / "quantized" / "storage.json"
+FIXTURE = REPO / "validation" / "fixtures" / "quantized" / "layers" / "storage.json"
 
 
 def _ours(row):

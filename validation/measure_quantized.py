@@ -12,7 +12,7 @@ state) or ``Int8Params.SCB``. The bias (left in the loading dtype) is not part o
 * ``fp8``: ``optimum.quanto.quantize(weights=qfloat8)`` then ``freeze`` (diffusers ``QuantoConfig("float8")``).
 
 Run ``python validation/measure_quantized.py`` (needs ``bitsandbytes`` and ``optimum-quanto``): writes
-``validation/fixtures/quantized/storage.json``. This module never imports ``flopcalc``.
+``validation/fixtures/quantized/layers/storage.json``. This module never imports ``flopcalc``.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from torch import nn
 SHAPES = ((128, 96), (200, 33), (3, 7), (64, 1), (3072, 64), (257, 129))
 #: The loading dtypes measured: bf16, and float32 (a layer inside a module kept in float32).
 DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
-OUT = Path(__file__).parent / "fixtures" / "quantized" / "storage.json"
+OUT = Path(__file__).parent / "fixtures" / "quantized" / "layers" / "storage.json"  # */*.json are FLOP fixtures
 
 
 def stored_bytes(layer: nn.Module) -> int:
