@@ -52,7 +52,8 @@ def _check_quantized(model, config, component, bf16_bytes):
     those layers' weights in the format's layout."""
     keep = keep_in_fp32(model, "bf16")
     linear = converted_linears(model, "quanto")["linear"]
-    assert component_weights(config, component=component, dtype="bf16").linear_params == sum(i * o for _, i, o in linear)
+    ours = component_weights(config, component=component, dtype="bf16")
+    assert ours.linear_params == sum(i * o for _, i, o in linear)
     for fmt in FORMATS.values():
         real = converted_linears(model, fmt.library)
         ours = component_weights(config, component=component, dtype=fmt.name)
