@@ -19,6 +19,13 @@ scores      attention scores (heads × L_q × L_k): the        no        no
 params      parameters of the module                       --        --
 =========== ============================================== ========= ======
 
+Three more fields describe the ``nn.Linear`` weights among ``params`` (no counting convention reads
+them; weight quantizers convert exactly these, :mod:`flopcalc.quantized`): ``linear_weights``, their
+elements (``d_in·d_out``, biases excluded); ``linear_rows``, their output rows (``d_out``, one scale
+each under per-row formats); ``linear_blocks``, their 64-element blocks (``⌈d_in·d_out/64⌉`` per
+weight, one absmax each under bitsandbytes 4-bit); ``linear_packed``, their bytes at two 4-bit values
+a byte (``⌈d_in·d_out/2⌉`` per weight); ``linear_layers``, how many there are.
+
 ``torch`` is what ``torch.utils.flop_counter.FlopCounterMode`` counts (matmul, convolution,
 attention; it reports FLOPs = 2 × MACs); ``thop`` is what thop 0.1.1 counts (module hooks matched
 by exact type: MACs of ``nn.Linear``/``nn.Conv*d`` plus its LayerNorm/Softmax/Upsample rules,
@@ -70,6 +77,11 @@ class Cost:
     elementwise: Any = 0
     params: Any = 0
     scores: Any = 0
+    linear_weights: Any = 0
+    linear_rows: Any = 0
+    linear_blocks: Any = 0
+    linear_packed: Any = 0
+    linear_layers: Any = 0
 
     def __add__(self, other: Cost) -> Cost:
         return Cost(
@@ -81,6 +93,11 @@ class Cost:
             self.elementwise + other.elementwise,
             self.params + other.params,
             self.scores + other.scores,
+            self.linear_weights + other.linear_weights,
+            self.linear_rows + other.linear_rows,
+            self.linear_blocks + other.linear_blocks,
+            self.linear_packed + other.linear_packed,
+            self.linear_layers + other.linear_layers,
         )
 
     def __mul__(self, k: Any) -> Cost:
@@ -93,6 +110,11 @@ class Cost:
             self.elementwise * k,
             self.params * k,
             self.scores * k,
+            self.linear_weights * k,
+            self.linear_rows * k,
+            self.linear_blocks * k,
+            self.linear_packed * k,
+            self.linear_layers * k,
         )
 
     __rmul__ = __mul__
@@ -110,11 +132,19 @@ class Cost:
 
 
 ZERO = Cost()
+#: The fields that describe a module's parameters rather than the work of a forward.
+WEIGHT_FIELDS = ("params", "linear_weights", "linear_rows", "linear_blocks", "linear_packed",
+                 "linear_layers")
+
+
+def work_only(cost: Cost) -> Cost:
+    """``cost`` without its parameter fields: a second call of weights counted elsewhere."""
+    return Cost(cost.linear, cost.conv, cost.attention, cost.functional, cost.thop_extra, cost.elementwise)
 
 
 def total_of(costs: Iterable[Cost]) -> Cost:
     """Σ costs, field by field (one object, no intermediate sums: this is the hot loop)."""
-    lin = conv = att = fn = tx = el = par = sc = 0
+    lin = conv = att = fn = tx = el = par = sc = lw = lr = lb = lp = ll = 0
     for c in costs:
         lin += c.linear
         conv += c.conv
@@ -124,7 +154,12 @@ def total_of(costs: Iterable[Cost]) -> Cost:
         el += c.elementwise
         par += c.params
         sc += c.scores
-    return Cost(lin, conv, att, fn, tx, el, par, sc)
+        lw += c.linear_weights
+        lr += c.linear_rows
+        lb += c.linear_blocks
+        lp += c.linear_packed
+        ll += c.linear_layers
+    return Cost(lin, conv, att, fn, tx, el, par, sc, lw, lr, lb, lp, ll)
 
 
 @dataclass(frozen=True)

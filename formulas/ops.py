@@ -28,6 +28,9 @@ from typing import Any
 
 from flopcalc.cost import Cost
 
+#: Elements per block of a Linear weight in :attr:`Cost.linear_blocks` (bitsandbytes 4-bit's default
+#: ``blocksize=64``, ``bitsandbytes/nn/modules.py`` ``Params4bit``).
+LINEAR_BLOCK = 64
 #: Elementwise ops per element (the fvcore convention for norms: 4, plus 1 for the affine).
 NORM_OPS = 4
 NORM_AFFINE_OPS = 5
@@ -54,7 +57,10 @@ def linear(tokens: Any, d_in: int, d_out: int, *, bias: bool = True, thop_hooked
     ``F.linear`` calls and ``nn.Linear`` subclasses, which thop (exact-type hooks) misses."""
     macs = tokens * d_in * d_out
     params = d_in * d_out + (d_out if bias else 0)
-    return Cost(linear=macs, params=params) if thop_hooked else Cost(functional=macs, params=params)
+    weights = {"linear_weights": d_in * d_out, "linear_rows": d_out, "linear_blocks": -(-d_in * d_out // LINEAR_BLOCK),
+               "linear_packed": -(-d_in * d_out // 2), "linear_layers": 1}
+    return Cost(linear=macs, params=params, **weights) if thop_hooked else Cost(functional=macs, params=params,
+                                                                                **weights)
 
 
 def matmul(m: Any, k: Any, n: Any, *, batch: Any = 1) -> Cost:

@@ -81,8 +81,12 @@ def _kv_groups(config: Config, heads: int) -> int:
     return groups
 
 
-# diffusers pipelines/kolors/text_encoder.py RotaryEmbedding(kv_channels // 2): a persistent inv_freq of
-# kv_channels // 4 frequencies, loaded with the weights (in their dtype)
-loading_rules("ChatGLMModel", buffers=lambda c: (
-    Buffer("rotary_pos_emb.inv_freq", positive_int(c, "kv_channels") // 4, "loaded"),),
-    source="diffusers/pipelines/kolors/text_encoder.py")
+def _inv_freq(config: Config) -> tuple[Buffer]:
+    """``rotary_pos_emb.inv_freq`` (text_encoder.py:681-682, 762-766): a persistent buffer (loaded in the weights'
+    dtype) of ``len(range(0, rotary_dim // 2, 2))`` frequencies, ``rotary_dim`` = ``kv_channels``."""
+    return (Buffer("rotary_pos_emb.inv_freq", (positive_int(config, "kv_channels") // 2 + 1) // 2, "loaded"),)
+
+
+# output_layer holds the last parameter: transformers' get_keys_to_not_convert keeps it out of a quantizer
+loading_rules("ChatGLMModel", buffers=_inv_freq, not_quantized=("output_layer",),
+              source="diffusers/pipelines/kolors/text_encoder.py:681, 766")

@@ -106,7 +106,9 @@ def _position_ids(config: Config) -> tuple[Buffer, ...]:
 
 
 loading_rules("CLIPTextModel", buffers=_position_ids, source="transformers/models/clip/modeling_clip.py")
-loading_rules("CLIPTextModelWithProjection", buffers=_position_ids, source="transformers/models/clip/modeling_clip.py")
+# text_projection holds the last parameter: get_keys_to_not_convert keeps it out of a quantizer
+loading_rules("CLIPTextModelWithProjection", buffers=_position_ids, not_quantized=("text_projection",),
+              source="transformers/models/clip/modeling_clip.py")
 
 
 #: ``CLIPVisionConfig`` defaults (transformers configuration_clip.py).
