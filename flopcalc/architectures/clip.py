@@ -153,5 +153,7 @@ def clip_vision_model_with_projection(config: Config, shape: RunShape) -> Node:
 
 
 # modeling_clip.py CLIPVisionEmbeddings: a non-persistent int64 ``position_ids`` (1, num_positions)
+# visual_projection holds the last parameter: get_keys_to_not_convert keeps it out of a quantizer
 loading_rules("CLIPVisionModelWithProjection", buffers=lambda c: (
-    Buffer("vision_model.embeddings.position_ids", vision_tokens(c), "int64"),), source=SOURCE)
+    Buffer("vision_model.embeddings.position_ids", vision_tokens(c), "int64"),), not_quantized=("visual_projection",),
+    source=SOURCE)

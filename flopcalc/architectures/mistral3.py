@@ -90,7 +90,8 @@ def _vision_tower(vision: Config) -> Node:
     ``transformer.layers`` (two RMSNorms, bias-free q/k/v/o of width ``hidden_size``, a gated MLP)."""
     c, f = positive_int(vision, "hidden_size"), positive_int(vision, "intermediate_size")
     patch = positive_int(vision, "patch_size")
-    layer = Node("layer", ops.parameters(2 * c + 4 * c * c + 3 * c * f), formula="not run")
+    unrun = ops.linear(0, c, c, bias=False) * 4 + ops.linear(0, c, f, bias=False) * 2 + ops.linear(0, f, c, bias=False)
+    layer = Node("layer", ops.parameters(2 * c) + unrun, formula="not run")  # two norms, q/k/v/o, gate/up/down
     return Node("vision_tower", children=(
         Node("patch_conv", ops.parameters(positive_int(vision, "num_channels") * c * patch * patch)),
         Node("ln_pre", ops.parameters(c)),
@@ -105,9 +106,10 @@ def _projector(config: Config, vision: Config, text_width: int) -> Node:
     c = positive_int(vision, "hidden_size")
     merge = positive_int(config, "spatial_merge_size")
     bias = boolean(config, "multimodal_projector_bias")
-    params = (c + c * merge * merge * c + ops.linear(0, c * _feature_layers(config), text_width, bias=bias).params
-              + ops.linear(0, text_width, text_width, bias=bias).params)
-    return Node("multi_modal_projector", ops.parameters(params), formula="not run")
+    cost = (ops.parameters(c) + ops.linear(0, c * merge * merge, c, bias=False)
+            + ops.linear(0, c * _feature_layers(config), text_width, bias=bias)
+            + ops.linear(0, text_width, text_width, bias=bias))
+    return Node("multi_modal_projector", cost, formula="not run")
 
 
 @register("Mistral3ForConditionalGeneration", role="text_encoder", defaults=DEFAULTS,
@@ -139,5 +141,6 @@ def _mistral3_buffers(config: Config) -> tuple[Buffer, ...]:
             *rotary_buffers("model.language_model.rotary_emb", positive_int(text_config(config), "head_dim")))
 
 
-loading_rules("Mistral3ForConditionalGeneration", buffers=_mistral3_buffers,
+# lm_head holds the last parameter: transformers' get_keys_to_not_convert keeps it out of a quantizer
+loading_rules("Mistral3ForConditionalGeneration", buffers=_mistral3_buffers, not_quantized=("lm_head",),
               source="transformers/models/mistral3/modeling_mistral3.py")

@@ -70,5 +70,7 @@ def qwen3_for_causal_lm(config: Config, shape: RunShape) -> Node:
 # modeling_qwen3.py Qwen3RotaryEmbedding: non-persistent float32 inv_freq / original_inv_freq (head_dim / 2 each)
 loading_rules("Qwen3Model", buffers=lambda c: rotary_buffers("rotary_emb", positive_int(c, "head_dim")),
               source="transformers/models/qwen3/modeling_qwen3.py")
+# lm_head holds the last parameter: transformers' get_keys_to_not_convert keeps it out of a quantizer
 loading_rules("Qwen3ForCausalLM", buffers=lambda c: rotary_buffers("model.rotary_emb", positive_int(c, "head_dim")),
+              not_quantized=("lm_head",),
               source="transformers/models/qwen3/modeling_qwen3.py")
