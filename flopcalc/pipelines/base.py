@@ -335,12 +335,23 @@ def cfg_passes(s: Settings, active: bool) -> int:
 
 def denoising_steps(steps: int, strength: float | None) -> int:
     """Steps actually run: image-to-image skips the first ``(1 − strength)`` of the schedule
-    (``get_timesteps``: ``init_timestep = min(steps·strength, steps)``,
+    (``get_timesteps`` of FLUX, SD3, Qwen-Image: ``init_timestep = min(steps·strength, steps)``,
     ``t_start = int(max(steps − init_timestep, 0))``)."""
     if strength is None:
         return steps
     init_timestep = min(steps * strength, steps)
     return steps - int(max(steps - init_timestep, 0))
+
+
+def denoising_steps_floored(steps: int, strength: float | None) -> int:
+    """Steps actually run where ``get_timesteps`` floors first (Stable Diffusion 1.x/2.x and SDXL
+    img2img and inpaint, ``pipeline_stable_diffusion_img2img.py:724``:
+    ``init_timestep = min(int(steps·strength), steps)``, ``t_start = max(steps − init_timestep, 0)``):
+    ``int(steps·strength)`` steps, one fewer than :func:`denoising_steps` where ``steps·strength``
+    is not whole (28 steps at 0.3: 8, not 9)."""
+    if strength is None or strength == 1:
+        return steps
+    return min(int(steps * strength), steps)
 
 
 def config_value(components: Mapping[str, Config], name: str, key: str, absent: Any) -> Any:
@@ -399,12 +410,17 @@ def missing_notes(components, expected: list[str]) -> tuple[str, ...]:
 
 
 def denoiser_run(components, name: str, s: Settings, f: int, text_len: int, passes: int,
-                 latent_frames: int | None = None) -> list[ComponentRun]:
-    """The denoiser's runs: every kept step × guidance passes × images (videos), on the latent
-    grid (video: of ``latent_frames`` frames)."""
+                 latent_frames: int | None = None,
+                 kept_steps: Callable[[int, float | None], int] = denoising_steps) -> list[ComponentRun]:
+    """The denoiser's runs: every kept step (``kept_steps``: the pipeline's own ``get_timesteps``
+    rule) × guidance passes × images (videos), on the latent grid (video: of ``latent_frames``
+    frames)."""
     if name not in components:
         return []
-    steps = denoising_steps(s.steps, s.strength)
+    steps = kept_steps(s.steps, s.strength)
+    if s.symbolic and s.strength not in (None, 1):
+        raise FlopcalcError(f"image-to-image at strength {s.strength} keeps int(S·strength)-like steps: no "
+                            "closed-form law in S; estimate numerically, or state the law at strength 1")
     images = s.batch_size * s.num_images_per_prompt
     what = "video(s)" if latent_frames is not None else "image(s)"
     return [ComponentRun(name, component_class(components, name) or "?", "forward", "denoiser",
