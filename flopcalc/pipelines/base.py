@@ -469,6 +469,9 @@ def _standalone(components: Mapping[str, Mapping[str, Any]], s: Settings) -> Pla
         run = ComponentRun(name, cls or "?", "forward", "text_encoder", RunShape(seq_len=seq), s.batch_size,
                            f"{s.batch_size} prompt(s)")
         return Plan("text encoder only", s, 1, (run,))
+    if role != "vae":
+        raise FlopcalcError(f"{name}: {cls} ({role}) runs inside its pipeline, not alone: estimate a folder whose "
+                            f"model_index.json names the pipeline and holds this component as {role!r}")
     _refuse_unapplied_alone("VAE", s)
     f = vae_scale_factor({name: cfg}, name)
     size = cfg.get("sample_size") if isinstance(cfg.get("sample_size"), int) else 1024
