@@ -35,7 +35,7 @@ from flopcalc.formulas.unet_blocks import downsample
 from flopcalc.registry import RunShape, register
 
 #: Block kinds this module builds (the UNet's are declared by its own modules).
-BLOCK_KINDS = block_kinds("controlnet_cond_embedding", "zero_convs")
+BLOCK_KINDS = block_kinds("controlnet_cond_embedding")
 
 #: ``ControlNetModel.__init__`` keyword defaults (controlnet.py:180-222).
 DEFAULTS = {

@@ -1,4 +1,4 @@
-"""Stable Diffusion inpainting pipelines (SD, SDXL, SD3) and the SD/SDXL image-to-image step rule,
+"""Stable Diffusion add-ons: inpainting (SD, SDXL, SD3), ControlNet (SD, SDXL), and the SD/SDXL img2img step rule,
 hand-checked against diffusers 0.42.1's ``__call__`` / ``get_timesteps``. No torch needed."""
 
 from __future__ import annotations
@@ -107,3 +107,47 @@ def test_the_law_at_strength_one_and_a_refusal_below():
     assert law.at(H=640, W=384, S=20, B=2, P=2) == exact.flops
     with pytest.raises(FlopcalcError, match="no closed-form law"):
         symbolic_estimate("sd2-inpainting", strength=0.5)
+
+
+# --------------------------------------------------------------------------- ControlNet
+
+def _controlnet(case: str) -> dict:
+    return json.loads((REPO / "validation" / "configs" / case / "controlnet" / "config.json").read_text())
+
+
+def test_sd_controlnet_runs_per_step_and_pass():
+    comps = {**Card("sd1.5").components(), "controlnet": _controlnet("sd-controlnet-canny")}
+    p = plan({"_class_name": "StableDiffusionControlNetPipeline"}, comps, Settings(steps=30))
+    s = p.settings
+    assert (s.height, s.width, s.guidance_scale) == (512, 512, 7.5)
+    # guess_mode off: the ControlNet sees the doubled CFG batch, like the UNet
+    assert _runs(p) == {"text_encoder.forward": 2, "controlnet.forward": 60, "unet.forward": 60, "vae.decode": 1}
+    cn = next(r for r in p.runs if r.component == "controlnet")
+    assert (cn.role, cn.shape.latent_height, cn.shape.latent_width, cn.shape.text_len) == ("controlnet", 64, 64, 77)
+
+
+def test_sdxl_controlnet_defaults_and_guess_mode():
+    comps = {**SDXL.components(), "controlnet": _controlnet("controlnet-canny-sdxl-1.0")}
+    index = {**SDXL.index(), "_class_name": "StableDiffusionXLControlNetPipeline"}
+    p = plan(index, comps, Settings())
+    assert (p.settings.height, p.settings.steps, p.settings.guidance_scale) == (1024, 50, 5.0)
+    assert _runs(p) == {"text_encoder.forward": 1, "text_encoder_2.forward": 1, "controlnet.forward": 100,
+                        "unet.forward": 100, "vae.decode": 1}
+    # global_pool_conditions turns guess mode on: the ControlNet runs on the conditional half only
+    pooled = {**comps, "controlnet": {**comps["controlnet"], "global_pool_conditions": True}}
+    assert _runs(plan(index, pooled, Settings()))["controlnet.forward"] == 50
+    # no CFG: one pass for both
+    assert _runs(plan(index, comps, Settings(guidance_scale=1.0)))["controlnet.forward"] == 50
+
+
+def test_controlnet_estimate_adds_its_row():
+    folder = REPO / "validation" / "configs" / "sd-controlnet-canny"
+    r = flopcalc.estimate(str(folder), height=768, width=1344)
+    fx = json.loads((REPO / "validation" / "fixtures" / "sd-controlnet-canny" / "controlnet-768x1344.json").read_text())
+    assert r.component("controlnet").runs == 100
+    assert 2 * r.component("controlnet").macs_per_run == fx["torch"]["flops"]
+
+
+def test_a_controlnet_alone_is_refused_with_a_clear_line():
+    with pytest.raises(FlopcalcError, match="runs inside its pipeline"):
+        flopcalc.estimate(str(REPO / "validation" / "configs" / "sd-controlnet-canny" / "controlnet" / "config.json"))
