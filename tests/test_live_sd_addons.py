@@ -1,4 +1,4 @@
-"""Live re-measurement of the Stable Diffusion add-ons: randomized ``ControlNetModel`` configs (under
+"""Live re-measurement of the Stable Diffusion add-ons: randomized ``ControlNetModel`` and ``T2IAdapter`` configs (under
 ``StableDiffusion(XL)ControlNetPipeline``) and randomized inpainting UNets (9 input channels, under
 ``StableDiffusion(XL)InpaintPipeline``), against the real modules on meta. Same seed and bar as
 ``test_live.py``."""
@@ -76,3 +76,19 @@ def test_random_inpainting_unets(rng, tmp_path):
         h, w = random_size(rng, 8, 64, 200), random_size(rng, 8, 64, 200)
         check_plan(write_config(tmp_path, f"unet{i}", cfg), "unet", Settings(height=h, width=w),
                    {"height": h, "width": w, "text_len": 77}, index={"_class_name": pipeline}, module_depth=5)
+
+
+def test_random_t2i_adapters(rng, tmp_path):
+    for i, kind in enumerate(["full_adapter", "full_adapter_xl", "light_adapter", rng.choice(["full_adapter",
+                                                                                              "light_adapter"])]):
+        n = 4 if kind == "full_adapter_xl" else rng.randint(2, 4)
+        widths = [8 * rng.randint(1, 4) for _ in range(n)]
+        if kind == "full_adapter_xl":
+            widths[3] = widths[2]  # FullAdapterXL's fourth block takes the third's output unchanged
+        d = rng.choice([4, 8, 16])
+        cfg = {"_class_name": "T2IAdapter", "adapter_type": kind, "channels": widths,
+               "num_res_blocks": rng.randint(1, 3), "downscale_factor": d, "in_channels": rng.choice([1, 3])}
+        pipeline = "StableDiffusionXLAdapterPipeline" if kind == "full_adapter_xl" else "StableDiffusionAdapterPipeline"
+        h, w = random_size(rng, max(d, 8), 64, 400), random_size(rng, max(d, 8), 64, 400)
+        check_plan(write_config(tmp_path, f"adapter{i}", cfg), "adapter", Settings(height=h, width=w),
+                   {"height": h, "width": w}, index={"_class_name": pipeline}, module_depth=5)

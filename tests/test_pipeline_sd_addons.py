@@ -1,4 +1,4 @@
-"""Stable Diffusion add-ons: inpainting (SD, SDXL, SD3), ControlNet (SD, SDXL), and the SD/SDXL img2img step rule,
+"""Stable Diffusion add-ons: inpainting (SD, SDXL, SD3), ControlNet and T2I-Adapter (SD, SDXL), the SD/SDXL img2img step rule,
 hand-checked against diffusers 0.42.1's ``__call__`` / ``get_timesteps``. No torch needed."""
 
 from __future__ import annotations
@@ -151,3 +151,39 @@ def test_controlnet_estimate_adds_its_row():
 def test_a_controlnet_alone_is_refused_with_a_clear_line():
     with pytest.raises(FlopcalcError, match="runs inside its pipeline"):
         flopcalc.estimate(str(REPO / "validation" / "configs" / "sd-controlnet-canny" / "controlnet" / "config.json"))
+
+
+# --------------------------------------------------------------------------- T2I-Adapter
+
+def _adapter() -> dict:
+    return json.loads((REPO / "validation" / "configs" / "t2i-adapter-full" / "adapter" / "config.json").read_text())
+
+
+def test_t2i_adapter_runs_once_per_control_image():
+    comps = {**Card("sd1.5").components(), "adapter": _adapter()}
+    p = plan({"_class_name": "StableDiffusionAdapterPipeline"}, comps,
+             Settings(batch_size=2, num_images_per_prompt=3, steps=20))
+    # the adapter once per prompt's control image; its features are repeated per image and for CFG
+    assert _runs(p) == {"text_encoder.forward": 4, "adapter.forward": 2, "unet.forward": 20 * 2 * 6,
+                        "vae.decode": 6}
+    a = next(r for r in p.runs if r.component == "adapter")
+    assert (a.role, a.shape.height, a.shape.width) == ("adapter", 512, 512)
+
+
+def test_sdxl_adapter_defaults_and_size_check():
+    comps = {**SDXL.components(), "adapter": {**_adapter(), "adapter_type": "full_adapter_xl",
+                                              "downscale_factor": 16}}
+    index = {**SDXL.index(), "_class_name": "StableDiffusionXLAdapterPipeline"}
+    p = plan(index, comps, Settings())
+    assert (p.settings.height, p.settings.guidance_scale) == (1024, 5.0)
+    assert _runs(p)["adapter.forward"] == 1 and _runs(p)["unet.forward"] == 100
+    from flopcalc.errors import ResolutionError
+    with pytest.raises(ResolutionError, match="downscale_factor"):
+        plan(index, comps, Settings(height=1032, width=1024))
+
+
+def test_t2i_adapter_estimate_equals_the_fixture():
+    r = flopcalc.estimate(str(REPO / "validation" / "configs" / "t2i-adapter-full"), height=768, width=1344)
+    fx = json.loads((REPO / "validation" / "fixtures" / "t2i-adapter-full" / "adapter-768x1344.json").read_text())
+    assert 2 * r.component("adapter").macs_per_run == fx["torch"]["flops"]
+    assert r.component("adapter").params == fx["params"]
