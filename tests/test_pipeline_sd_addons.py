@@ -187,3 +187,18 @@ def test_t2i_adapter_estimate_equals_the_fixture():
     fx = json.loads((REPO / "validation" / "fixtures" / "t2i-adapter-full" / "adapter-768x1344.json").read_text())
     assert 2 * r.component("adapter").macs_per_run == fx["torch"]["flops"]
     assert r.component("adapter").params == fx["params"]
+
+
+def test_training_a_pipeline_with_an_add_on_is_refused(tmp_path):
+    import shutil
+
+    from flopcalc.training import train
+
+    folder = tmp_path / "sd-adapter"
+    shutil.copytree(REPO / "model_cards" / "sd1.5", folder)
+    shutil.copytree(REPO / "validation" / "configs" / "t2i-adapter-full" / "adapter", folder / "adapter")
+    index = json.loads((folder / "model_index.json").read_text())
+    index.update(_class_name="StableDiffusionAdapterPipeline", adapter=["diffusers", "T2IAdapter"])
+    (folder / "model_index.json").write_text(json.dumps(index))
+    with pytest.raises(FlopcalcError, match="add-on model is not modelled"):
+        train(str(folder))
