@@ -92,3 +92,17 @@ def test_random_t2i_adapters(rng, tmp_path):
         h, w = random_size(rng, max(d, 8), 64, 400), random_size(rng, max(d, 8), 64, 400)
         check_plan(write_config(tmp_path, f"adapter{i}", cfg), "adapter", Settings(height=h, width=w),
                    {"height": h, "width": w}, index={"_class_name": pipeline}, module_depth=5)
+
+
+@pytest.mark.parametrize("class_name", ["ControlNetModel", "T2IAdapter"])
+def test_defaults_are_the_class_signature(class_name):
+    import inspect
+
+    import diffusers
+
+    from flopcalc.registry import lookup
+
+    signature = inspect.signature(getattr(diffusers, class_name).__init__)
+    for key, value in lookup(class_name).defaults.items():
+        default = signature.parameters[key].default
+        assert (list(default) if isinstance(default, tuple) else default) == value, key

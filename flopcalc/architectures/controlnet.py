@@ -37,33 +37,16 @@ from flopcalc.registry import RunShape, register
 #: Block kinds this module builds (the UNet's are declared by its own modules).
 BLOCK_KINDS = block_kinds("controlnet_cond_embedding")
 
-#: ``ControlNetModel.__init__`` keyword defaults (controlnet.py:180-222).
-DEFAULTS = {
-    "in_channels": 4,
-    "conditioning_channels": 3,
-    "down_block_types": ["CrossAttnDownBlock2D", "CrossAttnDownBlock2D", "CrossAttnDownBlock2D", "DownBlock2D"],
-    "mid_block_type": "UNetMidBlock2DCrossAttn",
-    "only_cross_attention": False,
-    "block_out_channels": [320, 640, 1280, 1280],
-    "layers_per_block": 2,
-    "downsample_padding": 1,
-    "norm_num_groups": 32,
-    "cross_attention_dim": 1280,
-    "transformer_layers_per_block": 1,
-    "encoder_hid_dim": None,
-    "encoder_hid_dim_type": None,
-    "attention_head_dim": 8,
-    "num_attention_heads": None,
-    "use_linear_projection": False,
-    "class_embed_type": None,
-    "addition_embed_type": None,
-    "addition_time_embed_dim": None,
-    "num_class_embeds": None,
-    "resnet_time_scale_shift": "default",
-    "projection_class_embeddings_input_dim": None,
-    "conditioning_embedding_out_channels": [16, 32, 96, 256],
-    "global_pool_conditions": False,
-}
+#: ``ControlNetModel.__init__`` keyword defaults (controlnet.py:180-222): those of the UNet keys it shares
+#: are the UNet's (the same values in both signatures), plus its own.
+_SHARED = ("in_channels", "down_block_types", "mid_block_type", "only_cross_attention", "block_out_channels",
+           "layers_per_block", "downsample_padding", "norm_num_groups", "cross_attention_dim",
+           "transformer_layers_per_block", "encoder_hid_dim", "encoder_hid_dim_type", "attention_head_dim",
+           "num_attention_heads", "use_linear_projection", "class_embed_type", "addition_embed_type",
+           "addition_time_embed_dim", "num_class_embeds", "resnet_time_scale_shift",
+           "projection_class_embeddings_input_dim")
+DEFAULTS = {**{key: UNET_DEFAULTS[key] for key in _SHARED}, "conditioning_channels": 3,
+            "conditioning_embedding_out_channels": [16, 32, 96, 256], "global_pool_conditions": False}
 
 
 def _unet_config(config: Config) -> Config:
@@ -77,7 +60,7 @@ def _unet_config(config: Config) -> Config:
         raise ConfigError(f"{config.component}/config.json: unknown mid_block_type {config['mid_block_type']!r} "
                           "(ControlNetModel raises ValueError)")
     nb = len(config["block_out_channels"])
-    values: dict[str, Any] = {key: config[key] for key in DEFAULTS if key in UNET_DEFAULTS}
+    values: dict[str, Any] = {key: config[key] for key in _SHARED}
     values.update(_class_name="UNet2DConditionModel", up_block_types=["UpBlock2D"] * nb)
     return Config(config.component, values, UNET_DEFAULTS)
 
