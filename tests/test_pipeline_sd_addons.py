@@ -47,6 +47,9 @@ def test_sd_and_sdxl_img2img_floor_the_steps():
         assert r.component("unet").runs == 8 * 2, card  # 8 kept steps × CFG
     assert flopcalc.estimate("sd3-medium", strength=0.3, steps=28).component("transformer").runs == 9 * 2
     assert flopcalc.estimate("kandinsky-3", strength=0.3, steps=28).component("unet").runs == 8 * 2
+    # KolorsImg2ImgPipeline and CogVideoXVideoToVideoPipeline floor too (their get_timesteps)
+    assert flopcalc.estimate("kolors", strength=0.3, steps=28).component("unet").runs == 8 * 2
+    assert flopcalc.estimate("cogvideox-2b", strength=0.3, steps=28).component("transformer").runs == 8 * 2
 
 
 def test_sd2_inpainting_card_defaults():
