@@ -143,15 +143,12 @@ def _energy_fit(args: argparse.Namespace) -> int:
 def _energy_plot(args: argparse.Namespace) -> int:
     from flopcalc.energy_laws.plot import load_points, measured_vs_predicted
     from flopcalc.energy_laws.predict import load_coefficients
-    from flopcalc.plots import save
+    from flopcalc.output import check_writable, write_file
+    from flopcalc.plots import SUFFIXES, figure_bytes
 
-    from flopcalc.energy_laws.predict import EnergyError
-
+    check_writable(args.out, "--out", SUFFIXES)
     fig = measured_vs_predicted(load_coefficients(), load_points(), law=args.law)
-    try:
-        save(fig, args.out)
-    except OSError as exc:
-        raise EnergyError(f"cannot write {args.out}: {exc.strerror or exc}") from None
+    write_file(args.out, figure_bytes(fig, args.out), "--out", SUFFIXES)
     print(f"wrote {args.out}")
     return 0
 
