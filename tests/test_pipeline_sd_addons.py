@@ -102,14 +102,18 @@ def test_a_denoiser_of_another_width_is_refused():
         plan(SD2.index(), comps, Settings())
 
 
-def test_the_law_at_strength_one_and_a_refusal_below():
+def test_the_law_at_strength_one_and_at_fixed_steps_below():
     from flopcalc.symbolic import symbolic_estimate
 
     law = symbolic_estimate("sd2-inpainting")
     exact = flopcalc.estimate("sd2-inpainting", height=640, width=384, steps=20, batch_size=2)
     assert law.at(H=640, W=384, S=20, B=2, P=2) == exact.flops
-    with pytest.raises(FlopcalcError, match="no closed-form law"):
-        symbolic_estimate("sd2-inpainting", strength=0.5)
+    # below strength 1 the kept steps, int(S·strength), have no closed form: the law holds at its steps
+    law = symbolic_estimate("sd2-inpainting", strength=0.5, steps=30)
+    unet = next(c for c in law.components if c.component == "unet")
+    assert "S" not in {str(x) for x in unet.runs.free_symbols}
+    exact = flopcalc.estimate("sd2-inpainting", strength=0.5, steps=30, height=640, width=384, batch_size=2)
+    assert law.at(H=640, W=384, B=2, P=2, S=30) == exact.flops
 
 
 # --------------------------------------------------------------------------- ControlNet

@@ -348,7 +348,8 @@ def denoising_steps_floored(steps: int, strength: float | None) -> int:
     img2img and inpaint, ``pipeline_stable_diffusion_img2img.py:724``:
     ``init_timestep = min(int(steps·strength), steps)``, ``t_start = max(steps − init_timestep, 0)``):
     ``int(steps·strength)`` steps, one fewer than :func:`denoising_steps` where ``steps·strength``
-    is not whole (28 steps at 0.3: 8, not 9)."""
+    is not whole (28 steps at 0.3: 8, not 9). Below strength 1 the count is a plain int even when
+    ``steps`` is tracked (a floor of ``S·strength`` has no closed form): a law holds at those steps."""
     if strength is None or strength == 1:
         return steps
     return min(int(steps * strength), steps)
@@ -418,9 +419,6 @@ def denoiser_run(components, name: str, s: Settings, f: int, text_len: int, pass
     if name not in components:
         return []
     steps = kept_steps(s.steps, s.strength)
-    if s.symbolic and s.strength not in (None, 1):
-        raise FlopcalcError(f"image-to-image at strength {s.strength} keeps int(S·strength)-like steps: no "
-                            "closed-form law in S; estimate numerically, or state the law at strength 1")
     images = s.batch_size * s.num_images_per_prompt
     what = "video(s)" if latent_frames is not None else "image(s)"
     return [ComponentRun(name, component_class(components, name) or "?", "forward", "denoiser",
