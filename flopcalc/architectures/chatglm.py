@@ -21,6 +21,7 @@ from flopcalc.formulas import ops
 from flopcalc.formulas.chatglm import glm_block
 from flopcalc.formulas.decoder_layer import rotary_embedding
 from flopcalc.registry import KaplanShape, RunShape, register
+from flopcalc.weights import Buffer, loading_rules
 
 #: ``ChatGLMConfig.__init__`` defaults (diffusers pipelines/kolors/text_encoder.py).
 DEFAULTS = {
@@ -78,3 +79,15 @@ def _kv_groups(config: Config, heads: int) -> int:
         raise ConfigError(f"{config.component}/config.json: num_attention_heads {heads} is not a multiple of "
                           f"multi_query_group_num {groups}")
     return groups
+
+
+def _buffers(config: Config) -> tuple[Buffer, ...]:
+    """``rotary_pos_emb.inv_freq`` (text_encoder.py:676-682, 762-766): ``RotaryEmbedding(rotary_dim // 2)``
+    registers ``len(range(0, dim, 2))`` frequencies as a persistent buffer (loaded in the weights' dtype);
+    ``rotary_dim`` is ``kv_channels`` (``hidden_size // num_attention_heads`` when unset)."""
+    heads = positive_int(config, "num_attention_heads")
+    rotary_dim = config["kv_channels"] or positive_int(config, "hidden_size") // heads
+    return (Buffer("rotary_pos_emb.inv_freq", len(range(0, rotary_dim // 2, 2)), "loaded"),)
+
+
+loading_rules("ChatGLMModel", buffers=_buffers, source="diffusers/pipelines/kolors/text_encoder.py")

@@ -17,6 +17,7 @@ from flopcalc.errors import ConfigError
 from flopcalc.formulas import ops
 from flopcalc.formulas.decoder_layer import decoder_layer, rotary_embedding
 from flopcalc.registry import KaplanShape, RunShape, register
+from flopcalc.weights import loading_rules, rotary_buffers
 
 #: ``GlmConfig`` defaults (transformers configuration_glm.py).
 DEFAULTS = {
@@ -46,3 +47,9 @@ def glm_model(config: Config, shape: RunShape) -> Node:
         Node("norm", ops.rms_norm(n, d)),
         rotary_embedding("rotary_emb", n, int(head_dim * factor)),
     ), formula="glm_model")
+
+
+# modeling_glm.py GlmRotaryEmbedding: float32 inv_freq / original_inv_freq over the rotated part of each head
+loading_rules("GlmModel", buffers=lambda c: rotary_buffers(
+    "rotary_emb", int(positive_int(c, "head_dim") * c["partial_rotary_factor"])),
+    source="transformers/models/glm/modeling_glm.py")
