@@ -88,7 +88,8 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--num-images-per-prompt", type=_positive_int, default=1)
     e.add_argument("--max-sequence-length", type=_positive_int, help="T5 tokens (FLUX 512, SD3 256)")
     e.add_argument("--strength", type=float, help="image-to-image: encode the input image and run the last "
-                                                  "steps − int(steps − steps × strength) steps")
+                                                  "steps of the schedule (SD, SDXL, Kolors, CogVideoX, Wan: int(steps × strength); FLUX, SD3: "
+                                                  "steps − int(steps − steps × strength))")
     e.add_argument("--num-frames", type=_positive_int, help="video: frames to generate (default: the pipeline's)")
     tiling = e.add_mutually_exclusive_group()
     tiling.add_argument("--vae-tiling", dest="vae_tiling", action="store_true", default=None,

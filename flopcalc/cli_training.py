@@ -67,9 +67,11 @@ def add_parsers(sub: "argparse._SubParsersAction") -> None:
                  batch="samples in one denoiser forward (2 where a pipeline batches classifier-free guidance)")
     m.add_argument("--attention", choices=("fused", "math"), default="fused",
                    help="fused: SDPA/flash kernels, no score matrix (default); math: the scores materialised")
-    m.add_argument("--dtype", choices=("bf16", "fp16", "fp32"), default="bf16", help="dtype the weights load in")
+    m.add_argument("--dtype", choices=("bf16", "fp16", "fp32", "int8", "nf4", "fp8"), default="bf16",
+                   help="dtype the weights load in; int8 / nf4: bitsandbytes LLM.int8 / NF4, fp8: optimum-quanto "
+                        "qfloat8 (nn.Linear weights quantized, the rest in bf16)")
     m.add_argument("--dtype-of", action="append", default=[], metavar="COMPONENT=DTYPE",
-                   help="another dtype for one component, e.g. text_encoder_2=fp32 (repeatable)")
+                   help="another dtype for one component, e.g. text_encoder_2=nf4 (repeatable)")
     m.add_argument("--offload", choices=("none", "model"), default="none",
                    help="none: pipe.to('cuda'); model: enable_model_cpu_offload(), one component at a time")
     m.add_argument("--gpu", help="GPU of the GPU table (`flopcalc gpus`): fits or not, with headroom")

@@ -14,15 +14,28 @@ functional  other MACs thop's hooks miss: functional        yes       no
 thop_extra  thop's non-MAC rules (``nn.LayerNorm``,         no        yes
             ``nn.Softmax``, ``nn.Upsample`` modules)
 elementwise norms, activations, softmax, upsampling        no        no
+scores      attention scores (heads × L_q × L_k): the        no        no
+            softmax elements an attention kernel computes
 params      parameters of the module                       --        --
 =========== ============================================== ========= ======
+
+Three more fields describe the ``nn.Linear`` weights among ``params`` (no counting convention reads
+them; weight quantizers convert exactly these, :mod:`flopcalc.quantized`): ``linear_weights``, their
+elements (``d_in·d_out``, biases excluded); ``linear_rows``, their output rows (``d_out``, one scale
+each under per-row formats); ``linear_blocks``, their 64-element blocks (``⌈d_in·d_out/64⌉`` per
+weight, one absmax each under bitsandbytes 4-bit); ``linear_packed``, their bytes at two 4-bit values
+a byte (``⌈d_in·d_out/2⌉`` per weight); ``linear_layers``, how many there are.
 
 ``torch`` is what ``torch.utils.flop_counter.FlopCounterMode`` counts (matmul, convolution,
 attention; it reports FLOPs = 2 × MACs); ``thop`` is what thop 0.1.1 counts (module hooks matched
 by exact type: MACs of ``nn.Linear``/``nn.Conv*d`` plus its LayerNorm/Softmax/Upsample rules,
 nothing functional).
 ``elementwise`` is flopcalc's own estimate, reported on a line of its own and never added to
-either convention (per-element weights in :mod:`flopcalc.formulas.ops`).
+either convention (per-element weights in :mod:`flopcalc.formulas.ops`; its softmax part is
+``SOFTMAX_OPS × scores``). ``scores`` is the size of the attention matrices, as
+:func:`flopcalc.formulas.ops.attention` computes it: the energy laws read from it each call's head
+width (``attention / (2·scores)``) and the elementwise work a fused attention kernel does not
+leave to separate kernels.
 
 Values are plain ``int`` on the numeric path; the same formulas accept sympy symbols.
 """
@@ -63,6 +76,12 @@ class Cost:
     thop_extra: Any = 0
     elementwise: Any = 0
     params: Any = 0
+    scores: Any = 0
+    linear_weights: Any = 0
+    linear_rows: Any = 0
+    linear_blocks: Any = 0
+    linear_packed: Any = 0
+    linear_layers: Any = 0
 
     def __add__(self, other: Cost) -> Cost:
         return Cost(
@@ -73,6 +92,12 @@ class Cost:
             self.thop_extra + other.thop_extra,
             self.elementwise + other.elementwise,
             self.params + other.params,
+            self.scores + other.scores,
+            self.linear_weights + other.linear_weights,
+            self.linear_rows + other.linear_rows,
+            self.linear_blocks + other.linear_blocks,
+            self.linear_packed + other.linear_packed,
+            self.linear_layers + other.linear_layers,
         )
 
     def __mul__(self, k: Any) -> Cost:
@@ -84,6 +109,12 @@ class Cost:
             self.thop_extra * k,
             self.elementwise * k,
             self.params * k,
+            self.scores * k,
+            self.linear_weights * k,
+            self.linear_rows * k,
+            self.linear_blocks * k,
+            self.linear_packed * k,
+            self.linear_layers * k,
         )
 
     __rmul__ = __mul__
@@ -101,11 +132,19 @@ class Cost:
 
 
 ZERO = Cost()
+#: The fields that describe a module's parameters rather than the work of a forward.
+WEIGHT_FIELDS = ("params", "linear_weights", "linear_rows", "linear_blocks", "linear_packed",
+                 "linear_layers")
+
+
+def work_only(cost: Cost) -> Cost:
+    """``cost`` without its parameter fields: a second call of weights counted elsewhere."""
+    return Cost(cost.linear, cost.conv, cost.attention, cost.functional, cost.thop_extra, cost.elementwise)
 
 
 def total_of(costs: Iterable[Cost]) -> Cost:
     """Σ costs, field by field (one object, no intermediate sums: this is the hot loop)."""
-    lin = conv = att = fn = tx = el = par = 0
+    lin = conv = att = fn = tx = el = par = sc = lw = lr = lb = lp = ll = 0
     for c in costs:
         lin += c.linear
         conv += c.conv
@@ -114,7 +153,13 @@ def total_of(costs: Iterable[Cost]) -> Cost:
         tx += c.thop_extra
         el += c.elementwise
         par += c.params
-    return Cost(lin, conv, att, fn, tx, el, par)
+        sc += c.scores
+        lw += c.linear_weights
+        lr += c.linear_rows
+        lb += c.linear_blocks
+        lp += c.linear_packed
+        ll += c.linear_layers
+    return Cost(lin, conv, att, fn, tx, el, par, sc, lw, lr, lb, lp, ll)
 
 
 @dataclass(frozen=True)

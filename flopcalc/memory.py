@@ -11,8 +11,11 @@ offload modes, and whether that fits a GPU of the table.
 * against a GPU of :mod:`flopcalc.gpus`: fits when that peak is at most its memory; the headroom is what is
   left for the CUDA context and the allocator.
 
+Quantized weights (``int8``, ``nf4``, ``fp8``): :mod:`flopcalc.quantized`; their activations are in bf16, the
+dtype the unquantized layers and the computation run in.
+
 Not counted: ``enable_sequential_cpu_offload()`` (it needs the parameters of each leaf module, below the cost
-trees' grouping), quantized storage, and activations of components not measured (text encoders).
+trees' grouping), and activations of components not measured (text encoders).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import Any, Mapping
 
 from flopcalc.activations import ATTENTION, ActivationPeak, activation_peak
 from flopcalc.errors import FlopcalcError
+from flopcalc.quantized import FORMATS, REST_DTYPE
 from flopcalc.weights import DTYPE_BYTES, ComponentWeights, component_weights
 
 OFFLOAD = ("none", "model")
@@ -136,9 +140,8 @@ def memory(model: str, *, height: int | None = None, width: int | None = None, n
         raise FlopcalcError(f"--offload {offload!r}: choose one of {', '.join(OFFLOAD)} (sequential offload is not "
                             "counted)")
     for d in (dtype, *(dtype_of or {}).values()):
-        if d not in DTYPE_BYTES:
-            raise FlopcalcError(f"dtype {d!r}: choose one of {', '.join(DTYPE_BYTES)} (quantized storage is not "
-                                "counted)")
+        if d not in DTYPE_BYTES and d not in FORMATS:
+            raise FlopcalcError(f"dtype {d!r}: choose one of {', '.join([*DTYPE_BYTES, *FORMATS])}")
     if attention not in ATTENTION:
         raise FlopcalcError(f"--attention {attention!r}: choose one of {', '.join(ATTENTION)}")
     if batch_size < 1:
@@ -165,7 +168,8 @@ def memory(model: str, *, height: int | None = None, width: int | None = None, n
         if peaks["fused"] is None:
             notes.append(f"{c.component}.{c.call}: no activation estimate (this config was not measured)")
             continue
-        acts.append(CallActivations(c.component, c.call, batch_size, DTYPE_BYTES[dtypes[c.component]],
+        acts.append(CallActivations(c.component, c.call, batch_size,
+                                    DTYPE_BYTES[REST_DTYPE if dtypes[c.component] in FORMATS else dtypes[c.component]],
                                     peaks["fused"], peaks["math"]))
         if peaks["fused"].text_len not in (None, c.shape.get("text_len")):
             notes.append(f"{c.component}: fitted at {peaks['fused'].text_len} text tokens, run with "

@@ -6,6 +6,7 @@ import csv
 import io
 
 from flopcalc.memory import MemoryEstimate
+from flopcalc.quantized import FORMATS
 from flopcalc.report import _columns
 from flopcalc.training_report import render_as, ruled_table
 
@@ -19,11 +20,12 @@ def gib(n: int) -> str:
 
 
 def _table(est: MemoryEstimate) -> str:
-    rows = [("component", "class", "dtype", "params", "kept fp32", "buffer bytes", "weights GiB")]
+    rows = [("component", "class", "dtype", "params", "kept fp32", "quantized", "buffer bytes", "weights GiB")]
     for c in est.components:
         rows.append((c.component, c.class_name, c.dtype, f"{c.params:,}", f"{c.params_fp32:,}" if c.params_fp32 else "",
+                     f"{c.quantized_params:,}" if c.quantized_params else "",
                      f"{c.buffer_bytes:,}" if c.buffer_bytes else "", gib(c.bytes)))
-    rows.append(("total", "", "", f"{sum(c.params for c in est.components):,}", "", "", gib(est.weights_bytes)))
+    rows.append(("total", "", "", f"{sum(c.params for c in est.components):,}", "", "", "", gib(est.weights_bytes)))
     lines = [f"{est.model} · {est.pipeline} · weights in memory", "", *ruled_table(rows, 3)]
     if est.activations:
         lines += ["", f"activation peaks (estimate, per forward of {est.settings['batch_size']} sample(s); "
@@ -48,6 +50,9 @@ def _table(est: MemoryEstimate) -> str:
     lines.append("counted: parameters at the loaded dtype (modules the class keeps in float32 at float32) and "
                  "buffers, exact, as from_pretrained(torch_dtype=...) loads them; activation peaks estimated "
                  "(method: `flopcalc.activations`).")
+    for fmt in sorted({c.dtype for c in est.components} & set(FORMATS)):
+        lines.append(f"{fmt}: the nn.Linear weights the quantizer converts as {FORMATS[fmt].layout} "
+                     f"({FORMATS[fmt].source}); the rest in bf16.")
     for note in est.notes:
         lines.append(f"note: {note}")
     return "\n".join(lines) + "\n"
@@ -56,11 +61,11 @@ def _table(est: MemoryEstimate) -> str:
 def _csv(est: MemoryEstimate) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["component", "class_name", "dtype", "params", "params_kept_fp32", "param_bytes", "buffer_bytes",
-                "bytes", "resident"])
+    w.writerow(["component", "class_name", "dtype", "params", "params_kept_fp32", "quantized_params", "param_bytes",
+                "buffer_bytes", "bytes", "resident"])
     resident = set(est.resident_components)
     for c in est.components:
-        w.writerow([c.component, c.class_name, c.dtype, c.params, c.params_fp32, c.param_bytes, c.buffer_bytes,
-                    c.bytes, c.component in resident])
-    w.writerow(["total", "", "", sum(c.params for c in est.components), "", "", "", est.weights_bytes, ""])
+        w.writerow([c.component, c.class_name, c.dtype, c.params, c.params_fp32, c.quantized_params, c.param_bytes,
+                    c.buffer_bytes, c.bytes, c.component in resident])
+    w.writerow(["total", "", "", sum(c.params for c in est.components), "", "", "", "", est.weights_bytes, ""])
     return buf.getvalue()

@@ -8,7 +8,7 @@ import io
 import json
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
-from flopcalc.cost import Node, is_block_kind
+from flopcalc.cost import WEIGHT_FIELDS, Node, is_block_kind
 
 if TYPE_CHECKING:  # rendering reads reports; it never imports the computation
     from flopcalc.api import ComponentEstimate, Report
@@ -108,7 +108,7 @@ def _component_dict(c: ComponentEstimate, total: int, per_block: bool, origins: 
         "macs": c.macs,
         "flops": c.flops,
         "share": c.macs / total if total else 0.0,
-        "per_run": {k: v for k, v in c.per_run.as_dict().items() if k != "params"},
+        "per_run": {k: v for k, v in c.per_run.as_dict().items() if k not in WEIGHT_FIELDS},
         "config": _origin_dict(origins.get(c.component)),
     }
     if c.measured:

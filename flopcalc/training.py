@@ -176,6 +176,11 @@ def train(
     if len(denoisers) != 1:
         raise FlopcalcError(f"{report.model}: training counts one denoiser; this pipeline has "
                             f"{', '.join(c.component for c in denoisers) or 'none'}")
+    add_ons = [f"{c.component} ({c.role})" for c in report.components
+               if c.role not in ("denoiser", "text_encoder", "vae_encoder", "vae_decoder")]
+    if add_ons:
+        raise FlopcalcError(f"{report.model}: training with an add-on model is not modelled ({', '.join(add_ons)}); "
+                            "estimate the base pipeline")
     den = denoisers[0]
     back = backward(den.tree, graph_of(den.class_name), checkpointing=gradient_checkpointing)
     trained = ComponentTraining(den.component, den.class_name, den.call, den.role, "trained", den.macs_per_run,

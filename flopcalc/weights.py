@@ -14,8 +14,8 @@ parameter counts equal the real modules'), at the bytes of the dtype loaded, plu
 Each family declares its float32 modules and its buffers beside its assembler with
 :func:`loading_rules`; a class that declares none has none (the weights test checks every bundled
 component against the real module's ``named_parameters()`` and ``named_buffers()``).
-Quantized storage (int8, fp8, nf4) is not counted: it needs the split of each component's parameters
-into the linear layers a quantizer converts and the rest, which the cost trees do not carry.
+Quantized storage (``int8``, ``nf4``, ``fp8``): the ``nn.Linear`` weights the quantizer converts in their
+format's storage, everything else as loaded in bf16 (:mod:`flopcalc.quantized`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from flopcalc.config import Config
-from flopcalc.cost import Node
+from flopcalc.cost import Node, total_of
 from flopcalc.errors import FlopcalcError
 
 #: Bytes per element of the dtypes weights load in.
@@ -62,6 +62,7 @@ class LoadingRules:
     keep_in_fp32_dtypes: tuple[str, ...]
     buffers: Callable[[Config], tuple[Buffer, ...]] | None
     source: str
+    not_quantized: tuple[str, ...] = ()
 
 
 _RULES: dict[str, LoadingRules] = {}
@@ -69,11 +70,14 @@ _RULES: dict[str, LoadingRules] = {}
 
 def loading_rules(class_name: str, *, keep_in_fp32: tuple[str, ...] = (), keep_in_fp32_dtypes: tuple[str, ...] = (
         "fp32", "bf16", "fp16"), buffers: Callable[[Config], tuple[Buffer, ...]] | None = None,
-        source: str) -> LoadingRules:
-    """Declare how ``class_name`` loads (called once, in the family's architecture module)."""
+        source: str, not_quantized: tuple[str, ...] = ()) -> LoadingRules:
+    """Declare how ``class_name`` loads (called once, in the family's architecture module). ``not_quantized``: the
+    ``nn.Linear`` modules transformers' ``get_keys_to_not_convert`` keeps out of a quantizer (tied weights, the
+    module of the last parameter, the output embeddings; ``transformers/quantizers/base.py:39``)."""
     if class_name in _RULES:
         raise RuntimeError(f"loading rules of {class_name} declared twice")
-    rules = LoadingRules(class_name, tuple(keep_in_fp32), tuple(keep_in_fp32_dtypes), buffers, source)
+    rules = LoadingRules(class_name, tuple(keep_in_fp32), tuple(keep_in_fp32_dtypes), buffers, source,
+                         tuple(not_quantized))
     _RULES[class_name] = rules
     return rules
 
@@ -97,6 +101,9 @@ class ComponentWeights:
     param_bytes: int
     buffers: tuple[Buffer, ...]
     buffer_bytes: int
+    linear_params: int  # elements of the nn.Linear weights (biases excluded)
+    quantized_params: int = 0  # elements of the nn.Linear weights stored quantized
+    quantized_layers: int = 0
 
     @property
     def bytes(self) -> int:
@@ -106,7 +113,9 @@ class ComponentWeights:
         return {"component": self.component, "class_name": self.class_name, "dtype": self.dtype,
                 "params": self.params, "params_kept_fp32": self.params_fp32, "param_bytes": self.param_bytes,
                 "buffers": [{"name": b.name, "numel": b.numel, "dtype": b.dtype} for b in self.buffers],
-                "buffer_bytes": self.buffer_bytes, "bytes": self.bytes}
+                "buffer_bytes": self.buffer_bytes, "bytes": self.bytes, "linear_params": self.linear_params,
+                "quantized_params": self.quantized_params,
+                "quantized_layers": self.quantized_layers}
 
 
 def _fp32_params(tree: Node, keep: tuple[str, ...]) -> int:
@@ -127,25 +136,38 @@ def _fp32_params(tree: Node, keep: tuple[str, ...]) -> int:
 
 
 def component_weights(config_values: Mapping[str, Any], *, component: str, dtype: str) -> ComponentWeights:
-    """The weights of one component (every module it holds, all calls) loaded in ``dtype``."""
+    """The weights of one component (every module it holds, all calls) loaded in ``dtype``: a floating dtype of
+    :data:`DTYPE_BYTES` or a quantized format of :data:`flopcalc.quantized.FORMATS`."""
     from flopcalc.config import class_name_of
+    from flopcalc.quantized import FORMATS, REST_DTYPE, converted_linears, quantized_bytes
     from flopcalc.registry import lookup, registered
 
-    if dtype not in DTYPE_BYTES:
-        raise FlopcalcError(f"--dtype {dtype!r}: choose one of {', '.join(DTYPE_BYTES)} (quantized storage is not "
-                            "counted)")
+    if dtype not in DTYPE_BYTES and dtype not in FORMATS:
+        raise FlopcalcError(f"--dtype {dtype!r}: choose one of {', '.join([*DTYPE_BYTES, *FORMATS])}")
+    fmt = FORMATS.get(dtype)
+    loaded = REST_DTYPE if fmt is not None else dtype
     name = class_name_of(config_values)
     archs = [a for a in registered() if a.class_name == name] or [lookup(name, component=component)]
     arch = archs[0]
     rules = rules_of(arch.class_name)
-    keep = rules.keep_in_fp32 if dtype in rules.keep_in_fp32_dtypes else ()
-    params = fp32 = 0
-    for a in archs:
-        tree = a.assemble(Config(component, config_values, a.defaults), a.nominal)
-        params += tree.total.params
-        fp32 += _fp32_params(tree, keep) if keep else 0
+    keep = rules.keep_in_fp32 if loaded in rules.keep_in_fp32_dtypes else ()
+    trees = [a.assemble(Config(component, config_values, a.defaults), a.nominal) for a in archs]
+    params = sum(t.total.params for t in trees)
+    fp32 = sum(_fp32_params(t, keep) for t in trees) if keep else 0
     config = Config(component, config_values, arch.defaults)
     buffers = rules.buffers(config) if rules.buffers is not None else ()
-    buffer_bytes = sum(b.nbytes(dtype, any(part in keep for part in b.name.split("."))) for b in buffers)
-    param_bytes = (params - fp32) * DTYPE_BYTES[dtype] + fp32 * 4
-    return ComponentWeights(component, arch.class_name, dtype, params, fp32, param_bytes, tuple(buffers), buffer_bytes)
+    buffer_bytes = sum(b.nbytes(loaded, any(part in keep for part in b.name.split("."))) for b in buffers)
+    param_bytes = (params - fp32) * DTYPE_BYTES[loaded] + fp32 * 4
+    linear = sum(t.total.linear_weights for t in trees)
+    if fmt is None:
+        return ComponentWeights(component, arch.class_name, dtype, params, fp32, param_bytes, tuple(buffers),
+                                buffer_bytes, linear)
+    skip = (*rules.keep_in_fp32, *rules.not_quantized)
+    # a diffusers ModelMixin follows diffusers' quantizer rules; ChatGLMModel (diffusers/pipelines/kolors) and the
+    # transformers classes are PreTrainedModels
+    quanto_rule = fmt.library == "quanto" and arch.source.startswith("diffusers/models/")
+    split = [converted_linears(t, skip, keep, own_name_only=quanto_rule) for t in trees]
+    converted = (total_of(s[0] for s in split), total_of(s[1] for s in split))
+    q = quantized_bytes(dtype, converted, param_bytes)
+    return ComponentWeights(component, arch.class_name, dtype, params, fp32, q["bytes"], tuple(buffers), buffer_bytes,
+                            linear, q["quantized_params"], q["quantized_layers"])

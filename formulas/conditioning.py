@@ -13,10 +13,12 @@ from flopcalc.cost import Node
 from flopcalc.formulas import ops
 
 
-def mlp_embedder(name: str, d_in: int, d_hidden: int, d_out: int | None = None, *, tokens: Any = 1) -> Node:
+def mlp_embedder(name: str, d_in: int, d_hidden: int, d_out: int | None = None, *, tokens: Any = 1,
+                 bias: bool = True) -> Node:
     r"""Two linears with an activation between, on ``tokens`` vectors (one conditioning vector
     by default): diffusers ``TimestepEmbedding`` (``embeddings.py``: ``linear_1``, ``act``,
-    ``linear_2``) and ``PixArtAlphaTextProjection`` (on every caption token).
+    ``linear_2``; ``bias=False`` for ``sample_proj_bias=False``, as FLUX.2 builds it) and
+    ``PixArtAlphaTextProjection`` (on every caption token).
 
     .. math:: \mathrm{MACs} = n\,(d_\text{in} d_h + d_h d_\text{out})
     """
@@ -24,8 +26,8 @@ def mlp_embedder(name: str, d_in: int, d_hidden: int, d_out: int | None = None, 
     return Node(
         name,
         children=(
-            Node("linear_1", ops.linear(tokens, d_in, d_hidden) + ops.activation(tokens * d_hidden)),
-            Node("linear_2", ops.linear(tokens, d_hidden, d_out)),
+            Node("linear_1", ops.linear(tokens, d_in, d_hidden, bias=bias) + ops.activation(tokens * d_hidden)),
+            Node("linear_2", ops.linear(tokens, d_hidden, d_out, bias=bias)),
         ),
         formula="mlp_embedder",
     )
@@ -51,16 +53,17 @@ def ada_layer_norm_zero(name: str, dim: int, tokens: Any, chunks: int = 6, *, bi
     )
 
 
-def ada_layer_norm_continuous(name: str, dim: int, cond_dim: int, tokens: Any) -> Node:
+def ada_layer_norm_continuous(name: str, dim: int, cond_dim: int, tokens: Any, *, bias: bool = True) -> Node:
     r"""``AdaLayerNormContinuous(dim, cond_dim, elementwise_affine=False)``: scale and shift
-    from ``linear(silu(cond))`` and a LayerNorm without affine (``normalization.py``).
+    from ``linear(silu(cond))`` and a LayerNorm without affine (``normalization.py``); ``bias=False``
+    as FLUX.2's ``norm_out``.
 
     .. math:: \mathrm{MACs} = 2\,d\,d_c
     """
     return Node(
         name,
         children=(
-            Node("linear", ops.activation(cond_dim) + ops.linear(1, cond_dim, 2 * dim)),
+            Node("linear", ops.activation(cond_dim) + ops.linear(1, cond_dim, 2 * dim, bias=bias)),
             Node("norm", ops.layer_norm(tokens, dim, affine=False)),
         ),
         formula="ada_layer_norm_continuous",

@@ -80,11 +80,13 @@ def gqa_self_attention(
     return Node(name, cost, formula="gqa_self_attention")
 
 
-def gated_mlp(name: str, tokens: Any, dim: int, d_ff: int, *, bias: bool = False) -> Node:
+def gated_mlp(name: str, tokens: Any, dim: int, d_ff: int, *, bias: bool = False, fused: bool = False) -> Node:
     r"""``down_proj(act(gate_proj(x)) * up_proj(x))`` (``GemmaMLP``, ``Gemma2MLP``, ``Qwen2MLP``,
-    ``Qwen2_5_VLMLP``): :math:`\mathrm{MACs} = 3 n d d_f`."""
+    ``Qwen2_5_VLMLP``): :math:`\mathrm{MACs} = 3 n d d_f`. ``fused``: one ``gate_up_proj`` of width
+    :math:`2 d_f`, chunked in two (``GlmMLP``, ``models/glm/modeling_glm.py:52``): the same MACs, one layer."""
+    gate_up = ops.linear(tokens, dim, 2 * d_ff, bias=bias) if fused else ops.linear(tokens, dim, d_ff, bias=bias) * 2
     cost = (
-        ops.linear(tokens, dim, d_ff, bias=bias) * 2
+        gate_up
         + ops.activation(tokens * d_ff) * 2  # the activation, and the gating product
         + ops.linear(tokens, d_ff, dim, bias=bias)
     )
@@ -105,16 +107,18 @@ def decoder_layer(
     sandwich_norms: bool = False,
     softcap: bool = False,
     qk_norm: bool = False,
+    fused_gate_up: bool = False,
 ) -> Node:
     """One decoder layer: ``input_layernorm`` → ``self_attn`` → (``post_attention_layernorm``) →
     residual; ``post_attention_layernorm`` (Gemma, Qwen) or ``pre_feedforward_layernorm`` (Gemma-2)
     → ``mlp`` → (``post_feedforward_layernorm``, Gemma-2) → residual. ``sandwich_norms``: Gemma-2's
-    four RMSNorms per layer instead of two. ``qk_norm``: Qwen3's per-head q/k RMSNorms."""
+    four RMSNorms per layer instead of two. ``qk_norm``: Qwen3's per-head q/k RMSNorms. ``fused_gate_up``:
+    see :func:`gated_mlp`."""
     norm = ops.rms_norm(tokens, dim)
     attn = gqa_self_attention("self_attn", tokens=tokens, dim=dim, heads=heads, kv_heads=kv_heads,
                               head_dim=head_dim, qkv_bias=qkv_bias, out_bias=out_bias, softcap=softcap,
                               qk_norm=qk_norm)
-    mlp = gated_mlp("mlp", tokens, dim, d_ff)
+    mlp = gated_mlp("mlp", tokens, dim, d_ff, fused=fused_gate_up)
     if sandwich_norms:
         children = (Node("input_layernorm", norm), attn, Node("post_attention_layernorm", norm),
                     Node("pre_feedforward_layernorm", norm), mlp, Node("post_feedforward_layernorm", norm))
@@ -155,7 +159,7 @@ def bert_layer(*, tokens: Any, dim: int, heads: int, d_ff: int) -> Node:
 def bert_cross_attention_params(dim: int) -> Cost:
     """``crossattention`` of a decoder BERT with ``add_cross_attention``: built, but it runs only
     with ``encoder_hidden_states`` (never in a text encoder): parameters only."""
-    return Cost(params=4 * (dim * dim + dim) + 2 * dim)
+    return ops.linear(0, dim, dim) * 4 + ops.layer_norm(0, dim)  # query, key, value, output.dense; LayerNorm
 
 
 def bert_embeddings(name: str, tokens: Any, dim: int, *, vocab: int, positions: int, token_types: int) -> Node:

@@ -145,7 +145,7 @@ def lumina_next_attention(name: str, *, tokens: Any, dim: int, context_tokens: A
         children += [Node("norm_q", ops.layer_norm(tokens, inner)),
                      Node("norm_k", ops.layer_norm(context_tokens, kv_inner))]
     if out:
-        children.append(Node("to_out", children=(Node("0", ops.parameters(inner * dim)),)))
+        children.append(Node("to_out", children=(Node("0", ops.linear(0, inner, dim, bias=False)),)))
     sdpa = ops.attention(tokens, context_tokens, heads, head_dim)  # the SDPA call: the module's own work
     return Node(name, sdpa, children=tuple(children), formula="lumina_next_attention")
 

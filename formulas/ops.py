@@ -28,6 +28,9 @@ from typing import Any
 
 from flopcalc.cost import Cost
 
+#: Elements per block of a Linear weight in :attr:`Cost.linear_blocks` (bitsandbytes 4-bit's default
+#: ``blocksize=64``, ``bitsandbytes/nn/modules.py`` ``Params4bit``).
+LINEAR_BLOCK = 64
 #: Elementwise ops per element (the fvcore convention for norms: 4, plus 1 for the affine).
 NORM_OPS = 4
 NORM_AFFINE_OPS = 5
@@ -57,7 +60,10 @@ def linear(tokens: Any, d_in: int, d_out: int, *, bias: bool = True, thop_hooked
     ``F.linear`` calls and ``nn.Linear`` subclasses, which thop (exact-type hooks) misses."""
     macs = tokens * d_in * d_out
     params = d_in * d_out + (d_out if bias else 0)
-    return Cost(linear=macs, params=params) if thop_hooked else Cost(functional=macs, params=params)
+    weights = {"linear_weights": d_in * d_out, "linear_rows": d_out, "linear_blocks": -(-d_in * d_out // LINEAR_BLOCK),
+               "linear_packed": -(-d_in * d_out // 2), "linear_layers": 1}
+    return Cost(linear=macs, params=params, **weights) if thop_hooked else Cost(functional=macs, params=params,
+                                                                                **weights)
 
 
 def matmul(m: Any, k: Any, n: Any, *, batch: Any = 1) -> Cost:
@@ -105,10 +111,11 @@ def conv_output_size(size: Any, kernel: int, stride: int = 1, padding: int = 0) 
 
 
 def attention(q_len: Any, kv_len: Any, heads: int, head_dim: int, v_head_dim: int | None = None) -> Cost:
-    """Scaled dot-product attention of ``heads`` heads: QKᵀ, softmax, A·V (no projections)."""
+    """Scaled dot-product attention of ``heads`` heads: QKᵀ, softmax, A·V (no projections);
+    ``scores`` = heads × q_len × kv_len (the softmax's elements)."""
     dv = head_dim if v_head_dim is None else v_head_dim
     scores = heads * q_len * kv_len
-    return Cost(attention=scores * (head_dim + dv), elementwise=SOFTMAX_OPS * scores)
+    return Cost(attention=scores * (head_dim + dv), elementwise=SOFTMAX_OPS * scores, scores=scores)
 
 
 def layer_norm(tokens: Any, dim: int, *, affine: bool = True, bias: bool = True, thop_rule: bool = True) -> Cost:

@@ -151,18 +151,17 @@ def test_max_points_raises_the_limit():
     assert res.returncode == 0 and len(res.stdout.splitlines()) == 11, res.stderr
 
 
-def _in_pty(args: list[str], interrupt_after: float | None = None) -> tuple[int, str]:
-    """Run with stderr on a pseudo-terminal; optionally send Ctrl-C (SIGINT) after a while."""
+def _in_pty(args: list[str], interrupt_on: str | None = None) -> tuple[int, str]:
+    """Run with stderr on a pseudo-terminal; optionally send Ctrl-C (SIGINT) as soon as ``interrupt_on``
+    appears on it (mid-work, whatever the machine's speed)."""
     import pty
 
     leader, follower = pty.openpty()
     proc = subprocess.Popen([sys.executable, "-m", "flopcalc", *args], stdout=subprocess.DEVNULL,
                             stderr=follower, stdin=subprocess.DEVNULL)
     os.close(follower)
-    if interrupt_after is not None:
-        time.sleep(interrupt_after)
-        proc.send_signal(signal.SIGINT)
-    chunks = []
+    chunks: list[bytes] = []
+    sent = interrupt_on is None
     while True:
         try:
             data = os.read(leader, 4096)
@@ -171,6 +170,9 @@ def _in_pty(args: list[str], interrupt_after: float | None = None) -> tuple[int,
         if not data:
             break
         chunks.append(data)
+        if not sent and interrupt_on.encode() in b"".join(chunks):
+            proc.send_signal(signal.SIGINT)
+            sent = True
     status = proc.wait(timeout=120)
     os.close(leader)
     return status, b"".join(chunks).decode("utf-8", "replace")
@@ -180,10 +182,10 @@ SLOW_SWEEP = ["sweep", "sd1.5", "--height", "64:16384:64", "--width", "64:16384:
 
 
 def test_progress_on_a_terminal_and_ctrl_c():
-    status, err = _in_pty(SLOW_SWEEP, interrupt_after=None)
+    status, err = _in_pty(SLOW_SWEEP)
     assert status == 0, err
     assert "checking the law against the exact estimate: " in err and "\r" in err
-    status, err = _in_pty(SLOW_SWEEP, interrupt_after=3.0)
+    status, err = _in_pty(SLOW_SWEEP, interrupt_on="checking the law")
     assert status == 130, err
     assert "Traceback" not in err and err.strip().splitlines()[-1].strip("\r\x1b[K").endswith("flopcalc: interrupted")
 

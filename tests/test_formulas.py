@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from flopcalc.cost import Cost, Node, module_list
+from flopcalc.cost import Cost, Node, module_list, total_of
 from flopcalc.formulas import ops
 
 sympy = pytest.importorskip("sympy")
@@ -64,6 +64,14 @@ def test_cost_conventions():
     assert c.macs("torch") == 26 and c.macs("thop") == 25
     with pytest.raises(ValueError):
         c.macs("other")
+
+
+def test_attention_counts_its_scores_and_every_field_adds_and_scales():
+    a = ops.attention(7, 5, 3, 8)
+    assert a.scores == 3 * 7 * 5 and a.attention == a.scores * 16 and a.elementwise == ops.SOFTMAX_OPS * a.scores
+    c = Cost(linear=5, conv=7, attention=11, functional=3, thop_extra=13, elementwise=17, params=19, scores=23)
+    assert (c + c).as_dict() == {k: 2 * v for k, v in c.as_dict().items()} == (c * 2).as_dict()
+    assert total_of([c, c, c]) == c * 3
 
 
 def test_numeric_path_imports_neither_sympy_nor_the_hub_client():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -10,6 +11,9 @@ from flopcalc.cli import main
 from flopcalc.errors import FlopcalcError
 from flopcalc.gpus import gpu
 from flopcalc.memory import memory
+from flopcalc.weights import component_weights
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def test_weights_follow_the_dtype_and_the_exact_parameter_counts():
@@ -60,8 +64,18 @@ def test_dtype_of_one_component():
     assert next(c for c in mixed.components if c.component == "transformer").dtype == "bf16"
 
 
+def test_quantized_memory_counts_each_component_in_its_format():
+    q = memory("flux-dev", dtype="nf4", dtype_of={"text_encoder": "int8"})
+    by = {c.component: c for c in q.components}
+    assert by["transformer"].dtype == "nf4" and by["text_encoder"].dtype == "int8"
+    cfg = json.loads((REPO / "model_cards" / "flux-dev" / "transformer" / "config.json").read_text())
+    assert by["transformer"].bytes == component_weights(cfg, component="transformer", dtype="nf4").bytes
+    assert q.weights_bytes < memory("flux-dev").weights_bytes
+    assert all(a.bytes_per_element == 2 for a in q.activations)  # computed in bf16
+
+
 @pytest.mark.parametrize("kwargs, match", [
-    (dict(dtype="nf4"), "quantized"),
+    (dict(dtype="int4"), "int8, nf4, fp8"),
     (dict(dtype_of={"unet": "fp16"}), "not components"),
     (dict(offload="sequential"), "sequential"),
     (dict(gpu="nope-9000"), "unknown GPU"),

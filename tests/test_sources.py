@@ -52,7 +52,7 @@ def _expected_components(folder: Path) -> dict[str, dict]:
         if key.startswith("_") or not isinstance(value, list) or len(value) != 2 or None in value:
             continue
         if value[1].endswith(("Scheduler", "Tokenizer", "TokenizerFast", "FeatureExtractor", "ImageProcessor",
-                              "SafetyChecker")):
+                              "Processor", "SafetyChecker")):  # Processor: FLUX.2-dev's PixtralProcessor
             continue
         out[key] = _load(folder / key / "config.json")
     return out

@@ -9,9 +9,11 @@ from pathlib import Path
 import pytest
 
 from live_support import REPO, measure  # noqa: F401  (skips without torch/diffusers/transformers)
-from measure_weights import loaded_bytes
+from measure_weights import converted_linears, keep_in_fp32, loaded_bytes
 
 from flopcalc.errors import FlopcalcError
+from flopcalc.formulas import ops
+from flopcalc.quantized import FORMATS
 from flopcalc.weights import component_weights
 
 COMPONENTS = sorted(p.parent for p in (REPO / "model_cards").glob("*/*/config.json")) + sorted(
@@ -41,6 +43,27 @@ def test_weight_bytes_are_exact_for_every_dtype(folder):
         assert ours.buffer_bytes == real["buffer_bytes"], (dtype, real["buffers"])
         assert ours.bytes == real["bytes"], dtype
         assert sorted(b.numel for b in ours.buffers) == sorted(n for _, n, _, _ in real["buffers"])
+    _check_quantized(model, config, folder.name, loaded_bytes(model, "bf16")["bytes"])
+
+
+def _check_quantized(model, config, component, bf16_bytes):
+    """The trees' nn.Linear weight elements are the real module's; each format converts exactly the nn.Linear
+    layers the library's skip rules leave (elements and count), and the component's bytes are its bf16 bytes with
+    those layers' weights in the format's layout."""
+    keep = keep_in_fp32(model, "bf16")
+    linear = converted_linears(model, "quanto")["linear"]
+    ours = component_weights(config, component=component, dtype="bf16")
+    assert ours.linear_params == sum(i * o for _, i, o in linear)
+    for fmt in FORMATS.values():
+        real = converted_linears(model, fmt.library)
+        ours = component_weights(config, component=component, dtype=fmt.name)
+        assert ours.quantized_params == sum(i * o for _, i, o in real["converted"]), fmt.name
+        assert ours.quantized_layers == len(real["converted"]), fmt.name
+        storage = 0
+        for path, i, o in real["converted"]:
+            width = 4 if any(part in keep for part in path.split(".")) else 2  # as loaded_bytes loads it
+            storage += fmt.storage(ops.linear(0, i, o), width) - width * i * o
+        assert ours.bytes == bf16_bytes + storage, fmt.name
 
 
 def test_kept_float32_modules_are_counted():
@@ -52,7 +75,7 @@ def test_kept_float32_modules_are_counted():
     assert component_weights(t5, component="t", dtype="fp16").params_fp32 > 0
 
 
-def test_quantized_dtypes_are_refused():
+def test_unknown_dtypes_are_refused():
     cfg = json.loads((REPO / "model_cards" / "flux-dev" / "transformer" / "config.json").read_text())
-    with pytest.raises(FlopcalcError, match="quantized"):
-        component_weights(cfg, component="transformer", dtype="nf4")
+    with pytest.raises(FlopcalcError, match="nf4"):
+        component_weights(cfg, component="transformer", dtype="int4")

@@ -24,7 +24,7 @@ from torch import nn
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
-def _keep_in_fp32(model: nn.Module, dtype: str) -> set[str]:
+def keep_in_fp32(model: nn.Module, dtype: str) -> set[str]:
     import diffusers
 
     if isinstance(model, diffusers.ModelMixin):
@@ -39,7 +39,7 @@ def _keep_in_fp32(model: nn.Module, dtype: str) -> set[str]:
 
 def loaded_bytes(model: nn.Module, dtype: str) -> dict[str, Any]:
     """``{"param_bytes", "buffer_bytes", "bytes", "params", "buffers": [[name, numel, dtype], ...]}``."""
-    keep = _keep_in_fp32(model, dtype)
+    keep = keep_in_fp32(model, dtype)
     size = torch.tensor([], dtype=DTYPES[dtype]).element_size()
 
     def loaded(name: str, t: torch.Tensor) -> int:
@@ -61,3 +61,44 @@ def loaded_bytes(model: nn.Module, dtype: str) -> dict[str, Any]:
             buffer_bytes += nbytes
     return {"params": sum(p.numel() for p in params.values()), "param_bytes": param_bytes,
             "buffer_bytes": buffer_bytes, "bytes": param_bytes + buffer_bytes, "buffers": buffers}
+
+
+def converted_linears(model: nn.Module, library: str) -> dict[str, Any]:
+    """The ``nn.Linear`` modules of ``model`` and those a weight quantizer replaces when the model loads with a
+    default config (no modules named to skip), ``library`` ``"bitsandbytes"`` (LLM.int8 and 4-bit alike) or
+    ``"quanto"``:
+
+    * bitsandbytes in diffusers (``quantizers/bitsandbytes/bnb_quantizer.py:262-288``, ``utils.py:58-63``):
+      every ``isinstance(m, nn.Linear)`` except those whose own name, or a key followed by ``.`` inside the
+      dotted path, or the whole path, is in the class's ``_keep_in_fp32_modules``;
+    * quanto in diffusers (``quantizers/quanto/quanto_quantizer.py:164-169``, ``utils.py:24-30``): every
+      ``isinstance(m, nn.Linear)`` whose own name is not in ``_keep_in_fp32_modules``;
+    * transformers (``quantizers/quantizer_bnb_4bit.py:121``, ``quantizer_quanto.py:87``,
+      ``quantizers/base.py:39-65``): the paths ``should_convert_module`` against ``get_keys_to_not_convert(model)``
+      (tied weights, the module of the last parameter, the output embeddings) and the model's
+      ``_keep_in_fp32_modules``; of those, bitsandbytes converts ``type(m) is nn.Linear``
+      (``integrations/bitsandbytes.py:189``), quanto ``isinstance(m, nn.Linear)`` (``integrations/quanto.py:91``).
+
+    ``{"linear": [[path, in, out], ...], "converted": [[path, in, out], ...]}``."""
+    import diffusers
+
+    linear = [[n, m.in_features, m.out_features] for n, m in model.named_modules() if isinstance(m, nn.Linear)]
+    if isinstance(model, diffusers.ModelMixin):
+        keys = list(type(model)._keep_in_fp32_modules or ())
+
+        def converted(path: str, module: nn.Module) -> bool:
+            name = path.split(".")[-1]
+            if library == "quanto":
+                return name not in keys
+            return name not in keys and not any(k + "." in path or k == path for k in keys)
+    else:
+        from transformers.quantizers.base import get_keys_to_not_convert
+        from transformers.quantizers.quantizers_utils import should_convert_module
+
+        keys = list(set(get_keys_to_not_convert(model)) | set(model._keep_in_fp32_modules or ()))
+
+        def converted(path: str, module: nn.Module) -> bool:
+            exact = type(module) is nn.Linear or library == "quanto"
+            return exact and should_convert_module(path, keys)
+    modules = dict(model.named_modules())
+    return {"linear": linear, "converted": [row for row in linear if converted(row[0], modules[row[0]])]}

@@ -22,6 +22,7 @@ from flopcalc.formulas.chatglm import glm_block
 from flopcalc.formulas.decoder_layer import rotary_embedding
 from flopcalc.weights import Buffer, loading_rules
 from flopcalc.registry import KaplanShape, RunShape, register
+from flopcalc.weights import Buffer, loading_rules
 
 #: ``ChatGLMConfig.__init__`` defaults (diffusers pipelines/kolors/text_encoder.py).
 DEFAULTS = {
@@ -91,11 +92,12 @@ def _kv_groups(config: Config, heads: int) -> int:
     return groups
 
 
-def _chatglm_buffers(config: Config) -> tuple[Buffer, ...]:
-    """``RotaryEmbedding(rotary_dim // 2)`` (``rotary_dim = kv_channels``): its persistent ``inv_freq`` of
-    ``len(range(0, rotary_dim // 2, 2))`` frequencies, loaded in the weights' dtype."""
-    half = positive_int(config, "kv_channels") // 2
-    return (Buffer("rotary_pos_emb.inv_freq", (half + 1) // 2, "loaded"),)
+def _inv_freq(config: Config) -> tuple[Buffer]:
+    """``rotary_pos_emb.inv_freq`` (text_encoder.py:681-682, 762-766): a persistent buffer (loaded in the weights'
+    dtype) of ``len(range(0, rotary_dim // 2, 2))`` frequencies, ``rotary_dim`` = ``kv_channels``."""
+    return (Buffer("rotary_pos_emb.inv_freq", (positive_int(config, "kv_channels") // 2 + 1) // 2, "loaded"),)
 
 
-loading_rules("ChatGLMModel", buffers=_chatglm_buffers, source="diffusers/pipelines/kolors/text_encoder.py:766")
+# output_layer holds the last parameter: transformers' get_keys_to_not_convert keeps it out of a quantizer
+loading_rules("ChatGLMModel", buffers=_inv_freq, not_quantized=("output_layer",),
+              source="diffusers/pipelines/kolors/text_encoder.py:681, 766")

@@ -21,6 +21,7 @@ from flopcalc.formulas.mmdit_joint_block import mmdit_joint_block
 from flopcalc.formulas.single_stream_block import single_stream_block
 from flopcalc.weights import Buffer, loading_rules
 from flopcalc.registry import RunShape, register
+from flopcalc.weights import Buffer, loading_rules
 
 #: ``ChromaTransformer2DModel.__init__`` keyword defaults (transformer_chroma.py).
 DEFAULTS = {
@@ -99,12 +100,12 @@ def chroma_transformer(config: Config, shape: RunShape) -> Node:
 
 
 def _chroma_buffers(config: Config) -> tuple[Buffer, ...]:
-    """``time_text_embed.mod_proj``: float32, non-persistent, ``out_dim × 2·(approximator_num_channels // 4)``
-    with ``out_dim = 3·num_single_layers + 12·num_layers + 2`` (transformer_chroma.py:158, 422)."""
-    out_dim = 3 * count_int(config, "num_single_layers") + 2 * 6 * count_int(config, "num_layers") + 2
-    return (Buffer("time_text_embed.mod_proj", out_dim * 2 * (positive_int(config, "approximator_num_channels") // 4),
-                   "float32"),)
+    """``time_text_embed.mod_proj`` (transformer_chroma.py ``ChromaCombinedTimestepTextProjEmbeddings``): a
+    non-persistent float32 table of ``out_dim × 2·(approximator_num_channels // 4)`` sinusoids."""
+    channels = positive_int(config, "approximator_num_channels") // 4
+    rows = modulation_vectors(count_int(config, "num_layers"), count_int(config, "num_single_layers"))
+    return (Buffer("time_text_embed.mod_proj", rows * 2 * channels, "float32"),)
 
 
 loading_rules("ChromaTransformer2DModel", buffers=_chroma_buffers,
-              source="diffusers/models/transformers/transformer_chroma.py:158")
+              source="diffusers/models/transformers/transformer_chroma.py")

@@ -113,7 +113,9 @@ def _position_ids(config: Config) -> tuple[Buffer, ...]:
 
 
 loading_rules("CLIPTextModel", buffers=_position_ids, source="transformers/models/clip/modeling_clip.py")
-loading_rules("CLIPTextModelWithProjection", buffers=_position_ids, source="transformers/models/clip/modeling_clip.py")
+# text_projection holds the last parameter: get_keys_to_not_convert keeps it out of a quantizer
+loading_rules("CLIPTextModelWithProjection", buffers=_position_ids, not_quantized=("text_projection",),
+              source="transformers/models/clip/modeling_clip.py")
 
 
 #: ``CLIPVisionConfig`` defaults (transformers configuration_clip.py).
@@ -165,6 +167,8 @@ def clip_vision_model_with_projection(config: Config, shape: RunShape) -> Node:
     ), formula="clip_vision")
 
 
-loading_rules("CLIPVisionModelWithProjection",
-              buffers=lambda c: (Buffer("vision_model.embeddings.position_ids", vision_tokens(c), "int64"),),
-              source="transformers/models/clip/modeling_clip.py (CLIPVisionEmbeddings.position_ids)")
+# modeling_clip.py CLIPVisionEmbeddings: a non-persistent int64 ``position_ids`` (1, num_positions)
+# visual_projection holds the last parameter: get_keys_to_not_convert keeps it out of a quantizer
+loading_rules("CLIPVisionModelWithProjection", buffers=lambda c: (
+    Buffer("vision_model.embeddings.position_ids", vision_tokens(c), "int64"),), not_quantized=("visual_projection",),
+    source=SOURCE)

@@ -18,6 +18,7 @@ from flopcalc.formulas import ops
 from flopcalc.formulas.decoder_layer import decoder_layer, rotary_embedding
 from flopcalc.weights import loading_rules, rotary_buffers
 from flopcalc.registry import KaplanShape, RunShape, register
+from flopcalc.weights import loading_rules, rotary_buffers
 
 #: ``GlmConfig`` defaults (transformers configuration_glm.py).
 DEFAULTS = {
@@ -44,20 +45,25 @@ def glm_model(config: Config, shape: RunShape) -> Node:
     n = shape.seq_len
     d = positive_int(config, "hidden_size")
     heads, head_dim = positive_int(config, "num_attention_heads"), positive_int(config, "head_dim")
-    factor = config["partial_rotary_factor"]
-    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 0 < factor <= 1:
-        raise ConfigError(f"{config.component}/config.json: 'partial_rotary_factor' must be in (0, 1], got {factor!r}")
     layer = decoder_layer(tokens=n, dim=d, heads=heads, kv_heads=_kv_heads(config, heads), head_dim=head_dim,
                           d_ff=positive_int(config, "intermediate_size"), qkv_bias=bool(config["attention_bias"]),
-                          out_bias=False)
+                          out_bias=False, fused_gate_up=True)
     return Node("text_encoder", children=(
         Node("embed_tokens", ops.embedding(positive_int(config, "vocab_size"), d)),
         module_list("layers", [layer] * count_int(config, "num_hidden_layers")),
         Node("norm", ops.rms_norm(n, d)),
-        rotary_embedding("rotary_emb", n, int(head_dim * factor)),
+        rotary_embedding("rotary_emb", n, _rotary_dim(config)),
     ), formula="glm_model")
 
 
-loading_rules("GlmModel", buffers=lambda c: rotary_buffers(
-    "rotary_emb", int(positive_int(c, "head_dim") * c["partial_rotary_factor"])),
-    source="transformers/models/glm/modeling_glm.py (GlmRotaryEmbedding: head_dim · partial_rotary_factor)")
+def _rotary_dim(config: Config) -> int:
+    """``int(head_dim · partial_rotary_factor)``: the channels of each head that rotate."""
+    factor = config["partial_rotary_factor"]
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 0 < factor <= 1:
+        raise ConfigError(f"{config.component}/config.json: 'partial_rotary_factor' must be in (0, 1], got {factor!r}")
+    return int(positive_int(config, "head_dim") * factor)
+
+
+# the rotary embedding's non-persistent float32 inv_freq and original_inv_freq (transformers/models/glm)
+loading_rules("GlmModel", buffers=lambda c: rotary_buffers("rotary_emb", _rotary_dim(c)),
+              source="transformers/models/glm/modeling_glm.py")

@@ -25,7 +25,7 @@ from typing import Any
 from flopcalc.config import (
     FLAG, LAYERS, NULL, RATIO, SIZE, SIZES, TEXT, Config, count_int, declare_keys, positive_int,
 )
-from flopcalc.cost import Node, module_list
+from flopcalc.cost import Node, module_list, work_only
 from flopcalc.errors import ConfigError, FlopcalcError
 from flopcalc.formulas import ops
 from flopcalc.formulas.conditioning import ada_layer_norm_continuous, mlp_embedder
@@ -152,5 +152,5 @@ def hunyuan_video_transformer(config: Config, shape: RunShape) -> Node:
 def _twice(node: Node) -> Node:
     """A module called twice per forward (``timestep_embedder`` with ``token_replace``: on the
     timestep and on a zero timestep): its work doubles, its parameters count once."""
-    return replace(node, cost=replace(node.cost * 2, params=node.cost.params),
+    return replace(node, cost=node.cost + work_only(node.cost),
                    children=tuple(_twice(c) for c in node.children))

@@ -236,14 +236,13 @@ def _qwen2_5_vl_vision_tower(vision: Config) -> Node:
     patch = positive_int(vision, "patch_size")
     kernel = positive_int(vision, "temporal_patch_size") * patch * patch
     patch_embed = ops.conv(positive_int(vision, "in_channels"), c, kernel, 0, bias=False)
-    block = Node("block", ops.parameters(
-        2 * c  # norm1, norm2
-        + ops.linear(0, c, 3 * c).params + ops.linear(0, c, c).params  # attn.qkv, attn.proj
-        + 2 * ops.linear(0, c, f).params + ops.linear(0, f, c).params  # mlp.gate_proj, up_proj, down_proj
-    ), formula="not run")
+    block = Node("block", ops.parameters(2 * c)  # norm1, norm2
+                 + ops.linear(0, c, 3 * c) + ops.linear(0, c, c)  # attn.qkv, attn.proj
+                 + ops.linear(0, c, f) * 2 + ops.linear(0, f, c),  # mlp.gate_proj, up_proj, down_proj
+                 formula="not run")
     merged = c * positive_int(vision, "spatial_merge_size") ** 2
-    merger = ops.parameters(c + ops.linear(0, merged, merged).params
-                            + ops.linear(0, merged, positive_int(vision, "out_hidden_size")).params)
+    merger = ops.parameters(c) + ops.linear(0, merged, merged) + ops.linear(0, merged,
+                                                                         positive_int(vision, "out_hidden_size"))
     return Node("visual", children=(
         Node("patch_embed", patch_embed),
         module_list("blocks", [block] * _aliased(vision, "depth", "num_hidden_layers")),
@@ -317,6 +316,7 @@ def _bert_buffers(config: Config) -> tuple[Buffer, ...]:
 
 loading_rules("Gemma2Model", buffers=_gemma_buffers, source="transformers/models/gemma2/modeling_gemma2.py")
 loading_rules("GemmaModel", buffers=_gemma_buffers, source="transformers/models/gemma/modeling_gemma.py")
-loading_rules("Qwen2_5_VLForConditionalGeneration", buffers=_qwen2_5_vl_buffers,
+# lm_head: the output embeddings (and the last parameter), kept out of a quantizer by get_keys_to_not_convert
+loading_rules("Qwen2_5_VLForConditionalGeneration", buffers=_qwen2_5_vl_buffers, not_quantized=("lm_head",),
               source="transformers/models/qwen2_5_vl/modeling_qwen2_5_vl.py")
 loading_rules("BertModel", buffers=_bert_buffers, source="transformers/models/bert/modeling_bert.py")

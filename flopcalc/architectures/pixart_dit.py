@@ -10,11 +10,9 @@ Both patchify the latent with a strided convolution (``PatchEmbed``) into
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from flopcalc.backprop import Checkpointed, gradient_graph
 from flopcalc.config import FLAG, LAYERS, NULL, SIZE, Choice, Config, count_int, declare_keys, positive_int
-from flopcalc.cost import Node, module_list
+from flopcalc.cost import Node, module_list, work_only
 from flopcalc.errors import ResolutionError
 from flopcalc.formulas import ops
 from flopcalc.formulas.conditioning import mlp_embedder
@@ -125,7 +123,7 @@ def dit_transformer(config: Config, shape: RunShape) -> Node:
     # forward() calls transformer_blocks[0].norm1.emb once more, from the model itself, for the
     # output modulation: the same weights (no parameters here), counted at the root.
     emb = timestep_label_embedding("emb", dim, positive_int(config, "num_embeds_ada_norm")).total
-    conditioning = Node("conditioning", replace(emb, params=0))
+    conditioning = Node("conditioning", work_only(emb))
     return Node(
         "transformer",
         children=(

@@ -26,6 +26,7 @@ from flopcalc.cost import Node
 from flopcalc.formulas import ops
 from flopcalc.weights import loading_rules, rotary_buffers
 from flopcalc.registry import RunShape, register
+from flopcalc.weights import loading_rules, rotary_buffers
 
 #: Kaplan's shape: Gemma's (queries of ``num_attention_heads · head_dim``, a width independent of
 #: ``hidden_size``; the token embedding left out of N), and ``Qwen3ForCausalLM``'s ``lm_head`` (the
@@ -76,7 +77,10 @@ def qwen3_for_causal_lm(config: Config, shape: RunShape) -> Node:
     return Node("text_encoder", children=(model, Node("lm_head", lm_head)), formula="qwen3_for_causal_lm")
 
 
+# modeling_qwen3.py Qwen3RotaryEmbedding: non-persistent float32 inv_freq / original_inv_freq (head_dim / 2 each)
 loading_rules("Qwen3Model", buffers=lambda c: rotary_buffers("rotary_emb", positive_int(c, "head_dim")),
-              source="transformers/models/qwen3/modeling_qwen3.py (Qwen3RotaryEmbedding)")
+              source="transformers/models/qwen3/modeling_qwen3.py")
+# lm_head holds the last parameter: transformers' get_keys_to_not_convert keeps it out of a quantizer
 loading_rules("Qwen3ForCausalLM", buffers=lambda c: rotary_buffers("model.rotary_emb", positive_int(c, "head_dim")),
-              source="transformers/models/qwen3/modeling_qwen3.py (Qwen3RotaryEmbedding)")
+              not_quantized=("lm_head",),
+              source="transformers/models/qwen3/modeling_qwen3.py")

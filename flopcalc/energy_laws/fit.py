@@ -18,8 +18,8 @@ from flopcalc.energy_laws.laws import (LAWS, PER_CALIBRATION, TARGETS, Sample, e
                                   leave_one_model_out, predict_law)
 from flopcalc.energy_laws.records import MeasurementError, Record, estimate_record
 
-MIN_MODELS = 3
-BYTES_PER_PARAMETER = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}  # a calibration needs this many models: leave-one-model-out then fits on ≥ 2
+MIN_MODELS = 3  # a calibration needs this many models: leave-one-model-out then fits on ≥ 2
+BYTES_PER_PARAMETER = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}  # and per activation element
 
 
 def sample_of(work: Work, gpu_key: str, precision: str, calibration: str, label: str = "",
@@ -28,9 +28,11 @@ def sample_of(work: Work, gpu_key: str, precision: str, calibration: str, label:
 
     g = gpu(gpu_key)
     peak = g.peak_flops.get(precision) or g.peak_flops["bf16"]
+    per_byte = BYTES_PER_PARAMETER[precision] / g.memory_bandwidth
     return Sample(label, calibration, work.total("linear"), work.total("attention"), work.total("conv"), work.calls,
                   work.cfg, float(work.pixels), peak, g.tdp_w, energy, latency, work.items,
-                  work.total("weight_reads") * BYTES_PER_PARAMETER[precision] / g.memory_bandwidth)
+                  work.total("weight_reads") * per_byte, work.total("attention_padded"),
+                  work.total("unfused_elementwise") * per_byte)
 
 
 def samples_of(records: Sequence[Record]) -> tuple[list[Sample], dict[int, Work]]:
@@ -54,7 +56,8 @@ def _fitted_range(samples: Sequence[Sample]) -> dict[str, list[float]]:
     shares = {op: [getattr(s, op) / s.flops for s in samples] for op in OP_CLASSES}
     return {"flops_per_item": _range([s.flops for s in samples]), "batch_size": _range([s.batch_size for s in samples]),
             "calls_per_item": _range([s.calls for s in samples]),
-            **{f"{op}_share": _range(v) for op, v in shares.items()}}
+            **{f"{op}_share": _range(v) for op, v in shares.items()},
+            "elementwise_vs_flop_time": _range([s.elementwise_ratio for s in samples])}
 
 
 #: Work per item (FLOPs) at which a multi-GPU factor equals its per-N constant: ln F = 35 (≈ 1.6 PFLOP).
@@ -103,7 +106,7 @@ def _multi_gpu(records: Sequence[Record], flops: Sequence[float]) -> dict[str, A
             held = []
             for lab in labels:
                 c = fit([p for p in rows if p[0] != lab])
-                held += [(p[j], float(np.exp(np.array(multi_gpu_design(p[1], p[2], counts)) @ c)))
+                held += [(p[0], p[j], float(np.exp(np.array(multi_gpu_design(p[1], p[2], counts)) @ c)))
                          for p in rows if p[0] == lab]
             c = fit(rows)
             entry[target] = {"factor": {n: float(np.exp(c[k])) for k, n in enumerate(counts)},
@@ -162,11 +165,11 @@ def _transfer(samples: Sequence[Sample], coefs: dict, records: Sequence[Record],
             b = beta(others, t) if others else 1.0
             x = _gpu_ratio(records, meta[src].gpu, meta[dst].gpu, t)
             law = law_of[src]
-            at_src = [(d.measured(t), predict_law(law, {src: coefs[law][src]} if PER_CALIBRATION[law] else coefs[law],
-                                                  s, t)) for s, d in pairs[(src, dst)]]
-            rows = [(m, p * math.exp(b * x)) for m, p in at_src]
+            own = {src: coefs[law][src]} if PER_CALIBRATION[law] else coefs[law]
+            at_src = [(s.label, d.measured(t), predict_law(law, own, s, t)) for s, d in pairs[(src, dst)]]
+            rows = [(lab, m, p * math.exp(b * x)) for lab, m, p in at_src]
             held[t] += rows
-            plain[t] += [(m, p * math.exp(x)) for m, p in at_src]
+            plain[t] += [(lab, m, p * math.exp(x)) for lab, m, p in at_src]
             errs[t] = error_summary(rows)
             errs[t]["exponent_used"] = b
         out["pairs"][f"{src} -> {dst}"] = errs
@@ -194,7 +197,8 @@ def calibrate(records: Sequence[Record], *, default_law: str | None = None) -> t
     held = {law: leave_one_model_out(law, samples) for law in LAWS}
     errors: dict[str, Any] = {}
     for cal in kept:
-        errors[cal] = {law: {t: error_summary((s.measured(t), p[t]) for s, p in held[law] if s.calibration == cal)
+        errors[cal] = {law: {t: error_summary((s.label, s.measured(t), p[t]) for s, p in held[law]
+                                              if s.calibration == cal)
                              for t in TARGETS} for law in LAWS}
     if default_law is None:
         score = {law: float(np.median([errors[c][law]["energy"]["median_pct"] for c in kept])) for law in LAWS}

@@ -7,13 +7,20 @@ dense tensor peak at the precision (FLOP/s), ``W`` its TDP and ``n`` the denoise
 (steps ÷ items in the batch):
 
 * ``opclass`` (op-class model with per-step overhead), non-negative coefficients:
-  ``t = a_L·L/P + a_A·A/P + a_C·C/P + o_t·n + w_t·R/B`` and
-  ``E = W·(e_L·L/P + e_A·A/P + e_C·C/P + o_E·n + w_E·R/B)``, with ``R`` the weight bytes read per
-  item (each denoiser call reads the denoiser's weights once for the whole batch, every other
-  component once per batch) and ``B`` the memory bandwidth. ``a`` are inverse efficiencies (1 = the
-  datasheet peak), ``e`` fractions of TDP × inverse efficiency, ``o`` seconds per call; the weight term
-  (its coefficient far above 1: a per-call cost that grows with the model, not bandwidth alone)
-  earns its place on the small fp16 UNet workloads (ML.ENERGY v2) and fits to 0 on v3.
+  ``t = a_L·L/P + a_A·Ã/P + a_C·C/P + o_t·n + w_t·R/B + m_t·M/B`` and
+  ``E = W·(e_L·L/P + e_A·Ã/P + e_C·C/P + o_E·n + w_E·R/B + m_E·M/B)``, with ``Ã`` the attention
+  FLOPs at the head widths the FlashAttention kernels run (padded to a multiple of 32,
+  :func:`flopcalc.energy_laws.features.padded_head_width`), ``R`` the weight bytes read per item
+  (each denoiser call reads the denoiser's weights once for the whole batch, every other component
+  once per batch), ``M`` the bytes of the elementwise ops outside attention kernels (norms and
+  activations: elementwise estimate less the softmax, × bytes per element) and ``B`` the memory
+  bandwidth. ``a`` are inverse efficiencies (1 = the datasheet peak), ``e`` fractions of TDP ×
+  inverse efficiency, ``o`` seconds per call; the weight term (its coefficient far above 1: a
+  per-call cost that grows with the model, not bandwidth alone) earns its place on the small fp16
+  UNet workloads (ML.ENERGY v2); the elementwise term (its coefficient ≈ 9–17: the counted norms and
+  activations stand in for all the activation traffic of the same width, uncounted adds, modulations
+  and rotary embeddings included) is what tells a narrow model (HunyuanDiT, width 1408) from a wide
+  one (FLUX.1, 3072) at equal FLOPs: per FLOP, narrow models move more activations.
 * ``loglog`` (the seed paper's law, ../shared/seeds 002, eq. 3): ``log y = c₀ + α·log F + β·cfg +
   ρ·log(pixels) + δ_calibration`` with ``F = L + A + C``, fitted on all calibrations at once.
 * ``linear``: ``E = k·F`` and ``t = k_t·F`` (the simplest baseline).
@@ -25,7 +32,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -33,7 +40,7 @@ from flopcalc.energy_laws.nnls import nnls
 
 LAWS = ("opclass", "loglog", "linear")
 TARGETS = ("energy", "latency")
-OPCLASS_TERMS = ("linear", "attention", "conv", "per_call", "weights")
+OPCLASS_TERMS = ("linear", "attention", "conv", "per_call", "weights", "elementwise")
 
 
 @dataclass(frozen=True)
@@ -54,17 +61,26 @@ class Sample:
     latency: float  # s per item
     batch_size: int = 1
     weight_time: float = 0.0  # s: weight bytes read per item ÷ memory bandwidth
+    attention_padded: float | None = None  # attention FLOPs at the kernels' padded head widths (None: unpadded)
+    elementwise_time: float = 0.0  # s: bytes of the elementwise ops outside attention ÷ memory bandwidth
 
     @property
     def flops(self) -> float:
         return self.linear + self.attention + self.conv
+
+    @property
+    def elementwise_ratio(self) -> float:
+        """Time of the elementwise traffic at the bandwidth ÷ time of the FLOPs at the peak."""
+        return self.elementwise_time * self.peak / self.flops if self.flops else 0.0
 
     def measured(self, target: str) -> float:
         return self.energy if target == "energy" else self.latency
 
 
 def opclass_row(s: Sample, target: str) -> np.ndarray:
-    row = np.array([s.linear / s.peak, s.attention / s.peak, s.conv / s.peak, s.calls, s.weight_time])
+    attention = s.attention if s.attention_padded is None else s.attention_padded
+    row = np.array([s.linear / s.peak, attention / s.peak, s.conv / s.peak, s.calls, s.weight_time,
+                    s.elementwise_time])
     return row * s.tdp if target == "energy" else row
 
 
@@ -150,13 +166,50 @@ def leave_one_model_out(law: str, samples: Sequence[Sample]) -> list[tuple[Sampl
     return out
 
 
-def error_summary(pairs: Iterable[tuple[float, float]]) -> dict[str, float]:
-    """median / p90 / max absolute % error and the p90 of |log(measured/predicted)| (the interval)."""
-    meas, pred = np.array(list(pairs), dtype=float).reshape(-1, 2).T
-    if meas.size == 0:
+#: Coverage of the printed intervals.
+INTERVAL_COVERAGE = 0.9
+
+
+def conformal_halfwidth(scores: Sequence[float], coverage: float = INTERVAL_COVERAGE) -> tuple[float, str]:
+    """Split-conformal half-width from one score per held-out model (its largest |log(measured /
+    predicted)|): the ⌈(n+1)·coverage⌉-th smallest of the n scores, which covers a new model with
+    probability ≥ coverage if models are exchangeable. When that index exceeds n (n ≤ 9 at 90%) no
+    finite quantile is earned: the largest score (the worst held-out model) is used instead.
+    Returns (half-width, how it was chosen)."""
+    ordered = sorted(scores)
+    n = len(ordered)
+    k = _conformal_rank(n, coverage)
+    if k <= n:
+        worst = " (the worst)" if k == n else ""
+        return float(ordered[k - 1]), f"split-conformal over {n} held-out models: score {k} of {n}, ascending{worst}"
+    need = next(m for m in range(1, 10_000) if _conformal_rank(m, coverage) <= m)
+    return float(ordered[-1]), (f"worst of {n} held-out models (a {coverage:.0%} split-conformal quantile needs "
+                                f"{need}; covers a new model only as often as the models are alike)")
+
+
+def _conformal_rank(n: int, coverage: float) -> int:
+    """⌈(n + 1)·coverage⌉ (a rounding guard keeps 10 × 0.9 at 9)."""
+    return math.ceil((n + 1) * coverage - 1e-9)
+
+
+def error_summary(rows: Iterable[tuple[str, float, float]]) -> dict[str, Any]:
+    """From (model, measured, predicted) held-out rows: median / p90 / max absolute % error, the p90
+    of |log(measured/predicted)| over records, and the interval half-width in log space
+    (:func:`conformal_halfwidth` of each model's largest |log ratio|: records of one model are
+    correlated, so the model, not the record, is the unit of exchange)."""
+    rows = list(rows)
+    if not rows:
         return {}
+    models = [m for m, _, _ in rows]
+    meas, pred = np.array([(a, b) for _, a, b in rows], dtype=float).T
     ape = np.abs(pred / meas - 1) * 100
     logr = np.abs(np.log(meas / pred))
-    return {"n": int(meas.size), "median_pct": float(np.median(ape)), "p90_pct": float(np.percentile(ape, 90)),
-            "max_pct": float(ape.max()), "log_ratio_p90": float(np.percentile(logr, 90)),
+    worst: dict[str, float] = {}
+    for m, v in zip(models, logr):
+        worst[m] = max(worst.get(m, 0.0), float(v))
+    half, method = conformal_halfwidth([worst[m] for m in sorted(worst)])
+    return {"n": int(meas.size), "models": len(worst), "median_pct": float(np.median(ape)),
+            "p90_pct": float(np.percentile(ape, 90)), "max_pct": float(ape.max()),
+            "log_ratio_p90": float(np.percentile(logr, 90)),
+            "interval_log_halfwidth": half, "interval_method": method,
             "bias_pct": float((np.exp(np.median(np.log(pred / meas))) - 1) * 100)}

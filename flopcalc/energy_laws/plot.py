@@ -36,7 +36,7 @@ def measured_vs_predicted(coefficients: Mapping[str, Any], points: list[dict], l
             xs = [p[key + "_predicted"] for p in pts]
             ys = [p[key] for p in pts]
             lo, hi = min(xs + ys) / 2, max(xs + ys) * 2
-            h = coefficients["calibrations"][cal]["laws"][law]["errors"][target]["log_ratio_p90"]
+            h = coefficients["calibrations"][cal]["laws"][law]["errors"][target]["interval_log_halfwidth"]
             grid = [lo * (hi / lo) ** (k / 50) for k in range(51)]
             ax.fill_between(grid, [g * math.exp(-h) for g in grid], [g * math.exp(h) for g in grid],
                             color="0.88", label="90% interval")

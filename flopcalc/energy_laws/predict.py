@@ -2,8 +2,9 @@
 
 ``predict(report, gpu=…)`` applies a fitted law (:mod:`flopcalc.energy_laws.laws`) of the calibration
 that matches the GPU × precision (× software stack: the one with the most models) to the report's
-per-item op-class work; the 90% interval is the calibration's leave-one-model-out p90 of
-|log(measured / predicted)| (``validation/energy/RESULTS.md``), widened by the measured error of
+per-item op-class work; the 90% interval is ± the calibration's split-conformal half-width over its
+held-out models (:func:`flopcalc.energy_laws.laws.conformal_halfwidth` of each model's largest
+leave-one-model-out |log(measured / predicted)|; ``validation/energy/RESULTS.md``), widened by the measured error of
 datasheet scaling when the GPU has no calibration and by that of the multi-GPU overhead model.
 """
 
@@ -89,7 +90,7 @@ class EnergyResult:
                 "energy_wh": self.energy_wh,
                 "latency_s": self.latency_s, "latency_s_interval": list(self.latency_s_interval),
                 "co2e_g": self.co2e_g, "co2e_g_interval": list(self.co2e_g_interval),
-                "interval": "90%, from leave-one-model-out errors",
+                "interval": "90%, split-conformal over the held-out models' worst errors",
                 "per": "item (image or video) at the given batch size",
                 "items": self.items, "gpu_hours": self.gpu_hours,
                 "law": self.law, "calibration": self.calibration, "coefficients": self.coefficients,
@@ -131,19 +132,22 @@ def _check(doc: Mapping) -> None:
             float(lo), float(hi)
         for law in LAWS:
             for t in ("energy", "latency"):
-                if not math.isfinite(float(cal["laws"][law]["errors"][t]["log_ratio_p90"])):
+                if not math.isfinite(float(cal["laws"][law]["errors"][t]["interval_log_halfwidth"])):
                     raise ValueError(f"{law} {t} error")
-                if law != "loglog" and not all(math.isfinite(float(v)) and float(v) >= 0
-                                               for v in cal["laws"][law]["coefficients"][t].values()):
+                coef = cal["laws"][law]["coefficients"][t] if law != "loglog" else {}
+                if law == "opclass":
+                    [coef[k] for k in OPCLASS_TERMS]  # a file fitted before a term existed lacks it
+                if not all(math.isfinite(float(v)) and float(v) >= 0 for v in coef.values()):
                     raise ValueError(f"{law} {t} coefficients must be finite and non-negative")
     for t in ("energy", "latency"):
         ll = doc["loglog"][t]
         [float(ll[k]) for k in ("intercept", "log_flops", "cfg", "log_pixels")] + [float(v) for v in ll["calibration"].values()]
         for mg in doc.get("multi_gpu", {}).values():
             [float(v) for v in mg[t]["factor"].values()] + [float(mg[t]["per_log2_gpus_per_log_flops"])]
-            float(mg[t]["errors"]["log_ratio_p90"])
+            float(mg[t]["errors"]["interval_log_halfwidth"])
         if doc.get("datasheet_transfer"):
-            float(doc["datasheet_transfer"]["exponent"][t]), float(doc["datasheet_transfer"]["errors"][t]["log_ratio_p90"])
+            tr = doc["datasheet_transfer"]
+            float(tr["exponent"][t]), float(tr["errors"][t]["interval_log_halfwidth"])
 
 
 def _choose(doc: Mapping, gpu_key: str, precision: str) -> tuple[str, list[str], bool]:
@@ -202,7 +206,8 @@ def _scale(doc: Mapping, ref_gpu: str, gpu_key: str, precision: str) -> dict[str
 def _out_of_range(work: Work, sample: Sample, rng: Mapping[str, list]) -> list[str]:
     out = []
     checks = {"flops_per_item": sample.flops, "batch_size": sample.batch_size, "calls_per_item": sample.calls,
-              **{f"{op}_share": getattr(sample, op) / sample.flops for op in ("linear", "attention", "conv")}}
+              **{f"{op}_share": getattr(sample, op) / sample.flops for op in ("linear", "attention", "conv")},
+              "elementwise_vs_flop_time": sample.elementwise_ratio}
     for key, value in checks.items():
         lo, hi = rng[key]
         if value < lo * (1 - 1e-9) or value > hi * (1 + 1e-9):
@@ -243,7 +248,7 @@ def predict(report: "Report", *, gpu: str, precision: str = "bf16", law: str | N
     ref_gpu = cal["gpu"] if transferred else g.key
     sample = sample_of(work, ref_gpu, precision, cal_key)
     errors = {t: dict(cal["laws"][law]["errors"][t]) for t in ("energy", "latency")}
-    widen = {t: errors[t]["log_ratio_p90"] for t in errors}
+    widen = {t: errors[t]["interval_log_halfwidth"] for t in errors}
     warnings += [f"extrapolating: {w}" for w in _out_of_range(work, sample, cal["fitted_range"])]
     coefs = {cal_key: cal["laws"][law]["coefficients"]} if law != "loglog" else doc["loglog"]
     totals = {t: predict_law(law, coefs, sample, t) for t in ("energy", "latency")}
@@ -292,7 +297,7 @@ def _transfer(doc: Mapping, ref_gpu: str, gpu_key: str, precision: str, cal_key:
             f"(latency) and {tr['exponent']['energy']:.2f} (energy); that scaling's error between calibrated GPUs, "
             f"one GPU pair held out: median {e['energy']['median_pct']:.0f}% (energy), "
             f"{e['latency']['median_pct']:.0f}% (latency); interval widened accordingly")
-    return _scale(doc, ref_gpu, gpu_key, precision), {t: e[t]["log_ratio_p90"] for t in e}, note
+    return _scale(doc, ref_gpu, gpu_key, precision), {t: e[t]["interval_log_halfwidth"] for t in e}, note
 
 
 def _multi_gpu(doc: Mapping, gpu_key: str, ref_gpu: str, num_gpus: int, flops: float):
@@ -314,7 +319,7 @@ def _multi_gpu(doc: Mapping, gpu_key: str, ref_gpu: str, num_gpus: int, flops: f
     notes.append(f"{num_gpus}-GPU sequence-parallel overhead: ×{f['energy']:.2f} energy per item (leave-one-model-out "
                  f"median error {mg['energy']['errors']['median_pct']:.0f}%)")
     return ({"energy": f["energy"], "latency": f["latency"] / num_gpus},
-            {t: mg[t]["errors"]["log_ratio_p90"] for t in ("energy", "latency")}, notes)
+            {t: mg[t]["errors"]["interval_log_halfwidth"] for t in ("energy", "latency")}, notes)
 
 
 def _gpu_factor(factors: Mapping, n: int) -> float:
@@ -338,9 +343,13 @@ def _split(work: Work, sample: Sample, law: str, coef: Mapping | None, totals: M
     out = []
     for c in work.components:
         if law == "opclass":
-            reads = c.weight_reads / work.total("weight_reads") if work.total("weight_reads") else 0.0
+            def share(field: str) -> float:
+                whole = work.total(field)
+                return getattr(c, field) / whole if whole else 0.0
+
             part = Sample("", "", c.linear, c.attention, c.conv, c.calls, False, 1.0, sample.peak, sample.tdp, 0, 0,
-                          1, sample.weight_time * reads)
+                          1, sample.weight_time * share("weight_reads"), c.attention_padded,
+                          sample.elementwise_time * share("unfused_elementwise"))
             vals = {t: float(opclass_row(part, t) @ np.array([coef[t][k] for k in OPCLASS_TERMS])) for t in totals}
         else:
             share = c.flops / work.flops

@@ -352,12 +352,24 @@ def cfg_passes(s: Settings, active: bool) -> int:
 
 def denoising_steps(steps: int, strength: float | None) -> int:
     """Steps actually run: image-to-image skips the first ``(1 − strength)`` of the schedule
-    (``get_timesteps``: ``init_timestep = min(steps·strength, steps)``,
+    (``get_timesteps`` of FLUX, SD3, Qwen-Image: ``init_timestep = min(steps·strength, steps)``,
     ``t_start = int(max(steps − init_timestep, 0))``)."""
     if strength is None:
         return steps
     init_timestep = min(steps * strength, steps)
     return steps - int(max(steps - init_timestep, 0))
+
+
+def denoising_steps_floored(steps: int, strength: float | None) -> int:
+    """Steps actually run where ``get_timesteps`` floors first (Stable Diffusion 1.x/2.x and SDXL
+    img2img and inpaint, ``pipeline_stable_diffusion_img2img.py:724``:
+    ``init_timestep = min(int(steps·strength), steps)``, ``t_start = max(steps − init_timestep, 0)``):
+    ``int(steps·strength)`` steps, one fewer than :func:`denoising_steps` where ``steps·strength``
+    is not whole (28 steps at 0.3: 8, not 9). Below strength 1 the count is a plain int even when
+    ``steps`` is tracked (a floor of ``S·strength`` has no closed form): a law holds at those steps."""
+    if strength is None or strength == 1:
+        return steps
+    return min(int(steps * strength), steps)
 
 
 def config_value(components: Mapping[str, Config], name: str, key: str, absent: Any) -> Any:
@@ -424,12 +436,14 @@ def missing_notes(components, expected: list[str]) -> tuple[str, ...]:
 
 
 def denoiser_run(components, name: str, s: Settings, f: int, text_len: int, passes: int,
-                 latent_frames: int | None = None) -> list[ComponentRun]:
-    """The denoiser's runs: every kept step × guidance passes × images (videos), on the latent
-    grid (video: of ``latent_frames`` frames)."""
+                 latent_frames: int | None = None,
+                 kept_steps: Callable[[int, float | None], int] = denoising_steps) -> list[ComponentRun]:
+    """The denoiser's runs: every kept step (``kept_steps``: the pipeline's own ``get_timesteps``
+    rule) × guidance passes × images (videos), on the latent grid (video: of ``latent_frames``
+    frames)."""
     if name not in components:
         return []
-    steps = denoising_steps(s.steps, s.strength)
+    steps = kept_steps(s.steps, s.strength)
     images = s.batch_size * s.num_images_per_prompt
     what = "video(s)" if latent_frames is not None else "image(s)"
     return [ComponentRun(name, component_class(components, name) or "?", "forward", "denoiser",
@@ -479,6 +493,9 @@ def _standalone(components: Mapping[str, Mapping[str, Any]], s: Settings,
         run = ComponentRun(name, cls or "?", "forward", "text_encoder", RunShape(seq_len=seq), s.batch_size,
                            f"{s.batch_size} prompt(s)")
         return Plan("text encoder only", s, 1, (run,))
+    if role != "vae":
+        raise FlopcalcError(f"{name}: {cls} ({role}) runs inside its pipeline, not alone: estimate a folder whose "
+                            f"model_index.json names the pipeline and holds this component as {role!r}")
     from flopcalc.pipelines.image_vae_tiling import TILED_CLASSES
 
     _refuse_unapplied_alone("VAE", s, frozenset({"vae_tiling"}) if cls in TILED_CLASSES else frozenset())

@@ -46,6 +46,7 @@ from flopcalc.pipelines.base import (
     component_class,
     config_value,
     denoiser_run,
+    denoising_steps_floored,
     missing_notes,
     register_pipeline,
     text_runs,
@@ -213,7 +214,8 @@ def cogvideox_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
     passes = cfg_passes(s, cfg)
     runs = text_runs(components, [("text_encoder", text_len)], s.batch_size * passes,
                      f"{s.batch_size} prompt(s)" + (" + negative" if cfg else ""))
-    runs += denoiser_run(components, "transformer", s, f, text_len, passes, latent_frames=padded)
+    runs += denoiser_run(components, "transformer", s, f, text_len, passes, latent_frames=padded,
+                         kept_steps=denoising_steps_floored)  # CogVideoXVideoToVideoPipeline.get_timesteps
     vae_runs, how = _vae_runs(components, s, f, frames)
     runs += vae_runs
     if how:

@@ -24,6 +24,7 @@ from flopcalc.pipelines.base import (
     component_class,
     config_value,
     denoiser_run,
+    denoising_steps_floored,
     image_runs,
     missing_notes,
     register_pipeline,
@@ -84,7 +85,9 @@ def kolors_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
     passes = cfg_passes(s, s.guidance_scale > 1 and cond_proj is None)
     runs = text_runs(components, [("text_encoder", s.max_sequence_length)], s.batch_size * passes,
                      f"{s.batch_size} prompt(s)" + (" + negative" if passes == 2 else ""))
-    runs += denoiser_run(components, "unet", s, f, s.max_sequence_length, passes) + image_runs(components, s, f)
+    runs += denoiser_run(components, "unet", s, f, s.max_sequence_length, passes,
+                         kept_steps=denoising_steps_floored)  # KolorsImg2ImgPipeline.get_timesteps
+    runs += image_runs(components, s, f)
     notes = list(missing_notes(components, ["text_encoder", "unet", "vae"]))
     named = index.get("_class_name")
     if named is not None and named != name:

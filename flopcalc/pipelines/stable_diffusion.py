@@ -12,6 +12,7 @@ from flopcalc.pipelines.base import (
     cfg_passes,
     check_divisible,
     denoiser_run,
+    denoising_steps_floored,
     image_runs,
     missing_notes,
     register_pipeline,
@@ -48,7 +49,8 @@ def sd_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
     passes = _unet_cfg_passes(components, s)
     runs = text_runs(components, [("text_encoder", 77)], s.batch_size * passes,
                       f"{s.batch_size} prompt(s)" + (" + negative" if passes == 2 else ""))
-    runs += denoiser_run(components, "unet", s, f, 77, passes) + image_runs(components, s, f)
+    runs += denoiser_run(components, "unet", s, f, 77, passes, kept_steps=denoising_steps_floored)
+    runs += image_runs(components, s, f)
     return Plan("StableDiffusionPipeline", s, passes, tuple(runs),
                 missing_notes(components, ["text_encoder", "unet", "vae"]))
 
@@ -70,7 +72,8 @@ def sdxl_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
     runs = text_runs(components, [("text_encoder", 77), ("text_encoder_2", 77)],
                       s.batch_size * (2 if encode_negative else 1),
                       f"{s.batch_size} prompt(s)" + (" + negative" if encode_negative else ""))
-    runs += denoiser_run(components, "unet", s, f, 77, passes) + image_runs(components, s, f)
+    runs += denoiser_run(components, "unet", s, f, 77, passes, kept_steps=denoising_steps_floored)
+    runs += image_runs(components, s, f)
     notes = list(missing_notes(components, ["text_encoder", "text_encoder_2", "unet", "vae"]))
     if passes == 2 and not encode_negative:
         notes.append("no negative prompt: SDXL uses zero negative embeddings (force_zeros_for_empty_prompt), "

@@ -22,6 +22,7 @@ from flopcalc.pipelines.base import (
     check_divisible,
     component_class,
     denoiser_run,
+    denoising_steps_floored,
     missing_notes,
     register_pipeline,
     text_runs,
@@ -183,11 +184,6 @@ def _encode_runs(cls: str, vae: Mapping[str, Any], s: Settings, tiled: bool) -> 
                      lambda k, th, tw: f"{k} tile(s) of {th}×{tw} × {s.batch_size} input video(s)")
 
 
-def v2v_steps(steps: int, strength: float) -> int:
-    """``WanVideoToVideoPipeline.get_timesteps``: ``init_timestep = min(int(steps·strength), steps)`` steps run."""
-    return min(int(steps * strength), steps)
-
-
 @register_pipeline("WanPipeline", denoisers=("WanTransformer3DModel",), when=lambda cfg: cfg.get("image_dim") is None,
                    options=("max_sequence_length", "num_frames", "vae_tiling"))
 def wan_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
@@ -275,7 +271,7 @@ def denoiser_runs(components, s: Settings, f: int, passes: int, latent_frames: i
     ``guidance_scale_2`` changes the mix, not the passes); with ``expand_timesteps`` (Wan 2.2 TI2V) each
     forward gets one timestep per token."""
     index = index or {}
-    kept = s.steps if s.strength is None else v2v_steps(s.steps, s.strength)
+    kept = denoising_steps_floored(s.steps, s.strength)  # WanVideoToVideoPipeline.get_timesteps floors first
     videos = s.batch_size * s.num_images_per_prompt
     shape = dict(text_len=s.max_sequence_length, latent_frames=latent_frames)
     notes = []

@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Iterator
 
 import yaml
 
@@ -45,6 +47,13 @@ def _pct(e: dict) -> str:
     return f"{e['median_pct']:.1f} / {e['p90_pct']:.1f} / {e['max_pct']:.1f}" if e else "—"
 
 
+def _laws_of(doc: dict) -> Iterator[tuple[str, dict, str, str, dict]]:
+    """(calibration, its entry, law, "*" if the calibration's default, the law's errors), table order."""
+    for cal, c in doc["calibrations"].items():
+        for law in ("opclass", "loglog", "linear"):
+            yield cal, c, law, "*" if law == c["default_law"] else "", c["laws"][law]["errors"]
+
+
 def _markdown(doc: dict, mapping: dict) -> str:
     lines = ["# Energy and latency laws: leave-one-model-out validation", "",
              "Written by `validation/energy/fit_energy.py`; do not edit. Each model is held out of every fit "
@@ -55,12 +64,11 @@ def _markdown(doc: dict, mapping: dict) -> str:
              "errors, and is what `flopcalc energy` uses on that GPU unless `--law` says otherwise.", "",
              "| calibration | models | records | law | energy % (median / p90 / max) | latency % (median / p90 / max) |",
              "|---|---|---|---|---|---|"]
-    for cal, c in doc["calibrations"].items():
-        for law in ("opclass", "loglog", "linear"):
-            e = c["laws"][law]["errors"]
-            mark = "*" if law == c["default_law"] else ""
-            lines.append(f"| {cal} | {len(c['models'])} | {c['records']} | {law}{mark} | {_pct(e['energy'])} | "
-                         f"{_pct(e['latency'])} |")
+    for cal, c, law, mark, e in _laws_of(doc):
+        lines.append(f"| {cal} | {len(c['models'])} | {c['records']} | {law}{mark} | {_pct(e['energy'])} | "
+                     f"{_pct(e['latency'])} |")
+    lines += _intervals(doc)
+    lines += _terms_tried(doc)
     lines += ["", "## Multi-GPU (sequence-parallel) overhead", "",
               "The factor f = E_N / E_1 (energy per item) and f = t_N·N / t_1 (GPU-seconds per item) against the "
               "1-GPU run of the same model and batch, fitted per GPU as ln f = c_N + d·log2 N·(ln F − 35), F the "
@@ -100,6 +108,134 @@ def _markdown(doc: dict, mapping: dict) -> str:
     for cal, models in doc["left_out_calibrations"].items():
         lines.append(f"| {cal} ({', '.join(models)}) | fewer than 3 models on this GPU × precision × stack |")
     return "\n".join(lines) + "\n"
+
+
+def _band(e: dict) -> str:
+    h = e["interval_log_halfwidth"]
+    return f"±{h:.3f} (×{math.exp(-h):.2f} – ×{math.exp(h):.2f})"
+
+
+def _record_p90(e: dict) -> str:
+    return f"±{e['energy']['log_ratio_p90']:.3f}, ±{e['latency']['log_ratio_p90']:.3f}"
+
+
+def _intervals(doc: dict) -> list[str]:
+    """The printed 90% intervals: half-width in log space of every calibration × law, multi-GPU fit
+    and datasheet transfer, with how each was chosen."""
+    lines = ["", "## The printed 90% intervals", "",
+             "A prediction's 90% interval is ×e^−h to ×e^h. h is split-conformal over held-out *models*: each "
+             "held-out model scores its largest |log(measured / predicted)| over its records (its batch sizes "
+             "are correlated, so the model is the unit), and with n scores h is the ⌈(n + 1)·0.9⌉-th smallest, "
+             "which covers a new model with probability ≥ 90% if it is exchangeable with the held-out ones. "
+             "With n ≤ 9 that index is n itself or beyond: h is the worst held-out model's error, and the 90% "
+             "holds only as far as a new model is like those (n ≤ 8 have no finite conformal quantile at all). "
+             "Shown beside it, for comparison, the record-level p90 of |log ratio| the intervals used before. "
+             "A GPU without calibration adds the datasheet transfer's h; several GPUs add the multi-GPU h.", "",
+             "| fit | law | models | energy h | latency h | record p90 (energy, latency) | how |",
+             "|---|---|---|---|---|---|---|"]
+    for cal, _, law, mark, e in _laws_of(doc):
+        lines.append(f"| {cal} | {law}{mark} | {e['energy']['models']} | {_band(e['energy'])} | "
+                     f"{_band(e['latency'])} | {_record_p90(e)} | {e['energy']['interval_method']} |")
+    for g, m in doc["multi_gpu"].items():
+        e = {t: m[t]["errors"] for t in ("energy", "latency")}
+        lines.append(f"| multi-GPU overhead, {g} | | {e['energy']['models']} | {_band(e['energy'])} | "
+                     f"{_band(e['latency'])} | {_record_p90(e)} | {e['energy']['interval_method']} |")
+    tr = doc["datasheet_transfer"]["errors"]
+    lines.append(f"| datasheet transfer, all pairs | | {tr['energy']['models']} | {_band(tr['energy'])} | "
+                 f"{_band(tr['latency'])} | {_record_p90(tr)} | {tr['energy']['interval_method']} |")
+    return lines
+
+
+#: Variants of the op-class law tried under the same leave-one-model-out validation: name, the
+#: columns of its time design (× TDP for energy; see flopcalc/energy_laws/laws.py), kept or not.
+#: L, A, Ã, C: linear, attention, padded-attention, conv FLOPs ÷ peak; n: denoiser calls per item;
+#: R, M, M*: weight, unfused-elementwise, all-elementwise (softmax included) bytes ÷ bandwidth;
+#: S: attention scores ÷ peak (softmax work); K: modules run per item (kernel launches).
+TERM_VARIANTS = (
+    ("before: L, A, C, n, R", ("L", "A", "C", "n", "R")),
+    ("+ M* (all elementwise, softmax included)", ("L", "A", "C", "n", "R", "M*")),
+    ("+ S (attention scores)", ("L", "A", "C", "n", "R", "S")),
+    ("+ K (modules run)", ("L", "A", "C", "n", "R", "K")),
+    ("+ M (elementwise outside attention)", ("L", "A", "C", "n", "R", "M")),
+    ("A → Ã (head width padded)", ("L", "Ã", "C", "n", "R")),
+    ("kept: L, Ã, C, n, R, M", ("L", "Ã", "C", "n", "R", "M")),
+    ("kept + K", ("L", "Ã", "C", "n", "R", "M", "K")),
+    ("kept + S", ("L", "Ã", "C", "n", "R", "M", "S")),
+)
+
+
+def _modules_run(report) -> float:
+    """Leaf modules run per item (a proxy for kernel launches): the denoiser's per call × calls per
+    item, every other component's once per batch."""
+    from flopcalc.energy_laws.features import work_of
+
+    work = work_of(report)
+    calls = {c.component: c.calls for c in work.components}
+
+    def leaves(node) -> int:
+        return node.count * (sum(leaves(c) for c in node.children) if node.children else 1)
+
+    return sum(leaves(c.tree) * (calls[c.component] if c.role == "denoiser" else 1 / work.items)
+               for c in report.components)
+
+
+def _term_columns(records) -> list[tuple[str, str, dict[str, float], float, float, float]]:
+    """(label, calibration, columns, TDP, energy, latency) of every single-GPU record of a fitted calibration."""
+    from flopcalc.energy_laws.fit import BYTES_PER_PARAMETER, samples_of
+    from flopcalc.energy_laws.records import estimate_record
+    from flopcalc.gpus import gpu
+
+    samples, works = samples_of(records)
+    out = []
+    for i, (r, s) in enumerate(zip(records, samples)):
+        w, g = works[i], gpu(r.gpu)
+        per_byte = BYTES_PER_PARAMETER[r.precision] / g.memory_bandwidth
+        cols = {"L": s.linear / s.peak, "A": s.attention / s.peak, "Ã": s.attention_padded / s.peak,
+                "C": s.conv / s.peak, "n": s.calls, "R": s.weight_time, "M": s.elementwise_time,
+                "M*": w.total("elementwise") * per_byte, "S": w.total("scores") / s.peak,
+                "K": _modules_run(estimate_record(r))}
+        out.append((s.label, s.calibration, cols, s.tdp, s.energy, s.latency))
+    return out
+
+
+def _terms_tried(doc: dict) -> list[str]:
+    """Each variant of TERM_VARIANTS fitted (NNLS on relative error, per calibration) and validated
+    leave-one-model-out exactly as the shipped law."""
+    import numpy as np
+
+    from flopcalc.energy_laws.laws import error_summary
+    from flopcalc.energy_laws.nnls import nnls
+    from flopcalc.energy_laws.records import read_csv
+
+    cals = list(doc["calibrations"])
+    records = [replace(r, base=HERE) for r in read_csv(RECORDS) if r.num_gpus == 1 and r.calibration in cals]
+    rows = _term_columns(records)
+    lines = ["", "## Terms tried", "",
+             "Variants of the op-class law, each validated leave-one-model-out like the shipped one (energy and "
+             "latency, median / max %). L, A, C: linear, attention, conv FLOPs at the peak; Ã: attention at the "
+             "head widths FlashAttention-2 runs (multiples of 32); n: denoiser calls per item; R: weight bytes, "
+             "M: bytes of the elementwise ops outside attention kernels, M*: of all elementwise ops (softmax "
+             "included), each ÷ bandwidth; S: attention scores at the peak (softmax work); K: modules run per "
+             "item (kernel launches).", "",
+             "| variant | " + " | ".join(cals) + " |", "|---|" + "---|" * len(cals)]
+    for name, terms in TERM_VARIANTS:
+        cells = []
+        for cal in cals:
+            own = [r for r in rows if r[1] == cal]
+            held: dict[str, list] = {"energy": [], "latency": []}
+            for label in sorted({r[0] for r in own}):
+                train = [r for r in own if r[0] != label]
+                for target, j in (("energy", 4), ("latency", 5)):
+                    x = np.array([[r[2][k] * (r[3] if target == "energy" else 1) for k in terms] for r in train])
+                    y = np.array([r[j] for r in train])
+                    coef = nnls(x / y[:, None], np.ones(len(y)))
+                    held[target] += [(r[0], r[j], float(np.array([r[2][k] * (r[3] if target == "energy" else 1)
+                                                            for k in terms]) @ coef)) for r in own if r[0] == label]
+            e = {t: error_summary(held[t]) for t in held}
+            cells.append(f"{e['energy']['median_pct']:.1f} / {e['energy']['max_pct']:.1f}; "
+                         f"{e['latency']['median_pct']:.1f} / {e['latency']['max_pct']:.1f}")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def _public_latency(doc: dict) -> list[str]:

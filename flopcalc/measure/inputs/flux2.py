@@ -1,0 +1,52 @@
+"""Input builders for FLUX.2 (imported by ``measure.py``; see validation/README.md):
+``Flux2Transformer2DModel``, ``AutoencoderKLFlux2`` and the text path of ``Mistral3ForConditionalGeneration``.
+
+Nothing needs help on meta: the rotary tables (``Flux2PosEmbed``) are computed from the position ids
+as they are. The VAE takes ``AutoencoderKL``'s inputs (the latent ``(1, latent_channels, H/8, W/8)``
+for decode, the image for encode): the pipelines' batch-norm (de)normalisation and 2×2 (un)patchify
+around it are elementwise reshapes outside the module.
+
+The text encoders get the SDPA text-encoder inputs of ``inputs_text_encoders.py``: token ids
+``(1, seq_len)`` and no mask (a padding mask never changes the dense work; building it reads data on
+meta). ``use_cache`` keeps its default (True), which transformers 5 needs on meta (the pipelines pass
+``use_cache=False``: no cache is read either way on one forward). ``output_hidden_states=True`` only
+collects outputs that are computed anyway: left out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from torch import nn
+
+from flopcalc.measure.inputs.text_encoders import _sdpa_text_inputs
+from flopcalc.measure.harness import TensorSpec, _autoencoder_kl_inputs, _cfg, _exact_div, input_builder
+
+#: ``Flux2Pipeline`` / ``Flux2KleinPipeline``: ``vae_scale_factor`` 8, latents patchified 2×2.
+VAE_SCALE_FACTOR = 8
+PACKING = 2
+
+
+@input_builder("Flux2Transformer2DModel", settings=("height", "width", "text_len"))
+def _flux2_transformer_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict[str, TensorSpec]:
+    """As ``Flux2Pipeline`` calls it at batch 1 (text-to-image): hidden_states (1, (H/16)(W/16),
+    in_channels), encoder_hidden_states (1, text_len, joint_attention_dim), timestep (1,), img_ids
+    (1, (H/16)(W/16), 4), txt_ids (1, text_len, 4), and guidance (1,) when the model embeds it
+    (``Flux2Pipeline`` always passes it; ``Flux2KleinPipeline`` passes None to its unguided models)."""
+    tokens = (_exact_div(s["height"], VAE_SCALE_FACTOR * PACKING, "height")
+              * _exact_div(s["width"], VAE_SCALE_FACTOR * PACKING, "width"))
+    text_len = s["text_len"]
+    inputs = {
+        "hidden_states": TensorSpec((1, tokens, _cfg(model, "in_channels"))),
+        "encoder_hidden_states": TensorSpec((1, text_len, _cfg(model, "joint_attention_dim"))),
+        "timestep": TensorSpec((1,)),
+        "img_ids": TensorSpec((1, tokens, 4)),
+        "txt_ids": TensorSpec((1, text_len, 4)),
+    }
+    if _cfg(model, "guidance_embeds"):
+        inputs["guidance"] = TensorSpec((1,))
+    return inputs
+
+
+input_builder("AutoencoderKLFlux2", settings=("height", "width"), calls=("decode", "encode"))(_autoencoder_kl_inputs)
+input_builder("Mistral3ForConditionalGeneration", settings=("seq_len",))(_sdpa_text_inputs)

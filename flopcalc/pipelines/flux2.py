@@ -1,0 +1,131 @@
+"""FLUX.2 pipelines (diffusers ``pipelines/flux2``): ``Flux2Pipeline`` (FLUX.2-dev) and
+``Flux2KleinPipeline`` (FLUX.2 [klein]), text-to-image.
+
+Both encode the prompt once, padded (``padding="max_length"``) to ``max_sequence_length`` (512)
+tokens, run the whole text encoder on it and stack three intermediate layers' hidden states as the
+transformer's text tokens (so the transformer sees all ``max_sequence_length`` of them); both
+patchify the ``in_channels/4 × H/8 × W/8`` latent 2×2 (sides floor to multiples of
+``vae_scale_factor · 2`` = 16 with a warning; flopcalc asks for a size that divides) and decode it
+once. Reference images (``image=``, the editing mode: each one VAE-encoded and its tokens appended
+to the transformer's image stream at every step) and caption upsampling (``caption_upsample_temperature``:
+a ``generate`` call of the text encoder) are not modelled: flopcalc counts the text-to-image call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Mapping
+
+from flopcalc.errors import ConfigError
+from flopcalc.pipelines.base import (
+    Plan,
+    Settings,
+    cfg_passes,
+    check_divisible,
+    denoiser_run,
+    image_runs,
+    missing_notes,
+    register_pipeline,
+    text_runs,
+    vae_scale_factor,
+)
+
+#: ``Flux2Pipeline.default_sample_size`` (and Klein's): 128 latent pixels → 1024² with the 8× VAE.
+DEFAULT_SAMPLE_SIZE = 128
+#: ``__call__``'s ``max_sequence_length`` default (both pipelines).
+MAX_SEQUENCE_LENGTH = 512
+#: ``Flux2Pipeline.__call__``: ``num_inference_steps=50``, ``guidance_scale=4.0`` (embedded).
+DEV_STEPS, DEV_GUIDANCE = 50, 4.0
+#: ``Flux2KleinPipeline.__call__``: ``num_inference_steps=50``, ``guidance_scale=4.0`` (the base models').
+KLEIN_STEPS, KLEIN_GUIDANCE = 50, 4.0
+#: FLUX.2 [klein] 4B / 9B (``is_distilled: true``) are step-distilled to 4 steps (Black Forest Labs'
+#: release notes and the flux2 repository's model table); the pipeline ignores guidance for them.
+KLEIN_DISTILLED_STEPS = 4
+#: The options both pipelines apply beyond the common ones.
+OPTIONS = ("max_sequence_length",)
+NO_TRUE_CFG = {"true_cfg_scale": "its __call__ takes no true_cfg_scale (FLUX.2-dev's guidance is embedded; "
+                                 "klein runs classifier-free guidance through guidance_scale)"}
+IMAGE_TO_IMAGE_NOTE = ("{name} has no image-to-image mode (a given image conditions as reference tokens, not "
+                       "modelled): strength is estimated as the image-to-image pipelines run it (the input image "
+                       "VAE-encoded once, the last `strength` of the schedule)")
+
+
+def _size(components: Mapping[str, Any], s: Settings) -> tuple[int, Settings]:
+    f = vae_scale_factor(components)
+    s = replace(s, height=s.height or DEFAULT_SAMPLE_SIZE * f, width=s.width or DEFAULT_SAMPLE_SIZE * f,
+                max_sequence_length=s.max_sequence_length or MAX_SEQUENCE_LENGTH)
+    check_divisible(s.height, s.width, f * 2, "FLUX.2 height and width (patchified 2×2 latents)")
+    return f, s
+
+
+@register_pipeline("Flux2Pipeline", denoisers=("Flux2Transformer2DModel",), options=OPTIONS, refuses=NO_TRUE_CFG)
+def flux2_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
+                   index: Mapping[str, Any] | None = None) -> Plan:
+    """``Flux2Pipeline.__call__`` (diffusers ``pipelines/flux2/pipeline_flux2.py``): 1024² default
+    (``default_sample_size`` 128 × ``vae_scale_factor``), 50 steps, ``guidance_scale`` 4.0 passed as
+    the transformer's guidance embedding: FLUX.2-dev is guidance-distilled, so every step is one
+    transformer forward and no negative prompt is ever encoded. The Mistral-3 text encoder
+    (``Mistral3ForConditionalGeneration``) runs on the prompt in its chat template with the system
+    message, padded to ``max_sequence_length`` (512) tokens; ``hidden_states[10, 20, 30]`` are stacked
+    (3 × 5120 = ``joint_attention_dim``), but all layers and ``lm_head`` run."""
+    f, s = _size(components, s)
+    s = replace(s, steps=s.steps or DEV_STEPS,
+                guidance_scale=DEV_GUIDANCE if s.guidance_scale is None else s.guidance_scale)
+    passes = cfg_passes(s, False)
+    notes = list(missing_notes(components, ["text_encoder", "transformer", "vae"]))
+    if s.negative_prompt:
+        notes.append("Flux2Pipeline takes no negative prompt (guidance is embedded): ignored")
+    if s.strength is not None:
+        notes.append(IMAGE_TO_IMAGE_NOTE.format(name="Flux2Pipeline"))
+    runs = text_runs(components, [("text_encoder", s.max_sequence_length)], s.batch_size, f"{s.batch_size} prompt(s)")
+    runs += denoiser_run(components, "transformer", s, f, s.max_sequence_length, passes)
+    runs += image_runs(components, s, f)
+    return Plan("Flux2Pipeline", s, passes, tuple(runs), tuple(notes))
+
+
+def _is_distilled(index: Mapping[str, Any] | None) -> bool:
+    """``Flux2KleinPipeline``'s ``is_distilled`` (a model_index.json entry; False when absent)."""
+    value = (index or {}).get("is_distilled", False)
+    if not isinstance(value, bool):
+        raise ConfigError(f"model_index.json: 'is_distilled' must be true or false, got {value!r}")
+    return value
+
+
+@register_pipeline("Flux2KleinPipeline", options=OPTIONS, refuses=NO_TRUE_CFG)
+def flux2_klein_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
+                         index: Mapping[str, Any] | None = None) -> Plan:
+    """``Flux2KleinPipeline.__call__`` (``pipelines/flux2/pipeline_flux2_klein.py``): 1024² default, the
+    Qwen3 text encoder on the prompt in its chat template, padded to ``max_sequence_length`` (512)
+    tokens (``hidden_states[9, 18, 27]`` stacked; every layer runs, and ``lm_head`` too: the
+    ``Qwen3ForCausalLM`` model_index.json loads). The transformer gets no guidance embedding
+    (``guidance=None``). Classifier-free guidance (``guidance_scale > 1`` and not ``is_distilled``) encodes
+    the negative prompt "" too and runs a second, separate transformer forward per step. Defaults: for a
+    step-distilled checkpoint (model_index.json ``is_distilled: true``: FLUX.2 [klein] 4B / 9B) 4 steps,
+    guidance ignored (one pass); for the base models ``__call__``'s 50 steps and ``guidance_scale`` 4.0
+    (two passes)."""
+    distilled = _is_distilled(index)
+    transformer = components.get("transformer")
+    if transformer is not None and transformer["guidance_embeds"]:
+        raise ConfigError("transformer/config.json: guidance_embeds is true, but Flux2KleinPipeline passes no "
+                          "guidance, so its guidance_embedder would not run; flopcalc counts it whenever the "
+                          "model has one: use Flux2Pipeline for a guidance-embedding FLUX.2 transformer")
+    f, s = _size(components, s)
+    s = replace(s, steps=s.steps or (KLEIN_DISTILLED_STEPS if distilled else KLEIN_STEPS),
+                guidance_scale=KLEIN_GUIDANCE if s.guidance_scale is None else s.guidance_scale)
+    cfg = s.guidance_scale > 1 and not distilled
+    passes = cfg_passes(s, cfg)
+    notes = list(missing_notes(components, ["text_encoder", "transformer", "vae"]))
+    if distilled:
+        notes.append(f"step-distilled checkpoint (is_distilled): {KLEIN_DISTILLED_STEPS} steps by default "
+                     "(Black Forest Labs' FLUX.2 [klein] release), guidance_scale ignored (one pass), as in "
+                     "Flux2KleinPipeline")
+    if s.negative_prompt:
+        notes.append("Flux2KleinPipeline always uses \"\" as its negative prompt (under classifier-free guidance): "
+                     "a negative prompt changes nothing counted")
+    if s.strength is not None:
+        notes.append(IMAGE_TO_IMAGE_NOTE.format(name="Flux2KleinPipeline"))
+    runs = text_runs(components, [("text_encoder", s.max_sequence_length)], s.batch_size * passes,
+                     f"{s.batch_size} prompt(s)" + (" + negative \"\"" if cfg else ""))
+    runs += denoiser_run(components, "transformer", s, f, s.max_sequence_length, passes)
+    runs += image_runs(components, s, f)
+    return Plan("Flux2KleinPipeline", s, passes, tuple(runs), tuple(notes))

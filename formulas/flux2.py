@@ -1,0 +1,97 @@
+r"""FLUX.2 transformer blocks: bias-free, SwiGLU MLPs, modulation shared by all blocks.
+
+Mirrors diffusers ``transformer_flux2.py`` (0.42.1): ``Flux2TransformerBlock`` (double stream),
+``Flux2SingleTransformerBlock`` with ``Flux2ParallelSelfAttention`` (single stream) and
+``Flux2Modulation``.
+
+Symbols: width :math:`d = h d_h`, MLP width :math:`f = \lfloor r d \rfloor` (``mlp_ratio`` :math:`r`,
+3 in every released config), :math:`N` image and :math:`T` text tokens, :math:`L = N + T`.
+
+.. math::
+
+   \mathrm{MACs}_\text{double} = \underbrace{4 (N + T) d^2}_{\text{QKV, out}}
+     + \underbrace{2 h (N + T)^2 d_h}_{\text{attention}}
+     + \underbrace{3 (N + T) d f}_{\text{SwiGLU FF}}
+
+   \mathrm{MACs}_\text{single} = \underbrace{L d (3 d + 2 f)}_{\text{to\_qkv\_mlp\_proj}}
+     + \underbrace{2 h L^2 d_h}_{\text{attention}} + \underbrace{L (d + f) d}_{\text{to\_out}}
+
+   \mathrm{MACs}_\text{modulation} = 6 d^2 + 6 d^2 + 3 d^2 \quad\text{(once per forward, not per block)}
+
+Derivation: unlike FLUX.1, no block owns an adaLN linear: the model computes
+``double_stream_modulation_img`` / ``_txt`` (d → 6d each) and ``single_stream_modulation`` (d → 3d)
+once from the timestep(+guidance) embedding and every block reads them. The double block's
+``Flux2FeedForward`` is ``linear_in`` (d → 2f), ``Flux2SwiGLU`` (silu of one half times the other)
+and ``linear_out`` (f → d), per stream. The single block fuses q/k/v with the MLP's input
+(``to_qkv_mlp_proj``: d → 3d + 2f) and the attention output with the MLP's output (``to_out``:
+d + f → d). All linears are bias-free; the norms are affine-free LayerNorms, the q/k norms affine
+``nn.RMSNorm(d_h)``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flopcalc.cost import Node, block_kinds
+from flopcalc.formulas import ops
+from flopcalc.formulas.transformer_parts import attention_module, feed_forward, qk_norm_cost
+
+#: Block kinds this module builds: a per-block summary stops at them.
+BLOCK_KINDS = block_kinds("flux2_double_block", "flux2_single_block")
+
+
+def mlp_width(dim: int, mlp_ratio: float) -> int:
+    """``int(dim * mlp_ratio)`` as ``Flux2FeedForward`` and ``Flux2ParallelSelfAttention`` take it."""
+    return int(dim * mlp_ratio)
+
+
+def flux2_modulation(name: str, dim: int, sets: int) -> Node:
+    """``Flux2Modulation(dim, mod_param_sets=sets, bias=False)``: ``linear(silu(temb))`` to
+    ``3·sets·dim`` values, on the one conditioning vector. :math:`\\mathrm{MACs} = 3 s d^2`."""
+    return Node(name, children=(Node("linear", ops.activation(dim) + ops.linear(1, dim, 3 * sets * dim, bias=False)),),
+                formula="flux2_modulation")
+
+
+def flux2_double_block(*, dim: int, heads: int, head_dim: int, image_tokens: Any, text_tokens: Any,
+                       mlp_ratio: float) -> Node:
+    """``Flux2TransformerBlock``: affine-free ``norm1``/``norm1_context``, the joint ``Flux2Attention``
+    (q/k/v and ``add_{q,k,v}_proj``, RMS q/k norms, ``to_out.0`` and ``to_add_out``, no biases),
+    ``norm2``/``norm2_context`` and a SwiGLU ``Flux2FeedForward`` per stream."""
+    n, t = image_tokens, text_tokens
+    f = mlp_width(dim, mlp_ratio)
+    return Node(
+        "block",
+        children=(
+            Node("norm1", ops.layer_norm(n, dim, affine=False)),
+            Node("norm1_context", ops.layer_norm(t, dim, affine=False)),
+            attention_module("attn", tokens=n, dim=dim, heads=heads, head_dim=head_dim, qk_norm="rms_norm",
+                             context_tokens=t, context_dim=dim, bias=False, context_bias=False, out_bias=False),
+            Node("norm2", ops.layer_norm(n, dim, affine=False)),
+            feed_forward("ff", n, dim, inner=f, gated=True, bias=False),
+            Node("norm2_context", ops.layer_norm(t, dim, affine=False)),
+            feed_forward("ff_context", t, dim, inner=f, gated=True, bias=False),
+        ),
+        formula="flux2_double_block",
+    )
+
+
+def flux2_single_block(*, dim: int, heads: int, head_dim: int, tokens: Any, mlp_ratio: float) -> Node:
+    """``Flux2SingleTransformerBlock``: an affine-free ``norm`` and ``Flux2ParallelSelfAttention``
+    (fused ``to_qkv_mlp_proj``, RMS q/k norms, attention over all ``tokens``, SwiGLU, fused ``to_out``)."""
+    inner = heads * head_dim
+    f = mlp_width(dim, mlp_ratio)
+    attn = (
+        ops.linear(tokens, dim, 3 * inner + 2 * f, bias=False)
+        + qk_norm_cost("rms_norm", tokens * heads, head_dim)
+        + ops.attention(tokens, tokens, heads, head_dim)
+        + ops.activation(tokens * f) * 2
+        + ops.linear(tokens, inner + f, dim, bias=False)
+    )
+    return Node(
+        "block",
+        children=(
+            Node("norm", ops.layer_norm(tokens, dim, affine=False)),
+            Node("attn", attn, formula="attention"),
+        ),
+        formula="flux2_single_block",
+    )
