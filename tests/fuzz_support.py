@@ -80,7 +80,8 @@ def corpus() -> list[Source]:
                   for p in sorted(SNAPSHOTS.glob("*/*/model_index.json"))]
     # the real component configs the measurements use (validation/configs, each with its PROVENANCE.json)
     roots += [(f"validation:{p.parent.name}", str(p.parent))
-              for p in sorted((REPO / "validation" / "configs").glob("*/config.json"))]
+              for pattern in ("*/config.json", "*/model_index.json")
+              for p in sorted((REPO / "validation" / "configs").glob(pattern))]
     sources: list[Source] = []
     seen: set[str] = set()
     for label, root in roots:

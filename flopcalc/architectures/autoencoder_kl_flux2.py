@@ -12,7 +12,7 @@ buffers and no parameters, which the pipelines apply by hand to the patchified l
 from __future__ import annotations
 
 from flopcalc.architectures.autoencoder_kl import autoencoder_kl_decode, autoencoder_kl_encode, scale_factor
-from flopcalc.config import Config, positive_int, positive_int_list
+from flopcalc.config import NULL, SIZE, SIZES, Config, ListOf, declare_keys, declared_keys, positive_int, positive_int_list
 from flopcalc.cost import Node
 from flopcalc.registry import RunShape, register
 from flopcalc.weights import Buffer, loading_rules
@@ -40,6 +40,13 @@ def flux2_scale_factor(values) -> int:
     """``Flux2Pipeline.vae_scale_factor``: ``2 ** (len(vae.config.block_out_channels) - 1)``."""
     return scale_factor({"block_out_channels": values.get("block_out_channels", DEFAULTS["block_out_channels"])})
 
+
+#: ``AutoencoderKL``'s keys plus the decoder's own widths and the patch of ``bn``, as
+#: :func:`flopcalc.config.declare_keys` validates them.
+declare_keys("AutoencoderKLFlux2", {
+    **declared_keys("AutoencoderKL"), "decoder_block_out_channels": SIZES | NULL,
+    "patch_size": ListOf(SIZE, lo=2, hi=2),
+})
 
 @register("AutoencoderKLFlux2", call="decode", role="vae", defaults=DEFAULTS, source=SOURCE,
           scale_factor=flux2_scale_factor)

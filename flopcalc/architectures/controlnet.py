@@ -27,7 +27,7 @@ from typing import Any
 
 from flopcalc.architectures.unet_2d_condition import DEFAULTS as UNET_DEFAULTS
 from flopcalc.architectures.unet_2d_condition import unet_2d_condition
-from flopcalc.config import Config, positive_int
+from flopcalc.config import FLAG, SIZE, SIZES, Config, declare_keys, declared_keys, positive_int
 from flopcalc.cost import Node, block_kinds, module_list
 from flopcalc.errors import ConfigError, UnknownArchitectureError
 from flopcalc.formulas import ops
@@ -48,6 +48,12 @@ _SHARED = ("in_channels", "down_block_types", "mid_block_type", "only_cross_atte
 DEFAULTS = {**{key: UNET_DEFAULTS[key] for key in _SHARED}, "conditioning_channels": 3,
             "conditioning_embedding_out_channels": [16, 32, 96, 256], "global_pool_conditions": False}
 
+
+#: Every config key ``ControlNetModel`` reads: the UNet's shared ones, as the UNet declares them, and its own.
+declare_keys("ControlNetModel", {
+    **{key: spec for key, spec in declared_keys("UNet2DConditionModel").items() if key in _SHARED},
+    "conditioning_channels": SIZE, "conditioning_embedding_out_channels": SIZES, "global_pool_conditions": FLAG,
+})
 
 def _unet_config(config: Config) -> Config:
     """The ``UNet2DConditionModel`` config whose encoder this ControlNet copies: every shared key as

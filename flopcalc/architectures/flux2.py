@@ -12,7 +12,9 @@ double-stream and ``num_single_layers`` single-stream blocks (:mod:`flopcalc.for
 
 from __future__ import annotations
 
-from flopcalc.config import Config, boolean, count_int, positive_int, positive_int_list
+from flopcalc.config import (
+    FLAG, LAYERS, NULL, RATIO, SIZE, SIZES, Config, boolean, count_int, declare_keys, positive_int, positive_int_list,
+)
 from flopcalc.cost import Node, module_list
 from flopcalc.errors import ConfigError
 from flopcalc.formulas import ops
@@ -46,6 +48,15 @@ def _mlp_ratio(config: Config) -> float:
         raise ConfigError(f"{config.component}/config.json: 'mlp_ratio' must be a positive number, got {ratio!r}")
     return float(ratio)
 
+
+#: Every config key ``Flux2Transformer2DModel`` reads (assembler and plans), as
+#: :func:`flopcalc.config.declare_keys` validates it.
+declare_keys("Flux2Transformer2DModel", {
+    "patch_size": SIZE, "in_channels": SIZE, "out_channels": SIZE | NULL, "num_layers": LAYERS,
+    "num_single_layers": LAYERS, "attention_head_dim": SIZE, "num_attention_heads": SIZE,
+    "joint_attention_dim": SIZE, "timestep_guidance_channels": SIZE, "mlp_ratio": RATIO,
+    "axes_dims_rope": SIZES, "guidance_embeds": FLAG,
+})
 
 @register("Flux2Transformer2DModel", role="denoiser", defaults=DEFAULTS,
           source="diffusers/models/transformers/transformer_flux2.py")

@@ -22,7 +22,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from flopcalc.architectures.llm_encoders import decoder_model
-from flopcalc.config import Config, boolean, count_int, positive_int
+from flopcalc.config import (
+    FLAG, LAYERS, NULL, SIZE, Config, Int, ListOf, Nested, boolean, count_int, declare_keys, positive_int,
+)
 from flopcalc.cost import Node, module_list
 from flopcalc.errors import ConfigError
 from flopcalc.formulas import ops
@@ -111,6 +113,18 @@ def _projector(config: Config, vision: Config, text_width: int) -> Node:
             + ops.linear(0, text_width, text_width, bias=bias))
     return Node("multi_modal_projector", cost, formula="not run")
 
+
+#: Every config key the Mistral-3 text path reads, nested configs included, as
+#: :func:`flopcalc.config.declare_keys` validates them.
+_TEXT_KEYS = {"head_dim": SIZE | NULL, "hidden_size": SIZE, "intermediate_size": SIZE, "num_attention_heads": SIZE,
+              "num_hidden_layers": LAYERS, "num_key_value_heads": SIZE, "vocab_size": SIZE, "attention_bias": FLAG}
+_VISION_KEYS = {"hidden_size": SIZE, "intermediate_size": SIZE, "num_hidden_layers": LAYERS, "num_channels": SIZE,
+                "patch_size": SIZE, "num_attention_heads": SIZE}
+declare_keys("Mistral3ForConditionalGeneration", {
+    "text_config": Nested(_TEXT_KEYS) | NULL, "vision_config": Nested(_VISION_KEYS) | NULL,
+    "vision_feature_layer": Int(-1024, 1024) | ListOf(Int(-1024, 1024)), "multimodal_projector_bias": FLAG,
+    "spatial_merge_size": SIZE, "tie_word_embeddings": FLAG,
+})
 
 @register("Mistral3ForConditionalGeneration", role="text_encoder", defaults=DEFAULTS,
           source="transformers/models/mistral3/modeling_mistral3.py",

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flopcalc.config import Config, positive_int
+from flopcalc.config import LAYERS, SIZE, SIZES, TEXT, Config, declare_keys, positive_int
 from flopcalc.cost import Cost, Node, block_kinds, module_list
 from flopcalc.errors import ConfigError
 from flopcalc.formulas import ops
@@ -78,6 +78,11 @@ def _layout(kind: str, c: list[int], c_in: int) -> list[tuple[int, int, bool]]:
     return ([(c_in, c[0], False)] + [(c[i], c[i + 1], True) for i in range(len(c) - 1)]
             + [(c[-1], c[-1], True)])
 
+
+#: Every config key ``T2IAdapter`` reads (assembler and plans), as :func:`flopcalc.config.declare_keys` validates it.
+declare_keys("T2IAdapter", {
+    "in_channels": SIZE, "channels": SIZES, "num_res_blocks": LAYERS, "downscale_factor": SIZE, "adapter_type": TEXT,
+})
 
 @register("T2IAdapter", role="adapter", defaults=DEFAULTS, source="diffusers/models/adapter.py")
 def t2i_adapter(config: Config, shape: RunShape) -> Node:
