@@ -117,6 +117,8 @@ def estimate(
     resolution_binning: bool = True,
     num_frames: int | None = None,
     vae_tiling: bool | None = None,
+    pag_scale: float | None = None,
+    pag_applied_layers: str | list[str] | None = None,
     convention: str = "torch",
     revision: str | None = None,
     token: str | None = None,
@@ -130,6 +132,7 @@ def estimate(
     the pipeline's defaults. Raises :class:`flopcalc.errors.FlopcalcError` with an actionable
     message on bad input.
     """
+    from flopcalc.perturbed_attention import layer_ids
     from flopcalc.sources import resolve
 
     source = resolve(model, revision=revision, token=token)
@@ -137,7 +140,8 @@ def estimate(
                         true_cfg_scale=true_cfg_scale, negative_prompt=negative_prompt, batch_size=batch_size,
                         num_images_per_prompt=num_images_per_prompt, max_sequence_length=max_sequence_length,
                         strength=strength, resolution_binning=resolution_binning, num_frames=num_frames,
-                        vae_tiling=vae_tiling)
+                        vae_tiling=vae_tiling, pag_scale=pag_scale,
+                        pag_applied_layers=None if pag_applied_layers is None else layer_ids(pag_applied_layers))
     return estimate_configs(source.model_index, source.components, settings, convention=convention,
                             model=source.name, source_kind=source.kind, revision=source.revision,
                             source_notes=source.notes, missing=tuple(source.missing),
@@ -184,7 +188,7 @@ def estimate_configs(
         if run.component not in params:
             params[run.component] = component_params(cfg, component=run.component, assembled=trees[0],
                                                      call=run.call, class_name=run.built_class)
-        shape = {k: v for k, v in vars(run.shape).items() if v is not None and k != "split"}
+        shape = {k: v for k, v in vars(run.shape).items() if v is not None and k not in ("split", "perturbed")}
         if len(group) == 1:
             tree, runs, why = replace(trees[0], name=run.component), run.runs, run.why
         else:
@@ -241,7 +245,7 @@ def _measured(cfg: Mapping[str, Any], group: list, settings: Settings, conventio
                            "--measure counts a call made whole only")
     m = measure_call(cfg, component=run.component, class_name=run.class_name, call=run.call, shape=run.shape,
                      settings=settings)
-    shape = {k: v for k, v in vars(run.shape).items() if v is not None and k != "split"}
+    shape = {k: v for k, v in vars(run.shape).items() if v is not None and k not in ("split", "perturbed")}
     row = ComponentEstimate(run.component, run.class_name, run.call, run.role, run.runs, run.why, m.params, shape,
                             m.tree, convention, method="measured", measure_seconds=m.seconds)
     inputs = ", ".join(f"{k}={v}" for k, v in m.inputs_from.items()) or "no settings"

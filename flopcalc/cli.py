@@ -96,6 +96,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="video: decode in tiles and temporal chunks")
     tiling.add_argument("--no-vae-tiling", dest="vae_tiling", action="store_false",
                         help="video: decode the whole latent in one pass (default: as the pipeline does)")
+    e.add_argument("--pag-scale", type=float, help="PAG pipelines: perturbed-attention guidance scale (0: off)")
+    e.add_argument("--pag-applied-layers", nargs="+", metavar="LAYER",
+                   help="PAG pipelines: self-attention layer ids (e.g. mid, down_blocks.2, blocks.14)")
     e.add_argument("--no-resolution-binning", dest="resolution_binning", action="store_false",
                    help="PixArt: estimate the size as given instead of snapping it to the pipeline's aspect-ratio bins")
     e.add_argument("--convention", choices=("torch", "thop"), default="torch")
@@ -217,7 +220,8 @@ def _estimate(args: argparse.Namespace) -> int:
         true_cfg_scale=args.true_cfg_scale, negative_prompt=args.negative_prompt, batch_size=args.batch_size,
         num_images_per_prompt=args.num_images_per_prompt, max_sequence_length=args.max_sequence_length,
         strength=args.strength, resolution_binning=args.resolution_binning, num_frames=args.num_frames,
-        vae_tiling=args.vae_tiling, convention=args.convention, revision=args.revision, measure=args.measure,
+        vae_tiling=args.vae_tiling, pag_scale=args.pag_scale, pag_applied_layers=args.pag_applied_layers,
+        convention=args.convention, revision=args.revision, measure=args.measure,
     )
     sys.stdout.write(render(report, args.format, per_block=args.per_block, depth=args.depth))
     return 0

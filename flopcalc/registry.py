@@ -39,6 +39,10 @@ class RunShape:
     ``reference_tokens``: tokens of reference images a pipeline concatenates after the latent's own
     tokens along the sequence (FLUX.1 Kontext: the packed latent of the input image), as the
     pipeline packs them; None: none. The denoiser runs every layer on them too.
+
+    ``perturbed``: perturbed-attention guidance (a ``flopcalc.perturbed_attention.PerturbedAttention``:
+    the PAG layers, and whether this run is the perturbed row); None: no PAG. How the call runs, not a
+    size, like ``split``.
     """
 
     latent_height: Any = None
@@ -53,6 +57,7 @@ class RunShape:
     timestep_tokens: Any = None
     image_tokens: Any = None
     reference_tokens: Any = None
+    perturbed: Any = None
 
 
 Assembler = Callable[[Config, RunShape], Node]

@@ -25,7 +25,7 @@ from typing import Any
 from flopcalc.cost import Node, block_kinds
 from flopcalc.formulas import ops
 from flopcalc.formulas.conditioning import ada_layer_norm_zero, mlp_embedder
-from flopcalc.formulas.transformer_parts import attention_module, cross_attention, feed_forward
+from flopcalc.formulas.transformer_parts import attention_module, cross_attention, feed_forward, identity_attention
 
 #: Block kinds this module builds: a per-block summary stops at them.
 BLOCK_KINDS = block_kinds("cross_attention_block")
@@ -53,6 +53,7 @@ def cross_attention_block(
     norm_affine: bool = True,
     norm_type: str = "layer_norm",
     num_embeds_ada_norm: int | None = None,
+    identity_self_attention: bool = False,
 ) -> Node:
     """One ``BasicTransformerBlock``. ``norm_type`` as in diffusers:
 
@@ -61,6 +62,9 @@ def cross_attention_block(
       ``norm2`` before the MLP, modulation from a per-block ``scale_shift_table`` (6·d params);
     * ``ada_norm_zero`` (DiT): ``norm1`` is an ``AdaLayerNormZero`` with its own timestep and
       class-label embedder (``emb``), ``norm3`` before the MLP.
+
+    ``identity_self_attention``: the perturbed row of perturbed-attention guidance, whose ``attn1``
+    is the identity (:func:`~flopcalc.formulas.transformer_parts.identity_attention`).
     """
     if activation not in ("geglu", "gelu", "gelu-approximate"):
         raise ValueError(f"activation_fn {activation!r} is not supported")
@@ -72,8 +76,10 @@ def cross_attention_block(
         norm1 = Node("norm1", children=(emb,) + ada_layer_norm_zero("norm1", dim, tokens).children)
     else:
         norm1 = Node("norm1", ln.cost)
-    children = [norm1, attention_module("attn1", tokens=tokens, dim=dim, heads=heads, head_dim=head_dim,
-                                        bias=attention_bias)]
+    attn1 = (identity_attention("attn1", tokens=tokens, dim=dim, inner=heads * head_dim, bias=attention_bias)
+             if identity_self_attention else
+             attention_module("attn1", tokens=tokens, dim=dim, heads=heads, head_dim=head_dim, bias=attention_bias))
+    children = [norm1, attn1]
     if context_dim is not None:
         if norm_type != "ada_norm_single":  # PixArt keeps norm2 for the MLP and attends un-normed
             children.append(Node("norm2", ln.cost))

@@ -23,7 +23,7 @@ from flopcalc.cost import Cost, Node, block_kinds
 from flopcalc.formulas import ops
 
 #: Block kinds this module builds: a per-block summary stops at them.
-BLOCK_KINDS = block_kinds("feed_forward", "attention")
+BLOCK_KINDS = block_kinds("feed_forward", "attention", "identity_attention")
 
 
 def qk_norm_cost(kind: str | None, vectors: Any, head_dim: int) -> Cost:
@@ -80,6 +80,16 @@ def attention_module(
     if out:
         cost = cost + ops.linear(tokens, inner, dim, bias=out_bias)
     return Node(name, cost, formula="attention")
+
+
+def identity_attention(name: str, *, tokens: Any, dim: int, inner: int, bias: bool = True,
+                       out_bias: bool = True) -> Node:
+    r"""The perturbed row of perturbed-attention guidance in a self-attention layer (diffusers
+    ``attention_processor.PAGCFGIdentitySelfAttnProcessor2_0`` :5215-5229 and its HunyuanDiT / Sana
+    linear-attention twins): the attention map is the identity, so only ``to_v`` and ``to_out`` run:
+    :math:`\mathrm{MACs} = 2 n d d_i` (no q, k, scores)."""
+    cost = ops.linear(tokens, dim, inner, bias=bias) + ops.linear(tokens, inner, dim, bias=out_bias)
+    return Node(name, cost, formula="identity_attention")
 
 
 def cross_attention(name: str, *, tokens: Any, dim: int, context_tokens: Any, context_dim: int, heads: int,

@@ -34,21 +34,25 @@ BLOCK_KINDS = block_kinds("spatial_transformer", "downsample", "upsample")
 
 @lru_cache(maxsize=1024)  # nodes are immutable; a UNet repeats the same few transformers
 def spatial_transformer(channels: int, heads: int, height: Any, width: Any, *, layers: int, context_tokens: Any,
-                        context_dim: int, linear_projection: bool) -> Node:
-    """``Transformer2DModel(heads, channels // heads, in_channels=channels, num_layers=layers)``."""
+                        context_dim: int, linear_projection: bool, identity_layers: frozenset[int] = frozenset()
+                        ) -> Node:
+    """``Transformer2DModel(heads, channels // heads, in_channels=channels, num_layers=layers)``;
+    ``identity_layers``: the ``transformer_blocks`` whose self-attention takes perturbed-attention
+    guidance's identity path (the perturbed row of a PAG pipeline)."""
     head_dim = channels // heads
     inner = heads * head_dim
     n = height * width
     proj_in = ops.linear(n, channels, inner) if linear_projection else ops.conv2d(channels, inner, 1, height, width)
     proj_out = ops.linear(n, inner, channels) if linear_projection else ops.conv2d(inner, channels, 1, height, width)
-    block = cross_attention_block(dim=inner, heads=heads, head_dim=head_dim, tokens=n, context_tokens=context_tokens,
-                                  context_dim=context_dim)
+    blocks = [cross_attention_block(dim=inner, heads=heads, head_dim=head_dim, tokens=n, context_tokens=context_tokens,
+                                    context_dim=context_dim, identity_self_attention=k in identity_layers)
+              for k in range(layers)]
     return Node(
         "attention",
         children=(
             Node("norm", ops.group_norm(channels, n)),
             Node("proj_in", proj_in),
-            module_list("transformer_blocks", [block] * layers),
+            module_list("transformer_blocks", blocks),
             Node("proj_out", proj_out),
         ),
         formula="spatial_transformer",
@@ -85,16 +89,20 @@ def unet_block(
     sampler: Node | None = None,
     sampler_name: str = "",
     formula: str,
+    identity_layers: Sequence[frozenset[int]] = (),
 ) -> Node:
     """A down or up block: ResNets ``(c_in, c_out)`` interleaved with spatial transformers
-    (``attention`` holds their keyword arguments, or None for a plain block), then its sampler."""
+    (``attention`` holds their keyword arguments, or None for a plain block), then its sampler;
+    ``identity_layers[j]``: attention ``j``'s identity-path transformer blocks (perturbed-attention
+    guidance), none when empty."""
     resnets = [resnet_block(ci, co, height, width, temb_channels=temb_channels, scale_shift=scale_shift)
                for ci, co in resnet_channels]
     parts = [module_list("resnets", resnets)]
     if attention is not None:
         parts.append(module_list("attentions", [
-            spatial_transformer(co, height=height, width=width, layers=k, **attention)
-            for (_, co), k in zip(resnet_channels, transformer_layers)
+            spatial_transformer(co, height=height, width=width, layers=k, **attention,
+                                identity_layers=identity_layers[j] if identity_layers else frozenset())
+            for j, ((_, co), k) in enumerate(zip(resnet_channels, transformer_layers))
         ]))
     if sampler is not None:
         parts.append(module_list(sampler_name, [sampler]))

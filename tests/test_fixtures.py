@@ -57,12 +57,11 @@ def _call_macs(comp, fixture: dict) -> int:
 
 
 def _module_macs(comp, fixture: dict, module_path: str) -> int:
-    """MACs of ``module_path`` over the measured call: summed over the tiles of a tiled call."""
-    if not _tiled(fixture):
-        node = comp.tree.find(module_path)
-        return 0 if node is None else node.per_item.macs("torch")
+    """MACs of ``module_path`` over the measured call: summed over the tiles of a tiled call, and over
+    the pieces of one run (a PAG denoiser's original and perturbed rows: one batched call)."""
     pieces = comp.tree.children if comp.tree.formula == "pieces" else (comp.tree,)
-    return comp.runs * sum(p.count * (n.per_item.macs("torch") if (n := p.find(module_path)) else 0) for p in pieces)
+    calls = comp.runs if _tiled(fixture) else 1
+    return calls * sum(p.count * (n.per_item.macs("torch") if (n := p.find(module_path)) else 0) for p in pieces)
 
 
 def _component(fixture: dict, convention: str = "torch"):

@@ -14,7 +14,7 @@ which is what the real forward's ``upsample_size`` does.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from flopcalc.backprop import Checkpointed, gradient_graph
 from flopcalc.config import (
@@ -32,6 +32,7 @@ from flopcalc.formulas.unet_blocks import (
     unet_block,
     upsample,
 )
+from flopcalc.perturbed_attention import selected, supports_perturbation
 from flopcalc.registry import RunShape, register
 
 #: ``UNet2DConditionModel.__init__`` keyword defaults (unet_2d_condition.py).
@@ -144,6 +145,34 @@ def _embeddings(config: Config, c0: int, text_tokens: Any) -> tuple[list[Node], 
     return nodes, ted
 
 
+def _identity_layers(config: Config, shape: RunShape, down_types: list, up_types: list, lpb: list, tlpb: list,
+                     rev_tlpb: list) -> Callable[[str, int], frozenset[int]]:
+    """Perturbed-attention guidance: ``identity(prefix, k)``, the transformer blocks of the spatial
+    transformer ``prefix`` (of ``k`` blocks) whose ``attn1`` takes the identity path in this run. The
+    UNet's self-attention modules are the ``attn1`` of every ``BasicTransformerBlock`` (``attn2`` is
+    the cross-attention); the PAG layers are chosen among them as ``PAGMixin`` chooses
+    (:mod:`flopcalc.perturbed_attention`). The original rows run ``attn1`` unchanged."""
+    nb = len(lpb)
+    spatial = [(f"down_blocks.{i}.attentions.{j}", k) for i in range(nb) if down_types[i] == "CrossAttnDownBlock2D"
+               for j, k in enumerate(_per_layer(tlpb[i], lpb[i], "transformer_layers_per_block", config.component))]
+    if config["mid_block_type"] == "UNetMidBlock2DCrossAttn":
+        spatial += [(f"mid_block.attentions.{j}", k)
+                    for j, k in enumerate(_per_layer(tlpb[-1], 1, "transformer_layers_per_block", config.component))]
+    rev_lpb = lpb[::-1]
+    spatial += [(f"up_blocks.{i}.attentions.{j}", k) for i in range(nb) if up_types[i] == "CrossAttnUpBlock2D"
+                for j, k in enumerate(_per_layer(rev_tlpb[i], rev_lpb[i] + 1, "reverse_transformer_layers_per_block",
+                                                 config.component))]
+    names = [f"{prefix}.transformer_blocks.{b}.attn1" for prefix, k in spatial for b in range(k)]
+    chosen = selected(shape.perturbed, names, config.component)
+    on = shape.perturbed is not None and shape.perturbed.identity
+
+    def identity(prefix: str, k: int) -> frozenset[int]:
+        return frozenset(b for b in range(k) if on and f"{prefix}.transformer_blocks.{b}.attn1" in chosen)
+    return identity
+
+
+supports_perturbation("UNet2DConditionModel")
+
 #: Every config key ``UNet2DConditionModel`` reads (assemblers and pipeline plan), as
 #: :func:`flopcalc.config.declare_keys` validates it.
 declare_keys("UNet2DConditionModel", {
@@ -193,6 +222,7 @@ def unet_2d_condition(config: Config, shape: RunShape) -> Node:
 
     embeddings, temb = _embeddings(config, c0, t)
     h, w = shape.latent_height, shape.latent_width
+    identity = _identity_layers(config, shape, down_types, up_types, lpb, tlpb, rev_tlpb)
 
     def attn(i: int) -> dict:
         return {"heads": heads[i], "context_tokens": t, "context_dim": cross[i], "linear_projection": linear}
@@ -213,7 +243,8 @@ def unet_2d_condition(config: Config, shape: RunShape) -> Node:
             attention=attn(i) if kind == "CrossAttnDownBlock2D" else None,
             transformer_layers=_per_layer(tlpb[i], lpb[i], "transformer_layers_per_block", comp),
             sampler=sampler, sampler_name="downsamplers",
-            formula=kind,
+            formula=kind, identity_layers=[identity(f"down_blocks.{i}.attentions.{j}", k) for j, k in enumerate(
+                _per_layer(tlpb[i], lpb[i], "transformer_layers_per_block", comp))],
         ))
 
     # mid
@@ -224,8 +255,9 @@ def unet_2d_condition(config: Config, shape: RunShape) -> Node:
         res = resnet_block(top, top, hm, wm, temb_channels=temb, scale_shift=scale_shift)
         layers = _per_layer(tlpb[-1], 1, "transformer_layers_per_block", comp)
         mid = Node("mid_block", children=(
-            module_list("attentions", [spatial_transformer(top, height=hm, width=wm, layers=k, **attn(nb - 1))
-                                       for k in layers]),
+            module_list("attentions", [spatial_transformer(top, height=hm, width=wm, layers=k, **attn(nb - 1),
+                                                           identity_layers=identity(f"mid_block.attentions.{j}", k))
+                                       for j, k in enumerate(layers)]),
             module_list("resnets", [res] * (1 + len(layers))),
         ), formula="UNetMidBlock2DCrossAttn")
     elif config["mid_block_type"] == "UNetMidBlock2D":
@@ -249,7 +281,8 @@ def unet_2d_condition(config: Config, shape: RunShape) -> Node:
                        "linear_projection": linear} if kind == "CrossAttnUpBlock2D" else None,
             transformer_layers=_per_layer(rev_tlpb[i], layers, "reverse_transformer_layers_per_block", comp),
             sampler=sampler, sampler_name="upsamplers",
-            formula=kind,
+            formula=kind, identity_layers=[identity(f"up_blocks.{i}.attentions.{j}", k) for j, k in enumerate(
+                _per_layer(rev_tlpb[i], layers, "reverse_transformer_layers_per_block", comp))],
         ))
 
     k_in, k_out = positive_int(config, "conv_in_kernel"), positive_int(config, "conv_out_kernel")

@@ -121,7 +121,8 @@ def work_of(report: "Report") -> Work:
     merged: dict[str, list] = {}
     for c in report.components:
         t = c.per_run
-        calls = c.runs / (passes * items) if c.role == "denoiser" else 0.0  # per batch
+        # per batch; a denoiser row of pieces (perturbed-attention guidance) is one batched call per run
+        calls = c.runs / ((1 if c.tree.formula == "pieces" else passes) * items) if c.role == "denoiser" else 0.0
         fields = (2 * c.runs * t.linear, 2 * c.runs * t.attention, 2 * c.runs * (t.conv + t.functional),
                   c.runs * t.elementwise, calls, c.params * (calls if c.role == "denoiser" else 1),
                   c.runs * t.scores, 2 * c.runs * padded_attention(c.tree))

@@ -241,7 +241,7 @@ def _latent(model: nn.Module, s: Mapping[str, int], channels_key: str = "in_chan
     )
 
 
-@input_builder("UNet2DConditionModel", settings=("height", "width", "text_len"))
+@input_builder("UNet2DConditionModel", settings=("height", "width", "text_len"), optional=("pag",))
 def _unet_2d_condition_inputs(
     model: nn.Module, call: str, s: Mapping[str, int]
 ) -> dict[str, TensorSpec | None]:
@@ -268,6 +268,10 @@ def _unet_2d_condition_inputs(
         inputs["encoder_hidden_states"] = _f32(1, s["text_len"], _cfg(model, "encoder_hid_dim"))
     if _cfg(model, "class_embed_type") is not None or hid_type not in (None, "text_proj"):
         raise NotImplementedError("UNet2DConditionModel with class_embed_type / encoder_hid_dim_type")
+    if s.get("pag"):  # perturbed-attention guidance: the PAG pipelines' processors and batch
+        from flopcalc.measure.perturbed import perturb
+
+        return perturb(model, s["pag"], inputs)
     return inputs
 
 

@@ -61,6 +61,8 @@ class Settings:
     resolution_binning: bool = True  # PixArt: snap the size to the model's aspect-ratio bins, as the pipeline does
     num_frames: int | None = None  # video pipelines: frames generated (None: the pipeline's default)
     vae_tiling: bool | None = None  # video VAEs: decode in tiles/temporal chunks (None: as the pipeline does)
+    pag_scale: float | None = None  # PAG pipelines: perturbed-attention guidance scale (0: off; None: the default)
+    pag_applied_layers: tuple[str, ...] | None = None  # PAG pipelines: layer ids (None: the pipeline's default)
     counting: Counting = field(default=NUMERIC, metadata={"option": False})
 
     @property
@@ -124,6 +126,8 @@ OPTIONAL = {
                                                     "run on a fixed number of tokens)"),
     "num_frames": ("--num-frames", "it generates images, not videos"),
     "vae_tiling": ("--vae-tiling / --no-vae-tiling", "flopcalc does not model a tiled decode of its VAE"),
+    "pag_scale": ("--pag-scale", "it has no perturbed-attention guidance (use its PAG pipeline)"),
+    "pag_applied_layers": ("--pag-applied-layers", "it has no perturbed-attention guidance (use its PAG pipeline)"),
 }
 #: Pipeline → the optional options it applies, and its own reasons for refusing others.
 _OPTIONS: dict[str, frozenset[str]] = {}
@@ -168,6 +172,12 @@ def pipeline_options(name: str) -> frozenset[str]:
     if name not in _OPTIONS:  # the variants import their base's module, so this is a fallback
         _load()
     return _OPTIONS[name]
+
+
+def registered_plan(name: str) -> PlanFn:
+    """The plan registered as ``name`` (for pipelines built on a registered variant; import the module
+    that registers it first)."""
+    return _PIPELINES[name]
 
 
 def pipeline_modules() -> dict[str, str]:
@@ -283,6 +293,13 @@ def _validate(s: Settings) -> None:
     check_settings(s)
     if s.strength is not None and not 0 < s.strength <= 1:
         raise FlopcalcError(f"strength must be in (0, 1], got {s.strength}")
+    if s.pag_applied_layers is not None:
+        from flopcalc.perturbed_attention import layer_ids
+
+        layer_ids(s.pag_applied_layers)
+    v = s.pag_scale
+    if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0):
+        raise OptionError(f"pag_scale must be a finite number >= 0 (0 turns perturbed-attention guidance off), got {v!r}")
     for key in ("guidance_scale", "true_cfg_scale"):
         v = getattr(s, key)
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0):
