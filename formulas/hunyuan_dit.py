@@ -42,7 +42,7 @@ from typing import Any
 
 from flopcalc.formulas import ops
 from flopcalc.formulas.conditioning import mlp_embedder
-from flopcalc.formulas.transformer_parts import attention_module, feed_forward
+from flopcalc.formulas.transformer_parts import attention_module, feed_forward, identity_attention, qk_norm_cost
 
 from flopcalc.cost import Node, block_kinds
 
@@ -152,10 +152,13 @@ def hunyuan_dit_block(
     ff_inner_dim: int,
     activation: str = "gelu-approximate",
     skip: bool = False,
+    identity_self_attention: bool = False,
 ) -> Node:
     """One ``HunyuanDiTBlock`` (``hunyuan_transformer_2d.py``), ``qk_norm=True`` as the model
     builds it, ``norm_elementwise_affine=True``: [``skip_norm``, ``skip_linear``,] ``norm1``,
-    ``attn1``, ``norm2``, ``attn2``, ``norm3``, ``ff``. ``dim_head = dim // heads``."""
+    ``attn1``, ``norm2``, ``attn2``, ``norm3``, ``ff``. ``dim_head = dim // heads``.
+    ``identity_self_attention``: the perturbed row of perturbed-attention guidance, whose ``attn1``
+    runs ``to_v`` and ``to_out`` only (``PAGCFGHunyuanAttnProcessor2_0``, attention_processor.py:3540)."""
     if activation not in ACTIVATIONS:
         raise ValueError(f"activation_fn {activation!r} is not supported (one of {', '.join(ACTIVATIONS)})")
     head_dim = dim // heads
@@ -168,6 +171,8 @@ def hunyuan_dit_block(
         ]
     children += [
         ada_layer_norm_shift("norm1", dim, tokens),
+        identity_attention("attn1", tokens=tokens, dim=dim, inner=heads * head_dim,
+                           idle=qk_norm_cost("layer_norm", 0, head_dim)) if identity_self_attention else
         attention_module("attn1", tokens=tokens, dim=dim, heads=heads, head_dim=head_dim, qk_norm="layer_norm"),
         Node("norm2", ln),
         qk_norm_cross_attention("attn2", tokens=tokens, dim=dim, context_tokens=context_tokens,

@@ -28,12 +28,13 @@ modulation vectors per stream come from the model's approximator), so the 12Â·dÂ
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from flopcalc.cost import Node, block_kinds
 from flopcalc.formulas import ops
 from flopcalc.formulas.conditioning import ada_layer_norm_continuous, ada_layer_norm_zero, pruned_ada_layer_norm
-from flopcalc.formulas.transformer_parts import attention_module, feed_forward
+from flopcalc.formulas.transformer_parts import attention_module, feed_forward, qk_norm_cost
 
 #: Block kinds this module builds: a per-block summary stops at them.
 BLOCK_KINDS = block_kinds("mmdit_joint_block")
@@ -50,7 +51,13 @@ def mmdit_joint_block(
     context_pre_only: bool = False,
     dual_attention: bool = False,
     pruned: bool = False,
+    pag: bool = False,
 ) -> Node:
+    """``pag``: ``attn`` has a perturbed-attention-guidance processor (``attention_processor.py``
+    ``PAGCFGJointAttnProcessor2_0`` :1664, ``PAGJointAttnProcessor2_0`` :1508). Every row runs the full
+    joint attention there (the perturbed row's identity is a mask on the image-image scores, no fewer
+    matmuls), but the processor applies none of ``norm_q``, ``norm_k``, ``norm_added_q``,
+    ``norm_added_k``: their parameters stay, their work goes."""
     n, t = image_tokens, text_tokens
     if pruned:
         norm1, norm1_context = pruned_ada_layer_norm("norm1", dim, n), pruned_ada_layer_norm("norm1_context", dim, t)
@@ -60,14 +67,12 @@ def mmdit_joint_block(
             norm1_context = ada_layer_norm_continuous("norm1_context", dim, dim, t)
         else:
             norm1_context = ada_layer_norm_zero("norm1_context", dim, t)
-    children = [
-        norm1,
-        norm1_context,
-        attention_module(
-            "attn", tokens=n, dim=dim, heads=heads, head_dim=head_dim, qk_norm=qk_norm,
-            context_tokens=t, context_dim=dim, context_out=not context_pre_only,
-        ),
-    ]
+    attn = attention_module("attn", tokens=n, dim=dim, heads=heads, head_dim=head_dim,
+                            qk_norm=None if pag else qk_norm, context_tokens=t, context_dim=dim,
+                            context_out=not context_pre_only)
+    if pag:
+        attn = replace(attn, cost=attn.cost + qk_norm_cost(qk_norm, 0, head_dim) * 2)
+    children = [norm1, norm1_context, attn]
     if dual_attention:
         children.append(attention_module("attn2", tokens=n, dim=dim, heads=heads, head_dim=head_dim, qk_norm=qk_norm))
     children += [Node("norm2", ops.layer_norm(n, dim, affine=False)), feed_forward("ff", n, dim)]

@@ -40,7 +40,7 @@ from typing import Any
 
 from flopcalc.cost import Cost, Node, block_kinds
 from flopcalc.formulas import ops
-from flopcalc.formulas.transformer_parts import cross_attention
+from flopcalc.formulas.transformer_parts import cross_attention, identity_attention
 
 #: Block kinds this module builds: a per-block summary stops at them.
 BLOCK_KINDS = block_kinds("sana_transformer_block")
@@ -79,12 +79,20 @@ def across_heads_norm(kind: str | None, tokens: Any, inner: int) -> Cost:
 
 
 def sana_linear_self_attention(name: str, *, tokens: Any, dim: int, heads: int, head_dim: int, bias: bool,
-                               qk_norm: str | None = None, out_bias: bool = True) -> Node:
+                               qk_norm: str | None = None, out_bias: bool = True, pag: str | None = None) -> Node:
     r"""``attn1``: ``Attention(query_dim=D, heads=h, dim_head=d, bias=attention_bias)`` with
-    ``SanaLinearAttnProcessor2_0``. :math:`\mathrm{MACs} = 4 N D h d + 2 h N d (d+1)`."""
+    ``SanaLinearAttnProcessor2_0``. :math:`\mathrm{MACs} = 4 N D h d + 2 h N d (d+1)`.
+
+    ``pag``: the layer has a perturbed-attention-guidance processor (``attention_processor.py``
+    ``PAGCFGSanaLinearAttnProcessor2_0`` :5393, ``PAGIdentitySanaLinearAttnProcessor2_0`` :5448), which
+    applies no ``norm_q`` / ``norm_k``: ``"original"`` rows run the linear attention without them,
+    the ``"identity"`` row only ``to_v`` and ``to_out``."""
     inner = heads * head_dim
+    if pag == "identity":
+        return identity_attention(name, tokens=tokens, dim=dim, inner=inner, bias=bias, out_bias=out_bias,
+                                  idle=across_heads_norm(qk_norm, 0, inner) * 2)
     cost = (ops.linear(tokens, dim, inner, bias=bias) * 3
-            + across_heads_norm(qk_norm, tokens, inner) * 2
+            + across_heads_norm(qk_norm, 0 if pag == "original" else tokens, inner) * 2
             + linear_attention(tokens, heads, head_dim)
             + ops.linear(tokens, inner, dim, bias=out_bias))
     return Node(name, cost, formula="sana_linear_attention")
@@ -122,12 +130,13 @@ def glumb_conv(name: str, *, in_channels: int, out_channels: int, expand_ratio: 
 def sana_transformer_block(*, dim: int, heads: int, head_dim: int, cross_heads: int, cross_head_dim: int,
                            cross_attention_dim: int, height: Any, width: Any, text_tokens: Any,
                            attention_bias: bool, norm_affine: bool, mlp_ratio: float,
-                           qk_norm: str | None = None) -> Node:
+                           qk_norm: str | None = None, pag: str | None = None) -> Node:
     r"""``SanaTransformerBlock``: ``norm1`` (LayerNorm, no affine) and the adaLN-single modulation,
     ``attn1`` (linear self-attention), ``attn2`` (cross-attention to the caption, no norm before
     it, biased projections), ``norm2`` (LayerNorm, affine per ``norm_elementwise_affine``),
     ``ff`` (``GLUMBConv`` on the :math:`H \times W` token map, no norm, no residual inside), and
-    the ``scale_shift_table`` (6·D). Closed form in the module doc."""
+    the ``scale_shift_table`` (6·D). Closed form in the module doc. ``pag``: ``attn1``'s
+    perturbed-attention-guidance row kind (:func:`sana_linear_self_attention`), None without PAG."""
     tokens = height * width
     cross_inner = cross_heads * cross_head_dim
     attn2 = cross_attention("attn2", tokens=tokens, dim=dim, context_tokens=text_tokens,
@@ -138,7 +147,7 @@ def sana_transformer_block(*, dim: int, heads: int, head_dim: int, cross_heads: 
     children = (
         Node("norm1", ops.layer_norm(tokens, dim, affine=False)),
         sana_linear_self_attention("attn1", tokens=tokens, dim=dim, heads=heads, head_dim=head_dim,
-                                   bias=attention_bias, qk_norm=qk_norm),
+                                   bias=attention_bias, qk_norm=qk_norm, pag=pag),
         attn2,
         Node("norm2", ops.layer_norm(tokens, dim, affine=norm_affine)),
         glumb_conv("ff", in_channels=dim, out_channels=dim, expand_ratio=mlp_ratio, height=height, width=width),

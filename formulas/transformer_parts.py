@@ -83,12 +83,14 @@ def attention_module(
 
 
 def identity_attention(name: str, *, tokens: Any, dim: int, inner: int, bias: bool = True,
-                       out_bias: bool = True) -> Node:
+                       out_bias: bool = True, idle: Cost = Cost()) -> Node:
     r"""The perturbed row of perturbed-attention guidance in a self-attention layer (diffusers
     ``attention_processor.PAGCFGIdentitySelfAttnProcessor2_0`` :5215-5229 and its HunyuanDiT / Sana
     linear-attention twins): the attention map is the identity, so only ``to_v`` and ``to_out`` run:
-    :math:`\mathrm{MACs} = 2 n d d_i` (no q, k, scores)."""
-    cost = ops.linear(tokens, dim, inner, bias=bias) + ops.linear(tokens, inner, dim, bias=out_bias)
+    :math:`\mathrm{MACs} = 2 n d d_i` (no q, k, scores). The module keeps its parameters: ``to_q`` and
+    ``to_k`` and ``idle`` (the q/k norms' parameters, at no work) count in ``params`` only."""
+    cost = (ops.linear(tokens, dim, inner, bias=bias) + ops.linear(tokens, inner, dim, bias=out_bias)
+            + ops.linear(0, dim, inner, bias=bias) * 2 + idle)
     return Node(name, cost, formula="identity_attention")
 
 

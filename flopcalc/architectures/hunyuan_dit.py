@@ -24,6 +24,7 @@ from flopcalc.formulas.hunyuan_dit import (
     hunyuan_dit_block,
     hunyuan_timestep_embedding,
 )
+from flopcalc.perturbed_attention import selected, supports_perturbation
 from flopcalc.registry import RunShape, register
 
 #: ``HunyuanDiT2DModel.__init__`` keyword defaults (hunyuan_transformer_2d.py).
@@ -96,6 +97,9 @@ declare_keys("HunyuanDiT2DModel", {
 })
 
 
+supports_perturbation("HunyuanDiT2DModel")
+
+
 @register("HunyuanDiT2DModel", role="denoiser", defaults=DEFAULTS,
           source="diffusers/models/transformers/hunyuan_transformer_2d.py",
           nominal=RunShape(latent_height=64, latent_width=64))
@@ -132,13 +136,16 @@ def hunyuan_dit_transformer(config: Config, shape: RunShape) -> Node:
     gh, gw = _grid(config, shape, patch)
     n, t = gh * gw, _text_tokens(config, shape)
 
-    def block(skip: bool) -> Node:
+    def block(skip: bool, identity: bool) -> Node:
         return hunyuan_dit_block(dim=dim, heads=heads, tokens=n, context_tokens=t, context_dim=context_dim,
                                  ff_inner_dim=ff_inner_dim(dim, mlp_ratio), activation=activation,
-                                 skip=skip)
+                                 skip=skip, identity_self_attention=identity)
 
     skips = skip_layers(layers)
-    blocks = [block(False)] * (layers - skips) + [block(True)] * skips
+    # perturbed-attention guidance: the self-attention modules are the blocks' attn1 (attn2 reads the text)
+    chosen = selected(shape.perturbed, [f"blocks.{i}.attn1" for i in range(layers)], config.component)
+    on = shape.perturbed is not None and shape.perturbed.identity
+    blocks = [block(i >= layers - skips, on and f"blocks.{i}.attn1" in chosen) for i in range(layers)]
     return Node(
         "transformer",
         children=(

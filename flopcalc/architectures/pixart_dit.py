@@ -20,6 +20,7 @@ from flopcalc.formulas.cross_attention_block import (
     cross_attention_block,
     timestep_label_embedding,
 )
+from flopcalc.perturbed_attention import selected, supports_perturbation
 from flopcalc.registry import RunShape, register
 from flopcalc.weights import Buffer, loading_rules
 
@@ -64,6 +65,9 @@ declare_keys(("PixArtTransformer2DModel", "DiTTransformer2DModel"), {
 })
 
 
+supports_perturbation("PixArtTransformer2DModel")
+
+
 @register("PixArtTransformer2DModel", role="denoiser", defaults=PIXART_DEFAULTS,
           source="diffusers/models/transformers/pixart_transformer_2d.py")
 def pixart_transformer(config: Config, shape: RunShape) -> Node:
@@ -86,13 +90,18 @@ def pixart_transformer(config: Config, shape: RunShape) -> Node:
     context_dim = config["cross_attention_dim"]
     if config["caption_channels"] is not None:
         children.append(mlp_embedder("caption_projection", positive_int(config, "caption_channels"), dim, tokens=t))
-    block = cross_attention_block(
+    layers = count_int(config, "num_layers")
+    # perturbed-attention guidance: the self-attention modules are the blocks' attn1 (attn2 reads the text)
+    chosen = selected(shape.perturbed, [f"transformer_blocks.{i}.attn1" for i in range(layers)], config.component)
+    identity = shape.perturbed is not None and shape.perturbed.identity
+    blocks = [cross_attention_block(
         dim=dim, heads=heads, head_dim=head_dim, tokens=n, context_tokens=t, context_dim=context_dim,
         activation=config["activation_fn"], attention_bias=bool(config["attention_bias"]),
         norm_affine=bool(config["norm_elementwise_affine"]), norm_type="ada_norm_single",
-    )
+        identity_self_attention=identity and f"transformer_blocks.{i}.attn1" in chosen,
+    ) for i in range(layers)]
     children += [
-        module_list("transformer_blocks", [block] * count_int(config, "num_layers")),
+        module_list("transformer_blocks", blocks),
         Node("norm_out", ops.layer_norm(n, dim, affine=False)),
         Node("scale_shift_table", ops.parameters(2 * dim)),
         Node("proj_out", ops.linear(n, dim, patch * patch * out_channels)),

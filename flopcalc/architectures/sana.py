@@ -18,6 +18,7 @@ from flopcalc.errors import ConfigError
 from flopcalc.formulas import ops
 from flopcalc.formulas.conditioning import mlp_embedder
 from flopcalc.formulas.sana import sana_transformer_block
+from flopcalc.perturbed_attention import selected, supports_perturbation
 from flopcalc.registry import RunShape, register
 
 #: ``SanaTransformer2DModel.__init__`` keyword defaults (sana_transformer.py).
@@ -56,6 +57,9 @@ declare_keys("SanaTransformer2DModel", {
 })
 
 
+supports_perturbation("SanaTransformer2DModel")
+
+
 @register("SanaTransformer2DModel", role="denoiser", defaults=DEFAULTS, source=SOURCE)
 def sana_transformer(config: Config, shape: RunShape) -> Node:
     heads, head_dim = positive_int(config, "num_attention_heads"), positive_int(config, "attention_head_dim")
@@ -70,20 +74,25 @@ def sana_transformer(config: Config, shape: RunShape) -> Node:
     gh, gw = ops.exact_div(shape.latent_height, patch), ops.exact_div(shape.latent_width, patch)
     n, t = gh * gw, shape.text_len
     out_channels = config["out_channels"] or positive_int(config, "in_channels")
-    block = sana_transformer_block(
+    layers = count_int(config, "num_layers")
+    # perturbed-attention guidance: the self-attention modules are the blocks' attn1 (attn2 reads the caption)
+    chosen = selected(shape.perturbed, [f"transformer_blocks.{i}.attn1" for i in range(layers)], config.component)
+    row = None if shape.perturbed is None else "identity" if shape.perturbed.identity else "original"
+    blocks = [sana_transformer_block(
         dim=dim, heads=heads, head_dim=head_dim,
         cross_heads=positive_int(config, "num_cross_attention_heads"),
         cross_head_dim=positive_int(config, "cross_attention_head_dim"),
         cross_attention_dim=positive_int(config, "cross_attention_dim"), height=gh, width=gw, text_tokens=t,
         attention_bias=bool(config["attention_bias"]), norm_affine=bool(config["norm_elementwise_affine"]),
         mlp_ratio=float(config["mlp_ratio"]), qk_norm=config["qk_norm"],
-    )
+        pag=row if f"transformer_blocks.{i}.attn1" in chosen else None,
+    ) for i in range(layers)]
     children = (
         Node("patch_embed", children=(Node("proj", ops.conv2d(positive_int(config, "in_channels"), dim, patch, gh, gw)),)),
         _time_embed(dim, bool(config["guidance_embeds"])),
         mlp_embedder("caption_projection", positive_int(config, "caption_channels"), dim, tokens=t),
         Node("caption_norm", ops.rms_norm(t, dim)),
-        module_list("transformer_blocks", [block] * count_int(config, "num_layers")),
+        module_list("transformer_blocks", blocks),
         Node("scale_shift_table", ops.parameters(2 * dim)),
         Node("norm_out", children=(Node("norm", ops.layer_norm(n, dim, affine=False)),)),
         Node("proj_out", ops.linear(n, dim, patch * patch * out_channels)),

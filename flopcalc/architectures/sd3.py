@@ -15,10 +15,11 @@ from flopcalc.config import (
     LAYERS, MAX_LAYERS, NULL, SIZE, Choice, Config, Int, ListOf, count_int, declare_keys, positive_int,
 )
 from flopcalc.cost import Node, module_list
-from flopcalc.errors import ResolutionError
+from flopcalc.errors import OptionError, ResolutionError
 from flopcalc.formulas import ops
 from flopcalc.formulas.conditioning import ada_layer_norm_continuous, mlp_embedder
 from flopcalc.formulas.mmdit_joint_block import mmdit_joint_block
+from flopcalc.perturbed_attention import selected, supports_perturbation
 from flopcalc.registry import RunShape, register
 from flopcalc.weights import Buffer, loading_rules
 
@@ -51,6 +52,9 @@ declare_keys("SD3Transformer2DModel", {
 })
 
 
+supports_perturbation("SD3Transformer2DModel")
+
+
 @register("SD3Transformer2DModel", role="denoiser", defaults=DEFAULTS,
           source="diffusers/models/transformers/transformer_sd3.py")
 def sd3_transformer(config: Config, shape: RunShape) -> Node:
@@ -68,13 +72,15 @@ def sd3_transformer(config: Config, shape: RunShape) -> Node:
     _check_pos_embed(config, grid_h, grid_w, patch)
     n, t = grid_h * grid_w, shape.text_len
 
-    variants: dict[tuple[bool, bool], Node] = {}  # (context_pre_only, dual_attention) → block, built once
+    pag = _pag_layers(config, shape, layers, dual)
+    variants: dict[tuple[bool, bool, bool], Node] = {}  # (context_pre_only, dual_attention, PAG) → block, built once
 
     def block(i: int) -> Node:
-        key = (i == layers - 1, i in dual)
+        key = (i == layers - 1, i in dual, i in pag)
         if key not in variants:
             variants[key] = mmdit_joint_block(dim=dim, heads=heads, head_dim=head_dim, image_tokens=n, text_tokens=t,
-                                              qk_norm=qk_norm, context_pre_only=key[0], dual_attention=key[1])
+                                              qk_norm=qk_norm, context_pre_only=key[0], dual_attention=key[1],
+                                              pag=key[2])
         return variants[key]
 
     blocks = [block(i) for i in range(layers)]
@@ -94,6 +100,23 @@ def sd3_transformer(config: Config, shape: RunShape) -> Node:
         ),
         formula="sd3_transformer",
     )
+
+
+def _pag_layers(config: Config, shape: RunShape, layers: int, dual: set) -> frozenset[int]:
+    """Perturbed-attention guidance: the blocks whose joint ``attn`` gets the PAG processor. The
+    self-attention modules are every block's ``attn`` and the MMDiT-X blocks' image-only ``attn2``;
+    diffusers' joint PAG processors read ``encoder_hidden_states``, which ``attn2`` is called without
+    (``attention.py`` ``JointTransformerBlock.forward``), so a PAG layer on an ``attn2`` fails there and
+    is refused here."""
+    names = [f"transformer_blocks.{i}.{a}" for i in range(layers) for a in (("attn", "attn2") if i in dual else ("attn",))]
+    chosen = selected(shape.perturbed, names, config.component)
+    broken = sorted(name for name in chosen if name.endswith("attn2"))
+    if broken:
+        raise OptionError(f"{config.component}: pag_applied_layers {list(shape.perturbed.layers)} match the image-only "
+                          f"attn2 of MMDiT-X blocks ({', '.join(broken[:3])}{', ...' if len(broken) > 3 else ''}), "
+                          "which diffusers' joint PAG processors cannot run (they need the text states); choose "
+                          "layers without dual attention, e.g. --pag-applied-layers transformer_blocks.20.attn")
+    return frozenset(i for i in range(layers) if f"transformer_blocks.{i}.attn" in chosen)
 
 
 def _check_pos_embed(config: Config, grid_h, grid_w, patch: int) -> None:

@@ -183,6 +183,11 @@ def _flux_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict[str,
         "pooled_projections": _f32(1, _cfg(model, "pooled_projection_dim")),
         "timestep": _f32(1),
     }
+    if s.get("pag"):
+        from flopcalc.measure.perturbed import perturb
+
+        return perturb(model, s["pag"], inputs)
+    return inputs
     if _cfg(model, "guidance_embeds"):
         inputs["guidance"] = _f32(1)
     inputs["img_ids"] = _f32(tokens, 3)
@@ -190,10 +195,11 @@ def _flux_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict[str,
     return inputs
 
 
-@input_builder("SD3Transformer2DModel", settings=("height", "width", "text_len"))
+@input_builder("SD3Transformer2DModel", settings=("height", "width", "text_len"), optional=("pag",))
 def _sd3_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict[str, TensorSpec]:
-    """Latent (1, C, H/8, W/8), joint text states, pooled text embedding, timestep."""
-    return {
+    """Latent (1, C, H/8, W/8), joint text states, pooled text embedding, timestep; with ``pag`` the
+    PAG pipelines' processors and batch (:mod:`flopcalc.measure.perturbed`)."""
+    inputs = {
         "hidden_states": _f32(
             1,
             _cfg(model, "in_channels"),
@@ -204,6 +210,11 @@ def _sd3_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict[str, 
         "pooled_projections": _f32(1, _cfg(model, "pooled_projection_dim")),
         "timestep": _f32(1),
     }
+    if s.get("pag"):
+        from flopcalc.measure.perturbed import perturb
+
+        return perturb(model, s["pag"], inputs)
+    return inputs
 
 
 @input_builder("AutoencoderKL", settings=("height", "width"), calls=("decode", "encode"), optional=("vae_tiling",))
@@ -275,7 +286,7 @@ def _unet_2d_condition_inputs(
     return inputs
 
 
-@input_builder("PixArtTransformer2DModel", settings=("height", "width", "text_len"))
+@input_builder("PixArtTransformer2DModel", settings=("height", "width", "text_len"), optional=("pag",))
 def _pixart_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict[str, TensorSpec | None]:
     """hidden_states (1, C, H/8, W/8), encoder_hidden_states (1, text_len, caption_channels),
     timestep (1,), added_cond_kwargs resolution (1, 2) and aspect_ratio (1, 1) when the model uses
@@ -292,6 +303,10 @@ def _pixart_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict[st
     else:
         inputs["added_cond_kwargs.resolution"] = None
         inputs["added_cond_kwargs.aspect_ratio"] = None
+    if s.get("pag"):  # perturbed-attention guidance (PixArtSigmaPAGPipeline): its processors and batch
+        from flopcalc.measure.perturbed import perturb
+
+        return perturb(model, s["pag"], inputs)
     return inputs
 
 

@@ -51,7 +51,7 @@ def hunyuan_rotary_emb(model: nn.Module, height: int, width: int) -> torch.Tenso
     return torch.stack([cos, sin]).to("meta")
 
 
-@input_builder("HunyuanDiT2DModel", settings=("height", "width", "text_len"))
+@input_builder("HunyuanDiT2DModel", settings=("height", "width", "text_len"), optional=("pag",))
 def _hunyuan_dit_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict[str, TensorSpec | torch.Tensor]:
     """hidden_states (1, C, H/8, W/8), timestep (1,), the BERT states (1, text_len − text_len_t5,
     cross_attention_dim) and mT5 states (1, text_len_t5, cross_attention_dim_t5) with their int64
@@ -64,7 +64,7 @@ def _hunyuan_dit_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> di
     if s["text_len"] != expected:
         raise ValueError(f"HunyuanDiT2DModel takes text_len + text_len_t5 = {expected} text tokens, not {s['text_len']}")
     bert_len = s["text_len"] - t5_len
-    return {
+    inputs = {
         "hidden_states": _f32(1, _cfg(model, "in_channels"), _exact_div(s["height"], _PIPELINE_VAE_FACTOR, "height"),
                               _exact_div(s["width"], _PIPELINE_VAE_FACTOR, "width")),
         "timestep": _f32(1),
@@ -76,6 +76,11 @@ def _hunyuan_dit_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> di
         "style": _ids(1),
         "image_rotary_emb": hunyuan_rotary_emb(model, s["height"], s["width"]),
     }
+    if s.get("pag"):  # perturbed-attention guidance (HunyuanDiTPAGPipeline): its processors and batch
+        from flopcalc.measure.perturbed import perturb
+
+        return perturb(model, s["pag"], inputs, unbatched=("image_rotary_emb",))
+    return inputs
 
 
 _hunyuan_dit_inputs.method_note = METHOD_NOTE  # type: ignore[attr-defined]

@@ -24,7 +24,7 @@ def dc_ae_spatial_factor(model: nn.Module) -> int:
 SANA_LATENT_FACTOR = 32
 
 
-@input_builder("SanaTransformer2DModel", settings=("height", "width", "text_len"))
+@input_builder("SanaTransformer2DModel", settings=("height", "width", "text_len"), optional=("pag",))
 def _sana_transformer_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict[str, TensorSpec]:
     """As ``SanaPipeline.__call__`` feeds it (pipeline_sana.py, denoising loop): hidden_states
     (1, in_channels, H/32, W/32), encoder_hidden_states (1, text_len, caption_channels), the
@@ -40,6 +40,10 @@ def _sana_transformer_inputs(model: nn.Module, call: str, s: Mapping[str, int]) 
     }
     if _cfg(model, "guidance_embeds"):
         inputs["guidance"] = _f32(1)
+    if s.get("pag"):  # perturbed-attention guidance (SanaPAGPipeline): its processors and batch
+        from flopcalc.measure.perturbed import perturb
+
+        return perturb(model, s["pag"], inputs)
     return inputs
 
 
