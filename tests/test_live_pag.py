@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from live_support import SEED, assert_runs_match, measure, random_size, write_config  # noqa: E402  (skips without torch)
+from test_live_sd_addons import _encoder_config  # noqa: E402  (the UNet-encoder keys, at random small sizes)
 from flopcalc.api import estimate_configs  # noqa: E402
 from flopcalc.errors import OptionError  # noqa: E402
 from flopcalc.measure.perturbed import perturb  # noqa: E402
@@ -79,23 +80,10 @@ def test_random_unet_configs(rng, tmp_path):
     for i in range(4):
         nb = rng.randint(2, 3)
         text_time = rng.random() < 0.5
-        cfg = {
-            "_class_name": "UNet2DConditionModel",
-            "block_out_channels": [32 * rng.randint(1, 2) for _ in range(nb)],
-            "down_block_types": ["CrossAttnDownBlock2D"] + [rng.choice(["CrossAttnDownBlock2D", "DownBlock2D"])
-                                                           for _ in range(nb - 1)],
-            "up_block_types": [rng.choice(["CrossAttnUpBlock2D", "UpBlock2D"]) for _ in range(nb)],
-            "mid_block_type": rng.choice(["UNetMidBlock2DCrossAttn", "UNetMidBlock2D"]),
-            "layers_per_block": rng.choice([1, 2]),
-            "transformer_layers_per_block": rng.choice([1, [rng.randint(1, 2) for _ in range(nb)]]),
-            "attention_head_dim": [rng.choice([1, 2, 4]) for _ in range(nb)],
-            "cross_attention_dim": rng.choice([24, 40]),
-            "use_linear_projection": rng.random() < 0.5,
-            "in_channels": 4, "out_channels": 4, "sample_size": 16,
-        }
-        if text_time:
-            cfg.update(addition_embed_type="text_time", addition_time_embed_dim=8,
-                       projection_class_embeddings_input_dim=16 + 6 * 8)
+        cfg = {"_class_name": "UNet2DConditionModel", **_encoder_config(rng, nb, text_time),
+               "up_block_types": [rng.choice(["CrossAttnUpBlock2D", "UpBlock2D"]) for _ in range(nb)],
+               "layers_per_block": rng.choice([1, 2]), "in_channels": 4, "out_channels": 4, "sample_size": 16}
+        cfg["down_block_types"][0] = "CrossAttnDownBlock2D"  # at least one self-attention layer to perturb
         h, w = random_size(rng, 8, 64, 160), random_size(rng, 8, 64, 160)
         pipeline = "StableDiffusionXLPAGPipeline" if text_time else "StableDiffusionPAGPipeline"
         _check(write_config(tmp_path, f"unet{i}", cfg), "unet", pipeline, {"height": h, "width": w},
