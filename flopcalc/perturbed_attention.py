@@ -102,7 +102,7 @@ def _examples(names: Sequence[str]) -> list[str]:
     return [names[0], names[len(names) // 2], names[-1]] if names else ["(the model has none)"]
 
 
-def selected(shape_perturbed: PerturbedAttention | None, self_attention: Iterable[str],
-             component: str) -> frozenset[str]:
-    """The PAG-processed self-attention module names of a run (none for a run without PAG)."""
-    return frozenset() if shape_perturbed is None else shape_perturbed.select(self_attention, component)
+def selected(perturbed: PerturbedAttention | None, self_attention: Iterable[str], component: str) -> frozenset[str]:
+    """The PAG-processed self-attention module names of a run (none for a run without PAG:
+    ``perturbed`` is the run shape's)."""
+    return frozenset() if perturbed is None else perturbed.select(self_attention, component)

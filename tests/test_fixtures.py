@@ -117,10 +117,12 @@ def test_parameters_are_exact(path):
         # per-module parameters overlap there, only the deduplicated total is comparable.
         # (A sum below the total is fine: parameters held by the root itself.)
         pytest.skip("tied parameters: per-module counts overlap")
+    pieces = comp.tree.children if comp.tree.formula == "pieces" else (comp.tree,)  # each piece: the whole model
     for module_path, params in by_module.items():
-        calls_sum = comp.tree.find(module_path)
-        if calls_sum is not None:  # the other call's modules (e.g. the encoder when decoding) are absent
-            assert calls_sum.total.params == params, module_path
+        for piece in pieces:
+            calls_sum = piece.find(module_path)
+            if calls_sum is not None:  # the other call's modules (e.g. the encoder when decoding) are absent
+                assert calls_sum.total.params == params, module_path
 
 
 @pytest.mark.parametrize("path", FIXTURES, ids=lambda p: f"{p.parent.name}/{p.stem}")

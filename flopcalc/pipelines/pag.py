@@ -59,7 +59,7 @@ def _add_pag(name: str, p: Plan, components: Mapping[str, Any], denoiser: str, l
     layers, and one perturbed row per step and image follows them."""
     s = p.settings
     scale = PAG_SCALE if s.pag_scale is None else s.pag_scale
-    layers = s.pag_applied_layers or layers
+    layers = tuple(s.pag_applied_layers or layers)
     s = replace(s, pag_scale=scale, pag_applied_layers=layers)
     if scale == 0:  # do_perturbed_attention_guidance is False: the base pipeline's passes
         return replace(p, pipeline=name, settings=s)
