@@ -83,6 +83,8 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--steps", "--num-inference-steps", dest="steps", type=_positive_int)
     e.add_argument("--guidance-scale", type=float)
     e.add_argument("--true-cfg-scale", type=float, help="FLUX true CFG; needs --negative-prompt to take effect")
+    e.add_argument("--image-guidance-scale", type=float, help="InstructPix2Pix: image guidance (three passes at >= 1 "
+                                                              "with --guidance-scale > 1)")
     e.add_argument("--negative-prompt", action="store_true", help="a negative prompt is given")
     e.add_argument("--batch-size", type=_positive_int, default=1, help="number of prompts")
     e.add_argument("--num-images-per-prompt", type=_positive_int, default=1)
@@ -217,7 +219,8 @@ def _estimate(args: argparse.Namespace) -> int:
         true_cfg_scale=args.true_cfg_scale, negative_prompt=args.negative_prompt, batch_size=args.batch_size,
         num_images_per_prompt=args.num_images_per_prompt, max_sequence_length=args.max_sequence_length,
         strength=args.strength, resolution_binning=args.resolution_binning, num_frames=args.num_frames,
-        vae_tiling=args.vae_tiling, convention=args.convention, revision=args.revision, measure=args.measure,
+        vae_tiling=args.vae_tiling, image_guidance_scale=args.image_guidance_scale, convention=args.convention,
+        revision=args.revision, measure=args.measure,
     )
     sys.stdout.write(render(report, args.format, per_block=args.per_block, depth=args.depth))
     return 0

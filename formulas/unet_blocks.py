@@ -34,15 +34,16 @@ BLOCK_KINDS = block_kinds("spatial_transformer", "downsample", "upsample")
 
 @lru_cache(maxsize=1024)  # nodes are immutable; a UNet repeats the same few transformers
 def spatial_transformer(channels: int, heads: int, height: Any, width: Any, *, layers: int, context_tokens: Any,
-                        context_dim: int, linear_projection: bool) -> Node:
-    """``Transformer2DModel(heads, channels // heads, in_channels=channels, num_layers=layers)``."""
+                        context_dim: int, linear_projection: bool, only_cross_attention: bool = False) -> Node:
+    """``Transformer2DModel(heads, channels // heads, in_channels=channels, num_layers=layers)``; with
+    ``only_cross_attention`` its blocks' ``attn1`` attends to the context too."""
     head_dim = channels // heads
     inner = heads * head_dim
     n = height * width
     proj_in = ops.linear(n, channels, inner) if linear_projection else ops.conv2d(channels, inner, 1, height, width)
     proj_out = ops.linear(n, inner, channels) if linear_projection else ops.conv2d(inner, channels, 1, height, width)
     block = cross_attention_block(dim=inner, heads=heads, head_dim=head_dim, tokens=n, context_tokens=context_tokens,
-                                  context_dim=context_dim)
+                                  context_dim=context_dim, only_cross_attention=only_cross_attention)
     return Node(
         "attention",
         children=(

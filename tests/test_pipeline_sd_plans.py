@@ -11,6 +11,7 @@ import pytest
 from card_support import Card
 
 import flopcalc
+from flopcalc.api import estimate_configs
 from flopcalc.errors import ConfigError
 from flopcalc.pipelines import Settings
 from flopcalc.pipelines.base import plan
@@ -127,3 +128,111 @@ def test_kolors_img2img_defaults():
     # int(50 × 0.3) = 15 steps × 2 passes; ChatGLM on the prompt and the negative prompt
     assert _runs(p) == {"text_encoder.forward": 2, "unet.forward": 30, "vae.encode": 1, "vae.decode": 1}
     assert not any("names KolorsImg2ImgPipeline" in n for n in p.notes)
+
+
+# --------------------------------------------------------------------------- InstructPix2Pix
+
+def _ip2p_unet() -> dict:
+    return _config("instruct-pix2pix-unet")
+
+
+def test_sd_instruct_pix2pix_defaults_three_passes():
+    p = plan({"_class_name": "StableDiffusionInstructPix2PixPipeline"}, {**SD.components(), "unet": _ip2p_unet()},
+             Settings())
+    s = p.settings
+    assert (s.height, s.width, s.steps, s.guidance_scale, s.image_guidance_scale) == (512, 512, 100, 7.5, 1.5)
+    # torch.cat([latents] * 3): text+image, image only, unconditional; prompt + negative encoded once each;
+    # the input image encoded once
+    assert p.passes == 3
+    assert _runs(p) == {"text_encoder.forward": 2, "vae.encode": 1, "unet.forward": 300, "vae.decode": 1}
+    assert next(r for r in p.runs if r.component == "unet").shape.latent_height == 64
+
+
+@pytest.mark.parametrize("guidance, image_guidance, passes", [(1.0, 1.5, 1), (7.5, 0.9, 1), (7.5, 1.0, 3)])
+def test_instruct_pix2pix_guidance_needs_both_scales(guidance, image_guidance, passes):
+    p = plan({"_class_name": "StableDiffusionInstructPix2PixPipeline"}, {**SD.components(), "unet": _ip2p_unet()},
+             Settings(steps=10, guidance_scale=guidance, image_guidance_scale=image_guidance, batch_size=2))
+    assert p.passes == passes
+    assert _runs(p) == {"text_encoder.forward": 2 * (2 if passes == 3 else 1), "vae.encode": 2,
+                        "unet.forward": 10 * passes * 2, "vae.decode": 2}
+
+
+def test_sdxl_instruct_pix2pix_defaults():
+    # no 8-channel SDXL UNet config was found in public repositories (diffusers/sdxl-instructpix2pix-768):
+    # SDXL base's UNet with the 8 input channels the pipeline checks
+    comps = {**SDXL.components(), "unet": {**SDXL.config("unet"), "in_channels": 8}}
+    index = {**SDXL.index(), "_class_name": "StableDiffusionXLInstructPix2PixPipeline"}
+    p = plan(index, comps, Settings())
+    s = p.settings
+    assert (s.height, s.steps, s.guidance_scale, s.image_guidance_scale) == (1024, 100, 5.0, 1.5)
+    # zero negative embeddings (force_zeros_for_empty_prompt): the encoders once per prompt
+    assert _runs(p) == {"text_encoder.forward": 1, "text_encoder_2.forward": 1, "vae.encode": 1,
+                        "unet.forward": 300, "vae.decode": 1}
+    assert _runs(plan(index, comps, Settings(negative_prompt=True)))["text_encoder_2.forward"] == 2
+
+
+def test_instruct_pix2pix_refusals():
+    from flopcalc.errors import OptionError
+
+    comps = {**SD.components(), "unet": _ip2p_unet()}
+    index = {"_class_name": "StableDiffusionInstructPix2PixPipeline"}
+    with pytest.raises(OptionError, match="--strength does not apply"):
+        plan(index, comps, Settings(strength=0.5))
+    with pytest.raises(ConfigError, match="in_channels is 4"):
+        plan(index, SD.components(), Settings())
+    with pytest.raises(OptionError, match="--image-guidance-scale does not apply to StableDiffusionPipeline"):
+        flopcalc.estimate("sd1.5", image_guidance_scale=2.0)
+    with pytest.raises(OptionError, match="image_guidance_scale must be a finite number"):
+        plan(index, comps, Settings(image_guidance_scale=float("nan")))
+
+
+def test_instruct_pix2pix_law_carries_three_passes(tmp_path):
+    from flopcalc.symbolic import symbolic_estimate
+
+    folder = tmp_path / "ip2p"
+    shutil.copytree(REPO / "model_cards" / "sd1.5", folder)
+    shutil.copy(REPO / "validation" / "configs" / "instruct-pix2pix-unet" / "config.json", folder / "unet" / "config.json")
+    index = json.loads((folder / "model_index.json").read_text())
+    (folder / "model_index.json").write_text(json.dumps({**index, "_class_name": "StableDiffusionInstructPix2PixPipeline"}))
+    law = symbolic_estimate(str(folder))
+    exact = flopcalc.estimate(str(folder), height=640, width=384, steps=20, batch_size=2)
+    assert law.passes == 3 and law.at(H=640, W=384, S=20, B=2, P=3) == exact.flops
+
+
+# --------------------------------------------------------------------------- Latent Consistency Models
+
+def _lcm_components() -> dict:
+    # SimianLuo/LCM_Dreamshaper_v7's UNet config was not found in public repositories; the nearest real config
+    # the pipeline loads is SD1.5's UNet with the LCM guidance embedding (time_cond_proj_dim 256, LCM-distilled
+    # UNets' width); the randomized live test measures cond_proj against the real module
+    return {**SD.components(), "unet": {**SD.config("unet"), "time_cond_proj_dim": 256}}
+
+
+def test_lcm_text_to_image_defaults():
+    p = plan({"_class_name": "LatentConsistencyModelPipeline"}, _lcm_components(), Settings())
+    s = p.settings
+    assert (s.height, s.steps, s.guidance_scale, s.strength) == (512, 4, 8.5, None)
+    # no CFG: one UNet pass per step, the prompt alone encoded
+    assert p.passes == 1
+    assert _runs(p) == {"text_encoder.forward": 1, "unet.forward": 4, "vae.decode": 1}
+
+
+def test_lcm_img2img_runs_every_step():
+    index = {"_class_name": "LatentConsistencyModelImg2ImgPipeline"}
+    p = plan(index, _lcm_components(), Settings(batch_size=2, num_images_per_prompt=2))
+    assert (p.settings.strength, p.settings.steps) == (0.8, 4)
+    # LCMScheduler.set_timesteps(4, strength=0.8): 4 timesteps from the first int(50 × 0.8) origin steps
+    assert _runs(p) == {"text_encoder.forward": 2, "unet.forward": 4 * 4, "vae.encode": 2, "vae.decode": 4}
+    assert _runs(plan(index, _lcm_components(), Settings(strength=0.3, steps=6)))["unet.forward"] == 6
+
+
+def test_lcm_refuses_a_negative_prompt_and_counts_the_guidance_embedding():
+    from flopcalc.errors import OptionError
+
+    with pytest.raises(OptionError, match="--negative-prompt does not apply"):
+        plan({"_class_name": "LatentConsistencyModelPipeline"}, _lcm_components(), Settings(negative_prompt=True))
+    with_w = estimate_configs({"_class_name": "LatentConsistencyModelPipeline"}, _lcm_components(), Settings())
+    plain = estimate_configs({"_class_name": "LatentConsistencyModelPipeline"},
+                                      {**SD.components(), "unet": SD.config("unet")}, Settings())
+    # time_embedding.cond_proj: Linear(256, 320, bias=False) on the one guidance-embedding vector
+    assert with_w.component("unet").macs_per_run - plain.component("unet").macs_per_run == 256 * 320

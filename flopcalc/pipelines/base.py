@@ -61,6 +61,7 @@ class Settings:
     resolution_binning: bool = True  # PixArt: snap the size to the model's aspect-ratio bins, as the pipeline does
     num_frames: int | None = None  # video pipelines: frames generated (None: the pipeline's default)
     vae_tiling: bool | None = None  # video VAEs: decode in tiles/temporal chunks (None: as the pipeline does)
+    image_guidance_scale: float | None = None  # InstructPix2Pix: image guidance (None: the pipeline's default)
     counting: Counting = field(default=NUMERIC, metadata={"option": False})
 
     @property
@@ -124,6 +125,7 @@ OPTIONAL = {
                                                     "run on a fixed number of tokens)"),
     "num_frames": ("--num-frames", "it generates images, not videos"),
     "vae_tiling": ("--vae-tiling / --no-vae-tiling", "flopcalc does not model a tiled decode of its VAE"),
+    "image_guidance_scale": ("--image-guidance-scale", "it has no image guidance (InstructPix2Pix's third pass)"),
 }
 #: Pipeline → the optional options it applies, and its own reasons for refusing others.
 _OPTIONS: dict[str, frozenset[str]] = {}
@@ -283,7 +285,7 @@ def _validate(s: Settings) -> None:
     check_settings(s)
     if s.strength is not None and not 0 < s.strength <= 1:
         raise FlopcalcError(f"strength must be in (0, 1], got {s.strength}")
-    for key in ("guidance_scale", "true_cfg_scale"):
+    for key in ("guidance_scale", "true_cfg_scale", "image_guidance_scale"):
         v = getattr(s, key)
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0):
             raise OptionError(f"{key} must be a finite number >= 0 (guidance is on above 1), got {v!r}")
