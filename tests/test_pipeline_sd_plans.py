@@ -236,3 +236,57 @@ def test_lcm_refuses_a_negative_prompt_and_counts_the_guidance_embedding():
                                       {**SD.components(), "unet": SD.config("unet")}, Settings())
     # time_embedding.cond_proj: Linear(256, 320, bias=False) on the one guidance-embedding vector
     assert with_w.component("unet").macs_per_run - plain.component("unet").macs_per_run == 256 * 320
+
+
+# --------------------------------------------------------------------------- x4 upscaler
+
+def test_x4_upscaler_card_defaults():
+    r = flopcalc.estimate("sd-x4-upscaler")
+    s = r.settings
+    assert r.pipeline == "StableDiffusionUpscalePipeline"
+    # 75 steps, guidance 9; output 512² = 4 × the UNet's 128² sample (the low-resolution input's size)
+    assert (s.height, s.width, s.steps, s.guidance_scale) == (512, 512, 75, 9.0)
+    assert {f"{c.component}.{c.call}": c.runs for c in r.components} == {
+        "text_encoder.forward": 2, "unet.forward": 150, "vae.decode": 1}
+    assert r.component("unet").shape == {"latent_height": 128, "latent_width": 128, "text_len": 77}
+    assert r.component("vae").shape == {"latent_height": 128, "latent_width": 128}
+
+
+def test_x4_upscaler_sizes_and_refusals():
+    from flopcalc.errors import OptionError, ResolutionError
+
+    r = flopcalc.estimate("sd-x4-upscaler", height=1024, width=2048, guidance_scale=1.0, steps=20, batch_size=2)
+    assert r.component("unet").shape["latent_width"] == 512 and r.component("unet").runs == 20 * 2
+    assert r.component("text_encoder").runs == 2  # no CFG: the prompts only
+    with pytest.raises(ResolutionError, match="multiple of 4"):
+        flopcalc.estimate("sd-x4-upscaler", height=510, width=512)
+    with pytest.raises(OptionError, match="--strength does not apply"):
+        flopcalc.estimate("sd-x4-upscaler", strength=0.5)
+
+
+def test_x4_upscaler_unet_per_module_equals_the_fixture():
+    # the card's UNet planned at 4× the fixture's latent: latents 128² = output 512² here, H/8 = 128 there
+    r = flopcalc.estimate("sd-x4-upscaler", height=512, width=512)
+    fx = json.loads((REPO / "validation" / "fixtures" / "sd-x4-upscaler-unet" / "unet-1024x1024.json").read_text())
+    unet = r.component("unet")
+    assert 2 * unet.macs_per_run == fx["torch"]["flops"] and unet.params == fx["params"]
+    # only_cross_attention: down_blocks.1's attn1 attends to the 77 text tokens (q·kᵀ over 64² × 77, 8 heads of 64)
+    path = "down_blocks.1.attentions.0.transformer_blocks"
+    assert 2 * unet.tree.find(path).per_item.macs("torch") == fx["torch"]["by_module"][path]
+    attn1 = unet.tree.find(path + ".0.attn1")
+    assert attn1.total.attention == 2 * 64 * 64 * 77 * 512
+
+
+# --------------------------------------------------------------------------- image variations
+
+def test_image_variation_defaults():
+    folder = REPO / "validation" / "configs" / "sd-image-variations"
+    r = flopcalc.estimate(str(folder), batch_size=2)
+    s = r.settings
+    assert r.pipeline == "StableDiffusionImageVariationPipeline"
+    assert (s.height, s.width, s.steps, s.guidance_scale) == (512, 512, 50, 7.5)
+    # the CLIP vision encoder once per input image (the negative is a zero embedding), the UNet on one token
+    assert {f"{c.component}.{c.call}": c.runs for c in r.components} == {
+        "image_encoder.forward": 2, "unet.forward": 50 * 2 * 2, "vae.decode": 2}
+    assert r.component("unet").shape["text_len"] == 1
+    assert r.component("image_encoder").shape == {"height": 224, "width": 224}
