@@ -118,6 +118,8 @@ def estimate(
     num_frames: int | None = None,
     vae_tiling: bool | None = None,
     image_guidance_scale: float | None = None,
+    ensemble_size: int | None = None,
+    processing_resolution: int | None = None,
     convention: str = "torch",
     revision: str | None = None,
     token: str | None = None,
@@ -138,7 +140,8 @@ def estimate(
                         true_cfg_scale=true_cfg_scale, negative_prompt=negative_prompt, batch_size=batch_size,
                         num_images_per_prompt=num_images_per_prompt, max_sequence_length=max_sequence_length,
                         strength=strength, resolution_binning=resolution_binning, num_frames=num_frames,
-                        vae_tiling=vae_tiling, image_guidance_scale=image_guidance_scale)
+                        vae_tiling=vae_tiling, image_guidance_scale=image_guidance_scale,
+                        ensemble_size=ensemble_size, processing_resolution=processing_resolution)
     return estimate_configs(source.model_index, source.components, settings, convention=convention,
                             model=source.name, source_kind=source.kind, revision=source.revision,
                             source_notes=source.notes, missing=tuple(source.missing),

@@ -85,6 +85,9 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--true-cfg-scale", type=float, help="FLUX true CFG; needs --negative-prompt to take effect")
     e.add_argument("--image-guidance-scale", type=float, help="InstructPix2Pix: image guidance (three passes at >= 1 "
                                                               "with --guidance-scale > 1)")
+    e.add_argument("--ensemble-size", type=_positive_int, help="Marigold: predictions per input image (default 1)")
+    e.add_argument("--processing-resolution", type=int, help="Marigold: the input's longest side is resized to this "
+                                                             "(0: as given; default: the model's)")
     e.add_argument("--negative-prompt", action="store_true", help="a negative prompt is given")
     e.add_argument("--batch-size", type=_positive_int, default=1, help="number of prompts")
     e.add_argument("--num-images-per-prompt", type=_positive_int, default=1)
@@ -219,7 +222,8 @@ def _estimate(args: argparse.Namespace) -> int:
         true_cfg_scale=args.true_cfg_scale, negative_prompt=args.negative_prompt, batch_size=args.batch_size,
         num_images_per_prompt=args.num_images_per_prompt, max_sequence_length=args.max_sequence_length,
         strength=args.strength, resolution_binning=args.resolution_binning, num_frames=args.num_frames,
-        vae_tiling=args.vae_tiling, image_guidance_scale=args.image_guidance_scale, convention=args.convention,
+        vae_tiling=args.vae_tiling, image_guidance_scale=args.image_guidance_scale,
+        ensemble_size=args.ensemble_size, processing_resolution=args.processing_resolution, convention=args.convention,
         revision=args.revision, measure=args.measure,
     )
     sys.stdout.write(render(report, args.format, per_block=args.per_block, depth=args.depth))

@@ -290,3 +290,70 @@ def test_image_variation_defaults():
         "image_encoder.forward": 2, "unet.forward": 50 * 2 * 2, "vae.decode": 2}
     assert r.component("unet").shape["text_len"] == 1
     assert r.component("image_encoder").shape == {"height": 224, "width": 224}
+
+
+# --------------------------------------------------------------------------- Marigold
+
+MARIGOLD = REPO / "validation" / "configs" / "marigold-depth"
+
+
+def _marigold(pipeline: str = "MarigoldDepthPipeline", **unet) -> tuple[dict, dict]:
+    index = {**json.loads((MARIGOLD / "model_index.json").read_text()), "_class_name": pipeline}
+    cfg = {**json.loads((MARIGOLD / "unet" / "config.json").read_text()), **unet}
+    sd2 = Card("sd2.1-base")  # Marigold's text encoder and VAE are SD2's
+    return index, {"text_encoder": sd2.config("text_encoder"), "unet": cfg, "vae": sd2.config("vae")}
+
+
+def test_marigold_depth_defaults_from_the_pipeline_config():
+    index, comps = _marigold()
+    p = plan(index, comps, Settings())
+    s = p.settings
+    # default_denoising_steps 4, default_processing_resolution 768: a 768² input processed as it is
+    assert (s.height, s.width, s.steps, s.processing_resolution, s.ensemble_size) == (768, 768, 4, 768, 1)
+    assert p.passes == 1
+    assert _runs(p) == {"text_encoder.forward": 1, "vae.encode": 1, "unet.forward": 4, "vae.decode": 1}
+    te, unet = (next(r for r in p.runs if r.component == c) for c in ("text_encoder", "unet"))
+    assert te.shape.seq_len == 2 and unet.shape.text_len == 2  # the empty prompt: BOS, EOS
+    assert (unet.shape.latent_height, unet.shape.latent_width) == (96, 96)
+
+
+def test_marigold_resizes_pads_and_ensembles():
+    index, comps = _marigold("MarigoldNormalsPipeline")
+    p = plan(index, comps, Settings(height=480, width=641, ensemble_size=5, batch_size=2, steps=10))
+    # resize_to_max_edge: 480 · 768 // 641 = 575 → padded to 576; 641 → 768
+    enc = next(r for r in p.runs if r.call == "encode")
+    assert (enc.shape.height, enc.shape.width) == (576, 768)
+    assert _runs(p) == {"text_encoder.forward": 1, "vae.encode": 2, "unet.forward": 10 * 2 * 5, "vae.decode": 10}
+    # processing_resolution 0: the input's own size, padded
+    p = plan(index, comps, Settings(height=500, width=300, processing_resolution=0))
+    assert next(r for r in p.runs if r.component == "unet").shape.latent_height == 63  # 504 / 8
+
+
+def test_marigold_intrinsics_decodes_each_target():
+    index, comps = _marigold("MarigoldIntrinsicsPipeline", in_channels=12, out_channels=8)
+    p = plan(index, comps, Settings(ensemble_size=3))
+    # n_targets = unet.out_channels // vae.latent_channels = 2
+    assert _runs(p) == {"text_encoder.forward": 1, "vae.encode": 1, "unet.forward": 4 * 3, "vae.decode": 3 * 2}
+
+
+def test_marigold_refusals():
+    from flopcalc.errors import OptionError
+
+    index, comps = _marigold()
+    for settings, match in [(Settings(guidance_scale=3.0), "--guidance-scale does not apply"),
+                            (Settings(strength=0.5), "--strength does not apply"),
+                            (Settings(processing_resolution=500), "multiple of 8"),
+                            (Settings(processing_resolution=0), "give --height and --width")]:
+        with pytest.raises(OptionError, match=match):
+            plan(index, comps, settings)
+    bare = {k: v for k, v in index.items() if not k.startswith("default_")}
+    with pytest.raises(OptionError, match="default_denoising_steps"):
+        plan(bare, comps, Settings())
+    with pytest.raises(OptionError, match="--ensemble-size does not apply to StableDiffusionPipeline"):
+        flopcalc.estimate("sd1.5", ensemble_size=2)
+
+
+def test_marigold_unet_equals_the_fixture():
+    r = flopcalc.estimate(str(MARIGOLD), height=576, width=768)
+    fx = json.loads((REPO / "validation" / "fixtures" / "marigold-depth" / "unet-576x768.json").read_text())
+    assert 2 * r.component("unet").macs_per_run == fx["torch"]["flops"] and r.component("unet").params == fx["params"]

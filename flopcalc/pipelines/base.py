@@ -62,6 +62,8 @@ class Settings:
     num_frames: int | None = None  # video pipelines: frames generated (None: the pipeline's default)
     vae_tiling: bool | None = None  # video VAEs: decode in tiles/temporal chunks (None: as the pipeline does)
     image_guidance_scale: float | None = None  # InstructPix2Pix: image guidance (None: the pipeline's default)
+    ensemble_size: int | None = None  # Marigold: predictions per input image (None: 1)
+    processing_resolution: int | None = None  # Marigold: longest side processed (None: the model's default)
     counting: Counting = field(default=NUMERIC, metadata={"option": False})
 
     @property
@@ -126,6 +128,9 @@ OPTIONAL = {
     "num_frames": ("--num-frames", "it generates images, not videos"),
     "vae_tiling": ("--vae-tiling / --no-vae-tiling", "flopcalc does not model a tiled decode of its VAE"),
     "image_guidance_scale": ("--image-guidance-scale", "it has no image guidance (InstructPix2Pix's third pass)"),
+    "ensemble_size": ("--ensemble-size", "it makes no ensemble of predictions (Marigold's)"),
+    "processing_resolution": ("--processing-resolution", "it does not resize its input to a processing resolution "
+                                                         "(Marigold's)"),
 }
 #: Pipeline → the optional options it applies, and its own reasons for refusing others.
 _OPTIONS: dict[str, frozenset[str]] = {}
@@ -274,7 +279,7 @@ def _flag(option: str) -> str:
 
 
 def _validate(s: Settings) -> None:
-    for key in ("height", "width", "steps", "max_sequence_length", "num_frames"):
+    for key in ("height", "width", "steps", "max_sequence_length", "num_frames", "ensemble_size"):
         v = getattr(s, key)
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v <= 0):
             raise FlopcalcError(f"{key} must be a positive integer, got {v!r}")
@@ -282,6 +287,9 @@ def _validate(s: Settings) -> None:
         v = getattr(s, key)
         if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
             raise FlopcalcError(f"{key} must be a positive integer, got {v!r}")
+    v = s.processing_resolution
+    if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+        raise FlopcalcError(f"processing_resolution must be an integer >= 0 (0: the input's own size), got {v!r}")
     check_settings(s)
     if s.strength is not None and not 0 < s.strength <= 1:
         raise FlopcalcError(f"strength must be in (0, 1], got {s.strength}")
