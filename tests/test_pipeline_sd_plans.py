@@ -357,3 +357,16 @@ def test_marigold_unet_equals_the_fixture():
     r = flopcalc.estimate(str(MARIGOLD), height=576, width=768)
     fx = json.loads((REPO / "validation" / "fixtures" / "marigold-depth" / "unet-576x768.json").read_text())
     assert 2 * r.component("unet").macs_per_run == fx["torch"]["flops"] and r.component("unet").params == fx["params"]
+
+
+def test_multi_controlnet_from_the_hub(tmp_path):
+    from hub_server import FakeHub, repo_files_from_folder
+    from test_sources import _env, run_resolve
+
+    folder = _multi_controlnet_folder(tmp_path, 2, "StableDiffusionControlNetPipeline")
+    with FakeHub() as hub:
+        hub.add_repo("org/sd-multi-controlnet", repo_files_from_folder(folder))
+        result, = run_resolve([{"model": "org/sd-multi-controlnet"}], _env(tmp_path / "hf", hub.endpoint))
+    assert result["ok"], result
+    # controlnet_1/config.json read after controlnet/; controlnet_2 is asked for, the Hub has none: the list ends
+    assert [name for name in result["components"] if name.startswith("controlnet")] == ["controlnet", "controlnet_1"]
