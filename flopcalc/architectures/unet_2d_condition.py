@@ -188,14 +188,10 @@ def unet_2d_condition(config: Config, shape: RunShape) -> Node:
     tlpb = _per_block(config["transformer_layers_per_block"], nb, "transformer_layers_per_block", comp)
     rev_tlpb = (_per_block(config["reverse_transformer_layers_per_block"], nb, "reverse_transformer_layers_per_block",
                            comp) if config["reverse_transformer_layers_per_block"] else list(reversed(tlpb)))
-    # unet_2d_condition.py:329-336: a bool applies to every block and, unless set, to the mid block; a list
-    # (one per down block, reversed for the up blocks, :433) leaves the mid block off unless set
-    only = config["only_cross_attention"]
-    only_mid = config["mid_block_only_cross_attention"]
-    if isinstance(only, bool):
-        only_mid = only if only_mid is None else only_mid
-    only = [bool(v) for v in _per_block(only, nb, "only_cross_attention", comp)]
-    only_mid = bool(only_mid)
+    # unet_2d_condition.py:329-333, 433: one flag for every block, or one per down block (reversed for the up
+    # blocks); get_mid_block (unet_2d_blocks.py:274-291) passes mid_block_only_cross_attention only to
+    # UNetMidBlock2DSimpleCrossAttn, so UNetMidBlock2DCrossAttn's attentions always attend to themselves first
+    only = [bool(v) for v in _per_block(config["only_cross_attention"], nb, "only_cross_attention", comp)]
     linear = bool(config["use_linear_projection"])
     scale_shift = config["resnet_time_scale_shift"] == "scale_shift"
     t = shape.text_len
@@ -235,7 +231,7 @@ def unet_2d_condition(config: Config, shape: RunShape) -> Node:
         res = resnet_block(top, top, hm, wm, temb_channels=temb, scale_shift=scale_shift)
         layers = _per_layer(tlpb[-1], 1, "transformer_layers_per_block", comp)
         mid = Node("mid_block", children=(
-            module_list("attentions", [spatial_transformer(top, height=hm, width=wm, layers=k, **attn(nb - 1, only_mid))
+            module_list("attentions", [spatial_transformer(top, height=hm, width=wm, layers=k, **attn(nb - 1, False))
                                        for k in layers]),
             module_list("resnets", [res] * (1 + len(layers))),
         ), formula="UNetMidBlock2DCrossAttn")

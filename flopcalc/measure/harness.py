@@ -255,8 +255,9 @@ def _unet_2d_condition_inputs(
         "timestep": _f32(1),
         "encoder_hidden_states": _f32(1, s["text_len"], _cfg(model, "cross_attention_dim")),
     }
-    if _cfg(model, "time_cond_proj_dim") is not None:  # LCM: the guidance embedding w (timestep_cond)
-        inputs["timestep_cond"] = _f32(1, _cfg(model, "time_cond_proj_dim"))
+    cond_dim = model.config.get("time_cond_proj_dim")  # a ControlNetModel (same builder) has none
+    if cond_dim is not None:  # LCM: the guidance embedding w (timestep_cond)
+        inputs["timestep_cond"] = _f32(1, cond_dim)
     addition = _cfg(model, "addition_embed_type")
     if addition == "text_time":
         pooled = _cfg(model, "projection_class_embeddings_input_dim") - 6 * _cfg(
