@@ -1,7 +1,8 @@
 """Live re-measurement of the UNet features the SD-family plans of issue 12 need: randomized
 ``UNet2DConditionModel`` configs with ``only_cross_attention`` (per block or one flag; and
-``mid_block_only_cross_attention``, which the cross-attention mid block ignores), noise-level class tables (``num_class_embeds``: the x4 upscaler), LCM's guidance embedding
-(``time_cond_proj_dim``) and 7/8 input channels, planned under ``StableDiffusionUpscalePipeline``,
+``mid_block_only_cross_attention``, which the cross-attention mid block ignores), noise-level class tables
+(``num_class_embeds``: the x4 upscaler), LCM's guidance embedding (``time_cond_proj_dim``) and 7/8 input
+channels, planned under ``StableDiffusionUpscalePipeline``,
 ``StableDiffusionInstructPix2PixPipeline`` and ``LatentConsistencyModelPipeline``, against the real modules on
 meta. Same seed and bar as ``test_live.py``."""
 

@@ -191,9 +191,11 @@ def test_instruct_pix2pix_law_carries_three_passes(tmp_path):
 
     folder = tmp_path / "ip2p"
     shutil.copytree(REPO / "model_cards" / "sd1.5", folder)
-    shutil.copy(REPO / "validation" / "configs" / "instruct-pix2pix-unet" / "config.json", folder / "unet" / "config.json")
-    index = json.loads((folder / "model_index.json").read_text())
-    (folder / "model_index.json").write_text(json.dumps({**index, "_class_name": "StableDiffusionInstructPix2PixPipeline"}))
+    shutil.copy(REPO / "validation" / "configs" / "instruct-pix2pix-unet" / "config.json",
+                folder / "unet" / "config.json")
+    index = {**json.loads((folder / "model_index.json").read_text()),
+             "_class_name": "StableDiffusionInstructPix2PixPipeline"}
+    (folder / "model_index.json").write_text(json.dumps(index))
     law = symbolic_estimate(str(folder))
     exact = flopcalc.estimate(str(folder), height=640, width=384, steps=20, batch_size=2)
     assert law.passes == 3 and law.at(H=640, W=384, S=20, B=2, P=3) == exact.flops

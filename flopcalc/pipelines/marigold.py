@@ -57,8 +57,8 @@ def _refuse_unused(name: str, s: Settings) -> None:
     for option, given in unused.items():
         if given:
             flag = "--" + option.replace("_", "-")
-            raise OptionError(f"{flag} does not apply to {name}: it predicts from the image with no prompt, guidance or "
-                              "strength (use --ensemble-size for several predictions per image)")
+            raise OptionError(f"{flag} does not apply to {name}: it predicts from the image with no prompt, "
+                              "guidance or strength (use --ensemble-size for several predictions per image)")
 
 
 def _marigold(name: str, components: Mapping[str, Mapping[str, Any]], s: Settings,
@@ -116,8 +116,8 @@ def _marigold(name: str, components: Mapping[str, Mapping[str, Any]], s: Setting
                                                                               if targets != 1 else "")))
     notes = list(missing_notes(components, ["text_encoder", "unet", "vae"]))
     if (h, w) != (s.height, s.width):
-        notes.append(f"the {s.height}×{s.width} input is processed at {h}×{w} (longest side {resolution}, padded to a "
-                     f"multiple of {f})")
+        notes.append(f"the {s.height}×{s.width} input is processed at {h}×{w} (longest side {resolution}, padded "
+                     f"to a multiple of {f})")
     return Plan(name, s, cfg_passes(s, False), tuple(runs), tuple(notes))
 
 
