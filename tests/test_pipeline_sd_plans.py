@@ -226,6 +226,8 @@ def test_lcm_img2img_runs_every_step():
     # LCMScheduler.set_timesteps(4, strength=0.8): 4 timesteps from the first int(50 × 0.8) origin steps
     assert _runs(p) == {"text_encoder.forward": 2, "unet.forward": 4 * 4, "vae.encode": 2, "vae.decode": 4}
     assert _runs(plan(index, _lcm_components(), Settings(strength=0.3, steps=6)))["unet.forward"] == 6
+    # int(50 × 0.1) = 5 origin steps cannot give 6 (skipping_step < 1): noted, the scheduler config is not read
+    assert any("fewer than 6" in n for n in plan(index, _lcm_components(), Settings(strength=0.1, steps=6)).notes)
 
 
 def test_lcm_refuses_a_negative_prompt_and_counts_the_guidance_embedding():

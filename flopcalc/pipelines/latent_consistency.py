@@ -38,6 +38,9 @@ from flopcalc.pipelines.stable_diffusion import _unet_defaults
 STEPS, GUIDANCE = 4, 8.5
 #: ``LatentConsistencyModelImg2ImgPipeline.__call__``'s default strength.
 IMG2IMG_STRENGTH = 0.8
+#: ``LCMScheduler``'s ``original_inference_steps`` default (``scheduling_lcm.py``): the scheduler config is not
+#: read, so a run beyond it is noted, not refused.
+ORIGINAL_STEPS = 50
 
 
 def _all_steps(steps: int, strength: float | None) -> int:
@@ -55,6 +58,11 @@ def _lcm_plan(name: str, components: Mapping[str, Mapping[str, Any]], s: Setting
     runs += denoiser_run(components, "unet", s, f, 77, passes, kept_steps=_all_steps)
     runs += image_runs(components, s, f)
     notes = list(missing_notes(components, ["text_encoder", "unet", "vae"]))
+    usable = int(ORIGINAL_STEPS * (s.strength if s.strength is not None else 1.0))
+    if not s.symbolic and s.steps > usable:
+        notes.append(f"LCMScheduler draws the steps from int(original_inference_steps × strength) origin steps: with "
+                     f"its default original_inference_steps {ORIGINAL_STEPS} that is {usable}, fewer than {s.steps} "
+                     "(diffusers refuses it unless the scheduler config sets more)")
     if "unet" in components and components["unet"]["time_cond_proj_dim"] is None:
         notes.append("the UNet has no time_cond_proj_dim (no guidance embedding): diffusers' LCM pipelines need an "
                      "LCM-distilled UNet")
