@@ -119,6 +119,9 @@ def estimate(
     vae_tiling: bool | None = None,
     pag_scale: float | None = None,
     pag_applied_layers: str | list[str] | None = None,
+    image_guidance_scale: float | None = None,
+    ensemble_size: int | None = None,
+    processing_resolution: int | None = None,
     convention: str = "torch",
     revision: str | None = None,
     token: str | None = None,
@@ -141,7 +144,9 @@ def estimate(
                         num_images_per_prompt=num_images_per_prompt, max_sequence_length=max_sequence_length,
                         strength=strength, resolution_binning=resolution_binning, num_frames=num_frames,
                         vae_tiling=vae_tiling, pag_scale=pag_scale,
-                        pag_applied_layers=None if pag_applied_layers is None else layer_ids(pag_applied_layers))
+                        pag_applied_layers=None if pag_applied_layers is None else layer_ids(pag_applied_layers),
+                        image_guidance_scale=image_guidance_scale, ensemble_size=ensemble_size,
+                        processing_resolution=processing_resolution)
     return estimate_configs(source.model_index, source.components, settings, convention=convention,
                             model=source.name, source_kind=source.kind, revision=source.revision,
                             source_notes=source.notes, missing=tuple(source.missing),

@@ -83,6 +83,11 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--steps", "--num-inference-steps", dest="steps", type=_positive_int)
     e.add_argument("--guidance-scale", type=float)
     e.add_argument("--true-cfg-scale", type=float, help="FLUX true CFG; needs --negative-prompt to take effect")
+    e.add_argument("--image-guidance-scale", type=float, help="InstructPix2Pix: image guidance (three passes at >= 1 "
+                                                              "with --guidance-scale > 1)")
+    e.add_argument("--ensemble-size", type=_positive_int, help="Marigold: predictions per input image (default 1)")
+    e.add_argument("--processing-resolution", type=int, help="Marigold: the input's longest side is resized to this "
+                                                             "(0: as given; default: the model's)")
     e.add_argument("--negative-prompt", action="store_true", help="a negative prompt is given")
     e.add_argument("--batch-size", type=_positive_int, default=1, help="number of prompts")
     e.add_argument("--num-images-per-prompt", type=_positive_int, default=1)
@@ -221,7 +226,9 @@ def _estimate(args: argparse.Namespace) -> int:
         num_images_per_prompt=args.num_images_per_prompt, max_sequence_length=args.max_sequence_length,
         strength=args.strength, resolution_binning=args.resolution_binning, num_frames=args.num_frames,
         vae_tiling=args.vae_tiling, pag_scale=args.pag_scale, pag_applied_layers=args.pag_applied_layers,
-        convention=args.convention, revision=args.revision, measure=args.measure,
+        image_guidance_scale=args.image_guidance_scale, ensemble_size=args.ensemble_size,
+        processing_resolution=args.processing_resolution, convention=args.convention, revision=args.revision,
+        measure=args.measure,
     )
     sys.stdout.write(render(report, args.format, per_block=args.per_block, depth=args.depth))
     return 0

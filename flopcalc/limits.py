@@ -24,6 +24,8 @@ LIMITS: dict[str, tuple[int, str]] = {
     "num_images_per_prompt": (4096, "images per prompt"),
     "max_sequence_length": (1 << 20, "tokens"),
     "tiles": (65536, "tiles per VAE call"),
+    "ensemble_size": (4096, "ensemble members"),
+    "processing_resolution": (16384, "pixels"),
 }
 LARGE_FACTOR = 16
 ALLOW_LARGE = "FLOPCALC_ALLOW_LARGE"

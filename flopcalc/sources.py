@@ -278,6 +278,12 @@ def _read_pipeline_folder(root: Traversable | Path, display: str) -> _Folder:
             missing[name] = cls
             continue
         components[name] = _parse_object(_read_bytes(node, where), where)
+        for extra in _multi_model_folders(name, cls):  # a MultiControlNetModel's further nets
+            node = root.joinpath(extra, CONFIG)
+            if not node.is_file():
+                break
+            where = f"{display}/{extra}/{CONFIG}"
+            components[extra] = _parse_object(_read_bytes(node, where), where)
     _require_some(components, missing, index_where)
     provenance = None
     prov = root.joinpath(PROVENANCE)
@@ -285,6 +291,21 @@ def _read_pipeline_folder(root: Traversable | Path, display: str) -> _Folder:
         where = f"{display}/{PROVENANCE}"
         provenance = _parse_object(_read_bytes(prov, where), where)
     return _Folder(index, components, provenance, missing, noted_skips(index))
+
+
+#: Index classes saved as several models: ``MultiControlNetModel.save_pretrained``
+#: (diffusers ``models/controlnets/multicontrolnet.py``) writes its nets to ``<name>``, ``<name>_1``,
+#: ``<name>_2``, ... and ``from_pretrained`` reads them back while the next folder exists.
+_MULTI_MODEL_CLASSES = frozenset({"MultiControlNetModel"})
+#: Most nets read after the first (a bound, so a folder cannot make the reader loop on).
+_MAX_EXTRA_NETS = 64
+
+
+def _multi_model_folders(name: str, class_name: str) -> list[str]:
+    """The folders after ``name`` that a multi-model component's further nets sit in, in order."""
+    if class_name not in _MULTI_MODEL_CLASSES:
+        return []
+    return [f"{name}_{i}" for i in range(1, _MAX_EXTRA_NETS + 1)]
 
 
 @dataclass(frozen=True)
@@ -692,6 +713,14 @@ class _Hub:
                     continue
                 raise SourceError(self._not_cached_message(filename, missing)) from None
             components[name] = self.read(path, filename)
+            for extra in _multi_model_folders(name, cls):  # a MultiControlNetModel's further nets
+                try:
+                    path = self.download(f"{extra}/{CONFIG}", pinned)
+                except _Missing as missing:
+                    if missing.remote:
+                        break
+                    raise SourceError(self._not_cached_message(f"{extra}/{CONFIG}", missing)) from None
+                components[extra] = self.read(path, f"{extra}/{CONFIG}")
         _require_some(components, absent, where)
         return ModelSource(
             name=self.repo_id,

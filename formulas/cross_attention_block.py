@@ -54,8 +54,11 @@ def cross_attention_block(
     norm_type: str = "layer_norm",
     num_embeds_ada_norm: int | None = None,
     identity_self_attention: bool = False,
+    only_cross_attention: bool = False,
 ) -> Node:
-    """One ``BasicTransformerBlock``. ``norm_type`` as in diffusers:
+    """One ``BasicTransformerBlock``. ``only_cross_attention`` (the x4 upscaler's UNet): ``attn1`` attends
+    to the context too (``cross_attention_dim if only_cross_attention``, ``attention.py:877``, called with
+    ``encoder_hidden_states``, :1007), and ``attn2`` still follows. ``norm_type`` as in diffusers:
 
     * ``layer_norm`` (UNets): ``norm1``/``norm2``/``norm3`` LayerNorms before the three parts;
     * ``ada_norm_single`` (PixArt): ``norm1`` before ``attn1``, no norm before ``attn2``,
@@ -76,9 +79,13 @@ def cross_attention_block(
         norm1 = Node("norm1", children=(emb,) + ada_layer_norm_zero("norm1", dim, tokens).children)
     else:
         norm1 = Node("norm1", ln.cost)
-    attn1 = (identity_attention("attn1", tokens=tokens, dim=dim, inner=heads * head_dim, bias=attention_bias)
-             if identity_self_attention else
-             attention_module("attn1", tokens=tokens, dim=dim, heads=heads, head_dim=head_dim, bias=attention_bias))
+    if only_cross_attention:  # a cross-attention: PAG perturbs self-attention layers only (pag_utils.py)
+        attn1 = cross_attention("attn1", tokens=tokens, dim=dim, context_tokens=context_tokens,
+                                context_dim=context_dim, heads=heads, head_dim=head_dim, bias=attention_bias)
+    elif identity_self_attention:
+        attn1 = identity_attention("attn1", tokens=tokens, dim=dim, inner=heads * head_dim, bias=attention_bias)
+    else:
+        attn1 = attention_module("attn1", tokens=tokens, dim=dim, heads=heads, head_dim=head_dim, bias=attention_bias)
     children = [norm1, attn1]
     if context_dim is not None:
         if norm_type != "ada_norm_single":  # PixArt keeps norm2 for the MLP and attends un-normed

@@ -34,18 +34,20 @@ BLOCK_KINDS = block_kinds("spatial_transformer", "downsample", "upsample")
 
 @lru_cache(maxsize=1024)  # nodes are immutable; a UNet repeats the same few transformers
 def spatial_transformer(channels: int, heads: int, height: Any, width: Any, *, layers: int, context_tokens: Any,
-                        context_dim: int, linear_projection: bool, identity_layers: frozenset[int] = frozenset()
-                        ) -> Node:
+                        context_dim: int, linear_projection: bool, identity_layers: frozenset[int] = frozenset(),
+                        only_cross_attention: bool = False) -> Node:
     """``Transformer2DModel(heads, channels // heads, in_channels=channels, num_layers=layers)``;
     ``identity_layers``: the ``transformer_blocks`` whose self-attention takes perturbed-attention
-    guidance's identity path (the perturbed row of a PAG pipeline)."""
+    guidance's identity path (the perturbed row of a PAG pipeline); with ``only_cross_attention`` its
+    blocks' ``attn1`` attends to the context too."""
     head_dim = channels // heads
     inner = heads * head_dim
     n = height * width
     proj_in = ops.linear(n, channels, inner) if linear_projection else ops.conv2d(channels, inner, 1, height, width)
     proj_out = ops.linear(n, inner, channels) if linear_projection else ops.conv2d(inner, channels, 1, height, width)
     blocks = [cross_attention_block(dim=inner, heads=heads, head_dim=head_dim, tokens=n, context_tokens=context_tokens,
-                                    context_dim=context_dim, identity_self_attention=k in identity_layers)
+                                    context_dim=context_dim, identity_self_attention=k in identity_layers,
+                                    only_cross_attention=only_cross_attention)
               for k in range(layers)]
     return Node(
         "attention",

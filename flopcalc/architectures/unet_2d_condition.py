@@ -4,7 +4,9 @@ in the generality its config gives it: per-block ``layers_per_block``,
 ``attention_head_dim`` / ``num_attention_heads`` naming quirk (``num_attention_heads or
 attention_head_dim`` is the head *count*), ``use_linear_projection``, per-block
 ``cross_attention_dim``, ``addition_embed_type: text_time`` (SDXL's pooled text and time ids),
-``class_embed_type``, ``encoder_hid_dim`` projections, ``resnet_time_scale_shift``, and the
+``class_embed_type`` and ``num_class_embeds`` (the x4 upscaler's noise-level classes: a table lookup),
+``only_cross_attention`` (per block: ``attn1`` attends to the text too), ``time_cond_proj_dim`` (LCM's
+guidance embedding), ``encoder_hid_dim`` projections, ``resnet_time_scale_shift``, and the
 up path's skip-connection channel arithmetic.
 
 Sizes: the down path halves the latent with stride-2 convolutions (odd sizes round up with
@@ -110,17 +112,17 @@ def _unsupported(config: Config) -> None:
         if bad(config[key]):
             raise UnknownArchitectureError(
                 f"{config.component}: UNet2DConditionModel with {key}={config[key]!r} is not supported yet.")
-    only = config["only_cross_attention"]
-    if any(only) if isinstance(only, (list, tuple)) else only or config["mid_block_only_cross_attention"]:
-        raise UnknownArchitectureError(f"{config.component}: UNet2DConditionModel with only_cross_attention "
-                                       "is not supported yet.")
 
 
 def _embeddings(config: Config, c0: int, text_tokens: Any) -> tuple[list[Node], int]:
-    """time_embedding, class_embedding, add_embedding, encoder_hid_proj; and the time-embedding width."""
+    """time_embedding, class_embedding, add_embedding, encoder_hid_proj; and the time-embedding width.
+    With ``time_cond_proj_dim`` (LCM's guidance embedding ``w``) ``time_embedding.cond_proj`` maps the
+    ``timestep_cond`` vector to the sinusoid's width before ``linear_1`` (``embeddings.py:1042,1060-1062``,
+    ``TimestepEmbedding.forward``): every pipeline loading such a UNet passes ``timestep_cond``
+    (``pipeline_stable_diffusion.py:1022-1026``, ``pipeline_latent_consistency_text2img.py:849,874``)."""
     ted = config["time_embedding_dim"] or 4 * c0
     nodes = [Node("time_embedding", children=mlp_embedder("time_embedding", c0, ted).children
-                  + ((Node("cond_proj", ops.linear(0, config["time_cond_proj_dim"], c0, bias=False)),)
+                  + ((Node("cond_proj", ops.linear(1, config["time_cond_proj_dim"], c0, bias=False)),)
                      if config["time_cond_proj_dim"] else ()))]
     kind, n_classes = config["class_embed_type"], config["num_class_embeds"]
 
@@ -215,6 +217,10 @@ def unet_2d_condition(config: Config, shape: RunShape) -> Node:
     tlpb = _per_block(config["transformer_layers_per_block"], nb, "transformer_layers_per_block", comp)
     rev_tlpb = (_per_block(config["reverse_transformer_layers_per_block"], nb, "reverse_transformer_layers_per_block",
                            comp) if config["reverse_transformer_layers_per_block"] else list(reversed(tlpb)))
+    # unet_2d_condition.py:329-333, 433: one flag for every block, or one per down block (reversed for the up
+    # blocks); get_mid_block (unet_2d_blocks.py:274-291) passes mid_block_only_cross_attention only to
+    # UNetMidBlock2DSimpleCrossAttn, so UNetMidBlock2DCrossAttn's attentions always attend to themselves first
+    only = [bool(v) for v in _per_block(config["only_cross_attention"], nb, "only_cross_attention", comp)]
     linear = bool(config["use_linear_projection"])
     scale_shift = config["resnet_time_scale_shift"] == "scale_shift"
     t = shape.text_len
@@ -224,8 +230,9 @@ def unet_2d_condition(config: Config, shape: RunShape) -> Node:
     h, w = shape.latent_height, shape.latent_width
     identity = _identity_layers(config, shape, down_types, up_types, lpb, tlpb, rev_tlpb)
 
-    def attn(i: int) -> dict:
-        return {"heads": heads[i], "context_tokens": t, "context_dim": cross[i], "linear_projection": linear}
+    def attn(i: int, only_cross: bool) -> dict:
+        return {"heads": heads[i], "context_tokens": t, "context_dim": cross[i], "linear_projection": linear,
+                "only_cross_attention": only_cross}
 
     # down
     sizes = [(h, w)]
@@ -240,7 +247,7 @@ def unet_2d_condition(config: Config, shape: RunShape) -> Node:
         downs.append(unet_block(
             resnet_channels=[(c_in if j == 0 else c_out, c_out) for j in range(lpb[i])], height=hh, width=ww,
             temb_channels=temb, scale_shift=scale_shift,
-            attention=attn(i) if kind == "CrossAttnDownBlock2D" else None,
+            attention=attn(i, only[i]) if kind == "CrossAttnDownBlock2D" else None,
             transformer_layers=_per_layer(tlpb[i], lpb[i], "transformer_layers_per_block", comp),
             sampler=sampler, sampler_name="downsamplers",
             formula=kind, identity_layers=[identity(f"down_blocks.{i}.attentions.{j}", k) for j, k in enumerate(
@@ -255,7 +262,7 @@ def unet_2d_condition(config: Config, shape: RunShape) -> Node:
         res = resnet_block(top, top, hm, wm, temb_channels=temb, scale_shift=scale_shift)
         layers = _per_layer(tlpb[-1], 1, "transformer_layers_per_block", comp)
         mid = Node("mid_block", children=(
-            module_list("attentions", [spatial_transformer(top, height=hm, width=wm, layers=k, **attn(nb - 1),
+            module_list("attentions", [spatial_transformer(top, height=hm, width=wm, layers=k, **attn(nb - 1, False),
                                                            identity_layers=identity(f"mid_block.attentions.{j}", k))
                                        for j, k in enumerate(layers)]),
             module_list("resnets", [res] * (1 + len(layers))),
@@ -278,7 +285,8 @@ def unet_2d_condition(config: Config, shape: RunShape) -> Node:
                              for j in range(layers)],
             height=hh, width=ww, temb_channels=temb, scale_shift=scale_shift,
             attention={"heads": rev_heads[i], "context_tokens": t, "context_dim": rev_cross[i],
-                       "linear_projection": linear} if kind == "CrossAttnUpBlock2D" else None,
+                       "linear_projection": linear, "only_cross_attention": only[::-1][i]}
+            if kind == "CrossAttnUpBlock2D" else None,
             transformer_layers=_per_layer(rev_tlpb[i], layers, "reverse_transformer_layers_per_block", comp),
             sampler=sampler, sampler_name="upsamplers",
             formula=kind, identity_layers=[identity(f"up_blocks.{i}.attentions.{j}", k) for j, k in enumerate(

@@ -259,12 +259,16 @@ def _unet_2d_condition_inputs(
     """sample (1, C, H/8, W/8), timestep (1,), encoder_hidden_states (1, text_len, cross_attention_dim);
     with ``addition_embed_type == "text_time"`` (SDXL) also ``added_cond_kwargs`` text_embeds (1, P)
     and time_ids (1, 6), P = projection_class_embeddings_input_dim - 6 * addition_time_embed_dim
-    (the pooled text embedding: 1280 for SDXL base)."""
+    (the pooled text embedding: 1280 for SDXL base); with ``time_cond_proj_dim`` (LCM) ``timestep_cond``
+    (1, time_cond_proj_dim); with ``num_class_embeds`` (the x4 upscaler) ``class_labels`` (1,) int64."""
     inputs: dict[str, TensorSpec | None] = {
         "sample": _latent(model, s),
         "timestep": _f32(1),
         "encoder_hidden_states": _f32(1, s["text_len"], _cfg(model, "cross_attention_dim")),
     }
+    cond_dim = model.config.get("time_cond_proj_dim")  # a ControlNetModel (same builder) has none
+    if cond_dim is not None:  # LCM: the guidance embedding w (timestep_cond)
+        inputs["timestep_cond"] = _f32(1, cond_dim)
     addition = _cfg(model, "addition_embed_type")
     if addition == "text_time":
         pooled = _cfg(model, "projection_class_embeddings_input_dim") - 6 * _cfg(
@@ -279,6 +283,8 @@ def _unet_2d_condition_inputs(
         inputs["encoder_hidden_states"] = _f32(1, s["text_len"], _cfg(model, "encoder_hid_dim"))
     if _cfg(model, "class_embed_type") is not None or hid_type not in (None, "text_proj"):
         raise NotImplementedError("UNet2DConditionModel with class_embed_type / encoder_hid_dim_type")
+    if _cfg(model, "num_class_embeds") is not None:  # x4 upscaler: class_labels = noise_level (an Embedding)
+        inputs["class_labels"] = _ids(1)
     if s.get("pag"):  # perturbed-attention guidance: the PAG pipelines' processors and batch
         from flopcalc.measure.perturbed import perturb
 

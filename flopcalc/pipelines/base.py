@@ -63,6 +63,9 @@ class Settings:
     vae_tiling: bool | None = None  # video VAEs: decode in tiles/temporal chunks (None: as the pipeline does)
     pag_scale: float | None = None  # PAG pipelines: perturbed-attention guidance scale (0: off; None: the default)
     pag_applied_layers: tuple[str, ...] | None = None  # PAG pipelines: layer ids (None: the pipeline's default)
+    image_guidance_scale: float | None = None  # InstructPix2Pix: image guidance (None: the pipeline's default)
+    ensemble_size: int | None = None  # Marigold: predictions per input image (None: 1)
+    processing_resolution: int | None = None  # Marigold: longest side processed (None: the model's default)
     counting: Counting = field(default=NUMERIC, metadata={"option": False})
 
     @property
@@ -128,6 +131,10 @@ OPTIONAL = {
     "vae_tiling": ("--vae-tiling / --no-vae-tiling", "flopcalc does not model a tiled decode of its VAE"),
     "pag_scale": ("--pag-scale", "it has no perturbed-attention guidance (use its PAG pipeline)"),
     "pag_applied_layers": ("--pag-applied-layers", "it has no perturbed-attention guidance (use its PAG pipeline)"),
+    "image_guidance_scale": ("--image-guidance-scale", "it has no image guidance (InstructPix2Pix's third pass)"),
+    "ensemble_size": ("--ensemble-size", "it makes no ensemble of predictions (Marigold's)"),
+    "processing_resolution": ("--processing-resolution", "it does not resize its input to a processing resolution "
+                                                         "(Marigold's)"),
 }
 #: Pipeline → the optional options it applies, and its own reasons for refusing others.
 _OPTIONS: dict[str, frozenset[str]] = {}
@@ -282,7 +289,7 @@ def _flag(option: str) -> str:
 
 
 def _validate(s: Settings) -> None:
-    for key in ("height", "width", "steps", "max_sequence_length", "num_frames"):
+    for key in ("height", "width", "steps", "max_sequence_length", "num_frames", "ensemble_size"):
         v = getattr(s, key)
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v <= 0):
             raise FlopcalcError(f"{key} must be a positive integer, got {v!r}")
@@ -290,6 +297,9 @@ def _validate(s: Settings) -> None:
         v = getattr(s, key)
         if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
             raise FlopcalcError(f"{key} must be a positive integer, got {v!r}")
+    v = s.processing_resolution
+    if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+        raise FlopcalcError(f"processing_resolution must be an integer >= 0 (0: the input's own size), got {v!r}")
     check_settings(s)
     if s.strength is not None and not 0 < s.strength <= 1:
         raise FlopcalcError(f"strength must be in (0, 1], got {s.strength}")
@@ -300,7 +310,7 @@ def _validate(s: Settings) -> None:
     v = s.pag_scale
     if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0):
         raise OptionError(f"pag_scale must be a finite number >= 0 (0 turns perturbed-attention guidance off), got {v!r}")
-    for key in ("guidance_scale", "true_cfg_scale"):
+    for key in ("guidance_scale", "true_cfg_scale", "image_guidance_scale"):
         v = getattr(s, key)
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0):
             raise OptionError(f"{key} must be a finite number >= 0 (guidance is on above 1), got {v!r}")

@@ -7,6 +7,7 @@ from typing import Any, Mapping
 
 from flopcalc.pipelines.base import Plan, PlanFn, Settings, pipeline_options, register_pipeline
 from flopcalc.pipelines.flux import flux_pipeline
+from flopcalc.pipelines.kolors import kolors_pipeline
 from flopcalc.pipelines.sd3 import sd3_pipeline
 from flopcalc.pipelines.stable_diffusion import sd_pipeline, sdxl_pipeline
 
@@ -32,3 +33,4 @@ _image_to_image("StableDiffusionImg2ImgPipeline", "StableDiffusionPipeline", sd_
 _image_to_image("StableDiffusionXLImg2ImgPipeline", "StableDiffusionXLPipeline", sdxl_pipeline, strength=0.3)
 _image_to_image("FluxImg2ImgPipeline", "FluxPipeline", flux_pipeline, strength=0.6, steps=28, guidance=7.0)
 _image_to_image("StableDiffusion3Img2ImgPipeline", "StableDiffusion3Pipeline", sd3_pipeline, strength=0.6, steps=50)
+_image_to_image("KolorsImg2ImgPipeline", "KolorsPipeline", kolors_pipeline, strength=0.3)  # pipeline_kolors_img2img.py:785

@@ -90,7 +90,7 @@ def kolors_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
     runs += image_runs(components, s, f)
     notes = list(missing_notes(components, ["text_encoder", "unet", "vae"]))
     named = index.get("_class_name")
-    if named is not None and named != name:
+    if named == "StableDiffusionXLPipeline":  # served (register_pipeline(serves=...)), not KolorsImg2Img
         notes.append(f"model_index.json names {named} (Kolors' own pipeline, which diffusers ports as {name}): "
                      f"planned as {name}")
     if passes == 2 and index.get("force_zeros_for_empty_prompt") and not s.negative_prompt:

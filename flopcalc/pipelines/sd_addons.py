@@ -7,8 +7,11 @@ the control image's, resized to ``height × width``: the UNet's native size by d
   the ``controlnet`` at every step (``controlnet_keep`` only scales its residuals: with the default
   ``control_guidance_start/end`` 0 / 1 it is called at every step, and it is called even where the
   scale is 0) on ``control_model_input``: the doubled CFG batch (two passes), or, in guess mode
-  (``global_pool_conditions`` in its config makes it so), the conditional half only (one pass). One
-  ControlNet (a ``MultiControlNetModel`` is not planned).
+  (``global_pool_conditions`` in its config makes it so), the conditional half only (one pass). A
+  ``MultiControlNetModel`` (``models/controlnets/multicontrolnet.py``: ``forward`` runs each of its
+  ``nets`` on the same input) is saved as ``controlnet``, ``controlnet_1``, ``controlnet_2``, ...
+  (its ``save_pretrained``; :mod:`flopcalc.sources` reads them so): each runs as one ControlNet does,
+  guess mode from the first net's config (``controlnet.nets[0].config.global_pool_conditions``).
 * **T2I-Adapter** (``pipelines/t2i_adapter/pipeline_stable_diffusion_adapter.py``,
   ``pipeline_stable_diffusion_xl_adapter.py``): the ``adapter`` once on the control images (one per
   prompt, ``height × width``, a multiple of its ``downscale_factor``); its features are repeated per
@@ -41,10 +44,20 @@ from flopcalc.registry import RunShape
 TEXT_LEN = 77
 
 
+def controlnet_names(components: Mapping[str, Any]) -> list[str]:
+    """The ControlNets of a folder: ``controlnet`` and, for a ``MultiControlNetModel``, ``controlnet_1``,
+    ``controlnet_2``, ... as ``MultiControlNetModel.save_pretrained`` names their folders."""
+    names: list[str] = []
+    while (name := f"controlnet_{len(names)}" if names else "controlnet") in components:
+        names.append(name)
+    return names
+
+
 def controlnet_runs(components: Mapping[str, Any], s: Settings, passes: int) -> list[ComponentRun]:
-    """The ControlNet once per kept step × pass × image on the UNet's latent grid (none without one);
-    guess mode (``global_pool_conditions``) runs it on the conditional batch only."""
-    if "controlnet" not in components:
+    """Each ControlNet once per kept step × pass × image on the UNet's latent grid (none without one);
+    guess mode (the first net's ``global_pool_conditions``) runs them on the conditional batch only."""
+    names = controlnet_names(components)
+    if not names:
         return []
     guess_mode = bool(components["controlnet"]["global_pool_conditions"])
     cn_passes = cfg_passes(s, False) if guess_mode else passes
@@ -52,9 +65,9 @@ def controlnet_runs(components: Mapping[str, Any], s: Settings, passes: int) -> 
     steps = denoising_steps_floored(s.steps, s.strength)
     images = s.batch_size * s.num_images_per_prompt
     why = f"{steps} steps × {cn_passes} pass(es) × {images} image(s)" + (" (guess mode)" if guess_mode else "")
-    return [ComponentRun("controlnet", component_class(components, "controlnet") or "?", "forward", "controlnet",
+    return [ComponentRun(name, component_class(components, name) or "?", "forward", "controlnet",
                          RunShape(latent_height=s.height // f, latent_width=s.width // f, text_len=TEXT_LEN),
-                         steps * cn_passes * images, why)]
+                         steps * cn_passes * images, why) for name in names]
 
 
 def adapter_runs(components: Mapping[str, Any], s: Settings, passes: int) -> list[ComponentRun]:
@@ -69,7 +82,7 @@ def adapter_runs(components: Mapping[str, Any], s: Settings, passes: int) -> lis
 
 
 def _with_add_on(name: str, base_name: str, base: PlanFn, component: str,
-                 runs_of: Callable[[Mapping[str, Any], Settings, int], list[ComponentRun]]) -> None:
+                 runs_of: Callable[[Mapping[str, Any], Settings, int], list[ComponentRun]]) -> PlanFn:
     def plan_fn(components: Mapping[str, Mapping[str, Any]], s: Settings,
                 index: Mapping[str, Any] | None = None) -> Plan:
         p = base(components, s, index=index)
@@ -80,14 +93,15 @@ def _with_add_on(name: str, base_name: str, base: PlanFn, component: str,
                            if component not in components else ())
         return replace(p, pipeline=name, runs=tuple(runs), notes=notes)
 
+    plan_fn.__name__ = plan_fn.__qualname__ = f"{base.__name__}_with_{component}"
     plan_fn.__doc__ = (f"``{name}.__call__``: {base.__name__}'s runs and defaults plus the {component} (see the "
                        "module doc).")
-    register_pipeline(name, options=tuple(pipeline_options(base_name)))(plan_fn)
+    return register_pipeline(name, options=tuple(pipeline_options(base_name)))(plan_fn)
 
 
-_with_add_on("StableDiffusionControlNetPipeline", "StableDiffusionPipeline", sd_pipeline, "controlnet",
-             controlnet_runs)
-_with_add_on("StableDiffusionXLControlNetPipeline", "StableDiffusionXLPipeline", sdxl_pipeline, "controlnet",
-             controlnet_runs)
+sd_controlnet_pipeline = _with_add_on("StableDiffusionControlNetPipeline", "StableDiffusionPipeline", sd_pipeline,
+                                      "controlnet", controlnet_runs)
+sdxl_controlnet_pipeline = _with_add_on("StableDiffusionXLControlNetPipeline", "StableDiffusionXLPipeline",
+                                        sdxl_pipeline, "controlnet", controlnet_runs)
 _with_add_on("StableDiffusionAdapterPipeline", "StableDiffusionPipeline", sd_pipeline, "adapter", adapter_runs)
 _with_add_on("StableDiffusionXLAdapterPipeline", "StableDiffusionXLPipeline", sdxl_pipeline, "adapter", adapter_runs)
