@@ -1,0 +1,108 @@
+"""SD3 ControlNet: ``SD3ControlNetModel`` (diffusers ``models/controlnets/controlnet_sd3.py``).
+
+A shortened copy of the SD3 MMDiT (:mod:`flopcalc.architectures.sd3`) that reads the noisy latent
+and the control condition and returns one residual per block (controlnet_sd3.py:312-369):
+
+* ``pos_embed`` (``PatchEmbed``, lines 113-122): the transformer's patch embedding, a stride-``p``
+  ``p×p`` convolution ``in_channels → d`` on the latent (its sin-cos table is a buffer, added);
+* ``time_text_embed`` and ``context_embedder`` (lines 125-129): as the transformer's;
+* ``pos_embed_input`` (lines 165-173): a second ``PatchEmbed`` with no positional table,
+  ``in_channels + extra_conditioning_channels → d``, on the control condition (the VAE latent of the
+  control image; for inpainting the masked image's latent and the mask, 16 + 1 channels), added to
+  the latent's tokens;
+* ``transformer_blocks`` (lines 133-145): ``num_layers`` ``JointTransformerBlock`` s, none of them
+  ``context_pre_only`` (the text stream keeps its output projection and MLP in every block);
+* ``controlnet_blocks`` (lines 160-164): one ``d → d`` linear per block on the N image tokens.
+
+No ``norm_out`` / ``proj_out``. Per block the MACs are :func:`flopcalc.formulas.mmdit_joint_block.mmdit_joint_block`'s
+(not ``context_pre_only``); the embeddings add ``(C + C + E)·d·N`` for the two patch embeddings
+(``C`` latent channels, ``E`` extra conditioning channels), and the zero linears ``L·N·d²``.
+
+The SD3.5 Large ControlNets (``use_pos_embed`` false, ``joint_attention_dim`` null:
+``SD3SingleTransformerBlock`` s, the transformer's ``pos_embed`` attached by the pipeline's
+``__init__``) are refused: flopcalc does not model a module the pipeline grafts in.
+"""
+
+from __future__ import annotations
+
+from flopcalc.architectures.sd3 import DEFAULTS as SD3_DEFAULTS
+from flopcalc.architectures.sd3 import _check_pos_embed
+from flopcalc.config import COUNT, FLAG, NULL, SIZE, Choice, Config, count_int, declare_keys, declared_keys, positive_int
+from flopcalc.cost import Node, module_list
+from flopcalc.errors import UnknownArchitectureError
+from flopcalc.formulas import ops
+from flopcalc.formulas.conditioning import mlp_embedder
+from flopcalc.formulas.mmdit_joint_block import mmdit_joint_block
+from flopcalc.registry import RunShape, register
+from flopcalc.weights import Buffer, loading_rules
+
+#: ``SD3ControlNetModel.__init__`` keyword defaults (controlnet_sd3.py:88-107): the transformer's
+#: (same names, same values) plus its own four.
+DEFAULTS = {**SD3_DEFAULTS, "extra_conditioning_channels": 0, "pos_embed_type": "sincos", "use_pos_embed": True,
+            "force_zeros_for_pooled_projection": True}
+
+#: Every config key ``SD3ControlNetModel`` reads (assembler and pipeline plans).
+declare_keys("SD3ControlNetModel", {
+    **declared_keys("SD3Transformer2DModel"),
+    "joint_attention_dim": SIZE | NULL, "pos_embed_max_size": SIZE | NULL, "extra_conditioning_channels": COUNT,
+    "pos_embed_type": Choice("sincos", None), "use_pos_embed": FLAG, "force_zeros_for_pooled_projection": FLAG,
+})
+
+
+def _check_supported(config: Config) -> None:
+    if (not config["use_pos_embed"] or config["joint_attention_dim"] is None or config["pos_embed_type"] is None
+            or config["pos_embed_max_size"] is None):
+        raise UnknownArchitectureError(
+            f"{config.component}: SD3ControlNetModel without its own pos_embed / context_embedder (the SD3.5 Large "
+            "ControlNets: use_pos_embed false, joint_attention_dim null, pos_embed_max_size null) is not supported: the "
+            "pipeline grafts the transformer's pos_embed onto it at load time")
+
+
+@register("SD3ControlNetModel", role="controlnet", defaults=DEFAULTS,
+          source="diffusers/models/controlnets/controlnet_sd3.py")
+def sd3_controlnet(config: Config, shape: RunShape) -> Node:
+    _check_supported(config)
+    heads, head_dim = positive_int(config, "num_attention_heads"), positive_int(config, "attention_head_dim")
+    dim = heads * head_dim
+    patch = positive_int(config, "patch_size")
+    in_channels = positive_int(config, "in_channels")
+    extra = config["extra_conditioning_channels"]
+    grid_h = ops.exact_div(shape.latent_height, patch)
+    grid_w = ops.exact_div(shape.latent_width, patch)
+    _check_pos_embed(config, grid_h, grid_w, patch)
+    n, t = grid_h * grid_w, shape.text_len
+    block = mmdit_joint_block(dim=dim, heads=heads, head_dim=head_dim, image_tokens=n, text_tokens=t,
+                              qk_norm=config["qk_norm"], dual_attention=False)
+    dual = set(config["dual_attention_layers"] or ())
+    layers = count_int(config, "num_layers")
+    blocks = [mmdit_joint_block(dim=dim, heads=heads, head_dim=head_dim, image_tokens=n, text_tokens=t,
+                                qk_norm=config["qk_norm"], dual_attention=True) if i in dual else block
+              for i in range(layers)]
+    return Node(
+        "controlnet",
+        children=(
+            Node("pos_embed", children=(Node("proj", ops.conv2d(in_channels, dim, patch, grid_h, grid_w)),)),
+            Node("time_text_embed", children=(
+                mlp_embedder("timestep_embedder", 256, dim),
+                mlp_embedder("text_embedder", positive_int(config, "pooled_projection_dim"), dim),
+            )),
+            Node("context_embedder", ops.linear(t, positive_int(config, "joint_attention_dim"),
+                                                positive_int(config, "caption_projection_dim"))),
+            Node("pos_embed_input", children=(
+                Node("proj", ops.conv2d(in_channels + extra, dim, patch, grid_h, grid_w)),)),
+            module_list("transformer_blocks", blocks),
+            module_list("controlnet_blocks", [Node("block", ops.linear(n, dim, dim))] * layers),
+        ),
+        formula="sd3_controlnet",
+    )
+
+
+loading_rules(
+    "SD3ControlNetModel",
+    # embeddings.py:332 (PatchEmbed): with pos_embed_max_size the sin-cos table of pos_embed_max_size² × d is a
+    # persistent buffer of pos_embed (pos_embed_input has pos_embed_type None: no table)
+    buffers=lambda c: (Buffer("pos_embed.pos_embed", positive_int(c, "pos_embed_max_size") ** 2
+                              * positive_int(c, "num_attention_heads") * positive_int(c, "attention_head_dim"),
+                              "loaded"),),
+    source="diffusers/models/embeddings.py:332",
+)
