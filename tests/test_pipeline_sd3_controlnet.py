@@ -11,6 +11,7 @@ from card_support import Card
 
 import flopcalc
 from flopcalc.errors import FlopcalcError, OptionError
+from flopcalc.api import estimate_configs
 from flopcalc.pipelines import Settings
 from flopcalc.pipelines.base import plan
 
@@ -80,7 +81,7 @@ def test_sd35_large_controlnets_are_refused_with_a_clear_line():
              "pos_embed_type": None, "pos_embed_max_size": None, "num_layers": 19, "num_attention_heads": 38}
     comps = {**SD3.components(), "controlnet": large}
     with pytest.raises(FlopcalcError, match="grafts the transformer's pos_embed"):
-        flopcalc.api.estimate_configs({**SD3.index(), "_class_name": CN}, comps, Settings())
+        estimate_configs({**SD3.index(), "_class_name": CN}, comps, Settings())
 
 
 def test_the_law_matches_the_exact_count():
