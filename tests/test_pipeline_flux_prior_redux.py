@@ -60,3 +60,29 @@ def test_generation_options_are_refused(option):
 def test_an_embedder_alone_is_refused_with_a_clear_line():
     with pytest.raises(FlopcalcError, match="runs inside its pipeline"):
         flopcalc.estimate(str(FOLDER / "image_embedder" / "config.json"))
+
+
+WITH_FLUX = REPO / "validation" / "configs" / "flux1-redux-dev-with-flux"
+
+
+def test_a_folder_with_the_flux_transformer_plans_the_flux_run_on_1241_text_tokens():
+    r = flopcalc.estimate(str(WITH_FLUX), batch_size=2, num_images_per_prompt=2)
+    s = r.settings
+    assert (s.height, s.width, s.steps, s.guidance_scale) == (1024, 1024, 28, 3.5)
+    # the prior on 2 images; their embeddings summed into one prompt; FLUX on 1 prompt × 2 images, 1 pass
+    assert {f"{c.component}.{c.call}": c.runs for c in r.components} == {
+        "image_encoder.forward": 2, "image_embedder.forward": 2, "transformer.forward": 28 * 2, "vae.decode": 2}
+    assert r.component("transformer").shape["text_len"] == 512 + 729
+    fx = json.loads((REPO / "validation" / "fixtures" / "flux1-redux-dev-with-flux" /
+                     "transformer-1024x1024.json").read_text())
+    assert 2 * r.component("transformer").macs_per_run == fx["torch"]["flops"]
+    with pytest.raises(OptionError, match="--strength does not apply"):
+        flopcalc.estimate(str(WITH_FLUX), strength=0.5)
+
+
+def test_the_law_of_the_prior_and_flux_run():
+    from flopcalc.symbolic import symbolic_estimate
+
+    law = symbolic_estimate(str(WITH_FLUX))
+    exact = flopcalc.estimate(str(WITH_FLUX), height=768, width=512, steps=20, batch_size=3)
+    assert law.at(H=768, W=512, S=20, B=3, P=1) == exact.flops
