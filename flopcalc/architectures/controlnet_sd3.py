@@ -26,15 +26,14 @@ The SD3.5 Large ControlNets (``use_pos_embed`` false, ``joint_attention_dim`` nu
 from __future__ import annotations
 
 from flopcalc.architectures.sd3 import DEFAULTS as SD3_DEFAULTS
-from flopcalc.architectures.sd3 import _check_pos_embed
+from flopcalc.architectures.sd3 import sd3_transformer
 from flopcalc.config import COUNT, FLAG, NULL, SIZE, Choice, Config, count_int, declare_keys, declared_keys, positive_int
 from flopcalc.cost import Node, module_list
 from flopcalc.errors import UnknownArchitectureError
 from flopcalc.formulas import ops
-from flopcalc.formulas.conditioning import mlp_embedder
 from flopcalc.formulas.mmdit_joint_block import mmdit_joint_block
 from flopcalc.registry import RunShape, register
-from flopcalc.weights import Buffer, loading_rules
+from flopcalc.weights import loading_rules, rules_of
 
 #: ``SD3ControlNetModel.__init__`` keyword defaults (controlnet_sd3.py:88-107): the transformer's
 #: (same names, same values) plus its own four.
@@ -65,44 +64,30 @@ def sd3_controlnet(config: Config, shape: RunShape) -> Node:
     heads, head_dim = positive_int(config, "num_attention_heads"), positive_int(config, "attention_head_dim")
     dim = heads * head_dim
     patch = positive_int(config, "patch_size")
-    in_channels = positive_int(config, "in_channels")
-    extra = config["extra_conditioning_channels"]
-    grid_h = ops.exact_div(shape.latent_height, patch)
-    grid_w = ops.exact_div(shape.latent_width, patch)
-    _check_pos_embed(config, grid_h, grid_w, patch)
+    # pos_embed, time_text_embed and context_embedder: the transformer's, built from the same keys
+    transformer = sd3_transformer(config, shape)
+    kept = [c for c in transformer.children if c.name in ("pos_embed", "time_text_embed", "context_embedder")]
+    grid_h, grid_w = ops.exact_div(shape.latent_height, patch), ops.exact_div(shape.latent_width, patch)
     n, t = grid_h * grid_w, shape.text_len
-    block = mmdit_joint_block(dim=dim, heads=heads, head_dim=head_dim, image_tokens=n, text_tokens=t,
-                              qk_norm=config["qk_norm"], dual_attention=False)
     dual = set(config["dual_attention_layers"] or ())
     layers = count_int(config, "num_layers")
-    blocks = [mmdit_joint_block(dim=dim, heads=heads, head_dim=head_dim, image_tokens=n, text_tokens=t,
-                                qk_norm=config["qk_norm"], dual_attention=True) if i in dual else block
-              for i in range(layers)]
+    blocks = {d: mmdit_joint_block(dim=dim, heads=heads, head_dim=head_dim, image_tokens=n, text_tokens=t,
+                                   qk_norm=config["qk_norm"], dual_attention=d) for d in {i in dual for i in range(layers)}}
+    extra = config["extra_conditioning_channels"]
     return Node(
         "controlnet",
         children=(
-            Node("pos_embed", children=(Node("proj", ops.conv2d(in_channels, dim, patch, grid_h, grid_w)),)),
-            Node("time_text_embed", children=(
-                mlp_embedder("timestep_embedder", 256, dim),
-                mlp_embedder("text_embedder", positive_int(config, "pooled_projection_dim"), dim),
-            )),
-            Node("context_embedder", ops.linear(t, positive_int(config, "joint_attention_dim"),
-                                                positive_int(config, "caption_projection_dim"))),
+            *kept,
             Node("pos_embed_input", children=(
-                Node("proj", ops.conv2d(in_channels + extra, dim, patch, grid_h, grid_w)),)),
-            module_list("transformer_blocks", blocks),
+                Node("proj", ops.conv2d(positive_int(config, "in_channels") + extra, dim, patch, grid_h, grid_w)),)),
+            module_list("transformer_blocks", [blocks[i in dual] for i in range(layers)]),
             module_list("controlnet_blocks", [Node("block", ops.linear(n, dim, dim))] * layers),
         ),
         formula="sd3_controlnet",
     )
 
 
-loading_rules(
-    "SD3ControlNetModel",
-    # embeddings.py:332 (PatchEmbed): with pos_embed_max_size the sin-cos table of pos_embed_max_size² × d is a
-    # persistent buffer of pos_embed (pos_embed_input has pos_embed_type None: no table)
-    buffers=lambda c: (Buffer("pos_embed.pos_embed", positive_int(c, "pos_embed_max_size") ** 2
-                              * positive_int(c, "num_attention_heads") * positive_int(c, "attention_head_dim"),
-                              "loaded"),),
-    source="diffusers/models/embeddings.py:332",
-)
+# embeddings.py:332 (PatchEmbed): pos_embed's persistent sin-cos table, as the transformer's (pos_embed_input has
+# pos_embed_type None: no table)
+loading_rules("SD3ControlNetModel", buffers=lambda c: rules_of("SD3Transformer2DModel").buffers(c),
+              source="diffusers/models/embeddings.py:332")

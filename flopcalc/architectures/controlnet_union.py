@@ -81,11 +81,13 @@ def residual_attention_block(tokens: Any, width: int, heads: int) -> Node:
     """``ResidualAttentionBlock`` (controlnet_union.py:52-83) on ``tokens`` vectors of one position
     each (``batch_first=False``: a length-1 sequence per vector at batch 1)."""
     head_dim = ops.exact_div(width, heads)
-    attn = (ops.linear(tokens, width, 3 * width, thop_hooked=False) + ops.attention(1, 1, heads, head_dim) * tokens
-            + ops.linear(tokens, width, width, thop_hooked=False))
+    # in_proj_weight / in_proj_bias: bare parameters, F.linear on the tokens; out_proj: an nn.Linear subclass
+    # applied by F.linear (no module call)
+    in_proj = ops.matmul(tokens, width, 3 * width) + ops.parameters(3 * width * width + 3 * width)
     return Node("block", children=(
         Node("ln_1", ops.layer_norm(tokens, width)),
-        Node("attn", attn),
+        Node("attn", in_proj + ops.attention(1, 1, heads, head_dim) * tokens, children=(
+            Node("out_proj", ops.linear(tokens, width, width, thop_hooked=False)),)),
         Node("mlp", children=(
             Node("c_fc", ops.linear(tokens, width, 4 * width)),
             Node("gelu", ops.activation(tokens * 4 * width)),

@@ -54,10 +54,11 @@ def siglip_patches(config: Config) -> int:
 
 
 def _pooling_head(n: int, d: int, heads: int, d_ff: int) -> Node:
-    attention = (ops.linear(1, d, d, thop_hooked=False) + ops.linear(n, d, 2 * d, thop_hooked=False)
-                 + ops.attention(1, n, heads, d // heads) + ops.linear(1, d, d, thop_hooked=False))
+    # in_proj_weight / in_proj_bias: bare parameters, F.linear on the probe (q) and the N tokens (packed k, v)
+    in_proj = ops.matmul(1, d, d) + ops.matmul(n, d, 2 * d) + ops.parameters(3 * d * d + 3 * d)
     return Node("head", ops.parameters(d), children=(
-        Node("attention", attention),
+        Node("attention", in_proj + ops.attention(1, n, heads, d // heads), children=(
+            Node("out_proj", ops.linear(1, d, d, thop_hooked=False)),)),  # an nn.Linear subclass, applied by F.linear
         Node("layernorm", ops.layer_norm(1, d)),
         Node("mlp", ops.activation(d_ff), children=(
             Node("fc1", ops.linear(1, d, d_ff)), Node("fc2", ops.linear(1, d_ff, d)))),
@@ -84,5 +85,6 @@ def siglip_vision_model(config: Config, shape: RunShape) -> Node:
 
 
 # modeling_siglip.py:135: a non-persistent int64 position_ids (1, num_patches)
+# the pooling head's out_proj is a NonDynamicallyQuantizableLinear: bitsandbytes leaves it, quanto converts it
 loading_rules("SiglipVisionModel", buffers=lambda c: (Buffer("embeddings.position_ids", siglip_patches(c), "int64"),),
-              source=SOURCE)
+              not_bnb_quantized=("out_proj",), source=SOURCE)
