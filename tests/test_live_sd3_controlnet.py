@@ -31,6 +31,11 @@ def test_random_sd3_controlnet_configs(tmp_path):
             "qk_norm": rng.choice([None, "rms_norm"]),
             "dual_attention_layers": sorted(rng.sample(range(layers), rng.randint(0, layers))),
         }
+        measured = {}
+        if i == 3:  # an SD3.5 Large-style net: no pos_embed (the transformer's grafted on), no context, single blocks
+            cfg.update(use_pos_embed=False, joint_attention_dim=None, pos_embed_type=None, pos_embed_max_size=None,
+                       dual_attention_layers=[], qk_norm=None)
+            measured = {"pos_embed_max_size": 48}
         pipeline = ("StableDiffusion3ControlNetInpaintingPipeline" if extra else "StableDiffusion3ControlNetPipeline")
         # sides divide by the pipeline's vae_scale_factor × transformer patch size (2 without a transformer: 16);
         # the patch grid stays within pos_embed_max_size
@@ -38,7 +43,7 @@ def test_random_sd3_controlnet_configs(tmp_path):
         seq = rng.randint(1, 40)
         check_plan(write_config(tmp_path, f"controlnet{i}", cfg), "controlnet",
                    Settings(height=h, width=w, max_sequence_length=seq),
-                   {"height": h, "width": w, "text_len": 77 + seq}, index={"_class_name": pipeline})
+                   {"height": h, "width": w, "text_len": 77 + seq, **measured}, index={"_class_name": pipeline})
 
 
 def test_defaults_are_the_class_signature():

@@ -10,7 +10,7 @@ import pytest
 from card_support import Card
 
 import flopcalc
-from flopcalc.errors import FlopcalcError, OptionError
+from flopcalc.errors import OptionError
 from flopcalc.api import estimate_configs
 from flopcalc.pipelines import Settings
 from flopcalc.pipelines.base import plan
@@ -75,13 +75,18 @@ def test_estimate_equals_the_fixture():
     assert r.component("controlnet").params == fx["params"]
 
 
-def test_sd35_large_controlnets_are_refused_with_a_clear_line():
-    # diffusers' scripts/convert_sd3_controlnet_to_diffusers.py: no pos_embed, no context embedder
-    large = {**_controlnet("sd3-controlnet"), "use_pos_embed": False, "joint_attention_dim": None,
-             "pos_embed_type": None, "pos_embed_max_size": None, "num_layers": 19, "num_attention_heads": 38}
-    comps = {**SD3.components(), "controlnet": large}
-    with pytest.raises(FlopcalcError, match="grafts the transformer's pos_embed"):
-        estimate_configs({**SD3.index(), "_class_name": CN}, comps, Settings())
+def test_sd35_large_controlnet_runs_without_text_and_with_the_grafted_pos_embed():
+    # diffusers' scripts/convert_sd3_controlnet_to_diffusers.py: no pos_embed (the transformer's is grafted on),
+    # no context embedder, 19 single blocks on the image tokens
+    folder = REPO / "validation" / "configs" / "sd35-large-controlnet"
+    r = flopcalc.estimate(str(folder), height=768, width=1344)
+    fx = json.loads((REPO / "validation" / "fixtures" / "sd35-large-controlnet" / "controlnet-768x1344.json").read_text())
+    cn = r.component("controlnet")
+    assert 2 * cn.macs_per_run == fx["torch"]["flops"] and cn.params == fx["params"]
+    assert cn.tree.find("context_embedder") is None and cn.tree.find("pos_embed.proj") is not None
+    # the text length does not change its work
+    short = flopcalc.estimate(str(folder), height=768, width=1344, max_sequence_length=77)
+    assert short.component("controlnet").macs_per_run == cn.macs_per_run
 
 
 def test_the_law_matches_the_exact_count():
