@@ -63,6 +63,7 @@ class LoadingRules:
     buffers: Callable[[Config], tuple[Buffer, ...]] | None
     source: str
     not_quantized: tuple[str, ...] = ()
+    not_bnb_quantized: tuple[str, ...] = ()
 
 
 _RULES: dict[str, LoadingRules] = {}
@@ -70,14 +71,17 @@ _RULES: dict[str, LoadingRules] = {}
 
 def loading_rules(class_name: str, *, keep_in_fp32: tuple[str, ...] = (), keep_in_fp32_dtypes: tuple[str, ...] = (
         "fp32", "bf16", "fp16"), buffers: Callable[[Config], tuple[Buffer, ...]] | None = None,
-        source: str, not_quantized: tuple[str, ...] = ()) -> LoadingRules:
+        source: str, not_quantized: tuple[str, ...] = (), not_bnb_quantized: tuple[str, ...] = ()) -> LoadingRules:
     """Declare how ``class_name`` loads (called once, in the family's architecture module). ``not_quantized``: the
     ``nn.Linear`` modules transformers' ``get_keys_to_not_convert`` keeps out of a quantizer (tied weights, the
-    module of the last parameter, the output embeddings; ``transformers/quantizers/base.py:39``)."""
+    module of the last parameter, the output embeddings; ``transformers/quantizers/base.py:39``).
+    ``not_bnb_quantized``: ``nn.Linear`` subclasses of a transformers class (``nn.MultiheadAttention``'s ``out_proj``),
+    which transformers' bitsandbytes integration leaves (it converts ``type(m) is nn.Linear`` only,
+    ``integrations/bitsandbytes.py:189``) and quanto converts."""
     if class_name in _RULES:
         raise RuntimeError(f"loading rules of {class_name} declared twice")
     rules = LoadingRules(class_name, tuple(keep_in_fp32), tuple(keep_in_fp32_dtypes), buffers, source,
-                         tuple(not_quantized))
+                         tuple(not_quantized), tuple(not_bnb_quantized))
     _RULES[class_name] = rules
     return rules
 
@@ -162,7 +166,8 @@ def component_weights(config_values: Mapping[str, Any], *, component: str, dtype
     if fmt is None:
         return ComponentWeights(component, arch.class_name, dtype, params, fp32, param_bytes, tuple(buffers),
                                 buffer_bytes, linear)
-    skip = (*rules.keep_in_fp32, *rules.not_quantized)
+    skip = (*rules.keep_in_fp32, *rules.not_quantized,
+            *(rules.not_bnb_quantized if fmt.library == "bitsandbytes" else ()))
     # a diffusers ModelMixin follows diffusers' quantizer rules; ChatGLMModel (diffusers/pipelines/kolors) and the
     # transformers classes are PreTrainedModels
     quanto_rule = fmt.library == "quanto" and arch.source.startswith("diffusers/models/")

@@ -107,10 +107,9 @@ def test_a_text_encoder_alone_is_measured_from_the_cli(tmp_path, rng):
 
 def test_a_class_without_an_input_builder_says_how_to_add_one(tmp_path):
     _harness()
-    folder = tmp_path / "siglip"  # XLMRobertaModel has an input builder now
+    folder = tmp_path / "dinov2"  # XLMRobertaModel has an input builder now, SiglipVisionModel a formula
     folder.mkdir()
-    (folder / "config.json").write_text(json.dumps({"architectures": ["SiglipVisionModel"],
-                                                    "model_type": "siglip_vision_model"}))
+    (folder / "config.json").write_text(json.dumps({"architectures": ["Dinov2Model"], "model_type": "dinov2"}))
     with pytest.raises(MeasureError, match=r"no formula and no input builder.*flopcalc/measure/inputs/"):
         estimate(str(folder), measure=True)
 
