@@ -19,7 +19,7 @@ with :math:`e` = ``embedding_dim`` (``embedding_proj_dim``), :math:`t` = ``time_
 
 from __future__ import annotations
 
-from flopcalc.config import LAYERS, NULL, RATIO, SIZE, TEXT, Choice, Config, declare_keys, positive_int
+from flopcalc.config import LAYERS, NULL, SIZE, Choice, Config, declare_keys, positive_int
 from flopcalc.cost import Node, module_list
 from flopcalc.errors import UnknownArchitectureError
 from flopcalc.formulas import ops
@@ -51,7 +51,7 @@ DEFAULTS = {
 
 declare_keys("PriorTransformer", {
     "num_attention_heads": SIZE, "attention_head_dim": SIZE, "num_layers": LAYERS, "embedding_dim": SIZE,
-    "num_embeddings": SIZE, "additional_embeddings": SIZE, "dropout": RATIO, "time_embed_act_fn": TEXT,
+    "num_embeddings": SIZE, "additional_embeddings": SIZE,
     "norm_in_type": Choice(None, "layer"), "embedding_proj_norm_type": Choice(None, "layer"),
     "encoder_hid_proj_type": Choice(None, "linear"), "added_emb_type": Choice(None, "prd"),
     "time_embed_dim": SIZE | NULL, "embedding_proj_dim": SIZE | NULL, "clip_embed_dim": SIZE | NULL,

@@ -11,10 +11,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Mapping
 
-from flopcalc.architectures.prior_transformer import prior_tokens
 from flopcalc.architectures.unet_2d_condition import IMAGE_PROJECTION_TOKENS
 from flopcalc.architectures.vq_model import scale_factor
-from flopcalc.errors import FlopcalcError
 from flopcalc.pipelines.base import (
     ComponentRun,
     Plan,
@@ -33,7 +31,8 @@ from flopcalc.registry import RunShape
 #: pipelines pass ``prior_num_inference_steps`` 25 and ``prior_guidance_scale`` 4.0 (the same).
 PRIOR_STEPS = 25
 PRIOR_GUIDANCE = 4.0
-#: ``_encode_prompt``: ``padding="max_length"``, ``tokenizer.model_max_length`` (77, CLIP).
+#: ``_encode_prompt``: ``padding="max_length"``, ``tokenizer.model_max_length`` (77, CLIP): the text
+#: encoder's tokens, and the text states the prior reads (its ``num_embeddings``; + 4 tokens of its own).
 TEXT_LEN = 77
 #: ``KandinskyV22Pipeline`` / ``KandinskyV22Img2ImgPipeline.__call__`` defaults.
 DEFAULT_SIZE = 512
@@ -66,9 +65,7 @@ def _prior_runs(components, s: Settings, prefix: str) -> tuple[list[ComponentRun
     runs = _run(components, f"{p}text_encoder", "forward", "text_encoder", RunShape(seq_len=TEXT_LEN),
                 prompts * (2 if PRIOR_GUIDANCE > 1 else 1),
                 f"{prompts} prompt(s)" + (" + negative" if s.negative_prompt else "") + " × (cond + uncond)")
-    prior = components.get(f"{p}prior")
-    tokens = prior_tokens(prior) if prior is not None else TEXT_LEN + 4
-    runs += _run(components, f"{p}prior", "forward", "denoiser", RunShape(text_len=tokens), steps * passes * embeds,
+    runs += _run(components, f"{p}prior", "forward", "denoiser", RunShape(seq_len=TEXT_LEN), steps * passes * embeds,
                  f"{steps} prior steps × {passes} pass(es) × {embeds} embedding(s)")
     if not s.negative_prompt:
         encoder = components.get(f"{p}image_encoder")
@@ -141,9 +138,6 @@ def kandinsky_v22_prior_pipeline(components: Mapping[str, Mapping[str, Any]], s:
     (``--steps``/``--guidance`` set them here); the size does not apply (it makes image embeddings)."""
     s = replace(s, steps=s.steps or PRIOR_STEPS,
                 guidance_scale=PRIOR_GUIDANCE if s.guidance_scale is None else s.guidance_scale)
-    if s.height is not None or s.width is not None:
-        raise FlopcalcError("KandinskyV22PriorPipeline makes image embeddings: it has no image size (give the size "
-                            "to the decoder or the combined pipeline)")
     passes = cfg_passes(s, s.guidance_scale > 1)
     prompts = s.batch_size * (2 if s.negative_prompt else 1)
     embeds = prompts * s.num_images_per_prompt
@@ -151,9 +145,7 @@ def kandinsky_v22_prior_pipeline(components: Mapping[str, Mapping[str, Any]], s:
                 prompts * (2 if s.guidance_scale > 1 else 1),
                 f"{prompts} prompt(s)" + (" + negative" if s.negative_prompt else "")
                 + (" × (cond + uncond)" if s.guidance_scale > 1 else ""))
-    prior = components.get("prior")
-    tokens = prior_tokens(prior) if prior is not None else TEXT_LEN + 4
-    runs += _run(components, "prior", "forward", "denoiser", RunShape(text_len=tokens), s.steps * passes * embeds,
+    runs += _run(components, "prior", "forward", "denoiser", RunShape(seq_len=TEXT_LEN), s.steps * passes * embeds,
                  f"{s.steps} steps × {passes} pass(es) × {embeds} embedding(s)")
     if not s.negative_prompt:
         encoder = components.get("image_encoder")
@@ -161,6 +153,8 @@ def kandinsky_v22_prior_pipeline(components: Mapping[str, Mapping[str, Any]], s:
         runs += _run(components, "image_encoder", "forward", "image_encoder", RunShape(height=size, width=size), 1,
                      "get_zero_embed: 1 zero image (the negative image embedding)")
     notes = list(missing_notes(components, ["text_encoder", "prior", "image_encoder"]))
+    if s.height is not None or s.width is not None:
+        notes.append("the prior makes image embeddings: the image size does not apply to it")
     return Plan("KandinskyV22PriorPipeline", s, passes, tuple(runs), tuple(notes))
 
 

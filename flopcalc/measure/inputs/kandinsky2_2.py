@@ -11,13 +11,17 @@ from torch import nn
 from flopcalc.measure.harness import TensorSpec, _cfg, _f32, input_builder
 
 
-@input_builder("PriorTransformer", settings=())
+@input_builder("PriorTransformer", settings=("seq_len",))
 def _prior_transformer_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict[str, TensorSpec | None]:
     """hidden_states (1, embedding_dim), timestep (1,), proj_embedding (1, embedding_proj_dim),
     encoder_hidden_states (1, num_embeddings, embedding_dim), as ``KandinskyV22PriorPipeline``
     passes them (``text_embeds`` and ``last_hidden_state`` of the 77-token CLIP text encoder); no
-    ``attention_mask`` (the pipeline's text mask and the causal mask change no dense count)."""
+    ``attention_mask`` (the pipeline's text mask and the causal mask change no dense count).
+    ``seq_len`` is the text length, which must be ``num_embeddings`` (77: what the pipeline passes)."""
     e = _cfg(model, "embedding_dim")
+    if s["seq_len"] != _cfg(model, "num_embeddings"):
+        raise ValueError(f"PriorTransformer is fed num_embeddings={_cfg(model, 'num_embeddings')} text states, "
+                         f"got seq_len={s['seq_len']}")
     return {
         "hidden_states": _f32(1, e),
         "timestep": _f32(1),
