@@ -39,6 +39,9 @@ def added_kv_attention(channels: int, head_dim: int, height: Any, width: Any, *,
     (``attention_processor.py``), ``only_cross_attention=False``."""
     n = height * width
     heads = channels // head_dim
+    if heads == 0 or channels % head_dim:  # the real processor divides by 0 heads / reshapes to C and fails
+        raise ValueError(f"a {channels}-channel added-KV attention needs channels a multiple of its head width "
+                         f"{head_dim}")
     inner = heads * head_dim
     children = (
         Node("group_norm", ops.group_norm(channels, n)),

@@ -13,6 +13,7 @@ from typing import Any, Mapping
 
 from flopcalc.architectures.unet_2d_condition import IMAGE_PROJECTION_TOKENS
 from flopcalc.architectures.vq_model import scale_factor
+from flopcalc.errors import OptionError
 from flopcalc.pipelines.base import (
     ComponentRun,
     Plan,
@@ -123,6 +124,13 @@ def _decoder(components, s: Settings, name: str, images: int,
     return s, runs, notes
 
 
+def _no_strength(s: Settings, name: str) -> None:
+    """The inpainting pipelines' ``__call__`` take no ``strength``: every step runs."""
+    if s.strength is not None:
+        raise OptionError(f"--strength does not apply to {name}: its __call__ takes no strength (every step runs "
+                          "on the latent concatenated with the masked image and the mask)")
+
+
 def _decoder_plan(components, s: Settings, name: str, inpaint: bool = False) -> Plan:
     images = s.batch_size * s.num_images_per_prompt
     s, runs, notes = _decoder(components, s, name, images, inpaint)
@@ -205,13 +213,13 @@ def kandinsky_v22_pipeline(components: Mapping[str, Mapping[str, Any]], s: Setti
 
 
 @register_pipeline("KandinskyV22InpaintPipeline", denoisers=("UNet2DConditionModel",), component="unet",
-                   when=lambda cfg: cfg.get("addition_embed_type") == "image" and cfg.get("in_channels") == 9,
-                   refuses={"strength": "KandinskyV22InpaintPipeline runs every step (it takes no strength)"})
+                   when=lambda cfg: cfg.get("addition_embed_type") == "image" and cfg.get("in_channels") == 9)
 def kandinsky_v22_inpaint_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                                    index: Mapping[str, Any] | None = None) -> Plan:
     """``KandinskyV22InpaintPipeline.__call__`` (pipeline_kandinsky2_2_inpainting.py): 512², 100 steps,
     guidance 4.0; the masked image resized to height × width and ``movq.encode``-d once per prompt; the
     9-channel UNet takes [latent, masked-image latent, mask] every step (the mask is interpolated, no MACs)."""
+    _no_strength(s, "KandinskyV22InpaintPipeline")
     return _decoder_plan(components, s, "KandinskyV22InpaintPipeline", inpaint=True)
 
 
@@ -259,12 +267,12 @@ def kandinsky_v22_combined_pipeline(components: Mapping[str, Mapping[str, Any]],
                           else "KandinskyV22Img2ImgCombinedPipeline")
 
 
-@register_pipeline("KandinskyV22InpaintCombinedPipeline",
-                   refuses={"strength": "KandinskyV22InpaintCombinedPipeline runs every step (it takes no strength)"})
+@register_pipeline("KandinskyV22InpaintCombinedPipeline")
 def kandinsky_v22_inpaint_combined_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                                             index: Mapping[str, Any] | None = None) -> Plan:
     """``KandinskyV22InpaintCombinedPipeline.__call__``: the prior at its defaults, then
     ``KandinskyV22InpaintPipeline`` (512², 100 steps, guidance 4.0) on the 9-channel inpainting UNet."""
+    _no_strength(s, "KandinskyV22InpaintCombinedPipeline")
     return _combined_plan(components, s, "KandinskyV22InpaintCombinedPipeline", inpaint=True)
 
 
