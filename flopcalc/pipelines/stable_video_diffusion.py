@@ -33,7 +33,8 @@ DEFAULT_FRAMES = 25
 IMAGE_TOKENS = 1
 
 
-@register_pipeline(NAME, denoisers=("UNetSpatioTemporalConditionModel",), component="unet", options=("num_frames",))
+@register_pipeline(NAME, denoisers=("UNetSpatioTemporalConditionModel",), component="unet",
+                   options=("num_frames", "decode_chunk_size"))
 def stable_video_diffusion_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                                     index: Mapping[str, Any] | None = None) -> Plan:
     """``StableVideoDiffusionPipeline.__call__``: 576×1024, ``num_frames`` = ``unet.config.num_frames``
@@ -48,8 +49,9 @@ def stable_video_diffusion_pipeline(components: Mapping[str, Mapping[str, Any]],
     * ``added_time_ids`` (fps − 1, ``motion_bucket_id``, ``noise_aug_strength``): three sinusoidal embeddings
       into ``add_embedding``, no work that depends on their values;
     * the UNet ``steps × passes`` per video on ``num_frames`` latent frames (no temporal compression);
-    * ``decode_latents``: ``vae.decode`` on chunks of ``decode_chunk_size`` frames, by default all
-      ``num_frames`` of a video in one call.
+    * ``decode_latents``: the latents of all videos flattened to ``videos × num_frames`` frames, ``vae.decode``
+      on consecutive chunks of ``decode_chunk_size`` of them (the last one shorter), by default
+      ``num_frames``: one call per video. The temporal decoder's ``Conv3d`` s mix the frames of a chunk only.
 
     It takes no ``strength`` (every step runs) and no text."""
     if s.strength is not None:
@@ -87,9 +89,27 @@ def stable_video_diffusion_pipeline(components: Mapping[str, Mapping[str, Any]],
             notes.append(f"the {latent_h}×{latent_w} latent does not halve evenly {levels} times: the UNet's up "
                          "blocks interpolate to the skip connections' sizes (forward_upsample_size)")
     if "vae" in components:
-        runs.append(ComponentRun("vae", component_class(components, "vae") or "?", "decode", "vae_decoder",
-                                 RunShape(latent_height=latent_h, latent_width=latent_w, frames=frames), videos,
-                                 f"{videos} video(s): decode_latents, one chunk of {frames} frames each"))
+        runs += _decode_runs(components, s, latent_h, latent_w, videos)
     notes.append(f"guidance rises from min_guidance_scale 1.0 to max_guidance_scale {s.guidance_scale} across the "
                  "frames; the UNet runs on the doubled batch whenever the maximum exceeds 1")
     return Plan(NAME, s, passes, tuple(runs), tuple(notes))
+
+
+def _decode_runs(components, s: Settings, latent_h, latent_w, videos) -> list[ComponentRun]:
+    """``decode_latents`` (pipeline_stable_video_diffusion.py): ``range(0, videos · num_frames,
+    decode_chunk_size)``, one ``vae.decode(chunk, num_frames=len(chunk))`` each: the full chunks, then the
+    remainder."""
+    total = videos * s.num_frames
+    chunk = s.decode_chunk_size or s.num_frames
+    if s.symbolic and s.decode_chunk_size is not None:
+        raise OptionError("--decode-chunk-size splits the frames by floor division: no closed-form law in F; use "
+                          "the numeric estimate")
+    full, rest = (videos, 0) if s.decode_chunk_size is None else (total // chunk, total % chunk)
+    cls = component_class(components, "vae") or "?"
+    runs = []
+    for count, frames in ((full, min(chunk, total)), (1 if rest else 0, rest)):
+        if count:
+            runs.append(ComponentRun("vae", cls, "decode", "vae_decoder",
+                                     RunShape(latent_height=latent_h, latent_width=latent_w, frames=frames), count,
+                                     f"decode_latents: {count} chunk(s) of {frames} frame(s) of {videos} video(s)"))
+    return runs
