@@ -7,7 +7,9 @@ shape's ``frames``: the frames of one call)."""
 from __future__ import annotations
 
 from flopcalc.architectures.autoencoder_kl import _check_encodable
-from flopcalc.config import FLAG, LAYERS, NAMES, SIZE, SIZES, Config, ListOf, Real, count_int, declare_keys, positive_int
+from flopcalc.config import (
+    FLAG, LAYERS, NAMES, SIZE, SIZES, Config, ListOf, Real, count_int, declare_keys, positive_int,
+)
 from flopcalc.cost import Node
 from flopcalc.errors import UnknownArchitectureError
 from flopcalc.formulas import ops

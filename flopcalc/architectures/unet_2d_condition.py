@@ -101,6 +101,19 @@ def _per_layer(value: Any, n: int, key: str, component: str) -> list[int]:
     return list(value[:n])
 
 
+def block_types(config: Config, levels: int, supported: tuple[str, ...]) -> tuple[list[str], list[str]]:
+    """``down_block_types`` and ``up_block_types``, one per level and each of a ``supported`` kind."""
+    down, up = list(config["down_block_types"]), list(config["up_block_types"])
+    if len(down) != levels or len(up) != levels:
+        raise ConfigError(f"{config.component}/config.json: down/up_block_types must have one entry per "
+                          "block_out_channels")
+    for kind in down + up:
+        if kind not in supported:
+            raise UnknownArchitectureError(f"{config.component}: UNet block type {kind!r} is not supported yet "
+                                           f"(supported: {', '.join(supported)}).")
+    return down, up
+
+
 def _known_mismatch(a: tuple, b: tuple) -> bool:
     """Two sizes that are numbers and differ (a law's sizes are taken as the plan made them: divisible)."""
     return all(isinstance(v, int) for v in a + b) and a != b
@@ -154,9 +167,10 @@ def _embeddings(config: Config, c0: int, text_tokens: Any, hint_size: tuple | No
         nodes.append(image_time_embedding(positive_int(config, "encoder_hid_dim"), ted, hint_size))
     cad = config["cross_attention_dim"]
     cad = cad if isinstance(cad, int) else cad[0]
-    if config["encoder_hid_dim_type"] == "text_proj" or (config["encoder_hid_dim"] and not config["encoder_hid_dim_type"]):
+    hid_type = config["encoder_hid_dim_type"]
+    if hid_type == "text_proj" or (config["encoder_hid_dim"] and not hid_type):
         nodes.append(Node("encoder_hid_proj", ops.linear(text_tokens, positive_int(config, "encoder_hid_dim"), cad)))
-    elif config["encoder_hid_dim_type"] == "image_proj":
+    elif hid_type == "image_proj":
         # ImageProjection (embeddings.py:1280): one image embedding → 32 context vectors, LayerNormed
         nodes.append(Node("encoder_hid_proj", children=(
             Node("image_embeds", ops.linear(1, positive_int(config, "encoder_hid_dim"), IMAGE_PROJECTION_TOKENS * cad)),
@@ -211,15 +225,9 @@ declare_keys("UNet2DConditionModel", {
 def unet_2d_condition(config: Config, shape: RunShape) -> Node:
     _unsupported(config)
     comp = config.component
-    down_types, up_types = list(config["down_block_types"]), list(config["up_block_types"])
     channels = [int(c) for c in config["block_out_channels"]]
     nb = len(channels)
-    if len(down_types) != nb or len(up_types) != nb:
-        raise ConfigError(f"{comp}/config.json: down/up_block_types must have one entry per block_out_channels")
-    for t in down_types + up_types:
-        if t not in DOWN + UP:
-            raise UnknownArchitectureError(f"{comp}: UNet block type {t!r} is not supported yet "
-                                           f"(supported: {', '.join(DOWN + UP)}).")
+    down_types, up_types = block_types(config, nb, DOWN + UP)
     if config["mid_block_type"] not in MID:
         raise UnknownArchitectureError(f"{comp}: mid_block_type {config['mid_block_type']!r} is not supported yet.")
 

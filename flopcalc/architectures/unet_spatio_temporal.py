@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from flopcalc.config import LAYERS, LAYER_COUNTS, NAMES, SIZE, SIZES, Config, ListOf, declare_keys, positive_int
 from flopcalc.cost import Node, module_list
-from flopcalc.errors import ConfigError, UnknownArchitectureError
+from flopcalc.architectures.unet_2d_condition import _per_block as per_block, block_types
+from flopcalc.errors import ConfigError
 from flopcalc.formulas import ops
 from flopcalc.formulas.conditioning import mlp_embedder
 from flopcalc.formulas.spatio_temporal import per_frames, spatio_temporal_res_block, transformer_spatio_temporal
@@ -55,12 +56,7 @@ declare_keys("UNetSpatioTemporalConditionModel", {
 
 
 def _per_block(config: Config, key: str, n: int) -> list:
-    value = config[key]
-    if isinstance(value, (list, tuple)):
-        if len(value) != n:
-            raise ConfigError(f"{config.component}/config.json: {key!r} has {len(value)} entries for {n} blocks")
-        return list(value)
-    return [value] * n
+    return per_block(config[key], n, key, config.component)
 
 
 @register("UNetSpatioTemporalConditionModel", role="denoiser", defaults=DEFAULTS, source=SOURCE,
@@ -69,13 +65,7 @@ def unet_spatio_temporal(config: Config, shape: RunShape) -> Node:
     comp = config.component
     channels = [int(c) for c in config["block_out_channels"]]
     nb = len(channels)
-    down_types, up_types = list(config["down_block_types"]), list(config["up_block_types"])
-    if len(down_types) != nb or len(up_types) != nb:
-        raise ConfigError(f"{comp}/config.json: down/up_block_types need one entry per block_out_channels")
-    for kind in down_types + up_types:
-        if kind not in DOWN + UP:
-            raise UnknownArchitectureError(f"{comp}: block type {kind!r} is not supported "
-                                           f"(supported: {', '.join(DOWN + UP)}).")
+    down_types, up_types = block_types(config, nb, DOWN + UP)
     heads = _per_block(config, "num_attention_heads", nb)
     cross = _per_block(config, "cross_attention_dim", nb)
     lpb = _per_block(config, "layers_per_block", nb)

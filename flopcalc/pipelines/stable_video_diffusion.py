@@ -84,7 +84,8 @@ def stable_video_diffusion_pipeline(components: Mapping[str, Mapping[str, Any]],
         runs.append(ComponentRun("unet", component_class(components, "unet") or "?", "forward", "denoiser",
                                  RunShape(latent_height=latent_h, latent_width=latent_w, text_len=IMAGE_TOKENS,
                                           latent_frames=frames),
-                                 s.steps * passes * videos, f"{s.steps} steps × {passes} pass(es) × {videos} video(s)"))
+                                 s.steps * passes * videos,
+                                 f"{s.steps} steps × {passes} pass(es) × {videos} video(s)"))
         if not s.symbolic and (latent_h % 2 ** levels or latent_w % 2 ** levels):
             notes.append(f"the {latent_h}×{latent_w} latent does not halve evenly {levels} times: the UNet's up "
                          "blocks interpolate to the skip connections' sizes (forward_upsample_size)")
