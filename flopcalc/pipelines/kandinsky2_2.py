@@ -60,7 +60,8 @@ def _prior_runs(components, s: Settings, prefix: str) -> tuple[list[ComponentRun
     without a negative prompt ``get_zero_embed`` runs the image encoder once on a zero image."""
     p = prefix
     steps = PRIOR_STEPS
-    passes = cfg_passes(s, PRIOR_GUIDANCE > 1)
+    # the prior's own guidance (prior_guidance_scale 4.0): two passes whatever the decoder's (not the law's P)
+    passes = 2 if PRIOR_GUIDANCE > 1 else 1
     prompts = s.batch_size * (2 if s.negative_prompt else 1)
     embeds = prompts * s.num_images_per_prompt
     runs = _run(components, f"{p}text_encoder", "forward", "text_encoder", RunShape(seq_len=TEXT_LEN),
