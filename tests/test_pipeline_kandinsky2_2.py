@@ -146,3 +146,22 @@ def test_decoder_unet_is_not_planned_as_stable_diffusion():
     assert r.pipeline.startswith("KandinskyV22Pipeline")
     r = estimate_configs(None, _configs(INPAINT, ("unet",)), Settings())
     assert r.pipeline.startswith("KandinskyV22InpaintPipeline")
+
+
+def test_training_counts_the_image_embedding_unet_and_refuses_what_its_graph_does_not_describe(tmp_path):
+    """The decoder UNet's forward + backward is measured (validation/fixtures/training/kandinsky-2.2) without
+    checkpointing; UNetMidBlock2DSimpleCrossAttn checkpoints none of its resnets and image_hint feeds conv_in
+    through trained convolutions: both refused rather than counted wrong."""
+    from flopcalc.errors import FlopcalcError
+    from flopcalc.training import train
+
+    folder = tmp_path / "decoder"
+    (folder / "unet").mkdir(parents=True)
+    (folder / "unet" / "config.json").write_text((CARD / "unet" / "config.json").read_text())
+    (folder / "model_index.json").write_text(json.dumps({"_class_name": "KandinskyV22Pipeline",
+                                                         "unet": ["diffusers", "UNet2DConditionModel"]}))
+    assert train(str(folder), height=256, width=256).trained.backward_macs > 0
+    with pytest.raises(FlopcalcError, match="UNetMidBlock2DSimpleCrossAttn"):
+        train(str(folder), height=256, width=256, gradient_checkpointing=True)
+    with pytest.raises(FlopcalcError, match="image_hint"):
+        train(str(CONTROLNET), height=256, width=256)

@@ -354,13 +354,28 @@ def unet_2d_condition(config: Config, shape: RunShape) -> Node:
     return Node("unet", children=tuple(children), formula="unet_2d_condition")
 
 
+def _untrained_variants(tree: Node, checkpointing: bool) -> str | None:
+    """Kandinsky 2.2's UNets, measured forward + backward (validation/configs/kandinsky-2.2-*-tiny): the
+    image-embedding one matches the graph below without checkpointing; with ``image_hint`` the hint's
+    convolutions make ``conv_in``'s input need a gradient, and ``UNetMidBlock2DSimpleCrossAttn`` wraps none
+    of its resnets (unet_2d_blocks.py), which the patterns below cannot tell apart."""
+    add = tree.find("add_embedding")
+    if add is not None and add.find("input_hint_block") is not None:
+        return "addition_embed_type image_hint (the control hint feeds conv_in through trained convolutions)"
+    mid = tree.find("mid_block")
+    if checkpointing and mid is not None and mid.formula == "UNetMidBlock2DSimpleCrossAttn":
+        return ("gradient checkpointing with UNetMidBlock2DSimpleCrossAttn (it checkpoints none of its resnets); "
+                "without --gradient-checkpointing it is counted")
+    return None
+
+
 gradient_graph(
     "UNet2DConditionModel",
     # unet_2d_condition.py:1082, 922, 1108: time_embedding and add_embedding read sinusoidal projections
     # (and SDXL's pooled text embedding), conv_in the latents; every cross-attention's to_k/to_v reads the
     # text encoder states as given (no encoder_hid_proj in the supported configs)
     input_layers=("conv_in", "time_embedding.linear_1", "add_embedding.linear_1", "**.attn2.to_k",
-                  "**.attn2.to_v"),
+                  "**.attn2.to_v", "add_embedding.image_proj", "encoder_hid_proj.image_embeds"),
     # unet_2d_blocks.py: each resnet of the down/up blocks is checkpointed, of the mid block all but the first
     # (UNetMidBlock2DCrossAttn.forward runs resnets[0] directly); transformer_2d.py:416: each
     # BasicTransformerBlock. Not recomputed (torch's early stop): a resnet's conv_shortcut, else its conv2;
@@ -370,4 +385,5 @@ gradient_graph(
                   Checkpointed("mid_block.resnets.1:", ("conv_shortcut", "conv2")),
                   Checkpointed("**.transformer_blocks.*", ("ff.net.2",))),
     source="diffusers/models/unets/unet_2d_condition.py:1082-1108, unet_2d_blocks.py, transformer_2d.py:416",
+    refuses=_untrained_variants,
 )
