@@ -122,6 +122,7 @@ def estimate(
     image_guidance_scale: float | None = None,
     ensemble_size: int | None = None,
     processing_resolution: int | None = None,
+    decode_chunk_size: int | None = None,
     convention: str = "torch",
     revision: str | None = None,
     token: str | None = None,
@@ -146,7 +147,7 @@ def estimate(
                         vae_tiling=vae_tiling, pag_scale=pag_scale,
                         pag_applied_layers=None if pag_applied_layers is None else layer_ids(pag_applied_layers),
                         image_guidance_scale=image_guidance_scale, ensemble_size=ensemble_size,
-                        processing_resolution=processing_resolution)
+                        processing_resolution=processing_resolution, decode_chunk_size=decode_chunk_size)
     return estimate_configs(source.model_index, source.components, settings, convention=convention,
                             model=source.name, source_kind=source.kind, revision=source.revision,
                             source_notes=source.notes, missing=tuple(source.missing),

@@ -23,6 +23,7 @@ module by module, and the validation (``validation/fixtures/training``) checks i
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -44,12 +45,15 @@ class GradientGraph:
     ``input_layers``: module path patterns (dotted; ``*`` = any one part, ``**`` = any number of parts)
     of the layers whose input is a model input and so needs no gradient. ``checkpointed``: the modules
     ``enable_gradient_checkpointing()`` wraps. ``source``: where the real module does this.
+    ``refuses``: for a tree and the checkpointing switch, why this graph does not describe that model
+    (a config of the class whose autograd it was not validated on), or None.
     """
 
     class_name: str
     input_layers: tuple[str, ...]
     checkpointed: tuple[Checkpointed, ...]
     source: str
+    refuses: Callable[[Node, bool], str | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -73,13 +77,14 @@ _GRAPHS: dict[str, GradientGraph] = {}
 
 
 def gradient_graph(class_name: str, *, input_layers: tuple[str, ...],
-                   checkpointed: tuple[str | Checkpointed, ...], source: str) -> GradientGraph:
+                   checkpointed: tuple[str | Checkpointed, ...], source: str,
+                   refuses: Callable[[Node, bool], str | None] | None = None) -> GradientGraph:
     """Declare the gradient graph of ``class_name`` (called once, in the family's architecture module);
     a plain string in ``checkpointed`` is a wrapped module recomputed in full."""
     if class_name in _GRAPHS:
         raise RuntimeError(f"gradient graph of {class_name} declared twice")
     wrapped = tuple(c if isinstance(c, Checkpointed) else Checkpointed(c) for c in checkpointed)
-    graph = GradientGraph(class_name, tuple(input_layers), wrapped, source)
+    graph = GradientGraph(class_name, tuple(input_layers), wrapped, source, refuses)
     _GRAPHS[class_name] = graph
     return graph
 
@@ -155,6 +160,9 @@ def _recomputed(item: Node, spec: Checkpointed) -> int:
 def backward(tree: Node, graph: GradientGraph, *, checkpointing: bool = False) -> Backward:
     """The backward MACs of ``tree`` (a forward cost tree, root = the component) when every
     parameter is trained."""
+    why = graph.refuses(tree, checkpointing) if graph.refuses is not None else None
+    if why:
+        raise FlopcalcError(f"training FLOPs are not validated for this {graph.class_name}: {why}")
     inputs = [tuple(p.split(".")) for p in graph.input_layers]
     wrapped = [(tuple(c.pattern.split(".")), c) for c in graph.checkpointed]
     acc = {"weight": 0, "input": 0, "attention": 0, "recompute": 0, "skipped": 0}

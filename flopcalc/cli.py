@@ -96,6 +96,8 @@ def _parser() -> argparse.ArgumentParser:
                                                   "steps of the schedule (SD, SDXL, Kolors, CogVideoX, Wan: int(steps × strength); FLUX, SD3: "
                                                   "steps − int(steps − steps × strength))")
     e.add_argument("--num-frames", type=_positive_int, help="video: frames to generate (default: the pipeline's)")
+    e.add_argument("--decode-chunk-size", type=_positive_int,
+                   help="Stable Video Diffusion: latent frames per VAE decode call (default: all of a video's)")
     tiling = e.add_mutually_exclusive_group()
     tiling.add_argument("--vae-tiling", dest="vae_tiling", action="store_true", default=None,
                         help="video: decode in tiles and temporal chunks")
@@ -227,8 +229,8 @@ def _estimate(args: argparse.Namespace) -> int:
         strength=args.strength, resolution_binning=args.resolution_binning, num_frames=args.num_frames,
         vae_tiling=args.vae_tiling, pag_scale=args.pag_scale, pag_applied_layers=args.pag_applied_layers,
         image_guidance_scale=args.image_guidance_scale, ensemble_size=args.ensemble_size,
-        processing_resolution=args.processing_resolution, convention=args.convention, revision=args.revision,
-        measure=args.measure,
+        processing_resolution=args.processing_resolution, decode_chunk_size=args.decode_chunk_size,
+        convention=args.convention, revision=args.revision, measure=args.measure,
     )
     sys.stdout.write(render(report, args.format, per_block=args.per_block, depth=args.depth))
     return 0

@@ -24,10 +24,11 @@ from flopcalc.config import (
     count_int, declare_keys, positive_int,
 )
 from flopcalc.cost import Node, module_list
-from flopcalc.errors import ConfigError, UnknownArchitectureError
+from flopcalc.errors import ConfigError, ResolutionError, UnknownArchitectureError
 from flopcalc.formulas import ops
 from flopcalc.formulas.conditioning import mlp_embedder
 from flopcalc.formulas.resnet_block import resnet_block
+from flopcalc.formulas.unet_added_kv_blocks import added_kv_block, added_kv_mid_block, resnet_resample
 from flopcalc.formulas.unet_blocks import (
     downsample,
     spatial_transformer,
@@ -74,9 +75,14 @@ DEFAULTS = {
     "mid_block_only_cross_attention": None,
     "cross_attention_norm": None,
 }
-DOWN = ("CrossAttnDownBlock2D", "DownBlock2D")
-UP = ("CrossAttnUpBlock2D", "UpBlock2D")
-MID = ("UNetMidBlock2DCrossAttn", "UNetMidBlock2D", None)
+DOWN = ("CrossAttnDownBlock2D", "DownBlock2D", "SimpleCrossAttnDownBlock2D", "ResnetDownsampleBlock2D")
+UP = ("CrossAttnUpBlock2D", "UpBlock2D", "SimpleCrossAttnUpBlock2D", "ResnetUpsampleBlock2D")
+MID = ("UNetMidBlock2DCrossAttn", "UNetMidBlock2D", "UNetMidBlock2DSimpleCrossAttn", None)
+#: Blocks whose sampler is a ResNet (``down=True`` / ``up=True``) and whose attention has added K/V.
+ADDED_KV_DOWN = ("SimpleCrossAttnDownBlock2D", "ResnetDownsampleBlock2D")
+ADDED_KV_UP = ("SimpleCrossAttnUpBlock2D", "ResnetUpsampleBlock2D")
+#: ``ImageProjection(num_image_text_embeds=32)`` (embeddings.py): the ``image_proj`` context is 32 vectors.
+IMAGE_PROJECTION_TOKENS = 32
 
 
 def _per_block(value: Any, n: int, key: str, component: str) -> list:
@@ -98,14 +104,32 @@ def _per_layer(value: Any, n: int, key: str, component: str) -> list[int]:
     return list(value[:n])
 
 
+def block_types(config: Config, levels: int, supported: tuple[str, ...]) -> tuple[list[str], list[str]]:
+    """``down_block_types`` and ``up_block_types``, one per level and each of a ``supported`` kind."""
+    down, up = list(config["down_block_types"]), list(config["up_block_types"])
+    if len(down) != levels or len(up) != levels:
+        raise ConfigError(f"{config.component}/config.json: down/up_block_types must have one entry per "
+                          "block_out_channels")
+    for kind in down + up:
+        if kind not in supported:
+            raise UnknownArchitectureError(f"{config.component}: UNet block type {kind!r} is not supported yet "
+                                           f"(supported: {', '.join(supported)}).")
+    return down, up
+
+
+def _known_mismatch(a: tuple, b: tuple) -> bool:
+    """Two sizes that are numbers and differ (a law's sizes are taken as the plan made them: divisible)."""
+    return all(isinstance(v, int) for v in a + b) and a != b
+
+
 def _unsupported(config: Config) -> None:
     checks = {
         "dual_cross_attention": lambda v: bool(v),
         "attention_type": lambda v: v != "default",
         "cross_attention_norm": lambda v: v is not None,
         "time_embedding_type": lambda v: v != "positional",
-        "addition_embed_type": lambda v: v not in (None, "text_time"),
-        "encoder_hid_dim_type": lambda v: v not in (None, "text_proj"),
+        "addition_embed_type": lambda v: v not in (None, "text_time", "image", "image_hint"),
+        "encoder_hid_dim_type": lambda v: v not in (None, "text_proj", "image_proj"),
         "class_embeddings_concat": lambda v: bool(v),
     }
     for key, bad in checks.items():
@@ -114,8 +138,9 @@ def _unsupported(config: Config) -> None:
                 f"{config.component}: UNet2DConditionModel with {key}={config[key]!r} is not supported yet.")
 
 
-def _embeddings(config: Config, c0: int, text_tokens: Any) -> tuple[list[Node], int]:
+def _embeddings(config: Config, c0: int, text_tokens: Any, hint_size: tuple | None) -> tuple[list[Node], int]:
     """time_embedding, class_embedding, add_embedding, encoder_hid_proj; and the time-embedding width.
+    ``hint_size``: the control image's size (``addition_embed_type: image_hint``), else None.
     With ``time_cond_proj_dim`` (LCM's guidance embedding ``w``) ``time_embedding.cond_proj`` maps the
     ``timestep_cond`` vector to the sinusoid's width before ``linear_1`` (``embeddings.py:1042,1060-1062``,
     ``TimestepEmbedding.forward``): every pipeline loading such a UNet passes ``timestep_cond``
@@ -138,12 +163,21 @@ def _embeddings(config: Config, c0: int, text_tokens: Any) -> tuple[list[Node], 
         nodes.append(Node("class_embedding", ops.linear(1, proj_dim(), ted)))
     elif kind not in (None, "identity"):
         raise UnknownArchitectureError(f"{config.component}: class_embed_type {kind!r} is not supported yet.")
-    if config["addition_embed_type"] == "text_time":
+    addition = config["addition_embed_type"]
+    if addition == "text_time":
         nodes.append(mlp_embedder("add_embedding", proj_dim(), ted))
-    if config["encoder_hid_dim_type"] == "text_proj" or (config["encoder_hid_dim"] and not config["encoder_hid_dim_type"]):
-        cad = config["cross_attention_dim"]
-        nodes.append(Node("encoder_hid_proj", ops.linear(text_tokens, positive_int(config, "encoder_hid_dim"),
-                                                         cad if isinstance(cad, int) else cad[0])))
+    elif addition in ("image", "image_hint"):
+        nodes.append(image_time_embedding(positive_int(config, "encoder_hid_dim"), ted, hint_size))
+    cad = config["cross_attention_dim"]
+    cad = cad if isinstance(cad, int) else cad[0]
+    hid_type = config["encoder_hid_dim_type"]
+    if hid_type == "text_proj" or (config["encoder_hid_dim"] and not hid_type):
+        nodes.append(Node("encoder_hid_proj", ops.linear(text_tokens, positive_int(config, "encoder_hid_dim"), cad)))
+    elif hid_type == "image_proj":
+        # ImageProjection (embeddings.py:1280): one image embedding → 32 context vectors, LayerNormed
+        nodes.append(Node("encoder_hid_proj", children=(
+            Node("image_embeds", ops.linear(1, positive_int(config, "encoder_hid_dim"), IMAGE_PROJECTION_TOKENS * cad)),
+            Node("norm", ops.layer_norm(IMAGE_PROJECTION_TOKENS, cad)))))
     return nodes, ted
 
 
@@ -175,6 +209,30 @@ def _identity_layers(config: Config, shape: RunShape, down_types: list, up_types
 
 supports_perturbation("UNet2DConditionModel")
 
+
+#: ``ImageHintTimeEmbedding.input_hint_block`` (embeddings.py:1648): (in, out, stride) of its 3×3 convolutions.
+HINT_CONVS = ((3, 16, 1), (16, 16, 1), (16, 32, 2), (32, 32, 1), (32, 96, 2), (96, 96, 1), (96, 256, 2), (256, 4, 1))
+
+
+def image_time_embedding(image_dim: int, ted: int, hint_size: tuple | None) -> Node:
+    """``ImageTimeEmbedding`` (``addition_embed_type: image``, embeddings.py:1630): ``image_proj``
+    (image embedding → time width) and ``image_norm``; ``ImageHintTimeEmbedding`` (``image_hint``,
+    embeddings.py:1643) adds ``input_hint_block``, eight 3×3 convolutions (padding 1, three of stride 2)
+    from the ``hint_size`` control image down to the 4-channel map concatenated to the latent."""
+    children = [Node("image_proj", ops.linear(1, image_dim, ted)), Node("image_norm", ops.layer_norm(1, ted))]
+    if hint_size is not None:
+        h, w = hint_size
+        convs = []
+        for i, (c_in, c_out, stride) in enumerate(HINT_CONVS):
+            h, w = ops.conv_output_size(h, 3, stride, 1), ops.conv_output_size(w, 3, stride, 1)
+            cost = ops.conv2d(c_in, c_out, 3, h, w)
+            if i < len(HINT_CONVS) - 1:  # an nn.SiLU follows every convolution but the last
+                cost = cost + ops.activation(c_out * h * w)
+            convs.append(Node(str(2 * i), cost))
+        children.append(Node("input_hint_block", children=tuple(convs)))
+    return Node("add_embedding", children=tuple(children))
+
+
 #: Every config key ``UNet2DConditionModel`` reads (assemblers and pipeline plan), as
 #: :func:`flopcalc.config.declare_keys` validates it.
 declare_keys("UNet2DConditionModel", {
@@ -199,19 +257,17 @@ declare_keys("UNet2DConditionModel", {
 def unet_2d_condition(config: Config, shape: RunShape) -> Node:
     _unsupported(config)
     comp = config.component
-    down_types, up_types = list(config["down_block_types"]), list(config["up_block_types"])
     channels = [int(c) for c in config["block_out_channels"]]
     nb = len(channels)
-    if len(down_types) != nb or len(up_types) != nb:
-        raise ConfigError(f"{comp}/config.json: down/up_block_types must have one entry per block_out_channels")
-    for t in down_types + up_types:
-        if t not in DOWN + UP:
-            raise UnknownArchitectureError(f"{comp}: UNet block type {t!r} is not supported yet "
-                                           f"(supported: {', '.join(DOWN + UP)}).")
+    down_types, up_types = block_types(config, nb, DOWN + UP)
     if config["mid_block_type"] not in MID:
         raise UnknownArchitectureError(f"{comp}: mid_block_type {config['mid_block_type']!r} is not supported yet.")
 
     heads = _per_block(config["num_attention_heads"] or config["attention_head_dim"], nb, "attention_head_dim", comp)
+    # the added-KV blocks take attention_head_dim itself as the head width (or the block's channels when
+    # null), the up blocks *not* reversed (unet_2d_condition.py:391, 416, 474)
+    head_dims = [d if d is not None else channels[i] for i, d in enumerate(
+        _per_block(config["attention_head_dim"], nb, "attention_head_dim", comp))]
     cross = _per_block(config["cross_attention_dim"], nb, "cross_attention_dim", comp)
     lpb = _per_block(config["layers_per_block"], nb, "layers_per_block", comp)
     tlpb = _per_block(config["transformer_layers_per_block"], nb, "transformer_layers_per_block", comp)
@@ -223,16 +279,22 @@ def unet_2d_condition(config: Config, shape: RunShape) -> Node:
     only = [bool(v) for v in _per_block(config["only_cross_attention"], nb, "only_cross_attention", comp)]
     linear = bool(config["use_linear_projection"])
     scale_shift = config["resnet_time_scale_shift"] == "scale_shift"
-    t = shape.text_len
+    # image_proj replaces encoder_hidden_states by the projected image embedding (unet_2d_condition.py:956)
+    t = IMAGE_PROJECTION_TOKENS if config["encoder_hid_dim_type"] == "image_proj" else shape.text_len
     c0 = channels[0]
-
-    embeddings, temb = _embeddings(config, c0, t)
     h, w = shape.latent_height, shape.latent_width
     identity = _identity_layers(config, shape, down_types, up_types, lpb, tlpb, rev_tlpb)
+    # image_hint: the control image is at the generated size, 8× the latent (three stride-2 convolutions)
+    hint = (8 * h, 8 * w) if config["addition_embed_type"] == "image_hint" else None
+
+    embeddings, temb = _embeddings(config, c0, t, hint)
 
     def attn(i: int, only_cross: bool) -> dict:
         return {"heads": heads[i], "context_tokens": t, "context_dim": cross[i], "linear_projection": linear,
                 "only_cross_attention": only_cross}
+
+    def added_kv(i: int, up: bool = False) -> dict:
+        return {"head_dim": head_dims[i], "context_tokens": t, "context_dim": cross[nb - 1 - i] if up else cross[i]}
 
     # down
     sizes = [(h, w)]
@@ -241,11 +303,22 @@ def unet_2d_condition(config: Config, shape: RunShape) -> Node:
         c_in, c_out = c_out, channels[i]
         hh, ww = sizes[-1]
         sampler = None
+        resnets = [(c_in if j == 0 else c_out, c_out) for j in range(lpb[i])]
+        if kind in ADDED_KV_DOWN:
+            if i < nb - 1:  # ResnetBlock2D(down=True): a 2×2 average pool
+                h2, w2 = hh // 2, ww // 2
+                sampler = resnet_resample(c_out, hh, ww, h2, w2, temb_channels=temb, scale_shift=scale_shift, up=False)
+                sizes.append((h2, w2))
+            downs.append(added_kv_block(resnet_channels=resnets, height=hh, width=ww, temb_channels=temb,
+                                        scale_shift=scale_shift,
+                                        attention=added_kv(i) if kind == "SimpleCrossAttnDownBlock2D" else None,
+                                        sampler=sampler, sampler_name="downsamplers", formula=kind))
+            continue
         if i < nb - 1:
             sampler, h2, w2 = downsample(c_out, hh, ww, config["downsample_padding"])
             sizes.append((h2, w2))
         downs.append(unet_block(
-            resnet_channels=[(c_in if j == 0 else c_out, c_out) for j in range(lpb[i])], height=hh, width=ww,
+            resnet_channels=resnets, height=hh, width=ww,
             temb_channels=temb, scale_shift=scale_shift,
             attention=attn(i, only[i]) if kind == "CrossAttnDownBlock2D" else None,
             transformer_layers=_per_layer(tlpb[i], lpb[i], "transformer_layers_per_block", comp),
@@ -267,6 +340,9 @@ def unet_2d_condition(config: Config, shape: RunShape) -> Node:
                                        for j, k in enumerate(layers)]),
             module_list("resnets", [res] * (1 + len(layers))),
         ), formula="UNetMidBlock2DCrossAttn")
+    elif config["mid_block_type"] == "UNetMidBlock2DSimpleCrossAttn":
+        mid = added_kv_mid_block(top, hm, wm, temb_channels=temb, scale_shift=scale_shift, head_dim=head_dims[-1],
+                                 context_tokens=t, context_dim=cross[-1])
     elif config["mid_block_type"] == "UNetMidBlock2D":
         mid = Node("mid_block", children=(module_list("resnets", [
             resnet_block(top, top, hm, wm, temb_channels=temb, scale_shift=scale_shift)]),), formula="UNetMidBlock2D")
@@ -279,10 +355,25 @@ def unet_2d_condition(config: Config, shape: RunShape) -> Node:
         skip_in = rev_ch[min(i + 1, nb - 1)]
         layers = rev_lpb[i] + 1
         hh, ww = sizes[nb - 1 - i]
+        resnets = [((prev if j == 0 else out_c) + (skip_in if j == layers - 1 else out_c), out_c)
+                   for j in range(layers)]
+        if kind in ADDED_KV_UP:
+            sampler = None
+            if i < nb - 1:  # ResnetBlock2D(up=True) doubles the map; the next level's skip must match
+                if _known_mismatch(sizes[nb - 2 - i], (2 * hh, 2 * ww)):
+                    raise ResolutionError(f"{comp}: {kind} doubles a {hh}×{ww} latent level to {2 * hh}×{2 * ww}, "
+                                          f"but the skip connection is {sizes[nb - 2 - i][0]}×{sizes[nb - 2 - i][1]}: "
+                                          f"the latent must divide by {2 ** (nb - 1)} (the real model fails too)")
+                sampler = resnet_resample(out_c, hh, ww, 2 * hh, 2 * ww, temb_channels=temb, scale_shift=scale_shift,
+                                          up=True)
+            ups.append(added_kv_block(resnet_channels=resnets, height=hh, width=ww, temb_channels=temb,
+                                      scale_shift=scale_shift,
+                                      attention=added_kv(i, up=True) if kind == "SimpleCrossAttnUpBlock2D" else None,
+                                      sampler=sampler, sampler_name="upsamplers", formula=kind))
+            continue
         sampler = upsample(out_c, *sizes[nb - 2 - i]) if i < nb - 1 else None
         ups.append(unet_block(
-            resnet_channels=[((prev if j == 0 else out_c) + (skip_in if j == layers - 1 else out_c), out_c)
-                             for j in range(layers)],
+            resnet_channels=resnets,
             height=hh, width=ww, temb_channels=temb, scale_shift=scale_shift,
             attention={"heads": rev_heads[i], "context_tokens": t, "context_dim": rev_cross[i],
                        "linear_projection": linear, "only_cross_attention": only[::-1][i]}
@@ -305,13 +396,28 @@ def unet_2d_condition(config: Config, shape: RunShape) -> Node:
     return Node("unet", children=tuple(children), formula="unet_2d_condition")
 
 
+def _untrained_variants(tree: Node, checkpointing: bool) -> str | None:
+    """Kandinsky 2.2's UNets, measured forward + backward (validation/configs/kandinsky-2.2-*-tiny): the
+    image-embedding one matches the graph below without checkpointing; with ``image_hint`` the hint's
+    convolutions make ``conv_in``'s input need a gradient, and ``UNetMidBlock2DSimpleCrossAttn`` wraps none
+    of its resnets (unet_2d_blocks.py), which the patterns below cannot tell apart."""
+    add = tree.find("add_embedding")
+    if add is not None and add.find("input_hint_block") is not None:
+        return "addition_embed_type image_hint (the control hint feeds conv_in through trained convolutions)"
+    mid = tree.find("mid_block")
+    if checkpointing and mid is not None and mid.formula == "UNetMidBlock2DSimpleCrossAttn":
+        return ("gradient checkpointing with UNetMidBlock2DSimpleCrossAttn (it checkpoints none of its resnets); "
+                "without --gradient-checkpointing it is counted")
+    return None
+
+
 gradient_graph(
     "UNet2DConditionModel",
     # unet_2d_condition.py:1082, 922, 1108: time_embedding and add_embedding read sinusoidal projections
     # (and SDXL's pooled text embedding), conv_in the latents; every cross-attention's to_k/to_v reads the
     # text encoder states as given (no encoder_hid_proj in the supported configs)
     input_layers=("conv_in", "time_embedding.linear_1", "add_embedding.linear_1", "**.attn2.to_k",
-                  "**.attn2.to_v"),
+                  "**.attn2.to_v", "add_embedding.image_proj", "encoder_hid_proj.image_embeds"),
     # unet_2d_blocks.py: each resnet of the down/up blocks is checkpointed, of the mid block all but the first
     # (UNetMidBlock2DCrossAttn.forward runs resnets[0] directly); transformer_2d.py:416: each
     # BasicTransformerBlock. Not recomputed (torch's early stop): a resnet's conv_shortcut, else its conv2;
@@ -321,4 +427,5 @@ gradient_graph(
                   Checkpointed("mid_block.resnets.1:", ("conv_shortcut", "conv2")),
                   Checkpointed("**.transformer_blocks.*", ("ff.net.2",))),
     source="diffusers/models/unets/unet_2d_condition.py:1082-1108, unet_2d_blocks.py, transformer_2d.py:416",
+    refuses=_untrained_variants,
 )

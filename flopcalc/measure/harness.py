@@ -260,7 +260,11 @@ def _unet_2d_condition_inputs(
     with ``addition_embed_type == "text_time"`` (SDXL) also ``added_cond_kwargs`` text_embeds (1, P)
     and time_ids (1, 6), P = projection_class_embeddings_input_dim - 6 * addition_time_embed_dim
     (the pooled text embedding: 1280 for SDXL base); with ``time_cond_proj_dim`` (LCM) ``timestep_cond``
-    (1, time_cond_proj_dim); with ``num_class_embeds`` (the x4 upscaler) ``class_labels`` (1,) int64."""
+    (1, time_cond_proj_dim); with ``num_class_embeds`` (the x4 upscaler) ``class_labels`` (1,) int64.
+    Kandinsky 2.2 (``addition_embed_type`` image / image_hint, ``encoder_hid_dim_type: image_proj``):
+    ``encoder_hidden_states=None`` and ``added_cond_kwargs`` image_embeds (1, encoder_hid_dim), plus hint
+    (1, 3, H, W) for image_hint, as ``KandinskyV22(Controlnet)Pipeline`` calls it (the sample then has
+    ``in_channels`` − 4 channels: the hint's 4 are concatenated inside)."""
     inputs: dict[str, TensorSpec | None] = {
         "sample": _latent(model, s),
         "timestep": _f32(1),
@@ -270,15 +274,22 @@ def _unet_2d_condition_inputs(
     if cond_dim is not None:  # LCM: the guidance embedding w (timestep_cond)
         inputs["timestep_cond"] = _f32(1, cond_dim)
     addition = _cfg(model, "addition_embed_type")
+    hid_type = _cfg(model, "encoder_hid_dim_type")
     if addition == "text_time":
         pooled = _cfg(model, "projection_class_embeddings_input_dim") - 6 * _cfg(
             model, "addition_time_embed_dim"
         )
         inputs["added_cond_kwargs.text_embeds"] = _f32(1, pooled)
         inputs["added_cond_kwargs.time_ids"] = _f32(1, 6)
+    elif addition in ("image", "image_hint") and hid_type == "image_proj":
+        inputs["encoder_hidden_states"] = None
+        inputs["added_cond_kwargs.image_embeds"] = _f32(1, _cfg(model, "encoder_hid_dim"))
+        if addition == "image_hint":
+            inputs["sample"] = _f32(1, _cfg(model, "in_channels") - 4, s["height"] // 8, s["width"] // 8)
+            inputs["added_cond_kwargs.hint"] = _f32(1, 3, s["height"], s["width"])
+        return inputs
     elif addition is not None:
         raise NotImplementedError(f"UNet2DConditionModel addition_embed_type={addition!r}")
-    hid_type = _cfg(model, "encoder_hid_dim_type")
     if hid_type == "text_proj":  # Kolors: encoder_hid_proj maps encoder_hid_dim text states to cross_attention_dim
         inputs["encoder_hidden_states"] = _f32(1, s["text_len"], _cfg(model, "encoder_hid_dim"))
     if _cfg(model, "class_embed_type") is not None or hid_type not in (None, "text_proj"):

@@ -66,6 +66,7 @@ class Settings:
     image_guidance_scale: float | None = None  # InstructPix2Pix: image guidance (None: the pipeline's default)
     ensemble_size: int | None = None  # Marigold: predictions per input image (None: 1)
     processing_resolution: int | None = None  # Marigold: longest side processed (None: the model's default)
+    decode_chunk_size: int | None = None  # SVD: latent frames per VAE decode call (None: a video's frames)
     counting: Counting = field(default=NUMERIC, metadata={"option": False})
 
     @property
@@ -135,6 +136,7 @@ OPTIONAL = {
     "ensemble_size": ("--ensemble-size", "it makes no ensemble of predictions (Marigold's)"),
     "processing_resolution": ("--processing-resolution", "it does not resize its input to a processing resolution "
                                                          "(Marigold's)"),
+    "decode_chunk_size": ("--decode-chunk-size", "its __call__ takes no decode_chunk_size (its VAE decodes whole)"),
 }
 #: Pipeline → the optional options it applies, and its own reasons for refusing others.
 _OPTIONS: dict[str, frozenset[str]] = {}
@@ -289,7 +291,7 @@ def _flag(option: str) -> str:
 
 
 def _validate(s: Settings) -> None:
-    for key in ("height", "width", "steps", "max_sequence_length", "num_frames", "ensemble_size"):
+    for key in ("height", "width", "steps", "max_sequence_length", "num_frames", "ensemble_size", "decode_chunk_size"):
         v = getattr(s, key)
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v <= 0):
             raise FlopcalcError(f"{key} must be a positive integer, got {v!r}")

@@ -37,7 +37,8 @@ def _unet_defaults(components, s: Settings, steps: int, guidance: float) -> tupl
 
 
 @register_pipeline("StableDiffusionPipeline", denoisers=("UNet2DConditionModel",), component="unet",
-                   options=("vae_tiling",), when=lambda cfg: cfg.get("addition_embed_type") != "text_time")
+                   options=("vae_tiling",),
+                   when=lambda cfg: cfg.get("addition_embed_type") not in ("text_time", "image", "image_hint"))
 def sd_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                 index: Mapping[str, Any] | None = None) -> Plan:
     """``StableDiffusionPipeline.__call__`` (diffusers ``pipelines/stable_diffusion/
