@@ -96,6 +96,10 @@ def _parser() -> argparse.ArgumentParser:
                         help="video: decode in tiles and temporal chunks")
     tiling.add_argument("--no-vae-tiling", dest="vae_tiling", action="store_false",
                         help="video: decode the whole latent in one pass (default: as the pipeline does)")
+    e.add_argument("--ar-step", type=int, help="SkyReels V2 diffusion forcing: timesteps each causal block lags (0)")
+    e.add_argument("--causal-block-size", type=_positive_int, help="SkyReels V2 diffusion forcing: latent frames per block")
+    e.add_argument("--overlap-history", type=_positive_int, help="SkyReels V2 diffusion forcing: long-video overlap frames")
+    e.add_argument("--base-num-frames", type=_positive_int, help="SkyReels V2 diffusion forcing: long-video window (97)")
     e.add_argument("--no-resolution-binning", dest="resolution_binning", action="store_false",
                    help="PixArt: estimate the size as given instead of snapping it to the pipeline's aspect-ratio bins")
     e.add_argument("--convention", choices=("torch", "thop"), default="torch")
@@ -217,7 +221,9 @@ def _estimate(args: argparse.Namespace) -> int:
         true_cfg_scale=args.true_cfg_scale, negative_prompt=args.negative_prompt, batch_size=args.batch_size,
         num_images_per_prompt=args.num_images_per_prompt, max_sequence_length=args.max_sequence_length,
         strength=args.strength, resolution_binning=args.resolution_binning, num_frames=args.num_frames,
-        vae_tiling=args.vae_tiling, convention=args.convention, revision=args.revision, measure=args.measure,
+        vae_tiling=args.vae_tiling, ar_step=args.ar_step, causal_block_size=args.causal_block_size,
+        overlap_history=args.overlap_history, base_num_frames=args.base_num_frames, convention=args.convention,
+        revision=args.revision, measure=args.measure,
     )
     sys.stdout.write(render(report, args.format, per_block=args.per_block, depth=args.depth))
     return 0

@@ -24,6 +24,10 @@ LIMITS: dict[str, tuple[int, str]] = {
     "num_images_per_prompt": (4096, "images per prompt"),
     "max_sequence_length": (1 << 20, "tokens"),
     "tiles": (65536, "tiles per VAE call"),
+    "ar_step": (10_000, "steps"),
+    "causal_block_size": (4096, "latent frames"),
+    "overlap_history": (4096, "frames"),
+    "base_num_frames": (4096, "frames"),
 }
 LARGE_FACTOR = 16
 ALLOW_LARGE = "FLOPCALC_ALLOW_LARGE"

@@ -61,6 +61,10 @@ class Settings:
     resolution_binning: bool = True  # PixArt: snap the size to the model's aspect-ratio bins, as the pipeline does
     num_frames: int | None = None  # video pipelines: frames generated (None: the pipeline's default)
     vae_tiling: bool | None = None  # video VAEs: decode in tiles/temporal chunks (None: as the pipeline does)
+    ar_step: int | None = None  # SkyReels V2 diffusion forcing: timesteps each causal block lags (0: synchronous)
+    causal_block_size: int | None = None  # SkyReels V2 diffusion forcing: latent frames per causal block
+    overlap_history: int | None = None  # SkyReels V2 diffusion forcing: frames shared by long-video windows
+    base_num_frames: int | None = None  # SkyReels V2 diffusion forcing: frames of one long-video window
     counting: Counting = field(default=NUMERIC, metadata={"option": False})
 
     @property
@@ -124,6 +128,10 @@ OPTIONAL = {
                                                     "run on a fixed number of tokens)"),
     "num_frames": ("--num-frames", "it generates images, not videos"),
     "vae_tiling": ("--vae-tiling / --no-vae-tiling", "flopcalc does not model a tiled decode of its VAE"),
+    "ar_step": ("--ar-step", "it has no diffusion-forcing schedule"),
+    "causal_block_size": ("--causal-block-size", "it has no diffusion-forcing schedule"),
+    "overlap_history": ("--overlap-history", "it generates no long video in overlapping windows"),
+    "base_num_frames": ("--base-num-frames", "it generates no long video in overlapping windows"),
 }
 #: Pipeline → the optional options it applies, and its own reasons for refusing others.
 _OPTIONS: dict[str, frozenset[str]] = {}
@@ -272,7 +280,8 @@ def _flag(option: str) -> str:
 
 
 def _validate(s: Settings) -> None:
-    for key in ("height", "width", "steps", "max_sequence_length", "num_frames"):
+    for key in ("height", "width", "steps", "max_sequence_length", "num_frames", "causal_block_size", "overlap_history",
+                "base_num_frames"):
         v = getattr(s, key)
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v <= 0):
             raise FlopcalcError(f"{key} must be a positive integer, got {v!r}")
@@ -280,6 +289,8 @@ def _validate(s: Settings) -> None:
         v = getattr(s, key)
         if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
             raise FlopcalcError(f"{key} must be a positive integer, got {v!r}")
+    if s.ar_step is not None and (isinstance(s.ar_step, bool) or not isinstance(s.ar_step, int) or s.ar_step < 0):
+        raise FlopcalcError(f"ar_step must be an integer >= 0, got {s.ar_step!r}")
     check_settings(s)
     if s.strength is not None and not 0 < s.strength <= 1:
         raise FlopcalcError(f"strength must be in (0, 1], got {s.strength}")

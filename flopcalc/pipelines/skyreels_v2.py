@@ -1,0 +1,265 @@
+"""SkyReels V2 text-to-video (diffusers ``pipelines/skyreels_v2/pipeline_skyreels_v2.py``,
+``SkyReelsV2Pipeline``) and its diffusion-forcing sibling (``pipeline_skyreels_v2_diffusion_forcing.py``,
+``SkyReelsV2DiffusionForcingPipeline``): the Wan 2.1 recipe (UMT5, the Wan VAE, reused from
+:mod:`flopcalc.pipelines.wan`) at SkyReels' defaults, and the diffusion-forcing loop's forwards counted
+from its own timestep matrix (:func:`forcing_windows`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Mapping
+
+from flopcalc.errors import ConfigError, FlopcalcError, OptionError
+from flopcalc.pipelines.base import (
+    ComponentRun,
+    Plan,
+    Settings,
+    cfg_passes,
+    check_divisible,
+    component_class,
+    denoiser_run,
+    missing_notes,
+    register_pipeline,
+    text_runs,
+)
+from flopcalc.pipelines.wan import _vae_factors, _vae_runs, round_num_frames
+from flopcalc.registry import RunShape
+
+#: ``SkyReelsV2Pipeline.__call__`` defaults (pipeline_skyreels_v2.py:380-398); the diffusion-forcing
+#: pipeline's are the same (pipeline_skyreels_v2_diffusion_forcing.py:600-625).
+HEIGHT, WIDTH, NUM_FRAMES, STEPS, GUIDANCE, MAX_SEQUENCE_LENGTH = 544, 960, 97, 50, 6.0, 512
+#: ``check_inputs``: height and width must divide by 16 (pipeline_skyreels_v2.py:289).
+SIZE_MULTIPLE = 16
+#: ``SkyReelsV2DiffusionForcingPipeline.__call__``: ``base_num_frames`` 97, ``ar_step`` 0,
+#: ``causal_block_size`` None (the transformer's ``num_frame_per_block``), ``overlap_history`` None.
+BASE_NUM_FRAMES, AR_STEP = 97, 0
+
+
+def skyreels_settings(components: Mapping[str, Mapping[str, Any]], s: Settings,
+                      pipeline: str) -> tuple[Settings, int, int, list[str]]:
+    """The ``__call__`` defaults and checks every SkyReels V2 pipeline shares: 544×960, 97 frames, 50 steps,
+    ``guidance_scale`` 6.0, 512 UMT5 tokens; ``check_inputs`` raises unless height and width divide by 16
+    (no flooring to the patch, unlike Wan); ``num_frames`` rounded to ``num_frames // 4 · 4 + 1`` with a
+    warning (pipeline_skyreels_v2.py:483-488). Returns the resolved settings, the VAE's spatial and temporal
+    factors and the notes."""
+    f, t = _vae_factors(components)
+    s = replace(s, height=s.height or HEIGHT, width=s.width or WIDTH, num_frames=s.num_frames or NUM_FRAMES,
+                steps=s.steps or STEPS, guidance_scale=GUIDANCE if s.guidance_scale is None else s.guidance_scale,
+                max_sequence_length=s.max_sequence_length or MAX_SEQUENCE_LENGTH)
+    notes = list(missing_notes(components, ["text_encoder", "transformer", "vae"]))
+    check_divisible(s.height, s.width, SIZE_MULTIPLE, f"{pipeline} height and width")
+    frames = round_num_frames(s.num_frames, t)
+    if frames != s.num_frames:
+        notes.append(f"num_frames {s.num_frames} is rounded to {frames} (num_frames − 1 must divide by {t}), as "
+                     f"{pipeline} does with a warning")
+    s = replace(s, num_frames=frames)
+    if s.negative_prompt and s.guidance_scale <= 1:
+        notes.append("the negative prompt is ignored without classifier-free guidance (guidance_scale <= 1)")
+    return s, f, t, notes
+
+
+def _refuse_sample_info(components: Mapping[str, Mapping[str, Any]], pipeline: str) -> None:
+    transformer = components.get("transformer")
+    if transformer is not None and transformer["inject_sample_info"]:
+        raise ConfigError(f"the transformer has inject_sample_info (an fps embedding, SkyReels V2 DF 1.3B): "
+                          f"{pipeline} passes it no fps and diffusers fails; it is run by "
+                          "SkyReelsV2DiffusionForcingPipeline")
+
+
+def _refuse_image_transformer(components: Mapping[str, Mapping[str, Any]], pipeline: str) -> None:
+    transformer = components.get("transformer")
+    if transformer is not None and transformer["image_dim"] is not None:
+        raise ConfigError(f"the transformer has an image_dim (CLIP image tokens, an image-to-video checkpoint): "
+                          f"{pipeline} passes no image embeddings; estimate that checkpoint's own folder")
+
+
+def _text_runs(components, s: Settings, passes: int) -> list[ComponentRun]:
+    return text_runs(components, [("text_encoder", s.max_sequence_length)], s.batch_size * passes,
+                     f"{s.batch_size} prompt(s)" + (" + negative" if passes == 2 else ""))
+
+
+@register_pipeline("SkyReelsV2Pipeline", denoisers=("SkyReelsV2Transformer3DModel",),
+                   when=lambda cfg: cfg.get("image_dim") is None and not cfg.get("inject_sample_info"),
+                   options=("max_sequence_length", "num_frames", "vae_tiling"),
+                   refuses={"strength": "SkyReelsV2Pipeline generates from noise (no input video); "
+                                        "SkyReels V2's video-to-video is SkyReelsV2DiffusionForcingVideoToVideoPipeline"})
+def skyreels_v2_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
+                         index: Mapping[str, Any] | None = None) -> Plan:
+    """``SkyReelsV2Pipeline.__call__`` (pipeline_skyreels_v2.py:380-617): 544×960, 97 frames (25 latent frames),
+    50 steps, ``guidance_scale`` 6.0, 512 UMT5 tokens per prompt (padding counted in full). Under guidance
+    (``guidance_scale > 1``) the negative prompt ("" by default) is encoded too and the transformer runs twice per
+    step (two forwards, lines 554 and 564), on one timestep each. ``vae.decode`` once per video, untiled, frame by
+    frame with the causal cache (line 606), as :mod:`flopcalc.pipelines.wan` counts it."""
+    _refuse_sample_info(components, "SkyReelsV2Pipeline")
+    _refuse_image_transformer(components, "SkyReelsV2Pipeline")
+    s, f, t, notes = skyreels_settings(components, s, "SkyReelsV2Pipeline")
+    passes = cfg_passes(s, s.guidance_scale > 1)
+    latent_frames = (s.num_frames - 1) // t + 1
+    runs = _text_runs(components, s, passes)
+    runs += denoiser_run(components, "transformer", s, f, s.max_sequence_length, passes, latent_frames=latent_frames)
+    videos = s.batch_size * s.num_images_per_prompt
+    vae_runs, vae_notes = _vae_runs(components, s, f, videos, latent_frames, bool(s.vae_tiling))
+    return Plan("SkyReelsV2Pipeline", s, passes, tuple(runs + vae_runs), tuple(notes + vae_notes))
+
+
+# --------------------------------------------------------------------------- diffusion forcing
+
+
+def timestep_matrix_rows(num_blocks: Any, steps: Any, ar_step: int, pre_ready_blocks: int = 0) -> Any:
+    """Rows of ``generate_timestep_matrix`` (pipeline_skyreels_v2_diffusion_forcing.py:418-572), one denoising
+    forward each: ``S + (n − k − 1) · min(a, S)`` for ``n`` blocks of which the first ``k`` start finished.
+
+    Derivation: with ``D = S + 1`` (``num_iterations``), a row advances block 0 (and any block whose
+    predecessor stood at ``≥ S``) by one and sets every other block to its predecessor's new value minus ``a``
+    (before clamping to ``[0, D]``); so at row ``r`` the ``j``-th unfinished block stands at ``r − j·a``, and a
+    block whose predecessor finishes takes over one step later at ``S − a`` (``a ≤ S``) or from 0 (``a > S``:
+    the blocks then run one after another). The rows end when the last block reaches ``S``:
+    ``r = S + (n − k − 1) · min(a, S)``. Synchronous (``a`` = 0): ``S`` rows. The tests check it against
+    diffusers' own function."""
+    return steps + (num_blocks - pre_ready_blocks - 1) * min(ar_step, int(steps))
+
+
+@dataclass(frozen=True)
+class ForcingWindow:
+    """One ``prepare_latents`` iteration of the diffusion-forcing loop: ``forwards`` transformer calls (per
+    guidance pass), each on ``frames`` latent frames (the valid interval, ``[0, num_blocks · causal_block_size)``),
+    after which ``kept`` latent frames are appended to the video."""
+
+    frames: Any
+    forwards: Any
+    kept: Any
+
+
+def forcing_windows(latent_frames: Any, steps: Any, *, ar_step: int, causal_block_size: int,
+                    base_latent_frames: int | None, overlap_latent_frames: int | None) -> list[ForcingWindow]:
+    """The iterations of ``SkyReelsV2DiffusionForcingPipeline.__call__`` (lines 791-950).
+
+    Short video (``overlap_latent_frames`` None): one iteration on all ``latent_frames``. Long video
+    (``overlap_history`` set and ``num_frames > base_num_frames``): ``n_iter = 1 + (L − B − 1) // (B − O) + 1``
+    iterations; the first on ``B`` frames, iteration ``k`` on ``min(L − (k(B − O) + O) + O, B)`` frames whose
+    first ``O − O mod c`` are the prefix (already denoised: their blocks start finished) and keeps the frames
+    after the first ``O``. In each, ``generate_timestep_matrix`` gets its own frame count as the window, so every
+    forward runs on the frames of the whole blocks, ``(n // c) · c``; the rows are
+    :func:`timestep_matrix_rows`."""
+    c = causal_block_size
+    if overlap_latent_frames is None:
+        if c == 1:  # a law in F and S at the defaults
+            return [ForcingWindow(latent_frames, timestep_matrix_rows(latent_frames, steps, ar_step), latent_frames)]
+        blocks = latent_frames // c
+        if blocks == 0:
+            raise OptionError(f"{latent_frames} latent frame(s) hold no causal block of {c} frames: diffusers fails "
+                              "(an empty timestep matrix); lower causal_block_size or raise num_frames")
+        return [ForcingWindow(blocks * c, timestep_matrix_rows(blocks, steps, ar_step), latent_frames)]
+    big, o = base_latent_frames, overlap_latent_frames
+    n_iter = 1 + (latent_frames - big - 1) // (big - o) + 1
+    windows = []
+    for k in range(n_iter):
+        if k == 0:
+            frames, prefix = big, 0
+        else:
+            frames = min(latent_frames - (k * (big - o) + o) + o, big)
+            prefix = o - o % c
+        blocks = frames // c
+        if blocks <= prefix // c:
+            raise OptionError(f"a long-video iteration of {frames} latent frame(s) holds no causal block of "
+                              f"{c} frames after its prefix: diffusers fails on it (an empty timestep matrix); choose num_frames, base_num_frames, overlap_history "
+                              "or causal_block_size so that every iteration holds one")
+        rows = timestep_matrix_rows(blocks, steps, ar_step, prefix // c)
+        windows.append(ForcingWindow(blocks * c, rows, frames if k == 0 else frames - o))
+    return windows
+
+
+def _forcing_options(components: Mapping[str, Mapping[str, Any]], s: Settings, t: int, requested_frames: int,
+                     pipeline: str) -> tuple[int, int, int | None, int | None]:
+    """``ar_step``, ``causal_block_size`` (None: the transformer's ``num_frame_per_block``), and for a long video
+    the base and overlap in latent frames (``(n − 1) // 4 + 1`` each), as ``__call__`` resolves them."""
+    ar_step = AR_STEP if s.ar_step is None else s.ar_step
+    transformer = components.get("transformer")
+    block = s.causal_block_size
+    if block is None:
+        block = 1 if transformer is None else transformer["num_frame_per_block"]
+    base = BASE_NUM_FRAMES if s.base_num_frames is None else s.base_num_frames
+    if s.overlap_history is None and requested_frames > base:  # check_inputs, before the frames are rounded
+        raise OptionError(f"{pipeline}: num_frames {requested_frames} exceeds base_num_frames {base}, and diffusers then "
+                          "requires overlap_history (check_inputs: 17 or 37 recommended); give --overlap-history")
+    if s.overlap_history is None or s.num_frames <= base:
+        return ar_step, block, None, None
+    base_latent, overlap_latent = (base - 1) // t + 1, (s.overlap_history - 1) // t + 1
+    if overlap_latent >= base_latent:
+        raise OptionError(f"overlap_history {s.overlap_history} ({overlap_latent} latent frames) must be shorter than "
+                          f"base_num_frames {base} ({base_latent} latent frames): each long-video iteration has to add "
+                          "frames")
+    return ar_step, block, base_latent, overlap_latent
+
+
+def _refuse_forcing_law(s: Settings, ar_step: int, block: int, long_video: bool) -> None:
+    if s.symbolic and (ar_step != 0 or block != 1 or long_video):
+        raise FlopcalcError("the asynchronous or long-video diffusion-forcing schedule (ar_step, causal_block_size, "
+                            "overlap_history) has no closed-form law in S and F: use the numeric estimate")
+
+
+@register_pipeline("SkyReelsV2DiffusionForcingPipeline", denoisers=("SkyReelsV2Transformer3DModel",),
+                   when=lambda cfg: cfg.get("image_dim") is None and bool(cfg.get("inject_sample_info")),
+                   options=("max_sequence_length", "num_frames", "vae_tiling", "ar_step", "causal_block_size",
+                            "overlap_history", "base_num_frames"),
+                   refuses={"strength": "the diffusion-forcing pipeline generates from noise; its video-to-video "
+                                        "sibling is SkyReelsV2DiffusionForcingVideoToVideoPipeline"})
+def skyreels_v2_diffusion_forcing_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
+                                           index: Mapping[str, Any] | None = None) -> Plan:
+    """``SkyReelsV2DiffusionForcingPipeline.__call__`` (pipeline_skyreels_v2_diffusion_forcing.py:600-979): the
+    ``SkyReelsV2Pipeline`` defaults (544×960, 97 frames, 50 steps, ``guidance_scale`` 6.0, 512 tokens), and
+    ``base_num_frames`` 97, ``ar_step`` 0, ``causal_block_size`` None (the transformer's ``num_frame_per_block``,
+    1), ``overlap_history`` None.
+
+    * Each forward passes ``enable_diffusion_forcing=True`` and a ``(batch, f)`` timestep, one per latent frame of
+      the window: the transformer's time embedder and ``time_proj`` run on ``f`` rows; ``fps`` feeds
+      ``fps_projection`` where the transformer has ``inject_sample_info``.
+    * The forwards are the rows of ``generate_timestep_matrix`` (:func:`timestep_matrix_rows`), each with the
+      guidance passes (two separate forwards under guidance). At the defaults (synchronous, one frame per
+      block, a short video): ``steps`` forwards on all 25 latent frames, like ``SkyReelsV2Pipeline``.
+      ``ar_step > 0`` staggers the blocks of ``causal_block_size`` frames: more rows, each still on the whole
+      window (the valid interval always spans every block: the pipeline passes the window's own frame count as
+      ``base_num_latent_frames``).
+    * Long video (``overlap_history`` given, ``num_frames > base_num_frames``): :func:`forcing_windows`.
+    * ``vae.decode`` once per video on the accumulated latent, as :mod:`flopcalc.pipelines.wan` counts it."""
+    name = "SkyReelsV2DiffusionForcingPipeline"
+    _refuse_image_transformer(components, name)
+    requested = s.num_frames or NUM_FRAMES
+    s, f, t, notes = skyreels_settings(components, s, name)
+    ar_step, block, base_latent, overlap_latent = _forcing_options(components, s, t, requested, name)
+    _refuse_forcing_law(s, ar_step, block, overlap_latent is not None)
+    passes = cfg_passes(s, s.guidance_scale > 1)
+    latent_frames = (s.num_frames - 1) // t + 1
+    windows = forcing_windows(latent_frames, s.steps, ar_step=ar_step, causal_block_size=block,
+                              base_latent_frames=base_latent, overlap_latent_frames=overlap_latent)
+    runs = _text_runs(components, s, passes)
+    runs += forcing_runs(components, s, f, passes, windows)
+    decoded = sum(w.kept for w in windows) if len(windows) > 1 else latent_frames
+    notes.append(_forcing_note(windows, ar_step, block, passes))
+    videos = s.batch_size * s.num_images_per_prompt
+    vae_runs, vae_notes = _vae_runs(components, s, f, videos, decoded, bool(s.vae_tiling))
+    return Plan(name, s, passes, tuple(runs + vae_runs), tuple(notes + vae_notes))
+
+
+def forcing_runs(components, s: Settings, f: int, passes: int, windows: list[ForcingWindow]) -> list[ComponentRun]:
+    """The transformer's forwards, one run per distinct window (frames), each with one timestep per frame."""
+    if "transformer" not in components:
+        return []
+    videos = s.batch_size * s.num_images_per_prompt
+    by_frames: dict[Any, int] = {}
+    for w in windows:
+        by_frames[w.frames] = by_frames.get(w.frames, 0) + w.forwards
+    cls = component_class(components, "transformer") or "?"
+    return [ComponentRun("transformer", cls, "forward", "denoiser",
+                         RunShape(latent_height=s.height // f, latent_width=s.width // f, text_len=s.max_sequence_length,
+                                  latent_frames=frames, timestep_tokens=frames),
+                         forwards * passes * videos,
+                         f"{forwards} forward(s) on {frames} latent frame(s) × {passes} pass(es) × {videos} video(s)")
+            for frames, forwards in by_frames.items()]
+
+
+def _forcing_note(windows: list[ForcingWindow], ar_step: int, block: int, passes: int) -> str:
+    mode = "synchronous" if ar_step == 0 else f"asynchronous (ar_step {ar_step})"
+    parts = ", ".join(f"{w.forwards} forward(s) on {w.frames} latent frame(s)" for w in windows)
+    return (f"diffusion forcing, {mode}, causal blocks of {block} frame(s), {len(windows)} iteration(s): {parts}; "
+            f"× {passes} guidance pass(es); one timestep per latent frame (the time embedder runs on each)")
