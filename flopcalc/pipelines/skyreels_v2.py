@@ -22,7 +22,7 @@ from flopcalc.pipelines.base import (
     register_pipeline,
     text_runs,
 )
-from flopcalc.pipelines.wan import _vae_factors, _vae_runs, round_num_frames
+from flopcalc.pipelines.wan import _vae_runs, round_num_frames
 from flopcalc.registry import RunShape
 
 #: ``SkyReelsV2Pipeline.__call__`` defaults (pipeline_skyreels_v2.py:380-398); the diffusion-forcing
@@ -35,18 +35,31 @@ SIZE_MULTIPLE = 16
 BASE_NUM_FRAMES, AR_STEP = 97, 0
 
 
-def skyreels_settings(components: Mapping[str, Mapping[str, Any]], s: Settings,
-                      pipeline: str) -> tuple[Settings, int, int, list[str]]:
+def vae_factors(components: Mapping[str, Mapping[str, Any]]) -> tuple[int, int]:
+    """``(vae_scale_factor_spatial, vae_scale_factor_temporal)`` as every SkyReels V2 pipeline's ``__init__`` sets
+    them (pipeline_skyreels_v2.py:150-151): ``2 ** len(vae.temperal_downsample)`` and
+    ``2 ** sum(vae.temperal_downsample)``, or 8 and 4 without a VAE (not the config's ``scale_factor_*``, which
+    Wan reads)."""
+    vae = components.get("vae")
+    if vae is None:
+        return 8, 4
+    downsample = list(vae["temperal_downsample"])
+    return 2 ** len(downsample), 2 ** sum(bool(d) for d in downsample)
+
+
+def skyreels_settings(components: Mapping[str, Mapping[str, Any]], s: Settings, pipeline: str,
+                      guidance: float = GUIDANCE) -> tuple[Settings, int, int, list[str]]:
     """The ``__call__`` defaults and checks every SkyReels V2 pipeline shares: 544×960, 97 frames, 50 steps,
-    ``guidance_scale`` 6.0, 512 UMT5 tokens; ``check_inputs`` raises unless height and width divide by 16
+    ``guidance_scale`` 6.0 (``guidance``: the image-to-video pipelines' 5.0), 512 UMT5 tokens; ``check_inputs`` raises unless height and width divide by 16
     (no flooring to the patch, unlike Wan); ``num_frames`` rounded to ``num_frames // 4 · 4 + 1`` with a
     warning (pipeline_skyreels_v2.py:483-488). Returns the resolved settings, the VAE's spatial and temporal
     factors and the notes."""
-    f, t = _vae_factors(components)
+    f, t = vae_factors(components)
     s = replace(s, height=s.height or HEIGHT, width=s.width or WIDTH, num_frames=s.num_frames or NUM_FRAMES,
-                steps=s.steps or STEPS, guidance_scale=GUIDANCE if s.guidance_scale is None else s.guidance_scale,
+                steps=s.steps or STEPS, guidance_scale=guidance if s.guidance_scale is None else s.guidance_scale,
                 max_sequence_length=s.max_sequence_length or MAX_SEQUENCE_LENGTH)
-    notes = list(missing_notes(components, ["text_encoder", "transformer", "vae"]))
+    expected = ["text_encoder", "transformer", "vae"] + (["image_encoder"] if "image_encoder" in components else [])
+    notes = list(missing_notes(components, expected))
     check_divisible(s.height, s.width, SIZE_MULTIPLE, f"{pipeline} height and width")
     frames = round_num_frames(s.num_frames, t)
     if frames != s.num_frames:
@@ -66,11 +79,24 @@ def _refuse_sample_info(components: Mapping[str, Mapping[str, Any]], pipeline: s
                           "SkyReelsV2DiffusionForcingPipeline")
 
 
+def _refuse_text_transformer(components: Mapping[str, Mapping[str, Any]], pipeline: str) -> None:
+    transformer = components.get("transformer")
+    if transformer is not None and transformer["image_dim"] is None:
+        raise ConfigError(f"the transformer has no image_dim: a text-to-video checkpoint, whose forward {pipeline} "
+                          "would pass CLIP image embeddings it cannot take; estimate SkyReelsV2Pipeline's folder")
+
+
 def _refuse_image_transformer(components: Mapping[str, Mapping[str, Any]], pipeline: str) -> None:
     transformer = components.get("transformer")
     if transformer is not None and transformer["image_dim"] is not None:
         raise ConfigError(f"the transformer has an image_dim (CLIP image tokens, an image-to-video checkpoint): "
                           f"{pipeline} passes no image embeddings; estimate that checkpoint's own folder")
+
+
+def _refuse_strength(s: Settings, pipeline: str, why: str) -> None:
+    """``strength`` is a common option; a SkyReels V2 pipeline's ``__call__`` takes none."""
+    if s.strength is not None:
+        raise OptionError(f"--strength does not apply to {pipeline}: {why}")
 
 
 def _text_runs(components, s: Settings, passes: int) -> list[ComponentRun]:
@@ -80,9 +106,7 @@ def _text_runs(components, s: Settings, passes: int) -> list[ComponentRun]:
 
 @register_pipeline("SkyReelsV2Pipeline", denoisers=("SkyReelsV2Transformer3DModel",),
                    when=lambda cfg: cfg.get("image_dim") is None and not cfg.get("inject_sample_info"),
-                   options=("max_sequence_length", "num_frames", "vae_tiling"),
-                   refuses={"strength": "SkyReelsV2Pipeline generates from noise (no input video); "
-                                        "SkyReels V2's video-to-video is SkyReelsV2DiffusionForcingVideoToVideoPipeline"})
+                   options=("max_sequence_length", "num_frames", "vae_tiling"))
 def skyreels_v2_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                          index: Mapping[str, Any] | None = None) -> Plan:
     """``SkyReelsV2Pipeline.__call__`` (pipeline_skyreels_v2.py:380-617): 544×960, 97 frames (25 latent frames),
@@ -90,6 +114,7 @@ def skyreels_v2_pipeline(components: Mapping[str, Mapping[str, Any]], s: Setting
     (``guidance_scale > 1``) the negative prompt ("" by default) is encoded too and the transformer runs twice per
     step (two forwards, lines 554 and 564), on one timestep each. ``vae.decode`` once per video, untiled, frame by
     frame with the causal cache (line 606), as :mod:`flopcalc.pipelines.wan` counts it."""
+    _refuse_strength(s, "SkyReelsV2Pipeline", "it generates from noise (no input video)")
     _refuse_sample_info(components, "SkyReelsV2Pipeline")
     _refuse_image_transformer(components, "SkyReelsV2Pipeline")
     s, f, t, notes = skyreels_settings(components, s, "SkyReelsV2Pipeline")
@@ -100,6 +125,52 @@ def skyreels_v2_pipeline(components: Mapping[str, Mapping[str, Any]], s: Setting
     videos = s.batch_size * s.num_images_per_prompt
     vae_runs, vae_notes = _vae_runs(components, s, f, videos, latent_frames, bool(s.vae_tiling))
     return Plan("SkyReelsV2Pipeline", s, passes, tuple(runs + vae_runs), tuple(notes + vae_notes))
+
+
+#: ``SkyReelsV2ImageToVideoPipeline.__call__`` (pipeline_skyreels_v2_i2v.py:490): ``guidance_scale`` 5.0.
+I2V_GUIDANCE = 5.0
+
+
+@register_pipeline("SkyReelsV2ImageToVideoPipeline", denoisers=("SkyReelsV2Transformer3DModel",),
+                   when=lambda cfg: cfg.get("image_dim") is not None,
+                   options=("max_sequence_length", "num_frames", "vae_tiling"))
+def skyreels_v2_image_to_video_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
+                                        index: Mapping[str, Any] | None = None) -> Plan:
+    """``SkyReelsV2ImageToVideoPipeline.__call__`` (pipeline_skyreels_v2_i2v.py:480-750): the ``SkyReelsV2Pipeline``
+    defaults but ``guidance_scale`` 5.0, and the image, as Wan 2.1 I2V (:mod:`flopcalc.pipelines.wan_i2v`, whose
+    pieces are reused):
+
+    * ``encode_image`` (line 661): the CLIP vision ``image_encoder`` once on the image, its ``hidden_states[-2]``
+      (``(image_size / patch)² + 1`` tokens) into the transformer's ``image_embedder`` and every ``attn2``'s added
+      k/v (the context split at a hard-coded 512 text tokens: no law in the text length);
+    * ``prepare_latents`` (line 450): the image followed by ``num_frames − 1`` zero frames VAE-encoded once
+      (repeated over the batch), its latent and 4 mask channels concatenated to the noise (the 36 input channels);
+    * the transformer twice per step under guidance (lines 700, 711), one timestep each; ``vae.decode`` once per
+      video (line 740)."""
+    from flopcalc.pipelines.wan import _encode_runs
+    from flopcalc.pipelines.wan_i2v import _image_encoder_runs
+
+    name = "SkyReelsV2ImageToVideoPipeline"
+    _refuse_strength(s, name, "the image conditions the video (VAE-encoded once, with zeros for the frames after "
+                              "it) and every step runs")
+    _refuse_text_transformer(components, name)
+    s, f, t, notes = skyreels_settings(components, s, name, I2V_GUIDANCE)
+    passes = cfg_passes(s, s.guidance_scale > 1)
+    latent_frames = (s.num_frames - 1) // t + 1
+    runs = _text_runs(components, s, passes)
+    image_runs, image_tokens = _image_encoder_runs(components, s)
+    runs += image_runs
+    if "vae" in components:
+        runs += [replace(r, why=f"1 conditioning video: the image + {s.num_frames - 1} zero frame(s)")
+                 for r in _encode_runs(component_class(components, "vae") or "?", components["vae"],
+                                       replace(s, batch_size=1), bool(s.vae_tiling))]
+        notes.append(f"the image is VAE-encoded once with {s.num_frames - 1} zero frames after it, and its latent "
+                     "repeated over the batch")
+    denoise = denoiser_run(components, "transformer", s, f, s.max_sequence_length, passes, latent_frames=latent_frames)
+    runs += [replace(r, shape=replace(r.shape, image_tokens=image_tokens)) for r in denoise]
+    videos = s.batch_size * s.num_images_per_prompt
+    vae_runs, vae_notes = _vae_runs(components, s, f, videos, latent_frames, bool(s.vae_tiling))
+    return Plan(name, s, passes, tuple(runs + vae_runs), tuple(notes + vae_notes))
 
 
 # --------------------------------------------------------------------------- diffusion forcing
@@ -201,9 +272,7 @@ def _refuse_forcing_law(s: Settings, ar_step: int, block: int, long_video: bool)
 @register_pipeline("SkyReelsV2DiffusionForcingPipeline", denoisers=("SkyReelsV2Transformer3DModel",),
                    when=lambda cfg: cfg.get("image_dim") is None and bool(cfg.get("inject_sample_info")),
                    options=("max_sequence_length", "num_frames", "vae_tiling", "ar_step", "causal_block_size",
-                            "overlap_history", "base_num_frames"),
-                   refuses={"strength": "the diffusion-forcing pipeline generates from noise; its video-to-video "
-                                        "sibling is SkyReelsV2DiffusionForcingVideoToVideoPipeline"})
+                            "overlap_history", "base_num_frames"))
 def skyreels_v2_diffusion_forcing_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                                            index: Mapping[str, Any] | None = None) -> Plan:
     """``SkyReelsV2DiffusionForcingPipeline.__call__`` (pipeline_skyreels_v2_diffusion_forcing.py:600-979): the
@@ -223,6 +292,7 @@ def skyreels_v2_diffusion_forcing_pipeline(components: Mapping[str, Mapping[str,
     * Long video (``overlap_history`` given, ``num_frames > base_num_frames``): :func:`forcing_windows`.
     * ``vae.decode`` once per video on the accumulated latent, as :mod:`flopcalc.pipelines.wan` counts it."""
     name = "SkyReelsV2DiffusionForcingPipeline"
+    _refuse_strength(s, name, "it generates from noise (no input video)")
     _refuse_image_transformer(components, name)
     requested = s.num_frames or NUM_FRAMES
     s, f, t, notes = skyreels_settings(components, s, name)

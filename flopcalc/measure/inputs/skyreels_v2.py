@@ -27,12 +27,14 @@ FPS_ID = 1
 
 
 @input_builder("SkyReelsV2Transformer3DModel", settings=("height", "width", "num_frames", "text_len"),
-               optional=("diffusion_forcing", "causal_block_size"))
+               optional=("diffusion_forcing", "causal_block_size", "image_tokens"))
 def _skyreels_v2_transformer_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict[str, Any]:
     """hidden_states (1, in_channels, T, H/8, W/8), T = (num_frames − 1)/4 + 1; encoder_hidden_states
     (1, text_len, text_dim); timestep (1,), or with ``diffusion_forcing`` (1, T) plus the constants
     ``enable_diffusion_forcing=True`` and ``fps=[1]`` (the pipeline passes fps on every diffusion-forcing call);
-    ``causal_block_size`` sets the transformer's ``num_frame_per_block`` first, as the pipeline does."""
+    ``causal_block_size`` sets the transformer's ``num_frame_per_block`` first, as the pipeline does; with
+    ``image_tokens`` (``SkyReelsV2ImageToVideoPipeline``) encoder_hidden_states_image (1, image_tokens, image_dim),
+    the CLIP vision ``hidden_states[-2]``."""
     frames = _latent_frames(s["num_frames"], VAE_SCALE_TEMPORAL)
     h = _div(s["height"], VAE_SCALE_SPATIAL, "height")
     w = _div(s["width"], VAE_SCALE_SPATIAL, "width")
@@ -44,6 +46,8 @@ def _skyreels_v2_transformer_inputs(model: nn.Module, call: str, s: Mapping[str,
         "timestep": TensorSpec((1, frames) if forcing else (1,)),
         "encoder_hidden_states": TensorSpec((1, s["text_len"], _cfg(model, "text_dim"))),
     }
+    if s.get("image_tokens"):
+        inputs["encoder_hidden_states_image"] = TensorSpec((1, s["image_tokens"], _cfg(model, "image_dim")))
     if forcing:
         inputs["enable_diffusion_forcing"] = True
         inputs["fps"] = [FPS_ID]
