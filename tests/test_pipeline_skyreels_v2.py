@@ -171,18 +171,26 @@ def test_timestep_matrix_rows_are_diffusers():
         assert set(intervals) == {(0, blocks * block)}, where
 
 
-def _tiny_pipeline():
+def _tiny_pipeline(image: bool = False):
+    """The real diffusion-forcing pipeline (image-to-video: with a tiny Wan VAE of the same 8×/4× factors to
+    encode the image) around a one-layer transformer, and the list its forwards append
+    ``(latent frames, timestep shape)`` to."""
     torch = pytest.importorskip("torch")
     pytest.importorskip("diffusers")
-    from diffusers import SkyReelsV2DiffusionForcingPipeline, SkyReelsV2Transformer3DModel, UniPCMultistepScheduler
+    from diffusers import (AutoencoderKLWan, SkyReelsV2DiffusionForcingImageToVideoPipeline,
+                           SkyReelsV2DiffusionForcingPipeline, SkyReelsV2Transformer3DModel, UniPCMultistepScheduler)
 
     torch.manual_seed(0)
     transformer = SkyReelsV2Transformer3DModel(num_attention_heads=2, attention_head_dim=12, in_channels=4,
                                                out_channels=4, text_dim=16, freq_dim=16, ffn_dim=32, num_layers=1,
                                                inject_sample_info=True)  # as the DF-1.3B card: fps is passed
     scheduler = UniPCMultistepScheduler(prediction_type="flow_prediction", use_flow_sigmas=True, flow_shift=8.0)
-    pipe = SkyReelsV2DiffusionForcingPipeline(tokenizer=None, text_encoder=None, transformer=transformer, vae=None,
-                                              scheduler=scheduler)
+    vae = None
+    if image:
+        vae = AutoencoderKLWan(base_dim=8, z_dim=4, dim_mult=[1, 1, 1, 1], num_res_blocks=1, attn_scales=[],
+                               temperal_downsample=[False, True, True], latents_mean=[0.0] * 4, latents_std=[1.0] * 4)
+    cls = SkyReelsV2DiffusionForcingImageToVideoPipeline if image else SkyReelsV2DiffusionForcingPipeline
+    pipe = cls(tokenizer=None, text_encoder=None, transformer=transformer, vae=vae, scheduler=scheduler)
     pipe.set_progress_bar_config(disable=True)
     calls = []
     transformer.register_forward_pre_hook(
@@ -191,30 +199,48 @@ def _tiny_pipeline():
     return pipe, calls
 
 
-@pytest.mark.parametrize("options", [
+FORCING_OPTIONS = [
     dict(num_frames=17, steps=3),
     dict(num_frames=41, steps=4, ar_step=2, causal_block_size=3),
     dict(num_frames=57, steps=3, guidance_scale=1.0, ar_step=1, causal_block_size=2, base_num_frames=25,
          overlap_history=9),
     dict(num_frames=45, steps=2, ar_step=3, causal_block_size=2, base_num_frames=21, overlap_history=5),
-])
-def test_forcing_plan_is_the_real_loop(options):
+    dict(num_frames=53, steps=2, ar_step=1, causal_block_size=2, base_num_frames=21, overlap_history=5),
+]
+
+
+@pytest.mark.parametrize("image", [False, True], ids=["t2v", "i2v"])
+@pytest.mark.parametrize("options", FORCING_OPTIONS)
+def test_forcing_plan_is_the_real_loop(options, image):  # noqa: C901
     """The real ``SkyReelsV2DiffusionForcingPipeline.__call__`` on a tiny transformer (prompt embeddings given,
     latent output): every transformer forward and its latent frames, against the plan's runs; the returned latent's
     frames against the plan's decode."""
     torch = pytest.importorskip("torch")
+    from flopcalc.api import estimate_configs
     from flopcalc.pipelines import plan
     from flopcalc.sources import resolve
 
-    pipe, calls = _tiny_pipeline()
-    kwargs = {k: v for k, v in options.items() if k != "steps"}
-    embeds = torch.zeros(1, 8, 16)
-    out = pipe(prompt=None, prompt_embeds=embeds, negative_prompt_embeds=embeds, height=32, width=32, num_inference_steps=options[
-        "steps"], output_type="latent", **kwargs).frames
-    r = flopcalc.estimate("skyreels-v2-df-1.3b-540p", height=32, width=32, **options)
+    pipe, calls = _tiny_pipeline(image)
     source = resolve("skyreels-v2-df-1.3b-540p")
+    index = dict(source.model_index)
+    if image:
+        index["_class_name"] = "SkyReelsV2DiffusionForcingImageToVideoPipeline"
+    kwargs = {k: v for k, v in options.items() if k != "steps"}
+    if image:
+        kwargs["image"] = torch.zeros(1, 3, 32, 32)
+    embeds = torch.zeros(1, 8, 16)
+    try:
+        r = estimate_configs(index, dict(source.components), Settings(height=32, width=32, **options))
+    except OptionError:  # refused where diffusers fails: it must fail
+        with pytest.raises((IndexError, RuntimeError, ValueError)):
+            pipe(prompt=None, prompt_embeds=embeds, negative_prompt_embeds=embeds, height=32, width=32,
+                 num_inference_steps=options["steps"], output_type="latent", **kwargs)
+        assert image and options.get("overlap_history")  # only the image-to-video long video with a short tail
+        return
+    out = pipe(prompt=None, prompt_embeds=embeds, negative_prompt_embeds=embeds, height=32, width=32,
+               num_inference_steps=options["steps"], output_type="latent", **kwargs).frames
     planned = {}
-    for run in plan(source.model_index, source.components, r.settings).runs:  # the report folds windows into pieces
+    for run in plan(index, source.components, r.settings).runs:  # the report folds windows into pieces
         if run.component == "transformer":
             planned[run.shape.latent_frames] = planned.get(run.shape.latent_frames, 0) + run.runs
             assert run.shape.timestep_tokens == run.shape.latent_frames
@@ -223,4 +249,89 @@ def test_forcing_plan_is_the_real_loop(options):
         assert timestep == (1, frames)
         measured[frames] = measured.get(frames, 0) + 1
     assert planned == measured
-    assert r.component("vae").shape["latent_frames"] == out.shape[2]
+    assert r.component("vae", "decode").shape["latent_frames"] == out.shape[2]
+    if image:
+        assert r.component("vae", "encode").shape == {"height": 32, "width": 32, "frames": 1}
+
+
+@pytest.mark.parametrize("options", [
+    dict(num_frames=21, steps=2, overlap_history=5, base_num_frames=17),
+    dict(num_frames=33, steps=3, ar_step=1, causal_block_size=2, overlap_history=9, base_num_frames=25),
+    dict(num_frames=13, steps=2, overlap_history=5),
+])
+def test_video_to_video_plan_is_the_real_loop(options):
+    """The real ``SkyReelsV2DiffusionForcingVideoToVideoPipeline.__call__`` (tiny transformer and Wan VAE, a
+    9-frame input video): its forwards and their frames, the encoded prefix, the decoded latent."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("diffusers")
+    from diffusers import (AutoencoderKLWan, SkyReelsV2DiffusionForcingVideoToVideoPipeline,
+                           SkyReelsV2Transformer3DModel, UniPCMultistepScheduler)
+
+    from flopcalc.api import estimate_configs
+    from flopcalc.pipelines import plan
+    from flopcalc.sources import resolve
+
+    torch.manual_seed(0)
+    transformer = SkyReelsV2Transformer3DModel(num_attention_heads=2, attention_head_dim=12, in_channels=4,
+                                               out_channels=4, text_dim=16, freq_dim=16, ffn_dim=32, num_layers=1,
+                                               inject_sample_info=True)
+    vae = AutoencoderKLWan(base_dim=8, z_dim=4, dim_mult=[1, 1, 1, 1], num_res_blocks=1, attn_scales=[],
+                           temperal_downsample=[False, True, True], latents_mean=[0.0] * 4, latents_std=[1.0] * 4)
+    scheduler = UniPCMultistepScheduler(prediction_type="flow_prediction", use_flow_sigmas=True, flow_shift=8.0)
+    pipe = SkyReelsV2DiffusionForcingVideoToVideoPipeline(tokenizer=None, text_encoder=None, transformer=transformer,
+                                                          vae=vae, scheduler=scheduler)
+    pipe.set_progress_bar_config(disable=True)
+    calls, encoded = [], []
+    transformer.register_forward_pre_hook(lambda m, a, kw: calls.append(kw["hidden_states"].shape[2]),
+                                          with_kwargs=True)
+    vae.encoder.register_forward_pre_hook(lambda m, a: encoded.append(a[0].shape))
+    embeds = torch.zeros(1, 8, 16)
+    kwargs = {k: v for k, v in options.items() if k != "steps"}
+    out = pipe(video=torch.zeros(1, 9, 3, 32, 32), prompt=None, prompt_embeds=embeds, negative_prompt_embeds=embeds,
+               height=32, width=32, num_inference_steps=options["steps"], output_type="latent", **kwargs).frames
+
+    source = resolve("skyreels-v2-df-1.3b-540p")
+    index = {**source.model_index, "_class_name": "SkyReelsV2DiffusionForcingVideoToVideoPipeline"}
+    r = estimate_configs(index, dict(source.components), Settings(height=32, width=32, **options))
+    planned: dict[int, int] = {}
+    for run in plan(index, source.components, r.settings).runs:
+        if run.component == "transformer":
+            planned[run.shape.latent_frames] = planned.get(run.shape.latent_frames, 0) + run.runs
+    measured: dict[int, int] = {}
+    for frames in calls:
+        measured[frames] = measured.get(frames, 0) + 1
+    assert planned == measured
+    assert r.component("vae", "decode").shape["latent_frames"] == out.shape[2]
+    assert r.component("vae", "encode").shape["frames"] == options["overlap_history"]
+    assert encoded  # the encoder ran (chunk by chunk: the plan's encode formula sums the chunks)
+
+
+def test_video_to_video_needs_overlap_history():
+    from flopcalc.api import estimate_configs
+    from flopcalc.sources import resolve
+
+    source = resolve("skyreels-v2-df-14b-720p")
+    index = {**source.model_index, "_class_name": "SkyReelsV2DiffusionForcingVideoToVideoPipeline"}
+    with pytest.raises(OptionError, match="overlap-history"):
+        estimate_configs(index, dict(source.components), Settings())
+    r = estimate_configs(index, dict(source.components), Settings(overlap_history=17))
+    assert r.settings.num_frames == 121 and r.settings.guidance_scale == 6.0  # v2v.py:693-695, 120 rounded
+    # L = 31, B = 25, O = 5: windows of 25 and min(31 − 25 + 5, 25) = 11 frames, 5 prefix frames each, 50 rows each
+    from flopcalc.pipelines import plan
+
+    runs = [(run.shape.latent_frames, run.runs) for run in plan(index, source.components, r.settings).runs
+            if run.component == "transformer"]
+    assert runs == [(25, 100), (11, 100)]
+    assert r.component("vae", "decode").shape["latent_frames"] == 25 + 11 - 5
+
+
+def test_diffusion_forcing_image_to_video_defaults():
+    from flopcalc.api import estimate_configs
+    from flopcalc.sources import resolve
+
+    source = resolve("skyreels-v2-df-14b-720p")
+    index = {**source.model_index, "_class_name": "SkyReelsV2DiffusionForcingImageToVideoPipeline"}
+    r = estimate_configs(index, dict(source.components), Settings())
+    assert r.settings.guidance_scale == 5.0 and r.passes == 2  # df_i2v.py:655
+    assert _runs(r) == {"text_encoder.forward": 2, "vae.encode": 1, "transformer.forward": 100, "vae.decode": 1}
+    assert r.component("vae", "encode").shape == {"height": 544, "width": 960, "frames": 1}

@@ -202,41 +202,55 @@ class ForcingWindow:
 
 
 def forcing_windows(latent_frames: Any, steps: Any, *, ar_step: int, causal_block_size: int,
-                    base_latent_frames: int | None, overlap_latent_frames: int | None) -> list[ForcingWindow]:
-    """The iterations of ``SkyReelsV2DiffusionForcingPipeline.__call__`` (lines 791-950).
+                    base_latent_frames: int | None, overlap_latent_frames: int | None, first_prefix: int = 0,
+                    matrix_base: str = "window") -> list[ForcingWindow]:
+    """The iterations of the diffusion-forcing loop (``SkyReelsV2DiffusionForcingPipeline.__call__``, lines
+    791-950; the image-to-video sibling's, pipeline_skyreels_v2_diffusion_forcing_i2v.py:820-985).
 
-    Short video (``overlap_latent_frames`` None): one iteration on all ``latent_frames``. Long video
+    Short video (``overlap_latent_frames`` None): one iteration on all ``L = latent_frames``. Long video
     (``overlap_history`` set and ``num_frames > base_num_frames``): ``n_iter = 1 + (L − B − 1) // (B − O) + 1``
-    iterations; the first on ``B`` frames, iteration ``k`` on ``min(L − (k(B − O) + O) + O, B)`` frames whose
+    iterations; the first on ``min(L, B)`` frames, iteration ``k`` on ``min(L − (k(B − O) + O) + O, B)`` frames whose
     first ``O − O mod c`` are the prefix (already denoised: their blocks start finished) and keeps the frames
-    after the first ``O``. In each, ``generate_timestep_matrix`` gets its own frame count as the window, so every
-    forward runs on the frames of the whole blocks, ``(n // c) · c``; the rows are
-    :func:`timestep_matrix_rows`."""
+    after the first ``O``. The first iteration's prefix is ``first_prefix`` frames (image-to-video: the image's
+    one latent frame). Each iteration's ``generate_timestep_matrix`` has ``n = frames // c`` blocks, of which
+    ``prefix // c`` start finished, and rows :func:`timestep_matrix_rows`; its valid interval is
+    ``[0, b · c)`` for ``b`` the blocks of the window it is given (``matrix_base``: ``"window"``, the iteration's
+    own frames, as the text-to-video pipeline passes, so ``b = n``: each forward runs on the ``n · c`` frames of
+    the whole blocks; ``"base"``, ``B`` (or ``L``), as the image-to-video one does: where ``b > n`` its update loop
+    indexes past the ``n · c`` mask and diffusers fails, refused here)."""
     c = causal_block_size
     if overlap_latent_frames is None:
-        if c == 1:  # a law in F and S at the defaults
-            return [ForcingWindow(latent_frames, timestep_matrix_rows(latent_frames, steps, ar_step), latent_frames)]
-        blocks = latent_frames // c
-        if blocks == 0:
-            raise OptionError(f"{latent_frames} latent frame(s) hold no causal block of {c} frames: diffusers fails "
-                              "(an empty timestep matrix); lower causal_block_size or raise num_frames")
-        return [ForcingWindow(blocks * c, timestep_matrix_rows(blocks, steps, ar_step), latent_frames)]
-    big, o = base_latent_frames, overlap_latent_frames
-    n_iter = 1 + (latent_frames - big - 1) // (big - o) + 1
+        plan = [(latent_frames, first_prefix, latent_frames)]
+        matrix_frames = latent_frames
+    else:
+        big, o = base_latent_frames, overlap_latent_frames
+        n_iter = 1 + (latent_frames - big - 1) // (big - o) + 1
+        if n_iter < 1:
+            raise OptionError(f"{latent_frames} latent frame(s) to generate give no long-video iteration with a base of "
+                              f"{big} and an overlap of {o} (1 + (L − B − 1) // (B − O) + 1 < 1): diffusers returns "
+                              "nothing to decode; raise num_frames")
+        first = min(latent_frames, big)  # prepare_latents: min(L − O + O, B)
+        plan = [(first, first_prefix, first)]
+        plan += [(f, o - o % c, f - o) for f in (min(latent_frames - (k * (big - o) + o) + o, big)
+                                                  for k in range(1, n_iter))]
+        matrix_frames = big
     windows = []
-    for k in range(n_iter):
-        if k == 0:
-            frames, prefix = big, 0
-        else:
-            frames = min(latent_frames - (k * (big - o) + o) + o, big)
-            prefix = o - o % c
-        blocks = frames // c
-        if blocks <= prefix // c:
-            raise OptionError(f"a long-video iteration of {frames} latent frame(s) holds no causal block of "
-                              f"{c} frames after its prefix: diffusers fails on it (an empty timestep matrix); choose num_frames, base_num_frames, overlap_history "
-                              "or causal_block_size so that every iteration holds one")
-        rows = timestep_matrix_rows(blocks, steps, ar_step, prefix // c)
-        windows.append(ForcingWindow(blocks * c, rows, frames if k == 0 else frames - o))
+    for frames, prefix, kept in plan:
+        blocks = frames if c == 1 else frames // c  # c == 1 keeps a law in F at the defaults
+        ready = prefix // c
+        if blocks <= ready:
+            raise OptionError(f"a diffusion-forcing window of {frames} latent frame(s) holds no causal block of {c} "
+                              f"frame(s) after its {prefix} prefix frame(s): diffusers fails on it (an empty timestep "
+                              "matrix); raise num_frames, or choose base_num_frames, overlap_history or "
+                              "causal_block_size so that every window holds one")
+        given = blocks if matrix_base == "window" else matrix_frames // c
+        width = blocks * c if c > 1 else frames
+        if given > blocks:  # numeric only: a law is refused for long videos
+            raise OptionError(f"a diffusion-forcing window of {frames} latent frame(s) is shorter than the base window "
+                              f"of {given * c}: the image-to-video pipeline's valid interval then runs past its update "
+                              "mask and diffusers fails (IndexError); choose num_frames, base_num_frames and "
+                              "overlap_history so that the last window is a whole base window")
+        windows.append(ForcingWindow(width, timestep_matrix_rows(blocks, steps, ar_step, ready), kept))
     return windows
 
 
@@ -291,23 +305,119 @@ def skyreels_v2_diffusion_forcing_pipeline(components: Mapping[str, Mapping[str,
       ``base_num_latent_frames``).
     * Long video (``overlap_history`` given, ``num_frames > base_num_frames``): :func:`forcing_windows`.
     * ``vae.decode`` once per video on the accumulated latent, as :mod:`flopcalc.pipelines.wan` counts it."""
-    name = "SkyReelsV2DiffusionForcingPipeline"
-    _refuse_strength(s, name, "it generates from noise (no input video)")
+    return _forcing_plan(components, s, "SkyReelsV2DiffusionForcingPipeline", GUIDANCE)
+
+
+def _forcing_plan(components: Mapping[str, Mapping[str, Any]], s: Settings, name: str, guidance: float,
+                  image: bool = False) -> Plan:
+    """The diffusion-forcing plan both pipelines share; ``image``: the image-to-video one (the image VAE-encoded
+    once into the first latent frame, the prefix of the first window; the matrix given the base window)."""
+    _refuse_strength(s, name, "it generates from noise (no input video)" if not image else
+                     "the image is the first latent frame and every step runs")
     _refuse_image_transformer(components, name)
     requested = s.num_frames or NUM_FRAMES
-    s, f, t, notes = skyreels_settings(components, s, name)
+    s, f, t, notes = skyreels_settings(components, s, name, guidance)
     ar_step, block, base_latent, overlap_latent = _forcing_options(components, s, t, requested, name)
     _refuse_forcing_law(s, ar_step, block, overlap_latent is not None)
     passes = cfg_passes(s, s.guidance_scale > 1)
     latent_frames = (s.num_frames - 1) // t + 1
     windows = forcing_windows(latent_frames, s.steps, ar_step=ar_step, causal_block_size=block,
-                              base_latent_frames=base_latent, overlap_latent_frames=overlap_latent)
+                              base_latent_frames=base_latent, overlap_latent_frames=overlap_latent,
+                              first_prefix=1 if image else 0, matrix_base="base" if image else "window")
     runs = _text_runs(components, s, passes)
+    if image and "vae" in components:
+        from flopcalc.pipelines.wan import _encode_runs
+
+        runs += [replace(r, why="the image (1 frame), once")
+                 for r in _encode_runs(component_class(components, "vae") or "?", components["vae"],
+                                       replace(s, batch_size=1, num_frames=1), bool(s.vae_tiling))]
+        notes.append("the image is VAE-encoded once (one latent frame, repeated over the batch): the first latent "
+                     "frame, a finished prefix in the first window; no last_image")
     runs += forcing_runs(components, s, f, passes, windows)
     decoded = sum(w.kept for w in windows) if len(windows) > 1 else latent_frames
     notes.append(_forcing_note(windows, ar_step, block, passes))
     videos = s.batch_size * s.num_images_per_prompt
     vae_runs, vae_notes = _vae_runs(components, s, f, videos, decoded, bool(s.vae_tiling))
+    return Plan(name, s, passes, tuple(runs + vae_runs), tuple(notes + vae_notes))
+
+
+#: ``SkyReelsV2DiffusionForcingImageToVideoPipeline.__call__`` (pipeline_skyreels_v2_diffusion_forcing_i2v.py:655):
+#: ``guidance_scale`` 5.0.
+DF_I2V_GUIDANCE = 5.0
+
+
+@register_pipeline("SkyReelsV2DiffusionForcingImageToVideoPipeline",
+                   options=("max_sequence_length", "num_frames", "vae_tiling", "ar_step", "causal_block_size",
+                            "overlap_history", "base_num_frames"))
+def skyreels_v2_diffusion_forcing_image_to_video_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
+                                                          index: Mapping[str, Any] | None = None) -> Plan:
+    """``SkyReelsV2DiffusionForcingImageToVideoPipeline.__call__`` (pipeline_skyreels_v2_diffusion_forcing_i2v.py:
+    645-1061): the diffusion-forcing defaults but ``guidance_scale`` 5.0, a diffusion-forcing (text-to-video)
+    transformer, no CLIP image encoder; the image is preprocessed to the output size and VAE-encoded once
+    (``prepare_latents``, line 560: one frame, one latent frame), written into the first latent frame: the first
+    window's prefix (``num_pre_ready`` 1: a finished block only when ``causal_block_size`` is 1). The timestep
+    matrix is given ``base_num_latent_frames`` rather than the window's own frames (line 283), which changes
+    nothing where the windows are whole blocks and makes diffusers fail where they are not (refused).
+    ``last_image`` (an input, not an option) is not modelled."""
+    return _forcing_plan(components, s, "SkyReelsV2DiffusionForcingImageToVideoPipeline", DF_I2V_GUIDANCE, image=True)
+
+
+#: ``SkyReelsV2DiffusionForcingVideoToVideoPipeline.__call__`` (pipeline_skyreels_v2_diffusion_forcing_v2v.py:
+#: 689-712): ``num_frames`` 120 new frames (rounded to 121), ``guidance_scale`` 6.0.
+V2V_NUM_FRAMES = 120
+
+
+@register_pipeline("SkyReelsV2DiffusionForcingVideoToVideoPipeline",
+                   options=("max_sequence_length", "num_frames", "vae_tiling", "ar_step", "causal_block_size",
+                            "overlap_history", "base_num_frames"))
+def skyreels_v2_diffusion_forcing_video_to_video_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
+                                                          index: Mapping[str, Any] | None = None) -> Plan:
+    """``SkyReelsV2DiffusionForcingVideoToVideoPipeline.__call__`` (pipeline_skyreels_v2_diffusion_forcing_v2v.py:
+    689-1068): extends an input video by ``num_frames`` (120 → 121) frames, always in long-video windows, so
+    ``overlap_history`` is required (diffusers computes ``(overlap_history − 1) // 4`` unconditionally):
+
+    * ``prepare_latents`` (first iteration, line 455): the input video's last ``overlap_history`` frames (at the
+      output size) VAE-encoded once (one input video), ``(overlap_history − 1) // 4 + 1`` latent frames, truncated
+      to whole causal blocks: the first window's prefix; later windows take theirs from the generated latent;
+    * windows as :func:`forcing_windows` (the first on ``min(L, B)`` frames, each matrix given its own window);
+    * ``vae.decode`` once per video on the accumulated latent (its first window's prefix included); the decoded
+      frames are concatenated to the input video (no MACs)."""
+    name = "SkyReelsV2DiffusionForcingVideoToVideoPipeline"
+    _refuse_strength(s, name, "it extends the input video (its last overlap_history frames VAE-encoded) and every "
+                              "step runs")
+    _refuse_image_transformer(components, name)
+    if s.overlap_history is None:
+        raise OptionError(f"{name} needs --overlap-history: diffusers computes (overlap_history − 1) // 4 "
+                          "unconditionally and fails without it (17 or 37 recommended)")
+    if s.symbolic:
+        raise FlopcalcError("the video-to-video diffusion-forcing windows have no closed-form law in S and F: use "
+                            "the numeric estimate")
+    s = replace(s, num_frames=s.num_frames or V2V_NUM_FRAMES)
+    s, f, t, notes = skyreels_settings(components, s, name)
+    ar_step, block, _, _ = _forcing_options(components, s, t, s.num_frames, name)
+    base = BASE_NUM_FRAMES if s.base_num_frames is None else s.base_num_frames
+    base_latent, overlap_latent = (base - 1) // t + 1, (s.overlap_history - 1) // t + 1
+    if overlap_latent >= base_latent:
+        raise OptionError(f"overlap_history {s.overlap_history} ({overlap_latent} latent frames) must be shorter than "
+                          f"base_num_frames {base} ({base_latent} latent frames): each window has to add frames")
+    passes = cfg_passes(s, s.guidance_scale > 1)
+    latent_frames = (s.num_frames - 1) // t + 1
+    windows = forcing_windows(latent_frames, s.steps, ar_step=ar_step, causal_block_size=block,
+                              base_latent_frames=base_latent, overlap_latent_frames=overlap_latent,
+                              first_prefix=overlap_latent - overlap_latent % block)
+    runs = _text_runs(components, s, passes)
+    if "vae" in components:
+        from flopcalc.pipelines.wan import _encode_runs
+
+        runs += [replace(r, why=f"the input video's last {s.overlap_history} frame(s), once")
+                 for r in _encode_runs(component_class(components, "vae") or "?", components["vae"],
+                                       replace(s, batch_size=1, num_frames=s.overlap_history), bool(s.vae_tiling))]
+        notes.append(f"the input video's last {s.overlap_history} frames (at least that many are assumed) are "
+                     "VAE-encoded once: the first window's prefix")
+    runs += forcing_runs(components, s, f, passes, windows)
+    notes.append(_forcing_note(windows, ar_step, block, passes))
+    videos = s.batch_size * s.num_images_per_prompt
+    vae_runs, vae_notes = _vae_runs(components, s, f, videos, sum(w.kept for w in windows), bool(s.vae_tiling))
     return Plan(name, s, passes, tuple(runs + vae_runs), tuple(notes + vae_notes))
 
 
