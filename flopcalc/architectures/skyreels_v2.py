@@ -24,7 +24,6 @@ from flopcalc.config import FLAG, LAYERS, NULL, SIZE, TEXT, Config, ListOf, decl
 from flopcalc.cost import Node
 from flopcalc.formulas import ops
 from flopcalc.architectures.wan import wan_transformer
-from flopcalc.backprop import gradient_graph
 from flopcalc.registry import RunShape, register
 from flopcalc.weights import Buffer, loading_rules
 
@@ -81,16 +80,6 @@ def skyreels_v2_transformer(config: Config, shape: RunShape) -> Node:
         return node
     return replace(node, children=node.children + fps_nodes(positive_int(config, "num_attention_heads")
                                                             * positive_int(config, "attention_head_dim")))
-
-
-gradient_graph(
-    "SkyReelsV2Transformer3DModel",
-    # transformer_skyreels_v2.py:679, 701: patch_embedding(latents); condition_embedder's time and text MLPs
-    input_layers=("patch_embedding", "condition_embedder.time_embedder.linear_1",
-                  "condition_embedder.text_embedder.linear_1"),
-    checkpointed=("blocks.*",),  # transformer_skyreels_v2.py:733
-    source="diffusers/models/transformers/transformer_skyreels_v2.py:679-742",
-)
 
 
 loading_rules(
