@@ -22,14 +22,13 @@ Configs with an image context (``img_context_dim_in``, Cosmos 2.5 Transfer), a c
 
 from __future__ import annotations
 
-from typing import Any
-
 from flopcalc.config import (
     FLAG, LAYERS, NULL, RATIO, SIZE, TEXT, Config, ListOf, Real, count_int, declare_keys, positive_int,
 )
 from flopcalc.cost import Node, module_list
 from flopcalc.errors import ConfigError, ResolutionError
 from flopcalc.formulas import ops
+from flopcalc.architectures.wan import floor_div
 from flopcalc.formulas.cosmos import cosmos_ada_norm, cosmos_time_embed, cosmos_transformer_block
 from flopcalc.registry import RunShape, register
 from flopcalc.weights import loading_rules
@@ -77,13 +76,6 @@ def _refuse_unsupported(config: Config) -> None:
     if config["extra_pos_embed_type"] not in (None, "learnable"):
         raise ConfigError(f"{config.component}/config.json: extra_pos_embed_type must be null or 'learnable', got "
                           f"{config['extra_pos_embed_type']!r}")
-
-
-def floor_div(size: Any, k: int) -> Any:
-    """``size // k`` as ``CosmosPatchEmbed``'s reshape floors it; on a symbol ``size / k``."""
-    if k == 1:
-        return size
-    return size // k if isinstance(size, int) else size / k
 
 
 @register("CosmosTransformer3DModel", role="denoiser", defaults=DEFAULTS, source=SOURCE)

@@ -20,7 +20,7 @@ from flopcalc.pipelines.base import (
     register_pipeline,
     text_runs,
 )
-from flopcalc.pipelines.skyreels_v2 import vae_factors
+from flopcalc.pipelines.skyreels_v2 import encode_once, vae_factors
 from flopcalc.pipelines.wan import _vae_runs
 
 #: ``Cosmos2TextToImagePipeline.__call__`` defaults (pipeline_cosmos2_text2image.py:455-472).
@@ -81,9 +81,6 @@ def cosmos2_video_to_world_pipeline(components: Mapping[str, Mapping[str, Any]],
       a per-frame ``(B, 1, T, 1, 1)`` timestep and the ``condition_mask`` channel: the transformer's time embedder
       runs on ``T`` rows and every adaLN norm on every token.
     * ``vae.decode`` once per video, frame by frame (line 662)."""
-    from flopcalc.pipelines.wan import _encode_runs
-    from flopcalc.pipelines.base import component_class
-
     name = "Cosmos2VideoToWorldPipeline"
     if s.strength is not None:
         raise OptionError(f"--strength does not apply to {name}: the conditioning frames are VAE-encoded and every "
@@ -98,12 +95,11 @@ def cosmos2_video_to_world_pipeline(components: Mapping[str, Mapping[str, Any]],
     latent_frames = (s.num_frames - 1) // t + 1
     runs = text_runs(components, [("text_encoder", s.max_sequence_length)], s.batch_size * passes,
                      f"{s.batch_size} prompt(s)" + (" + negative" if passes == 2 else ""))
-    if "vae" in components:
-        runs += [replace(r, why=f"the conditioning input padded to {s.num_frames} frames, once")
-                 for r in _encode_runs(component_class(components, "vae") or "?", components["vae"],
-                                       replace(s, batch_size=1), bool(s.vae_tiling))]
-        notes.append(f"the conditioning image (video) is padded to {s.num_frames} frames with its last frame and "
-                     "VAE-encoded once")
+    encode, encode_notes = encode_once(
+        components, s, s.num_frames, f"the conditioning input padded to {s.num_frames} frames, once",
+        f"the conditioning image (video) is padded to {s.num_frames} frames with its last frame and VAE-encoded once")
+    runs += encode
+    notes += encode_notes
     runs += [replace(r, shape=replace(r.shape, timestep_tokens=latent_frames))
              for r in denoiser_run(components, "transformer", s, f, s.max_sequence_length, passes,
                                    latent_frames=latent_frames)]

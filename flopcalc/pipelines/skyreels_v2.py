@@ -99,6 +99,20 @@ def _refuse_strength(s: Settings, pipeline: str, why: str) -> None:
         raise OptionError(f"--strength does not apply to {pipeline}: {why}")
 
 
+def encode_once(components: Mapping[str, Mapping[str, Any]], s: Settings, frames: Any, why: str,
+                note: str) -> tuple[list[ComponentRun], list[str]]:
+    """``vae.encode`` of one conditioning input of ``frames`` frames at the output size (batch 1: the pipelines
+    encode it once and repeat its latent over the batch), split as ``--vae-tiling`` says; and its note. Nothing
+    without a VAE."""
+    from flopcalc.pipelines.wan import _encode_runs
+
+    if "vae" not in components:
+        return [], []
+    runs = _encode_runs(component_class(components, "vae") or "?", components["vae"],
+                        replace(s, batch_size=1, num_frames=frames), bool(s.vae_tiling))
+    return [replace(r, why=why) for r in runs], [note]
+
+
 def _text_runs(components, s: Settings, passes: int) -> list[ComponentRun]:
     return text_runs(components, [("text_encoder", s.max_sequence_length)], s.batch_size * passes,
                      f"{s.batch_size} prompt(s)" + (" + negative" if passes == 2 else ""))
@@ -147,7 +161,6 @@ def skyreels_v2_image_to_video_pipeline(components: Mapping[str, Mapping[str, An
       (repeated over the batch), its latent and 4 mask channels concatenated to the noise (the 36 input channels);
     * the transformer twice per step under guidance (lines 700, 711), one timestep each; ``vae.decode`` once per
       video (line 740)."""
-    from flopcalc.pipelines.wan import _encode_runs
     from flopcalc.pipelines.wan_i2v import _image_encoder_runs
 
     name = "SkyReelsV2ImageToVideoPipeline"
@@ -160,12 +173,12 @@ def skyreels_v2_image_to_video_pipeline(components: Mapping[str, Mapping[str, An
     runs = _text_runs(components, s, passes)
     image_runs, image_tokens = _image_encoder_runs(components, s)
     runs += image_runs
-    if "vae" in components:
-        runs += [replace(r, why=f"1 conditioning video: the image + {s.num_frames - 1} zero frame(s)")
-                 for r in _encode_runs(component_class(components, "vae") or "?", components["vae"],
-                                       replace(s, batch_size=1), bool(s.vae_tiling))]
-        notes.append(f"the image is VAE-encoded once with {s.num_frames - 1} zero frames after it, and its latent "
-                     "repeated over the batch")
+    encode, encode_notes = encode_once(
+        components, s, s.num_frames, f"1 conditioning video: the image + {s.num_frames - 1} zero frame(s)",
+        f"the image is VAE-encoded once with {s.num_frames - 1} zero frames after it, and its latent repeated over "
+        "the batch")
+    runs += encode
+    notes += encode_notes
     denoise = denoiser_run(components, "transformer", s, f, s.max_sequence_length, passes, latent_frames=latent_frames)
     runs += [replace(r, shape=replace(r.shape, image_tokens=image_tokens)) for r in denoise]
     videos = s.batch_size * s.num_images_per_prompt
@@ -325,14 +338,12 @@ def _forcing_plan(components: Mapping[str, Mapping[str, Any]], s: Settings, name
                               base_latent_frames=base_latent, overlap_latent_frames=overlap_latent,
                               first_prefix=1 if image else 0, matrix_base="base" if image else "window")
     runs = _text_runs(components, s, passes)
-    if image and "vae" in components:
-        from flopcalc.pipelines.wan import _encode_runs
-
-        runs += [replace(r, why="the image (1 frame), once")
-                 for r in _encode_runs(component_class(components, "vae") or "?", components["vae"],
-                                       replace(s, batch_size=1, num_frames=1), bool(s.vae_tiling))]
-        notes.append("the image is VAE-encoded once (one latent frame, repeated over the batch): the first latent "
-                     "frame, a finished prefix in the first window; no last_image")
+    if image:
+        encode, encode_notes = encode_once(
+            components, s, 1, "the image (1 frame), once", "the image is VAE-encoded once (one latent frame, repeated "
+            "over the batch): the first latent frame, a finished prefix in the first window; no last_image")
+        runs += encode
+        notes += encode_notes
     runs += forcing_runs(components, s, f, passes, windows)
     decoded = sum(w.kept for w in windows) if len(windows) > 1 else latent_frames
     notes.append(_forcing_note(windows, ar_step, block, passes))
@@ -406,14 +417,12 @@ def skyreels_v2_diffusion_forcing_video_to_video_pipeline(components: Mapping[st
                               base_latent_frames=base_latent, overlap_latent_frames=overlap_latent,
                               first_prefix=overlap_latent - overlap_latent % block)
     runs = _text_runs(components, s, passes)
-    if "vae" in components:
-        from flopcalc.pipelines.wan import _encode_runs
-
-        runs += [replace(r, why=f"the input video's last {s.overlap_history} frame(s), once")
-                 for r in _encode_runs(component_class(components, "vae") or "?", components["vae"],
-                                       replace(s, batch_size=1, num_frames=s.overlap_history), bool(s.vae_tiling))]
-        notes.append(f"the input video's last {s.overlap_history} frames (at least that many are assumed) are "
-                     "VAE-encoded once: the first window's prefix")
+    encode, encode_notes = encode_once(
+        components, s, s.overlap_history, f"the input video's last {s.overlap_history} frame(s), once",
+        f"the input video's last {s.overlap_history} frames (at least that many are assumed) are VAE-encoded once: "
+        "the first window's prefix")
+    runs += encode
+    notes += encode_notes
     runs += forcing_runs(components, s, f, passes, windows)
     notes.append(_forcing_note(windows, ar_step, block, passes))
     videos = s.batch_size * s.num_images_per_prompt
