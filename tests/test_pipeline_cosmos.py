@@ -71,5 +71,10 @@ def test_guidance_off_and_refusals():
 def test_symbolic_laws():
     from flopcalc.symbolic import symbolic_estimate
 
-    assert {"H", "W", "S"} <= {x.name for x in symbolic_estimate("cosmos-predict2-2b-text2image").flops.free_symbols}
-    assert "F" in {x.name for x in symbolic_estimate("cosmos-predict2-2b-video2world").flops.free_symbols}
+    for model, frames in [("cosmos-predict2-2b-text2image", None), ("cosmos-predict2-2b-video2world", 33)]:
+        law = symbolic_estimate(model)
+        symbols = {x.name: x for x in law.flops.free_symbols}
+        assert {"H", "W", "S"} <= set(symbols) and (frames is None) == ("F" not in symbols)
+        values = dict(H=256, W=512, F=frames, S=7, P=2, B=1, L=512)
+        at = law.flops.subs({symbols[k]: v for k, v in values.items() if k in symbols})
+        assert at == 2 * flopcalc.estimate(model, height=256, width=512, num_frames=frames, steps=7).macs

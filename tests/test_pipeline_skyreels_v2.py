@@ -145,7 +145,12 @@ def test_symbolic_law_at_the_defaults_only():
     from flopcalc.symbolic import symbolic_estimate
 
     law = symbolic_estimate("skyreels-v2-df-14b-720p")
-    assert {"S", "F", "H", "W"} <= {s.name for s in law.flops.free_symbols}
+    symbols = {s.name: s for s in law.flops.free_symbols}
+    assert {"S", "F", "H", "W"} <= set(symbols)
+    for h, w, f, steps in [(256, 512, 33, 7), (512, 384, 17, 3)]:  # the law is the numeric plan elsewhere too
+        values = dict(H=h, W=w, F=f, S=steps, P=2, B=1, L=512)
+        at = law.flops.subs({symbols[k]: v for k, v in values.items() if k in symbols})
+        assert at == 2 * flopcalc.estimate("skyreels-v2-df-14b-720p", height=h, width=w, num_frames=f, steps=steps).macs
     with pytest.raises(FlopcalcError, match="closed-form"):
         symbolic_estimate("skyreels-v2-df-14b-720p", ar_step=5, causal_block_size=5)
 
