@@ -123,6 +123,10 @@ def estimate(
     ensemble_size: int | None = None,
     processing_resolution: int | None = None,
     decode_chunk_size: int | None = None,
+    ar_step: int | None = None,
+    causal_block_size: int | None = None,
+    overlap_history: int | None = None,
+    base_num_frames: int | None = None,
     convention: str = "torch",
     revision: str | None = None,
     token: str | None = None,
@@ -147,7 +151,9 @@ def estimate(
                         vae_tiling=vae_tiling, pag_scale=pag_scale,
                         pag_applied_layers=None if pag_applied_layers is None else layer_ids(pag_applied_layers),
                         image_guidance_scale=image_guidance_scale, ensemble_size=ensemble_size,
-                        processing_resolution=processing_resolution, decode_chunk_size=decode_chunk_size)
+                        processing_resolution=processing_resolution, decode_chunk_size=decode_chunk_size,
+                        ar_step=ar_step, causal_block_size=causal_block_size, overlap_history=overlap_history,
+                        base_num_frames=base_num_frames)
     return estimate_configs(source.model_index, source.components, settings, convention=convention,
                             model=source.name, source_kind=source.kind, revision=source.revision,
                             source_notes=source.notes, missing=tuple(source.missing),

@@ -106,6 +106,10 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--pag-scale", type=float, help="PAG pipelines: perturbed-attention guidance scale (0: off)")
     e.add_argument("--pag-applied-layers", nargs="+", metavar="LAYER",
                    help="PAG pipelines: self-attention layer ids (e.g. mid, down_blocks.2, blocks.14)")
+    e.add_argument("--ar-step", type=int, help="SkyReels V2 diffusion forcing: timesteps each causal block lags (0)")
+    e.add_argument("--causal-block-size", type=_positive_int, help="SkyReels V2 diffusion forcing: latent frames per block")
+    e.add_argument("--overlap-history", type=_positive_int, help="SkyReels V2 diffusion forcing: long-video overlap frames")
+    e.add_argument("--base-num-frames", type=_positive_int, help="SkyReels V2 diffusion forcing: long-video window (97)")
     e.add_argument("--no-resolution-binning", dest="resolution_binning", action="store_false",
                    help="PixArt: estimate the size as given instead of snapping it to the pipeline's aspect-ratio bins")
     e.add_argument("--convention", choices=("torch", "thop"), default="torch")
@@ -230,7 +234,9 @@ def _estimate(args: argparse.Namespace) -> int:
         vae_tiling=args.vae_tiling, pag_scale=args.pag_scale, pag_applied_layers=args.pag_applied_layers,
         image_guidance_scale=args.image_guidance_scale, ensemble_size=args.ensemble_size,
         processing_resolution=args.processing_resolution, decode_chunk_size=args.decode_chunk_size,
-        convention=args.convention, revision=args.revision, measure=args.measure,
+        ar_step=args.ar_step, causal_block_size=args.causal_block_size, overlap_history=args.overlap_history,
+        base_num_frames=args.base_num_frames, convention=args.convention, revision=args.revision,
+        measure=args.measure,
     )
     sys.stdout.write(render(report, args.format, per_block=args.per_block, depth=args.depth))
     return 0

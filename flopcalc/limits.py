@@ -27,6 +27,10 @@ LIMITS: dict[str, tuple[int, str]] = {
     "tiles": (65536, "tiles per VAE call"),
     "ensemble_size": (4096, "ensemble members"),
     "processing_resolution": (16384, "pixels"),
+    "ar_step": (10_000, "steps"),
+    "causal_block_size": (4096, "latent frames"),
+    "overlap_history": (4096, "frames"),
+    "base_num_frames": (4096, "frames"),
 }
 LARGE_FACTOR = 16
 ALLOW_LARGE = "FLOPCALC_ALLOW_LARGE"

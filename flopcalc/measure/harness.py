@@ -680,6 +680,9 @@ def _input_notes(inputs: Mapping[str, Any], module_depth: int) -> list[str]:
     constants = [k for k, v in inputs.items() if v is None]
     if constants:
         notes.append("Passed as constant None (not thop inputs): " + ", ".join(constants) + ".")
+    values = [f"{k}={v!r}" for k, v in inputs.items() if v is not None and not isinstance(v, torch.Tensor)]
+    if values:
+        notes.append("Passed as constants (not thop inputs): " + ", ".join(values) + ".")
     if module_depth != TORCH_MODULE_DEPTH:
         notes.append(f"torch.by_module goes down to depth {module_depth}.")
     return notes
@@ -745,9 +748,9 @@ def measure_model(
         "class_name": type(model).__name__,
         "call": call,
         "device": "meta",
-        "inputs": {k: None if t is None else list(t.shape) for k, t in tensors.items()},
+        "inputs": {k: list(t.shape) if isinstance(t, torch.Tensor) else t for k, t in tensors.items()},
         "input_dtypes": {
-            k: str(t.dtype).removeprefix("torch.") for k, t in tensors.items() if t is not None
+            k: str(t.dtype).removeprefix("torch.") for k, t in tensors.items() if isinstance(t, torch.Tensor)
         },
         "method": _method(call, _attention_summary(model), notes),
         "attention": _attention_summary(model),

@@ -67,6 +67,10 @@ class Settings:
     ensemble_size: int | None = None  # Marigold: predictions per input image (None: 1)
     processing_resolution: int | None = None  # Marigold: longest side processed (None: the model's default)
     decode_chunk_size: int | None = None  # SVD: latent frames per VAE decode call (None: a video's frames)
+    ar_step: int | None = None  # SkyReels V2 diffusion forcing: timesteps each causal block lags (0: synchronous)
+    causal_block_size: int | None = None  # SkyReels V2 diffusion forcing: latent frames per causal block
+    overlap_history: int | None = None  # SkyReels V2 diffusion forcing: frames shared by long-video windows
+    base_num_frames: int | None = None  # SkyReels V2 diffusion forcing: frames of one long-video window
     counting: Counting = field(default=NUMERIC, metadata={"option": False})
 
     @property
@@ -137,6 +141,10 @@ OPTIONAL = {
     "processing_resolution": ("--processing-resolution", "it does not resize its input to a processing resolution "
                                                          "(Marigold's)"),
     "decode_chunk_size": ("--decode-chunk-size", "its __call__ takes no decode_chunk_size (its VAE decodes whole)"),
+    "ar_step": ("--ar-step", "it has no diffusion-forcing schedule"),
+    "causal_block_size": ("--causal-block-size", "it has no diffusion-forcing schedule"),
+    "overlap_history": ("--overlap-history", "it generates no long video in overlapping windows"),
+    "base_num_frames": ("--base-num-frames", "it generates no long video in overlapping windows"),
 }
 #: Pipeline → the optional options it applies, and its own reasons for refusing others.
 _OPTIONS: dict[str, frozenset[str]] = {}
@@ -291,7 +299,8 @@ def _flag(option: str) -> str:
 
 
 def _validate(s: Settings) -> None:
-    for key in ("height", "width", "steps", "max_sequence_length", "num_frames", "ensemble_size", "decode_chunk_size"):
+    for key in ("height", "width", "steps", "max_sequence_length", "num_frames", "ensemble_size", "decode_chunk_size",
+                "causal_block_size", "overlap_history", "base_num_frames"):
         v = getattr(s, key)
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v <= 0):
             raise FlopcalcError(f"{key} must be a positive integer, got {v!r}")
@@ -302,6 +311,8 @@ def _validate(s: Settings) -> None:
     v = s.processing_resolution
     if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
         raise FlopcalcError(f"processing_resolution must be an integer >= 0 (0: the input's own size), got {v!r}")
+    if s.ar_step is not None and (isinstance(s.ar_step, bool) or not isinstance(s.ar_step, int) or s.ar_step < 0):
+        raise FlopcalcError(f"ar_step must be an integer >= 0, got {s.ar_step!r}")
     check_settings(s)
     if s.strength is not None and not 0 < s.strength <= 1:
         raise FlopcalcError(f"strength must be in (0, 1], got {s.strength}")
