@@ -69,7 +69,7 @@ def _check_vae(folder: Path, height: int, width: int, call: str) -> None:
 # --------------------------------------------------------------------------- bundled cards
 
 
-@pytest.mark.parametrize("card", ["sana-600m-512", "sana-1.6b-512"])
+@pytest.mark.parametrize("card", ["sana-600m-512", "sana-1.6b-512", "sana-1.5-1.6b", "sana-sprint-1.6b"])
 def test_card_transformer_at_random_size(rng, card):
     h, w = _size(rng, 32, 64, 2048), _size(rng, 32, 64, 2048)
     _check_transformer(REPO / "model_cards" / card / "transformer", h, w, rng.randint(1, 400))

@@ -78,13 +78,20 @@ def sana_binned_size(height: int, width: int, sample_size: int) -> tuple[int, in
     return nearest_aspect_bin("sana_aspect_ratio_bins.json", sample_size, height, width, "SanaPipeline")
 
 
-CHI_NOTE = ("text_encoder: planned at max_sequence_length tokens for the prompt and the negative prompt; "
-            "SanaPipeline by default prepends its complex human instruction to the prompt, which makes that "
-            "one encode N_chi − 2 tokens longer (N_chi: Gemma tokens of the instruction, tokenizer-dependent, "
-            "not counted here)")
+def chi_note(pipeline: str, prompts: str = "the prompt and the negative prompt") -> str:
+    """What the report says of the complex human instruction ``pipeline`` prepends by default."""
+    return (f"text_encoder: planned at max_sequence_length tokens for {prompts}; {pipeline} by default prepends its "
+            "complex human instruction to the prompt, which makes that one encode N_chi − 2 tokens longer (N_chi: "
+            "Gemma tokens of the instruction, tokenizer-dependent, not counted here)")
 
 
-@register_pipeline("SanaPipeline", denoisers=("SanaTransformer2DModel",), options=("max_sequence_length",))
+CHI_NOTE = chi_note("SanaPipeline")
+
+
+#: A ``guidance_embeds`` transformer cannot run here: SanaPipeline passes no ``guidance``, and
+#: ``SanaCombinedTimestepGuidanceEmbeddings`` takes no ``batch_size`` (it runs under SanaSprintPipeline).
+@register_pipeline("SanaPipeline", denoisers=("SanaTransformer2DModel",), options=("max_sequence_length",),
+                   when=lambda cfg: not cfg.get("guidance_embeds"))
 def sana_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                   index: Mapping[str, Any] | None = None) -> Plan:
     """``SanaPipeline.__call__`` (see the module doc for every default)."""
