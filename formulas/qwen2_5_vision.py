@@ -7,7 +7,8 @@ An image of :math:`H \times W` pixels (the processor's ``smart_resize`` makes bo
 ``temporal_patch_size`` frames: :math:`t = 1`), :math:`g_h = H/p`, :math:`g_w = W/p`; :math:`N = t g_h g_w`
 tokens of width :math:`c` (``hidden_size``), :math:`h` heads of :math:`d = c/h`.
 
-* ``patch_embed.proj``: a bias-free ``Conv3d`` with kernel = stride = (2, 14, 14): :math:`N c \cdot 3 \cdot 2 \cdot 14^2` MACs.
+* ``patch_embed.proj``: a bias-free ``Conv3d``, kernel = stride = (2, 14, 14):
+  :math:`N c \cdot 3 \cdot 2 \cdot 14^2` MACs.
 * ``blocks`` (``Qwen2_5_VLVisionBlock``): RMSNorm, attention (``qkv`` c → 3c and ``proj`` c → c, both
   biased, 2-D rotary positions: elementwise), RMSNorm, gated MLP with biases (c → f → c):
   :math:`4 N c^2 + 3 N c f` plus the attention matmuls :math:`2 c \sum_s L_s^2` over its segments. The
@@ -25,8 +26,6 @@ tokens of width :math:`c` (``hidden_size``), :math:`h` heads of :math:`d = c/h`.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from flopcalc.cost import Cost, Node, block_kinds, module_list
 from flopcalc.formulas import ops

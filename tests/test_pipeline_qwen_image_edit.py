@@ -124,3 +124,21 @@ def test_vision_block_attention_closed_form():
     full = vision_block(tokens=n, dim=c, heads=16, d_ff=3420, segments=[n]).find("attn").cost.attention
     assert windowed == 2 * c * sum(x * x for x in windows)
     assert full == 2 * c * n * n
+
+
+def test_edit_inpaint_strength_and_two_encodes():
+    r = _estimate("QwenImageEditInpaintPipeline")
+    assert r.pipeline == "QwenImageEditInpaintPipeline" and r.settings.strength == 0.6
+    # get_timesteps: 50 − int(50 − 30) = 30 steps; the image and the masked image encoded
+    assert _runs(r) == {"text_encoder.forward": 1, "transformer.forward": 30, "vae.encode": 2, "vae.decode": 1}
+    assert r.component("transformer").shape["reference_tokens"] == 64 * 64
+    assert r.component("text_encoder").shape["seq_len"] == 64 + 1369 + 512
+
+
+def test_edit_inpaint_output_is_the_images_calculated_size():
+    """``height = calculated_height``: the asked size is the image's, the output its 1024²-area size."""
+    r = _estimate("QwenImageEditInpaintPipeline", height=500, width=1000, strength=0.9)
+    ref_w, ref_h = calculate_dimensions(1024 * 1024, 1000 / 500)
+    assert (r.settings.height, r.settings.width) == (ref_h // 16 * 16, ref_w // 16 * 16)
+    assert r.component("vae", "encode").shape == {"height": ref_h, "width": ref_w}
+    assert _runs(r)["transformer.forward"] == 45

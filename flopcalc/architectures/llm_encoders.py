@@ -177,7 +177,8 @@ def _qwen2_5_vl_kaplan_layers(config: Config) -> tuple[int, int]:
 
 @register("Qwen2_5_VLForConditionalGeneration", role="text_encoder", defaults=QWEN2_5_VL_DEFAULTS,
           source="transformers/models/qwen2_5_vl/modeling_qwen2_5_vl.py",
-          kaplan=KaplanShape(_qwen2_5_vl_kaplan_layers, embeddings=("embed_tokens", "lm_head", "visual")))
+          kaplan=KaplanShape(_qwen2_5_vl_kaplan_layers, embeddings=("embed_tokens", "lm_head", "visual")),
+          nominal=RunShape(seq_len=8))  # text only: height/width would be condition images
 def qwen2_5_vl_text_path(config: Config, shape: RunShape) -> Node:
     """The forward a pipeline makes: ``model.language_model`` (decoder layers with q/k/v biases,
     bias-free ``o_proj``, head width hidden/heads, mRoPE) and ``lm_head`` over all ``seq_len`` tokens;

@@ -111,8 +111,8 @@ def image_tokens(height: int, width: int) -> int:
 
 
 def _edit_plan(name: str, components: Mapping[str, Mapping[str, Any]], s: Settings, *, images: int,
-               condition_area: int, vae_area: int) -> Plan:
-    if s.strength is not None and s.strength < 1:
+               condition_area: int, vae_area: int, inpaint: bool = False) -> Plan:
+    if not inpaint and s.strength is not None and s.strength < 1:
         raise OptionError(f"--strength does not apply to {name}: its __call__ takes no strength (every step runs; "
                           "the input image is the reference), only 1 means that")
     if s.symbolic:
@@ -121,17 +121,19 @@ def _edit_plan(name: str, components: Mapping[str, Mapping[str, Any]], s: Settin
     multiple = 2 * f
     in_h, in_w = s.height or TARGET_AREA_SIDE, s.width or TARGET_AREA_SIDE  # the input image flopcalc assumes
     calc_w, calc_h = calculate_dimensions(TARGET_AREA, in_w / in_h)
-    out_h = (s.height or calc_h) // multiple * multiple
-    out_w = (s.width or calc_w) // multiple * multiple
+    out_h = (calc_h if inpaint else s.height or calc_h) // multiple * multiple  # inpaint: always calculated
+    out_w = (calc_w if inpaint else s.width or calc_w) // multiple * multiple
     if out_h == 0 or out_w == 0:
         raise FlopcalcError(f"{name}: {s.height}×{s.width} floors to no {multiple}-pixel latent patch")
     vae_w, vae_h = calculate_dimensions(vae_area, in_w / in_h)
     cond_h, cond_w = condition_image(in_h, in_w, condition_area)
     msl = s.max_sequence_length or 512
     if msl > MAX_SEQUENCE_LENGTH:
-        raise FlopcalcError(f"max_sequence_length cannot be greater than {MAX_SEQUENCE_LENGTH} for Qwen-Image, got {msl}")
+        raise FlopcalcError(f"max_sequence_length cannot be greater than {MAX_SEQUENCE_LENGTH} for Qwen-Image, "
+                            f"got {msl}")
     kept = images * image_tokens(cond_h, cond_w) + msl
-    base = qwen_image_pipeline(components, replace(s, height=out_h, width=out_w, strength=None,
+    strength = s.strength if inpaint else None
+    base = qwen_image_pipeline(components, replace(s, height=out_h, width=out_w, strength=strength,
                                                    max_sequence_length=msl), index=None)
     reference = images * (vae_h // multiple) * (vae_w // multiple)
     runs = []
@@ -141,8 +143,10 @@ def _edit_plan(name: str, components: Mapping[str, Mapping[str, Any]], s: Settin
                         why=r.why + f" with {images} condition image(s)")
         elif r.role == "denoiser":
             r = replace(r, shape=replace(r.shape, text_len=kept, reference_tokens=reference))
+        elif r.role == "vae_encoder":  # inpaint: the image (prepare_latents) and the masked image
+            r = replace(r, runs=2 * r.runs, why=f"{r.runs} input image(s) + {r.runs} masked image(s)")
         runs.append(r)
-    if "vae" in components:
+    if "vae" in components and not inpaint:
         runs.insert(next(i for i, r in enumerate(runs) if r.role == "vae_decoder"),
                     ComponentRun("vae", component_class(components, "vae") or "?", "encode", "vae_encoder",
                                  RunShape(height=vae_h, width=vae_w), s.batch_size * images,
@@ -182,3 +186,17 @@ def qwen_image_edit_plus_pipeline(components: Mapping[str, Mapping[str, Any]], s
                             "use --num-images-per-prompt")
     return _edit_plan("QwenImageEditPlusPipeline", components, s, images=s.input_images or 1,
                       condition_area=CONDITION_IMAGE_SIZE, vae_area=VAE_IMAGE_SIZE)
+
+
+@register_pipeline("QwenImageEditInpaintPipeline", options=_OPTIONS)
+def qwen_image_edit_inpaint_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
+                                     index: Mapping[str, Any] | None = None) -> Plan:
+    """``QwenImageEditInpaintPipeline.__call__`` (pipeline_qwenimage_edit_inpaint.py:640-1010): the edit plan with
+    the output always at ``calculate_dimensions(1024², W/H)`` of the image (``height = calculated_height``, :787;
+    the asked size is the image's), ``strength`` 0.6 (``get_timesteps``: the last 30 of 50 steps), and the VAE
+    encoding the image (``prepare_latents``, :512) and the masked image ``image · (mask < 0.5)``
+    (``prepare_mask_latents``, :577) once each per prompt; the image latent still follows the output's tokens in
+    every pass (:981) and the mask blends latents after each step (no channels)."""
+    s = replace(s, strength=0.6 if s.strength is None else s.strength)
+    return _edit_plan("QwenImageEditInpaintPipeline", components, s, images=1, condition_area=TARGET_AREA,
+                      vae_area=TARGET_AREA, inpaint=True)

@@ -44,22 +44,13 @@ from flopcalc.pipelines.base import (
     check_divisible,
     denoiser_run,
     image_runs,
-    missing_notes,
     register_pipeline,
     text_runs,
 )
-from flopcalc.pipelines.sana import (
-    DEFAULT_SIZE,
-    DEFAULT_TEXT_LEN,
-    SIZE_MULTIPLE,
-    chi_note,
-    sana_binned_size,
-    sana_vae_scale_factor,
-)
+from flopcalc.pipelines.sana import SIZE_MULTIPLE, chi_note, sana_settings, sana_vae_scale_factor
 
 #: ``SanaSprintPipeline.__call__`` defaults.
 DEFAULT_STEPS = 2
-DEFAULT_GUIDANCE = 4.5
 #: ``SanaSprintImg2ImgPipeline.__call__`` default strength.
 DEFAULT_STRENGTH = 0.6
 #: The only ``transformer.sample_size`` the Sprint pipelines bin for (ASPECT_RATIO_1024_BIN).
@@ -93,21 +84,12 @@ def _sprint_plan(name: str, components: Mapping[str, Mapping[str, Any]], s: Sett
                           "guidance_embeds: true (SanaCombinedTimestepGuidanceEmbeddings); a SANA transformer "
                           "without it runs under SanaPipeline")
     f = sana_vae_scale_factor(components)
-    s = replace(s, height=s.height or DEFAULT_SIZE, width=s.width or DEFAULT_SIZE, steps=s.steps or DEFAULT_STEPS,
-                guidance_scale=DEFAULT_GUIDANCE if s.guidance_scale is None else s.guidance_scale,
-                max_sequence_length=s.max_sequence_length or DEFAULT_TEXT_LEN)
-    notes = list(missing_notes(components, ["text_encoder", "transformer", "vae"]))
-    if s.resolution_binning:
-        sample_size = transformer["sample_size"] if transformer is not None else BINNED_SAMPLE_SIZE
-        if sample_size != BINNED_SAMPLE_SIZE:
-            raise FlopcalcError(f"{name} bins sizes only for transformer sample_size {BINNED_SAMPLE_SIZE} (it raises "
-                                f"'Invalid sample size' for {sample_size}); turn binning off "
-                                "(--no-resolution-binning) to estimate the size as given")
-        binned = sana_binned_size(s.height, s.width, BINNED_SAMPLE_SIZE)
-        if binned != (s.height, s.width):
-            notes.append(f"resolution binning: {s.height}×{s.width} is generated at {binned[0]}×{binned[1]} and "
-                         f"resized, as {name} does (turn off with --no-resolution-binning)")
-            s = replace(s, height=binned[0], width=binned[1])
+    sample_size = transformer["sample_size"] if transformer is not None else BINNED_SAMPLE_SIZE
+    if s.resolution_binning and sample_size != BINNED_SAMPLE_SIZE:
+        raise FlopcalcError(f"{name} bins sizes only for transformer sample_size {BINNED_SAMPLE_SIZE} (it raises "
+                            f"'Invalid sample size' for {sample_size}); turn binning off "
+                            "(--no-resolution-binning) to estimate the size as given")
+    s, notes = sana_settings(components, s, name, steps=DEFAULT_STEPS, sample_size=BINNED_SAMPLE_SIZE)
     check_divisible(s.height, s.width, SIZE_MULTIPLE, f"{name} height and width")
     check_divisible(s.height, s.width, f * (transformer["patch_size"] if transformer is not None else 1),
                     f"{name} height and width (the VAE factor × patch size)")

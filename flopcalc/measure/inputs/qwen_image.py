@@ -47,14 +47,13 @@ class _ConstantSpec(TensorSpec):
 
 
 def _img_shapes(*grids: tuple[int, int, int]) -> _ConstantSpec:
-    """``img_shapes = [[(1, H/16, W/16), <reference images>...]] * batch_size`` as the Qwen-Image pipelines build it."""
-    return _ConstantSpec(
-        shape=(1, len(grids), 3), dtype=torch.int64, value=(grids,),
-        what=f"python list [{list(grids)}]: img_shapes as "
-             + ("QwenImagePipeline passes it" if len(grids) == 1 else "the edit pipelines pass it (reference images after "
-                                                                      "the output latent)")
-             + " (a wrapper constant, not a thop input)",
-    )
+    """``img_shapes = [[(1, H/16, W/16), <reference images>...]] * batch_size`` as the Qwen-Image pipelines
+    build it."""
+    who = ("QwenImagePipeline passes it" if len(grids) == 1
+           else "the edit pipelines pass it (reference images after the output latent)")
+    return _ConstantSpec(shape=(1, len(grids), 3), dtype=torch.int64, value=(grids,),
+                         what=f"python list [{list(grids)}]: img_shapes as {who} "
+                              "(a wrapper constant, not a thop input)")
 
 
 @input_builder("QwenImageTransformer2DModel", settings=("height", "width", "text_len"),
