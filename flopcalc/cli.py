@@ -92,6 +92,7 @@ def _parser() -> argparse.ArgumentParser:
                                                   "steps − int(steps − steps × strength))")
     e.add_argument("--num-frames", type=_positive_int, help="video: frames to generate (default: the pipeline's)")
     e.add_argument("--input-images", type=_positive_int, help="multi-image edit pipelines: images given (default 1)")
+    e.add_argument("--layers", type=_positive_int, help="layered pipelines: layers to generate (default: the pipeline's)")
     tiling = e.add_mutually_exclusive_group()
     tiling.add_argument("--vae-tiling", dest="vae_tiling", action="store_true", default=None,
                         help="video: decode in tiles and temporal chunks")
@@ -218,7 +219,7 @@ def _estimate(args: argparse.Namespace) -> int:
         true_cfg_scale=args.true_cfg_scale, negative_prompt=args.negative_prompt, batch_size=args.batch_size,
         num_images_per_prompt=args.num_images_per_prompt, max_sequence_length=args.max_sequence_length,
         strength=args.strength, resolution_binning=args.resolution_binning, num_frames=args.num_frames,
-        vae_tiling=args.vae_tiling, input_images=args.input_images, convention=args.convention,
+        vae_tiling=args.vae_tiling, input_images=args.input_images, layers=args.layers, convention=args.convention,
         revision=args.revision, measure=args.measure,
     )
     sys.stdout.write(render(report, args.format, per_block=args.per_block, depth=args.depth))

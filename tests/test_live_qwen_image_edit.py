@@ -139,7 +139,8 @@ def test_meta_helps_match_a_cpu_run(tmp_path):
 def test_resize_rules_are_diffusers_and_transformers():
     from diffusers.pipelines.qwenimage import pipeline_qwenimage_edit as edit
     from diffusers.pipelines.qwenimage import pipeline_qwenimage_edit_plus as plus
-    from transformers.models.qwen2_vl.image_processing_qwen2_vl import smart_resize as hf_smart_resize
+    # the PIL backend module (the torchvision one needs torchvision); the same smart_resize
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import smart_resize as hf_smart_resize
 
     assert (plus.CONDITION_IMAGE_SIZE, plus.VAE_IMAGE_SIZE) == (CONDITION_IMAGE_SIZE, TARGET_AREA)
     rng = random.Random(SEED)
@@ -151,3 +152,26 @@ def test_resize_rules_are_diffusers_and_transformers():
                                                                                                 ratio)
         assert smart_resize(h, w) == hf_smart_resize(h, w, 28, PROCESSOR_MIN_PIXELS, PROCESSOR_MAX_PIXELS)
     assert math.isclose(PROCESSOR_MAX_PIXELS, 12845056)
+
+
+def test_layered_transformer_and_rgba_vae(rng):
+    """QwenImageLayeredPipeline: layers + 1 stacked latents, the input image's latent and additional_t_cond in the
+    transformer; the 4-channel VAE encoding the image and decoding each layer (random layers and sizes)."""
+    folder = REPO / "validation/configs/qwen-image-layered"
+    index = json.loads((folder / "model_index.json").read_text())
+    layers = rng.randint(1, 6)
+    h, w = _size(rng, 256, 1280), _size(rng, 256, 1280)
+    components = {name: json.loads((folder / name / "config.json").read_text()) for name in ("transformer", "vae")}
+    report = estimate_configs(index, components, Settings(height=h, width=w, layers=layers,
+                                                          max_sequence_length=rng.randint(1, 300)))
+    comp = report.component("transformer")
+    out_h, out_w = report.settings.height, report.settings.width  # the calculated size: the image's too
+    fx = measure.measure_component(folder / "transformer", settings={
+        "height": out_h, "width": out_w, "text_len": comp.shape["text_len"], "frames": layers + 1,
+        "reference_height": report.component("vae", "encode").shape["height"],
+        "reference_width": report.component("vae", "encode").shape["width"]}, with_thop=False)
+    assert_matches_measurement(comp, fx, f"seed {SEED}, layered {h}x{w}, {layers} layers", thop=False)
+    for call in ("encode", "decode"):
+        vae = report.component("vae", call)
+        fx = measure.measure_component(folder / "vae", settings={"height": out_h, "width": out_w}, call=call)
+        assert_matches_measurement(vae, fx, f"seed {SEED}, layered VAE {call} {out_h}x{out_w}")

@@ -72,8 +72,9 @@ def qwen_image_transformer(config: Config, shape: RunShape) -> Node:
     zero_cond = bool(config["zero_cond_t"])
     rows = 2 if zero_cond else 1  # zero_cond_t: timestep batch is [t, 0]
     # the edit pipelines append the reference images' packed latents to the image tokens (img_shapes lists them)
-    n = ops.exact_div(shape.latent_height, PACKING) * ops.exact_div(shape.latent_width, PACKING) \
-        + (shape.reference_tokens or 0)
+    # and the layered pipeline packs layers + 1 latents of the output size (``latent_frames``)
+    n = (shape.latent_frames or 1) * ops.exact_div(shape.latent_height, PACKING) \
+        * ops.exact_div(shape.latent_width, PACKING) + (shape.reference_tokens or 0)
     t = shape.text_len
 
     embed = [mlp_embedder("timestep_embedder", TIMESTEP_CHANNELS, dim, tokens=rows)]

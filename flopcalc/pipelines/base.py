@@ -62,6 +62,7 @@ class Settings:
     num_frames: int | None = None  # video pipelines: frames generated (None: the pipeline's default)
     vae_tiling: bool | None = None  # video VAEs: decode in tiles/temporal chunks (None: as the pipeline does)
     input_images: int | None = None  # multi-image edit pipelines: images given (None: one)
+    layers: int | None = None  # layered pipelines: layers generated (None: the pipeline's default)
     counting: Counting = field(default=NUMERIC, metadata={"option": False})
 
     @property
@@ -126,6 +127,7 @@ OPTIONAL = {
     "num_frames": ("--num-frames", "it generates images, not videos"),
     "vae_tiling": ("--vae-tiling / --no-vae-tiling", "flopcalc does not model a tiled decode of its VAE"),
     "input_images": ("--input-images", "it takes one input image at most, not a list of them"),
+    "layers": ("--layers", "it generates one image, not a stack of layers"),
 }
 #: Pipeline → the optional options it applies, and its own reasons for refusing others.
 _OPTIONS: dict[str, frozenset[str]] = {}
@@ -274,7 +276,7 @@ def _flag(option: str) -> str:
 
 
 def _validate(s: Settings) -> None:
-    for key in ("height", "width", "steps", "max_sequence_length", "num_frames", "input_images"):
+    for key in ("height", "width", "steps", "max_sequence_length", "num_frames", "input_images", "layers"):
         v = getattr(s, key)
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v <= 0):
             raise FlopcalcError(f"{key} must be a positive integer, got {v!r}")

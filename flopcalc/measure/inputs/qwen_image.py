@@ -57,7 +57,7 @@ def _img_shapes(*grids: tuple[int, int, int]) -> _ConstantSpec:
 
 
 @input_builder("QwenImageTransformer2DModel", settings=("height", "width", "text_len"),
-               optional=("reference_height", "reference_width", "references"))
+               optional=("reference_height", "reference_width", "references", "frames"))
 def _qwen_image_transformer_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict[str, Any]:
     """As ``QwenImagePipeline`` calls it at batch 1: hidden_states (1, (H/16)(W/16), in_channels),
     the 2×2-packed latent; encoder_hidden_states (1, text_len, joint_attention_dim); timestep (1,);
@@ -65,10 +65,11 @@ def _qwen_image_transformer_inputs(model: nn.Module, call: str, s: Mapping[str, 
     guidance (``guidance_embeds`` false). ``use_additional_t_cond`` models also get
     additional_t_cond (1,) int64 (the layered pipeline's input). The edit pipelines
     (``reference_height`` × ``reference_width``, ``references`` images, default 1) append each reference
-    latent's packed tokens to hidden_states and its ``(1, h/16, w/16)`` to img_shapes."""
+    latent's packed tokens to hidden_states and its ``(1, h/16, w/16)`` to img_shapes; the layered pipeline
+    (``frames`` = layers + 1) stacks that many output latents before them."""
     rows = _div(s["height"], VAE_SCALE_FACTOR * PACKING, "height")
     cols = _div(s["width"], VAE_SCALE_FACTOR * PACKING, "width")
-    grids = [(1, rows, cols)]
+    grids = [(1, rows, cols)] * s.get("frames", 1)  # QwenImageLayeredPipeline: layers + 1 latents
     if "reference_height" in s:
         grids += [(1, _div(s["reference_height"], VAE_SCALE_FACTOR * PACKING, "reference_height"),
                    _div(s["reference_width"], VAE_SCALE_FACTOR * PACKING, "reference_width"))] * s.get("references", 1)
