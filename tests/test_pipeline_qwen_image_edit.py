@@ -142,3 +142,12 @@ def test_edit_inpaint_output_is_the_images_calculated_size():
     assert (r.settings.height, r.settings.width) == (ref_h // 16 * 16, ref_w // 16 * 16)
     assert r.component("vae", "encode").shape == {"height": ref_h, "width": ref_w}
     assert _runs(r)["transformer.forward"] == 45
+
+
+def test_2509_card_runs_edit_plus():
+    r = flopcalc.estimate("qwen-image-edit-2509", input_images=2, height=768, width=1344)
+    assert r.pipeline == "QwenImageEditPlusPipeline"
+    assert r.component("text_encoder").shape == {"seq_len": 64 + 2 * 180 + 512, "height": 280, "width": 504,
+                                                 "frames": 2}
+    assert r.component("transformer").shape["reference_tokens"] == 2 * 48 * 84
+    assert _runs(r) == {"text_encoder.forward": 1, "transformer.forward": 50, "vae.encode": 2, "vae.decode": 1}
