@@ -127,6 +127,8 @@ def estimate(
     causal_block_size: int | None = None,
     overlap_history: int | None = None,
     base_num_frames: int | None = None,
+    input_images: int | None = None,
+    layers: int | None = None,
     convention: str = "torch",
     revision: str | None = None,
     token: str | None = None,
@@ -153,7 +155,8 @@ def estimate(
                         image_guidance_scale=image_guidance_scale, ensemble_size=ensemble_size,
                         processing_resolution=processing_resolution, decode_chunk_size=decode_chunk_size,
                         ar_step=ar_step, causal_block_size=causal_block_size, overlap_history=overlap_history,
-                        base_num_frames=base_num_frames)
+                        base_num_frames=base_num_frames,
+                        input_images=input_images, layers=layers)
     return estimate_configs(source.model_index, source.components, settings, convention=convention,
                             model=source.name, source_kind=source.kind, revision=source.revision,
                             source_notes=source.notes, missing=tuple(source.missing),

@@ -98,6 +98,8 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--num-frames", type=_positive_int, help="video: frames to generate (default: the pipeline's)")
     e.add_argument("--decode-chunk-size", type=_positive_int,
                    help="Stable Video Diffusion: latent frames per VAE decode call (default: all of a video's)")
+    e.add_argument("--input-images", type=_positive_int, help="multi-image edit pipelines: images given (default 1)")
+    e.add_argument("--layers", type=_positive_int, help="layered pipelines: layers to generate (default: the pipeline's)")
     tiling = e.add_mutually_exclusive_group()
     tiling.add_argument("--vae-tiling", dest="vae_tiling", action="store_true", default=None,
                         help="video: decode in tiles and temporal chunks")
@@ -235,7 +237,8 @@ def _estimate(args: argparse.Namespace) -> int:
         image_guidance_scale=args.image_guidance_scale, ensemble_size=args.ensemble_size,
         processing_resolution=args.processing_resolution, decode_chunk_size=args.decode_chunk_size,
         ar_step=args.ar_step, causal_block_size=args.causal_block_size, overlap_history=args.overlap_history,
-        base_num_frames=args.base_num_frames, convention=args.convention, revision=args.revision,
+        base_num_frames=args.base_num_frames, input_images=args.input_images, layers=args.layers,
+        convention=args.convention, revision=args.revision,
         measure=args.measure,
     )
     sys.stdout.write(render(report, args.format, per_block=args.per_block, depth=args.depth))

@@ -212,9 +212,12 @@ def nested_keys(spec: Spec | None) -> Mapping[str, Spec] | None:
 
 
 def declared_keys(class_name: str | None) -> Mapping[str, Spec] | None:
-    """The keys ``class_name`` declares (None when it declares none)."""
-    if not _SCHEMAS:
-        import flopcalc.architectures  # noqa: F401  (each family module declares its keys on import)
+    """The keys ``class_name`` declares (None when it declares none). The family module that registers the
+    class declares them on import: it is loaded here (through the discovery index) when it was not yet."""
+    if class_name and class_name not in _SCHEMAS:
+        from flopcalc.registry import _load_class
+
+        _load_class(class_name)
     return _SCHEMAS.get(class_name or "")
 
 

@@ -20,6 +20,8 @@ LIMITS: dict[str, tuple[int, str]] = {
     "width": (16384, "pixels"),
     "num_frames": (4096, "frames"),
     "decode_chunk_size": (4096, "frames"),
+    "input_images": (64, "input images"),
+    "layers": (64, "layers"),
     "steps": (10_000, "steps"),
     "batch_size": (4096, "prompts"),
     "num_images_per_prompt": (4096, "images per prompt"),

@@ -69,7 +69,7 @@ def _check_vae(folder: Path, height: int, width: int, call: str) -> None:
 # --------------------------------------------------------------------------- bundled cards
 
 
-@pytest.mark.parametrize("card", ["sana-600m-512", "sana-1.6b-512"])
+@pytest.mark.parametrize("card", ["sana-600m-512", "sana-1.6b-512", "sana-1.5-1.6b", "sana-sprint-1.6b"])
 def test_card_transformer_at_random_size(rng, card):
     h, w = _size(rng, 32, 64, 2048), _size(rng, 32, 64, 2048)
     _check_transformer(REPO / "model_cards" / card / "transformer", h, w, rng.randint(1, 400))
@@ -216,3 +216,20 @@ def test_binning_matches_diffusers(rng):
         for _ in range(25):
             h, w = _size(rng, 32, 32, 4096), _size(rng, 32, 32, 4096)
             assert sana_binned_size(h, w, sample) == PixArtImageProcessor.classify_height_width_bin(h, w, table)
+
+
+def test_random_controlnet_configs(rng, tmp_path):
+    """``SanaControlNetModel`` (randomized like the transformer, no q/k norms or guidance: the class has
+    neither) under SanaControlNetPipeline against the harness."""
+    for i in range(3):
+        cfg = {k: v for k, v in _random_transformer(rng).items()
+               if k not in ("qk_norm", "guidance_embeds", "timestep_scale")}
+        cfg["_class_name"] = "SanaControlNetModel"
+        multiple = 32 * cfg["patch_size"]
+        h, w = _size(rng, multiple, multiple, 8 * multiple), _size(rng, multiple, multiple, 8 * multiple)
+        folder = _write(tmp_path, f"sana_cn{i}", cfg)
+        t = rng.randint(1, 24)
+        report = estimate_configs(None, {"controlnet": cfg}, Settings(height=h, width=w, max_sequence_length=t,
+                                                                     resolution_binning=False))
+        fx = measure.measure_component(folder, settings={"height": h, "width": w, "text_len": t})
+        assert_matches_measurement(report.component("controlnet"), fx, f"seed {SEED}, {h}x{w} text {t}: {cfg}")

@@ -11,7 +11,9 @@ blocks between the token embedding and a final RMSNorm. Qwen-Image calls
 ``text_encoder(input_ids=..., attention_mask=..., output_hidden_states=True)`` and keeps
 ``hidden_states[-1]``, but ``Qwen2_5_VLForConditionalGeneration.forward`` still applies ``lm_head``
 to every token (``logits_to_keep=0`` keeps all): that vocabulary projection runs and counts. Its
-vision tower (``model.visual``) is built and holds parameters, but a text-only prompt never runs it.
+vision tower (``model.visual``) is built and holds parameters; a text-only prompt never runs it, the
+Qwen-Image-Edit pipelines run it on their condition images (:mod:`flopcalc.formulas.qwen2_5_vision`), whose
+merged tokens replace the ``<|image_pad|>`` placeholders in the language model's sequence.
 ``BertModel`` is built with its pooler (``add_pooling_layer=True``, the ``from_pretrained``
 default), which runs on the first token even though HunyuanDiT only reads ``[0]``.
 """
@@ -23,12 +25,13 @@ from dataclasses import replace
 from typing import Any
 
 from flopcalc.config import (
-    FLAG, LAYERS, NULL, POSITIONS, RATIO, SIZE, Config, Nested, boolean, count_int, declare_keys, nested_keys,
-    positive_int,
+    FLAG, LAYERS, ListOf, NULL, POSITIONS, RATIO, SIZE, Config, Nested, boolean, count_int, declare_keys,
+    nested_keys, positive_int,
 )
 from flopcalc.cost import Node, module_list
 from flopcalc.errors import ConfigError, FlopcalcError
 from flopcalc.formulas import ops
+from flopcalc.formulas.qwen2_5_vision import vision_tower
 from flopcalc.formulas.decoder_layer import (
     bert_cross_attention_params,
     bert_embeddings,
@@ -60,8 +63,9 @@ QWEN2_5_VL_TEXT_DEFAULTS = {
 }
 #: ``Qwen2_5_VLVisionConfig`` defaults (``num_hidden_layers``/``num_attention_heads`` alias ``depth``/``num_heads``).
 QWEN2_5_VL_VISION_DEFAULTS = {
-    "depth": 32, "hidden_size": 3584, "intermediate_size": 3420, "in_channels": 3, "patch_size": 14,
-    "temporal_patch_size": 2, "spatial_merge_size": 2, "out_hidden_size": 3584,
+    "depth": 32, "hidden_size": 3584, "intermediate_size": 3420, "num_heads": 16, "in_channels": 3, "patch_size": 14,
+    "temporal_patch_size": 2, "spatial_merge_size": 2, "out_hidden_size": 3584, "window_size": 112,
+    "fullatt_block_indexes": (7, 15, 23, 31),
 }
 #: ``BertConfig`` defaults (transformers configuration_bert.py).
 BERT_DEFAULTS = {
@@ -90,7 +94,8 @@ QWEN2_5_VL_TEXT_KEYS = {
 QWEN2_5_VL_VISION_KEYS = {
     "depth": LAYERS, "num_hidden_layers": LAYERS, "hidden_size": SIZE, "intermediate_size": SIZE,
     "in_channels": SIZE, "patch_size": SIZE, "temporal_patch_size": SIZE, "spatial_merge_size": SIZE,
-    "out_hidden_size": SIZE, "num_heads": SIZE,
+    "out_hidden_size": SIZE, "num_heads": SIZE, "num_attention_heads": SIZE, "window_size": SIZE,
+    "fullatt_block_indexes": ListOf(LAYERS, lo=0),
 }
 #: Every config key ``GemmaModel`` and ``Gemma2Model`` reads (assemblers and pipeline plan), as
 #: :func:`flopcalc.config.declare_keys` validates it.
@@ -172,12 +177,18 @@ def _qwen2_5_vl_kaplan_layers(config: Config) -> tuple[int, int]:
 
 @register("Qwen2_5_VLForConditionalGeneration", role="text_encoder", defaults=QWEN2_5_VL_DEFAULTS,
           source="transformers/models/qwen2_5_vl/modeling_qwen2_5_vl.py",
-          kaplan=KaplanShape(_qwen2_5_vl_kaplan_layers, embeddings=("embed_tokens", "lm_head", "visual")))
+          kaplan=KaplanShape(_qwen2_5_vl_kaplan_layers, embeddings=("embed_tokens", "lm_head", "visual")),
+          nominal=RunShape(seq_len=8))  # text only: height/width would be condition images
 def qwen2_5_vl_text_path(config: Config, shape: RunShape) -> Node:
-    """A text-only forward: ``model.language_model`` (decoder layers with q/k/v biases, bias-free
-    ``o_proj``, head width hidden/heads, mRoPE) and ``lm_head`` over all ``seq_len`` tokens;
-    ``model.visual`` holds parameters but does not run. ``lm_head`` shares the token embedding
-    when ``tie_word_embeddings`` (top level, or the text config's) is set."""
+    """The forward a pipeline makes: ``model.language_model`` (decoder layers with q/k/v biases,
+    bias-free ``o_proj``, head width hidden/heads, mRoPE) and ``lm_head`` over all ``seq_len`` tokens;
+    ``lm_head`` shares the token embedding when ``tie_word_embeddings`` (top level, or the text
+    config's) is set. A text-only prompt leaves ``model.visual`` idle (parameters only). With condition
+    images (``shape.frames`` images of ``shape.height × shape.width`` pixels, as the processor's
+    ``smart_resize`` left them: one ``image_grid_thw`` row ``(1, H/p, W/p)`` each), ``model.visual`` runs
+    on them first (``get_image_features``, modeling_qwen2_5_vl.py:1060-1075) and its merged tokens are
+    part of the ``seq_len`` the language model and ``lm_head`` run on (``masked_scatter`` into the
+    placeholders, :1200-1211)."""
     n = shape.seq_len
     text = _sub_config(config, "text_config", QWEN2_5_VL_TEXT_DEFAULTS, fallback_to_top=True)
     d, vocab = positive_int(text, "hidden_size"), positive_int(text, "vocab_size")
@@ -199,7 +210,8 @@ def qwen2_5_vl_text_path(config: Config, shape: RunShape) -> Node:
         lm_head = replace(lm_head, params=0)  # the embedding's weight, counted once
     vision = _sub_config(config, "vision_config", QWEN2_5_VL_VISION_DEFAULTS, fallback_to_top=False)
     return Node("text_encoder", children=(
-        Node("model", children=(_qwen2_5_vl_vision_tower(vision), language_model)),
+        Node("model", children=(_qwen2_5_vl_vision_tower(vision, _image_grids(config, vision, shape)),
+                                language_model)),
         Node("lm_head", lm_head),
     ), formula="qwen2_5_vl_text")
 
@@ -225,29 +237,39 @@ def _aliased(config: Config, key: str, alias: str) -> int:
     return count_int(config, key)
 
 
-def _qwen2_5_vl_vision_tower(vision: Config) -> Node:
-    """``Qwen2_5_VisionTransformerPretrainedModel``, parameters only (not run on a text prompt):
-    ``patch_embed.proj`` (a bias-free Conv3d, kernel temporal_patch × patch × patch), ``depth``
-    blocks (two RMSNorms, ``attn.qkv``/``attn.proj`` with bias, a gated MLP with biases), and
-    ``merger`` (RMSNorm, then Linear(c·m², c·m²) and Linear(c·m², out_hidden_size) with m the
-    spatial merge size)."""
-    c = positive_int(vision, "hidden_size")
-    f = positive_int(vision, "intermediate_size")
+def _image_grids(config: Config, vision: Config, shape: RunShape) -> list[tuple[int, int, int]]:
+    """``image_grid_thw``: one ``(1, H/p, W/p)`` row per condition image (an image is one temporal
+    patch: the processor repeats it ``temporal_patch_size`` times); none for a text-only prompt."""
+    if shape.height is None:
+        return []
     patch = positive_int(vision, "patch_size")
-    kernel = positive_int(vision, "temporal_patch_size") * patch * patch
-    patch_embed = ops.conv(positive_int(vision, "in_channels"), c, kernel, 0, bias=False)
-    block = Node("block", ops.parameters(2 * c)  # norm1, norm2
-                 + ops.linear(0, c, 3 * c) + ops.linear(0, c, c)  # attn.qkv, attn.proj
-                 + ops.linear(0, c, f) * 2 + ops.linear(0, f, c),  # mlp.gate_proj, up_proj, down_proj
-                 formula="not run")
-    merged = c * positive_int(vision, "spatial_merge_size") ** 2
-    merger = ops.parameters(c) + ops.linear(0, merged, merged) + ops.linear(0, merged,
-                                                                         positive_int(vision, "out_hidden_size"))
-    return Node("visual", children=(
-        Node("patch_embed", patch_embed),
-        module_list("blocks", [block] * _aliased(vision, "depth", "num_hidden_layers")),
-        Node("merger", merger),
-    ), formula="not run")
+    factor = patch * positive_int(vision, "spatial_merge_size")
+    if isinstance(shape.height, int) and (shape.height % factor or shape.width % factor):
+        raise ConfigError(f"{config.component}: a condition image of {shape.height}×{shape.width} pixels does not "
+                          f"split into {factor}-pixel merged patches (the processor's smart_resize makes it so)")
+    return [(1, ops.exact_div(shape.height, patch), ops.exact_div(shape.width, patch))] * (shape.frames or 1)
+
+
+def _qwen2_5_vl_vision_tower(vision: Config, grids: list[tuple[int, int, int]]) -> Node:
+    """``Qwen2_5_VisionTransformerPretrainedModel`` (:func:`flopcalc.formulas.qwen2_5_vision.vision_tower`)
+    on ``grids``; no grid: parameters only."""
+    full = vision["fullatt_block_indexes"]
+    if not isinstance(full, (list, tuple)):
+        raise ConfigError(f"{vision.component}/config.json: vision_config.fullatt_block_indexes must be a list")
+    return vision_tower(
+        grids=grids, in_channels=positive_int(vision, "in_channels"), dim=positive_int(vision, "hidden_size"),
+        heads=_aliased_size(vision, "num_heads", "num_attention_heads"),
+        d_ff=positive_int(vision, "intermediate_size"), depth=_aliased(vision, "depth", "num_hidden_layers"),
+        patch=positive_int(vision, "patch_size"), temporal_patch=positive_int(vision, "temporal_patch_size"),
+        merge=positive_int(vision, "spatial_merge_size"), window_size=positive_int(vision, "window_size"),
+        full_attention=frozenset(full), out_dim=positive_int(vision, "out_hidden_size"))
+
+
+def _aliased_size(config: Config, key: str, alias: str) -> int:
+    """``key`` or, as the vision config's ``attribute_map`` allows, ``alias`` (a positive size)."""
+    if key not in config.values and alias in config.values:
+        return positive_int(config, alias)
+    return positive_int(config, key)
 
 
 # --------------------------------------------------------------------------- BERT

@@ -11,6 +11,8 @@ tokens (Qwen2.5-VL hidden states of width ``joint_attention_dim``):
   (``nn.Embedding(2, d)``) with ``use_additional_t_cond``;
 * ``pos_embed`` (``QwenEmbedRope`` / ``QwenEmbedLayer3DRope``): frequency tables built at init and
   sliced per call, no parameters, no counted work;
+* the edit pipelines append each reference image's packed latent (``RunShape.reference_tokens``) to the
+  N image tokens: every image-side module runs on them too, and ``proj_out`` too (the pipeline slices after);
 * ``num_layers`` dual-stream blocks; ``norm_out`` (``AdaLayerNormContinuous``, d → 2d) and
   ``proj_out`` (d → patch² · out_channels) on the image tokens.
 
@@ -69,7 +71,10 @@ def qwen_image_transformer(config: Config, shape: RunShape) -> Node:
     text_dim = positive_int(config, "joint_attention_dim")
     zero_cond = bool(config["zero_cond_t"])
     rows = 2 if zero_cond else 1  # zero_cond_t: timestep batch is [t, 0]
-    n = ops.exact_div(shape.latent_height, PACKING) * ops.exact_div(shape.latent_width, PACKING)
+    # the edit pipelines append the reference images' packed latents to the image tokens (img_shapes lists them)
+    # and the layered pipeline packs layers + 1 latents of the output size (``latent_frames``)
+    n = (shape.latent_frames or 1) * ops.exact_div(shape.latent_height, PACKING) \
+        * ops.exact_div(shape.latent_width, PACKING) + (shape.reference_tokens or 0)
     t = shape.text_len
 
     embed = [mlp_embedder("timestep_embedder", TIMESTEP_CHANNELS, dim, tokens=rows)]

@@ -10,6 +10,8 @@ linear back to ``p²·out_channels``.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from flopcalc.config import (
     FLAG, LAYERS, NULL, RATIO, SIZE, TEXT, Config, Real, count_int, declare_keys, positive_int,
 )
@@ -98,3 +100,51 @@ def sana_transformer(config: Config, shape: RunShape) -> Node:
         Node("proj_out", ops.linear(n, dim, patch * patch * out_channels)),
     )
     return Node("transformer", children=children, formula="sana_transformer")
+
+
+#: ``SanaControlNetModel.__init__`` keyword defaults (diffusers ``models/controlnets/controlnet_sana.py``).
+CONTROLNET_DEFAULTS = {
+    "in_channels": 32, "out_channels": 32, "num_attention_heads": 70, "attention_head_dim": 32, "num_layers": 7,
+    "num_cross_attention_heads": 20, "cross_attention_head_dim": 112, "cross_attention_dim": 2240,
+    "caption_channels": 2304, "mlp_ratio": 2.5, "dropout": 0.0, "attention_bias": False, "sample_size": 32,
+    "patch_size": 1, "norm_elementwise_affine": False, "norm_eps": 1e-6, "interpolation_scale": None,
+}
+declare_keys("SanaControlNetModel", {
+    "in_channels": SIZE, "out_channels": SIZE | NULL, "num_attention_heads": SIZE, "attention_head_dim": SIZE,
+    "num_layers": LAYERS, "num_cross_attention_heads": SIZE, "cross_attention_head_dim": SIZE,
+    "cross_attention_dim": SIZE, "caption_channels": SIZE, "mlp_ratio": RATIO, "dropout": Real(0.0, 1.0, closed=True),
+    "attention_bias": FLAG, "sample_size": SIZE, "patch_size": SIZE, "norm_elementwise_affine": FLAG,
+})
+
+
+@register("SanaControlNetModel", role="denoiser", defaults=CONTROLNET_DEFAULTS,
+          source="diffusers/models/controlnets/controlnet_sana.py")
+def sana_controlnet(config: Config, shape: RunShape) -> Node:
+    """``SanaControlNetModel.forward`` (controlnet_sana.py): ``patch_embed`` on the latent and again on the
+    control image's latent (``controlnet_cond``, same shape), ``input_block`` (zero Linear D → D) on the
+    latter, added; adaLN-single ``time_embed``, the caption projection and RMSNorm; ``num_layers``
+    ``SanaTransformerBlock`` s (no q/k norms: the class has no ``qk_norm``); ``controlnet_blocks``: a
+    zero Linear D → D on each block's output (the residuals the transformer adds to its blocks)."""
+    heads, head_dim = positive_int(config, "num_attention_heads"), positive_int(config, "attention_head_dim")
+    dim = heads * head_dim
+    patch = positive_int(config, "patch_size")
+    gh, gw = ops.exact_div(shape.latent_height, patch), ops.exact_div(shape.latent_width, patch)
+    n, t = gh * gw, shape.text_len
+    proj = ops.conv2d(positive_int(config, "in_channels"), dim, patch, gh, gw)
+    block = sana_transformer_block(
+        dim=dim, heads=heads, head_dim=head_dim, cross_heads=positive_int(config, "num_cross_attention_heads"),
+        cross_head_dim=positive_int(config, "cross_attention_head_dim"),
+        cross_attention_dim=positive_int(config, "cross_attention_dim"), height=gh, width=gw, text_tokens=t,
+        attention_bias=bool(config["attention_bias"]), norm_affine=bool(config["norm_elementwise_affine"]),
+        mlp_ratio=float(config["mlp_ratio"]))
+    layers = count_int(config, "num_layers")
+    children = (
+        Node("patch_embed", children=(Node("proj", proj + replace(proj, params=0)),)),  # latent, then control
+        Node("input_block", ops.linear(n, dim, dim)),
+        _time_embed(dim, False),
+        mlp_embedder("caption_projection", positive_int(config, "caption_channels"), dim, tokens=t),
+        Node("caption_norm", ops.rms_norm(t, dim)),
+        module_list("transformer_blocks", [block] * layers),
+        module_list("controlnet_blocks", [Node("block", ops.linear(n, dim, dim))] * layers),
+    )
+    return Node("controlnet", children=children, formula="sana_controlnet")

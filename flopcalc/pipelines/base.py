@@ -71,6 +71,8 @@ class Settings:
     causal_block_size: int | None = None  # SkyReels V2 diffusion forcing: latent frames per causal block
     overlap_history: int | None = None  # SkyReels V2 diffusion forcing: frames shared by long-video windows
     base_num_frames: int | None = None  # SkyReels V2 diffusion forcing: frames of one long-video window
+    input_images: int | None = None  # multi-image edit pipelines: images given (None: one)
+    layers: int | None = None  # layered pipelines: layers generated (None: the pipeline's default)
     counting: Counting = field(default=NUMERIC, metadata={"option": False})
 
     @property
@@ -145,6 +147,8 @@ OPTIONAL = {
     "causal_block_size": ("--causal-block-size", "it has no diffusion-forcing schedule"),
     "overlap_history": ("--overlap-history", "it generates no long video in overlapping windows"),
     "base_num_frames": ("--base-num-frames", "it generates no long video in overlapping windows"),
+    "input_images": ("--input-images", "it takes one input image at most, not a list of them"),
+    "layers": ("--layers", "it generates one image, not a stack of layers"),
 }
 #: Pipeline → the optional options it applies, and its own reasons for refusing others.
 _OPTIONS: dict[str, frozenset[str]] = {}
@@ -300,7 +304,7 @@ def _flag(option: str) -> str:
 
 def _validate(s: Settings) -> None:
     for key in ("height", "width", "steps", "max_sequence_length", "num_frames", "ensemble_size", "decode_chunk_size",
-                "causal_block_size", "overlap_history", "base_num_frames"):
+                "causal_block_size", "overlap_history", "base_num_frames", "input_images", "layers"):
         v = getattr(s, key)
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v <= 0):
             raise FlopcalcError(f"{key} must be a positive integer, got {v!r}")

@@ -78,27 +78,43 @@ def sana_binned_size(height: int, width: int, sample_size: int) -> tuple[int, in
     return nearest_aspect_bin("sana_aspect_ratio_bins.json", sample_size, height, width, "SanaPipeline")
 
 
-CHI_NOTE = ("text_encoder: planned at max_sequence_length tokens for the prompt and the negative prompt; "
-            "SanaPipeline by default prepends its complex human instruction to the prompt, which makes that "
-            "one encode N_chi − 2 tokens longer (N_chi: Gemma tokens of the instruction, tokenizer-dependent, "
-            "not counted here)")
+def chi_note(pipeline: str, prompts: str = "the prompt and the negative prompt") -> str:
+    """What the report says of the complex human instruction ``pipeline`` prepends by default."""
+    return (f"text_encoder: planned at max_sequence_length tokens for {prompts}; {pipeline} by default prepends its "
+            "complex human instruction to the prompt, which makes that one encode N_chi − 2 tokens longer (N_chi: "
+            "Gemma tokens of the instruction, tokenizer-dependent, not counted here)")
 
 
-@register_pipeline("SanaPipeline", denoisers=("SanaTransformer2DModel",), options=("max_sequence_length",))
-def sana_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
-                  index: Mapping[str, Any] | None = None) -> Plan:
-    """``SanaPipeline.__call__`` (see the module doc for every default)."""
-    f = sana_vae_scale_factor(components)
-    s = replace(s, height=s.height or DEFAULT_SIZE, width=s.width or DEFAULT_SIZE, steps=s.steps or DEFAULT_STEPS,
+CHI_NOTE = chi_note("SanaPipeline")
+
+
+def sana_settings(components: Mapping[str, Mapping[str, Any]], s: Settings, pipeline: str, *, steps: int,
+                  sample_size: int) -> tuple[Settings, list[str]]:
+    """The SANA pipelines' ``__call__`` defaults (1024², ``steps``, guidance 4.5, 300 tokens) and, with
+    ``use_resolution_binning``, the size snapped to the bins of ``sample_size``; the notes that says so."""
+    s = replace(s, height=s.height or DEFAULT_SIZE, width=s.width or DEFAULT_SIZE, steps=s.steps or steps,
                 guidance_scale=DEFAULT_GUIDANCE if s.guidance_scale is None else s.guidance_scale,
                 max_sequence_length=s.max_sequence_length or DEFAULT_TEXT_LEN)
     notes = list(missing_notes(components, ["text_encoder", "transformer", "vae"]))
     if s.resolution_binning:
-        binned = sana_binned_size(s.height, s.width, config_value(components, "transformer", "sample_size", 32))
+        binned = sana_binned_size(s.height, s.width, sample_size)
         if binned != (s.height, s.width):
             notes.append(f"resolution binning: {s.height}×{s.width} is generated at {binned[0]}×{binned[1]} and "
-                         "resized, as SanaPipeline does (turn off with --no-resolution-binning)")
+                         f"resized, as {pipeline} does (turn off with --no-resolution-binning)")
             s = replace(s, height=binned[0], width=binned[1])
+    return s, notes
+
+
+#: A ``guidance_embeds`` transformer cannot run here: SanaPipeline passes no ``guidance``, and
+#: ``SanaCombinedTimestepGuidanceEmbeddings`` takes no ``batch_size`` (it runs under SanaSprintPipeline).
+@register_pipeline("SanaPipeline", denoisers=("SanaTransformer2DModel",), options=("max_sequence_length",),
+                   when=lambda cfg: not cfg.get("guidance_embeds"))
+def sana_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
+                  index: Mapping[str, Any] | None = None) -> Plan:
+    """``SanaPipeline.__call__`` (see the module doc for every default)."""
+    f = sana_vae_scale_factor(components)
+    s, notes = sana_settings(components, s, "SanaPipeline", steps=DEFAULT_STEPS,
+                             sample_size=config_value(components, "transformer", "sample_size", 32))
     multiple = lcm(SIZE_MULTIPLE, f * config_value(components, "transformer", "patch_size", 1))
     check_divisible(s.height, s.width, multiple, "SANA height and width (multiples of 32, and of the VAE factor × "
                                                  "patch size)")

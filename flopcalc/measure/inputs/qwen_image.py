@@ -46,30 +46,38 @@ class _ConstantSpec(TensorSpec):
         return _PythonConstant([list(v) for v in self.value], self.shape, self.what)
 
 
-def _img_shapes(frames: int, rows: int, cols: int) -> _ConstantSpec:
-    """``img_shapes = [[(1, H/16, W/16)]] * batch_size`` as ``QwenImagePipeline.__call__`` builds it."""
-    value = ((frames, rows, cols),)
-    return _ConstantSpec(
-        shape=(1, 1, 3), dtype=torch.int64, value=(value,),
-        what=f"python list [[({frames}, {rows}, {cols})]]: img_shapes as QwenImagePipeline passes it "
-             "(a wrapper constant, not a thop input)",
-    )
+def _img_shapes(*grids: tuple[int, int, int]) -> _ConstantSpec:
+    """``img_shapes = [[(1, H/16, W/16), <reference images>...]] * batch_size`` as the Qwen-Image pipelines
+    build it."""
+    who = ("QwenImagePipeline passes it" if len(grids) == 1
+           else "the edit pipelines pass it (reference images after the output latent)")
+    return _ConstantSpec(shape=(1, len(grids), 3), dtype=torch.int64, value=(grids,),
+                         what=f"python list [{list(grids)}]: img_shapes as {who} "
+                              "(a wrapper constant, not a thop input)")
 
 
-@input_builder("QwenImageTransformer2DModel", settings=("height", "width", "text_len"))
+@input_builder("QwenImageTransformer2DModel", settings=("height", "width", "text_len"),
+               optional=("reference_height", "reference_width", "references", "frames"))
 def _qwen_image_transformer_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict[str, Any]:
     """As ``QwenImagePipeline`` calls it at batch 1: hidden_states (1, (H/16)(W/16), in_channels),
     the 2×2-packed latent; encoder_hidden_states (1, text_len, joint_attention_dim); timestep (1,);
     img_shapes [[(1, H/16, W/16)]]; no mask (one prompt: the pipeline drops an all-ones mask) and no
     guidance (``guidance_embeds`` false). ``use_additional_t_cond`` models also get
-    additional_t_cond (1,) int64 (the layered pipeline's input)."""
+    additional_t_cond (1,) int64 (the layered pipeline's input). The edit pipelines
+    (``reference_height`` × ``reference_width``, ``references`` images, default 1) append each reference
+    latent's packed tokens to hidden_states and its ``(1, h/16, w/16)`` to img_shapes; the layered pipeline
+    (``frames`` = layers + 1) stacks that many output latents before them."""
     rows = _div(s["height"], VAE_SCALE_FACTOR * PACKING, "height")
     cols = _div(s["width"], VAE_SCALE_FACTOR * PACKING, "width")
+    grids = [(1, rows, cols)] * s.get("frames", 1)  # QwenImageLayeredPipeline: layers + 1 latents
+    if "reference_height" in s:
+        grids += [(1, _div(s["reference_height"], VAE_SCALE_FACTOR * PACKING, "reference_height"),
+                   _div(s["reference_width"], VAE_SCALE_FACTOR * PACKING, "reference_width"))] * s.get("references", 1)
     inputs: dict[str, Any] = {
-        "hidden_states": TensorSpec((1, rows * cols, _cfg(model, "in_channels"))),
+        "hidden_states": TensorSpec((1, sum(r * c for _, r, c in grids), _cfg(model, "in_channels"))),
         "encoder_hidden_states": TensorSpec((1, s["text_len"], _cfg(model, "joint_attention_dim"))),
         "timestep": TensorSpec((1,)),
-        "img_shapes": _img_shapes(1, rows, cols),
+        "img_shapes": _img_shapes(*grids),
     }
     if _cfg(model, "use_additional_t_cond"):
         inputs["additional_t_cond"] = TensorSpec((1,), torch.int64)

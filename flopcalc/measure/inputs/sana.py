@@ -56,3 +56,19 @@ def _autoencoder_dc_inputs(model: nn.Module, call: str, s: Mapping[str, int]) ->
     f = dc_ae_spatial_factor(model)
     return {"z": _f32(1, _cfg(model, "latent_channels"), _exact_div(s["height"], f, "height"),
                       _exact_div(s["width"], f, "width"))}
+
+
+@input_builder("SanaControlNetModel", settings=("height", "width", "text_len"))
+def _sana_controlnet_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict[str, TensorSpec]:
+    """As ``SanaControlNetPipeline`` calls it (pipeline_sana_controlnet.py, denoising loop): the transformer's
+    inputs (hidden_states (1, in_channels, H/32, W/32), encoder_hidden_states, encoder_attention_mask,
+    timestep) and controlnet_cond, the control image's DC-AE latent of the same shape."""
+    f = SANA_LATENT_FACTOR
+    latent = _f32(1, _cfg(model, "in_channels"), _exact_div(s["height"], f, "height"), _exact_div(s["width"], f, "width"))
+    return {
+        "hidden_states": latent,
+        "encoder_hidden_states": _f32(1, s["text_len"], _cfg(model, "caption_channels")),
+        "encoder_attention_mask": _ids(1, s["text_len"]),
+        "timestep": _f32(1),
+        "controlnet_cond": latent,
+    }

@@ -12,7 +12,7 @@ matmuls that are counted (padded tokens count in full), so the fixtures record:
   padding mask their SDPA mask preparation calls ``Tensor.item()``, which meta tensors refuse.
   Without a mask Qwen2.5-VL's language model builds the text-only positions itself
   (``arange(seq_len)`` on all three mRoPE axes), the positions a text prompt gets; no image,
-  so its vision tower does not run.
+  so its vision tower does not run (its builder, with condition images, is in ``qwen_image_edit.py``).
 
 Qwen-Image also passes ``output_hidden_states=True``: it only collects the layer outputs that are
 computed anyway, so it is left out. No module is patched.
@@ -35,8 +35,7 @@ def _gemma2_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict[st
     return {"input_ids": TensorSpec(shape, torch.int64), "attention_mask": TensorSpec(shape, torch.int64)}
 
 
-@input_builder("GemmaModel", "Qwen2_5_VLForConditionalGeneration", "BertModel", "XLMRobertaModel",
-               settings=("seq_len",))
+@input_builder("GemmaModel", "BertModel", "XLMRobertaModel", settings=("seq_len",))
 def _sdpa_text_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict[str, TensorSpec | None]:
     """Token ids ``(1, seq_len)`` int64; ``attention_mask`` the constant ``None`` (see module doc)."""
     return {"input_ids": TensorSpec((1, int(s["seq_len"])), torch.int64), "attention_mask": None}
