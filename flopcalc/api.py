@@ -117,46 +117,32 @@ def estimate(
     resolution_binning: bool = True,
     num_frames: int | None = None,
     vae_tiling: bool | None = None,
-    pag_scale: float | None = None,
-    pag_applied_layers: str | list[str] | None = None,
-    image_guidance_scale: float | None = None,
-    ensemble_size: int | None = None,
-    processing_resolution: int | None = None,
-    decode_chunk_size: int | None = None,
-    ar_step: int | None = None,
-    causal_block_size: int | None = None,
-    overlap_history: int | None = None,
-    base_num_frames: int | None = None,
-    input_images: int | None = None,
-    layers: int | None = None,
     convention: str = "torch",
     revision: str | None = None,
     token: str | None = None,
     measure: bool = False,
+    **options: Any,
 ) -> Report:
     """Estimate the compute of one generation with ``model``.
 
     ``model`` is a bundled card name or alias (``flux-dev``), a local diffusers folder, a single
     component ``config.json`` (or its folder), or a Hub repo id (``org/name``; only
     ``model_index.json`` and the components' ``config.json`` are fetched). Unset settings take
-    the pipeline's defaults. Raises :class:`flopcalc.errors.FlopcalcError` with an actionable
-    message on bad input.
+    the pipeline's defaults. ``options``: the options particular pipeline families declare
+    (:mod:`flopcalc.options`, e.g. ``pag_scale=2.0``, ``ensemble_size=4``); a pipeline that does not take one
+    refuses it. Raises :class:`flopcalc.errors.FlopcalcError` with an actionable message on bad input.
     """
-    from flopcalc.perturbed_attention import layer_ids
+    from flopcalc.options import checked
     from flopcalc.sources import resolve
+
+    extra = checked(options)  # before any file is read: a misspelt option is the first error
 
     source = resolve(model, revision=revision, token=token)
     settings = Settings(height=height, width=width, steps=steps, guidance_scale=guidance_scale,
                         true_cfg_scale=true_cfg_scale, negative_prompt=negative_prompt, batch_size=batch_size,
                         num_images_per_prompt=num_images_per_prompt, max_sequence_length=max_sequence_length,
                         strength=strength, resolution_binning=resolution_binning, num_frames=num_frames,
-                        vae_tiling=vae_tiling, pag_scale=pag_scale,
-                        pag_applied_layers=None if pag_applied_layers is None else layer_ids(pag_applied_layers),
-                        image_guidance_scale=image_guidance_scale, ensemble_size=ensemble_size,
-                        processing_resolution=processing_resolution, decode_chunk_size=decode_chunk_size,
-                        ar_step=ar_step, causal_block_size=causal_block_size, overlap_history=overlap_history,
-                        base_num_frames=base_num_frames,
-                        input_images=input_images, layers=layers)
+                        vae_tiling=vae_tiling, extra=extra)
     return estimate_configs(source.model_index, source.components, settings, convention=convention,
                             model=source.name, source_kind=source.kind, revision=source.revision,
                             source_notes=source.notes, missing=tuple(source.missing),

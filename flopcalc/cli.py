@@ -41,6 +41,26 @@ def _add_branch_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--num-frames", type=_positive_int)
 
 
+def add_family_options(p: argparse.ArgumentParser) -> None:
+    """One flag per option a pipeline family declares (:mod:`flopcalc.options`, read from the discovery index:
+    no family module is imported)."""
+    from flopcalc.options import NAMES, SCALE, known
+
+    group = p.add_argument_group("options of particular pipelines (any other pipeline refuses them)")
+    for name, spec in sorted(known().items()):
+        if spec.kind == NAMES:
+            group.add_argument(spec.flag, dest=name, nargs="+", metavar="NAME", help=spec.help)
+        else:
+            group.add_argument(spec.flag, dest=name, type=float if spec.kind == SCALE else int, help=spec.help)
+
+
+def family_option_values(args: argparse.Namespace) -> dict:
+    """The family options set on the command line, by name."""
+    from flopcalc.options import known
+
+    return {name: getattr(args, name) for name in known() if getattr(args, name, None) is not None}
+
+
 #: Examples printed at the end of each command's --help (a test runs every one of them).
 EXAMPLES = {
     "estimate": ["flopcalc estimate flux-dev", "flopcalc estimate sd3-medium --height 768 --width 1344 --per-block",
@@ -83,11 +103,6 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--steps", "--num-inference-steps", dest="steps", type=_positive_int)
     e.add_argument("--guidance-scale", type=float)
     e.add_argument("--true-cfg-scale", type=float, help="FLUX true CFG; needs --negative-prompt to take effect")
-    e.add_argument("--image-guidance-scale", type=float, help="InstructPix2Pix: image guidance (three passes at >= 1 "
-                                                              "with --guidance-scale > 1)")
-    e.add_argument("--ensemble-size", type=_positive_int, help="Marigold: predictions per input image (default 1)")
-    e.add_argument("--processing-resolution", type=int, help="Marigold: the input's longest side is resized to this "
-                                                             "(0: as given; default: the model's)")
     e.add_argument("--negative-prompt", action="store_true", help="a negative prompt is given")
     e.add_argument("--batch-size", type=_positive_int, default=1, help="number of prompts")
     e.add_argument("--num-images-per-prompt", type=_positive_int, default=1)
@@ -96,22 +111,12 @@ def _parser() -> argparse.ArgumentParser:
                                                   "steps of the schedule (SD, SDXL, Kolors, CogVideoX, Wan: int(steps × strength); FLUX, SD3: "
                                                   "steps − int(steps − steps × strength))")
     e.add_argument("--num-frames", type=_positive_int, help="video: frames to generate (default: the pipeline's)")
-    e.add_argument("--decode-chunk-size", type=_positive_int,
-                   help="Stable Video Diffusion: latent frames per VAE decode call (default: all of a video's)")
-    e.add_argument("--input-images", type=_positive_int, help="multi-image edit pipelines: images given (default 1)")
-    e.add_argument("--layers", type=_positive_int, help="layered pipelines: layers to generate (default: the pipeline's)")
     tiling = e.add_mutually_exclusive_group()
     tiling.add_argument("--vae-tiling", dest="vae_tiling", action="store_true", default=None,
                         help="video: decode in tiles and temporal chunks")
     tiling.add_argument("--no-vae-tiling", dest="vae_tiling", action="store_false",
                         help="video: decode the whole latent in one pass (default: as the pipeline does)")
-    e.add_argument("--pag-scale", type=float, help="PAG pipelines: perturbed-attention guidance scale (0: off)")
-    e.add_argument("--pag-applied-layers", nargs="+", metavar="LAYER",
-                   help="PAG pipelines: self-attention layer ids (e.g. mid, down_blocks.2, blocks.14)")
-    e.add_argument("--ar-step", type=int, help="SkyReels V2 diffusion forcing: timesteps each causal block lags (0)")
-    e.add_argument("--causal-block-size", type=_positive_int, help="SkyReels V2 diffusion forcing: latent frames per block")
-    e.add_argument("--overlap-history", type=_positive_int, help="SkyReels V2 diffusion forcing: long-video overlap frames")
-    e.add_argument("--base-num-frames", type=_positive_int, help="SkyReels V2 diffusion forcing: long-video window (97)")
+    add_family_options(e)
     e.add_argument("--no-resolution-binning", dest="resolution_binning", action="store_false",
                    help="PixArt: estimate the size as given instead of snapping it to the pipeline's aspect-ratio bins")
     e.add_argument("--convention", choices=("torch", "thop"), default="torch")
@@ -233,13 +238,8 @@ def _estimate(args: argparse.Namespace) -> int:
         true_cfg_scale=args.true_cfg_scale, negative_prompt=args.negative_prompt, batch_size=args.batch_size,
         num_images_per_prompt=args.num_images_per_prompt, max_sequence_length=args.max_sequence_length,
         strength=args.strength, resolution_binning=args.resolution_binning, num_frames=args.num_frames,
-        vae_tiling=args.vae_tiling, pag_scale=args.pag_scale, pag_applied_layers=args.pag_applied_layers,
-        image_guidance_scale=args.image_guidance_scale, ensemble_size=args.ensemble_size,
-        processing_resolution=args.processing_resolution, decode_chunk_size=args.decode_chunk_size,
-        ar_step=args.ar_step, causal_block_size=args.causal_block_size, overlap_history=args.overlap_history,
-        base_num_frames=args.base_num_frames, input_images=args.input_images, layers=args.layers,
-        convention=args.convention, revision=args.revision,
-        measure=args.measure,
+        vae_tiling=args.vae_tiling, convention=args.convention, revision=args.revision, measure=args.measure,
+        **family_option_values(args),
     )
     sys.stdout.write(render(report, args.format, per_block=args.per_block, depth=args.depth))
     return 0

@@ -28,26 +28,27 @@ from typing import Any, Mapping
 __all__ = ["Index", "index", "architecture_modules", "pipeline_modules", "denoiser_modules", "load_everything",
            "cache_file"]
 
-_FORMAT = 2
+_FORMAT = 3
 _PACKAGE = Path(__file__).resolve().parent
 
 
 class Index:
     """What each module registers: ``architectures`` {class name or alias: [module]},
     ``pipelines`` {pipeline class name: module}, ``served`` {pipeline class name: [modules of the plans
-    that may serve its folders]}, ``denoisers`` {denoiser class: [plan module]}, ``cards`` {card folder:
-    parsed card.yaml}."""
+    that may serve its folders]}, ``denoisers`` {denoiser class: [plan module]}, ``options`` {family option:
+    its declaration (:mod:`flopcalc.options`)}, ``cards`` {card folder: parsed card.yaml}."""
 
     def __init__(self, data: Mapping[str, Any]):
         self.architectures: dict[str, list[str]] = data["architectures"]
         self.pipelines: dict[str, str] = data["pipelines"]
         self.served: dict[str, list[str]] = data["served"]
         self.denoisers: dict[str, list[str]] = data["denoisers"]
+        self.options: dict[str, dict[str, Any]] = data["options"]
         self.cards: dict[str, dict[str, Any]] = data["cards"]
 
     def as_dict(self) -> dict[str, Any]:
         return {"architectures": self.architectures, "pipelines": self.pipelines, "served": self.served,
-                "denoisers": self.denoisers, "cards": self.cards}
+                "denoisers": self.denoisers, "options": self.options, "cards": self.cards}
 
 
 def _family_dirs() -> tuple[Path, Path]:
@@ -105,7 +106,7 @@ def cache_file() -> Path | None:
 
 def _build(cards_dir: Path | None) -> Index:
     """Import everything and read what registered where (the registries record each module)."""
-    from flopcalc import registry
+    from flopcalc import options, registry
     from flopcalc.cards import read_all_card_data
     from flopcalc.pipelines import base
 
@@ -122,6 +123,7 @@ def _build(cards_dir: Path | None) -> Index:
         "pipelines": base.pipeline_modules(),
         "served": base.served_modules(),
         "denoisers": base.denoiser_modules(),
+        "options": options.index_entries(),
         "cards": read_all_card_data() if cards_dir is not None else {},
     })
 

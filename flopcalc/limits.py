@@ -19,20 +19,11 @@ LIMITS: dict[str, tuple[int, str]] = {
     "height": (16384, "pixels"),
     "width": (16384, "pixels"),
     "num_frames": (4096, "frames"),
-    "decode_chunk_size": (4096, "frames"),
-    "input_images": (64, "input images"),
-    "layers": (64, "layers"),
     "steps": (10_000, "steps"),
     "batch_size": (4096, "prompts"),
     "num_images_per_prompt": (4096, "images per prompt"),
     "max_sequence_length": (1 << 20, "tokens"),
     "tiles": (65536, "tiles per VAE call"),
-    "ensemble_size": (4096, "ensemble members"),
-    "processing_resolution": (16384, "pixels"),
-    "ar_step": (10_000, "steps"),
-    "causal_block_size": (4096, "latent frames"),
-    "overlap_history": (4096, "frames"),
-    "base_num_frames": (4096, "frames"),
 }
 LARGE_FACTOR = 16
 ALLOW_LARGE = "FLOPCALC_ALLOW_LARGE"
@@ -51,6 +42,15 @@ def limit(name: str) -> int:
 def _beyond(name: str, value: int, what: str) -> FlopcalcError:
     hint = f"; set {ALLOW_LARGE}=1 to allow up to {LIMITS[name][0] * LARGE_FACTOR}" if not allow_large() else ""
     return FlopcalcError(f"{what} {value} is beyond flopcalc's budget of {limit(name)} {LIMITS[name][1]}{hint}")
+
+
+def bounded(what: str, value: int | float, bound: tuple[int, str], *, large: bool) -> None:
+    """``value`` within ``bound`` (largest value, unit), :data:`LARGE_FACTOR`-fold when ``large``: a family
+    option's own budget (:mod:`flopcalc.options`)."""
+    top = bound[0] * LARGE_FACTOR if large else bound[0]
+    if value > top:
+        hint = f"; set {ALLOW_LARGE}=1 to allow up to {bound[0] * LARGE_FACTOR}" if not large else ""
+        raise FlopcalcError(f"{what} {value} is beyond flopcalc's budget of {top} {bound[1]}{hint}")
 
 
 def check_tiles(count: int, what: str) -> None:

@@ -28,23 +28,14 @@ from typing import Iterable, Sequence
 from flopcalc.errors import OptionError
 
 #: A layer id flopcalc accepts: dotted identifiers (``mid``, ``down_blocks.1``, ``blocks.14``).
-_SIMPLE_ID = re.compile(r"[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*")
 #: At most this many layer ids, each at most this long.
-MAX_LAYER_IDS, MAX_ID_LENGTH = 64, 100
 
 
 def layer_ids(value: object) -> tuple[str, ...]:
     """``pag_applied_layers`` as given (one id or a list of ids), validated: simple dotted ids only."""
-    ids = (value,) if isinstance(value, str) else value
-    if not isinstance(ids, (list, tuple)) or not ids or len(ids) > MAX_LAYER_IDS:
-        raise OptionError(f"pag_applied_layers must be one layer id or a list of 1 to {MAX_LAYER_IDS} ids, "
-                          f"got {value!r}")
-    for layer in ids:
-        if not isinstance(layer, str) or len(layer) > MAX_ID_LENGTH or not _SIMPLE_ID.fullmatch(layer):
-            raise OptionError(f"pag_applied_layers: {layer!r} is not a simple layer id (dotted names of letters, "
-                              "digits and '_', such as 'mid', 'down_blocks.2', 'blocks.14'); flopcalc takes no "
-                              "regular expressions")
-    return tuple(ids)
+    from flopcalc.options import simple_names
+
+    return simple_names(value, "pag_applied_layers")
 
 
 #: Denoiser classes whose assemblers read a run's ``perturbed`` (:func:`supports_perturbation`).

@@ -150,7 +150,7 @@ def symbolic_estimate(
     if settings.get("resolution_binning", True):
         notes.append("resolution binning is off in a symbolic law (the size is used as given)")
     settings["resolution_binning"] = False
-    numeric = plan(source.model_index, source.components, Settings(**settings))
+    numeric = plan(source.model_index, source.components, Settings.make(**settings))
     symbolic_plan = plan(source.model_index, source.components, _tracked(numeric.settings))
     _refuse_unexpressible(source.name, symbolic_plan.runs)
     comps = []

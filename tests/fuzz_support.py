@@ -250,7 +250,7 @@ def _serve() -> None:
         else:
             comps[case["component"]] = mutate(comps[case["component"]], case["path"], case["kind"], case["value"])
         try:
-            report = estimate_configs(index, comps, Settings(**case["settings"]))
+            report = estimate_configs(index, comps, Settings.make(**case["settings"]))
             problem = check_report(report)
             for fmt in ("table", "json", "csv"):  # every output renders
                 render(report, fmt, per_block=True)

@@ -56,7 +56,7 @@ def _check(folder: Path, component: str, pipeline: str, settings: dict, measure_
     rows = rng.choice([2, 3])
     where = f"seed {SEED}, {pipeline} rows {rows} layers {layers} {measure_settings}: {cfg}"
     inputs, _ = measure.build_inputs(model, measure_settings)
-    s = Settings(guidance_scale=5.0 if rows == 3 else 1.0, pag_applied_layers=tuple(layers), **settings)
+    s = Settings.make(guidance_scale=5.0 if rows == 3 else 1.0, pag_applied_layers=tuple(layers), **settings)
     try:
         inputs = perturb(model, rows, inputs, unbatched=unbatched, layers=layers)
     except ValueError as exc:  # diffusers: "Cannot find PAG layer to set attention processor for: ..."

@@ -83,7 +83,7 @@ def test_random_vision_configs_with_images(rng, tmp_path):
         msl = rng.randint(1, 64)
         if i % 2:
             images = rng.randint(1, 3)
-            _text_encoder(folder, PLUS, Settings(height=h, width=w, max_sequence_length=msl, input_images=images),
+            _text_encoder(folder, PLUS, Settings.make(height=h, width=w, max_sequence_length=msl, input_images=images),
                           images, CONDITION_IMAGE_SIZE, h, w)
         else:
             _text_encoder(folder, INDEX, Settings(height=h, width=w, max_sequence_length=msl), 1, TARGET_AREA, h, w,
@@ -92,7 +92,7 @@ def test_random_vision_configs_with_images(rng, tmp_path):
 
 def test_card_text_encoder_plus_two_images(rng):
     h, w = _size(rng, 512, 1536), _size(rng, 512, 1536)
-    _text_encoder(CARD / "text_encoder", PLUS, Settings(height=h, width=w, input_images=2), 2, CONDITION_IMAGE_SIZE,
+    _text_encoder(CARD / "text_encoder", PLUS, Settings.make(height=h, width=w, input_images=2), 2, CONDITION_IMAGE_SIZE,
                   h, w)
 
 
@@ -101,7 +101,7 @@ def test_card_transformer_with_references(rng):
     h, w = _size(rng, 256, 1280), _size(rng, 256, 1280)
     images = rng.randint(1, 3)
     cfg = json.loads((CARD / "transformer/config.json").read_text())
-    comp = estimate_configs(PLUS, {"transformer": cfg}, Settings(height=h, width=w, input_images=images,
+    comp = estimate_configs(PLUS, {"transformer": cfg}, Settings.make(height=h, width=w, input_images=images,
                                                                  max_sequence_length=rng.randint(1, 300))
                             ).component("transformer")
     ref_w, ref_h = calculate_dimensions(TARGET_AREA, w / h)
@@ -162,7 +162,7 @@ def test_layered_transformer_and_rgba_vae(rng):
     layers = rng.randint(1, 6)
     h, w = _size(rng, 256, 1280), _size(rng, 256, 1280)
     components = {name: json.loads((folder / name / "config.json").read_text()) for name in ("transformer", "vae")}
-    report = estimate_configs(index, components, Settings(height=h, width=w, layers=layers,
+    report = estimate_configs(index, components, Settings.make(height=h, width=w, layers=layers,
                                                           max_sequence_length=rng.randint(1, 300)))
     comp = report.component("transformer")
     out_h, out_w = report.settings.height, report.settings.width  # the calculated size: the image's too

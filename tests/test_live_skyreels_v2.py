@@ -46,7 +46,7 @@ def test_diffusion_forcing_card_with_random_causal_blocks(rng):
     latent = block * rng.randint(1, 3)
     f = 4 * (latent - 1) + 1
     h, w, t = random_size(rng, 16, 32, 192), random_size(rng, 16, 32, 192), rng.randint(1, 64)
-    settings = Settings(height=h, width=w, num_frames=f, max_sequence_length=t, causal_block_size=block,
+    settings = Settings.make(height=h, width=w, num_frames=f, max_sequence_length=t, causal_block_size=block,
                         ar_step=rng.randint(0, 3))
     check_plan(CARDS / "skyreels-v2-df-1.3b-540p/transformer", "transformer", settings,
                {"height": h, "width": w, "num_frames": f, "text_len": t, "diffusion_forcing": 1,
@@ -100,7 +100,7 @@ def test_random_configs_under_each_pipeline(rng, tmp_path):
             if latent % block:
                 block = 1
             measured.update(diffusion_forcing=1, causal_block_size=block)
-            settings = Settings(height=h, width=w, num_frames=f, max_sequence_length=t, causal_block_size=block)
+            settings = Settings.make(height=h, width=w, num_frames=f, max_sequence_length=t, causal_block_size=block)
         if kind == "i2v":
             _check_i2v(write_config(tmp_path, f"sky{i}", cfg), settings, measured, image_size=14 * rng.randint(1, 4))
             continue

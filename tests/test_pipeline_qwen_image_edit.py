@@ -23,7 +23,7 @@ def _runs(report) -> dict[str, int]:
 
 
 def _estimate(pipeline: str, **settings):
-    return estimate_configs({**CARD.index(), "_class_name": pipeline}, CARD.components(), Settings(**settings))
+    return estimate_configs({**CARD.index(), "_class_name": pipeline}, CARD.components(), Settings.make(**settings))
 
 
 def test_edit_defaults():

@@ -25,7 +25,7 @@ def _pipeline(**settings):
     components = {**SANA.components(), "controlnet": CONTROLNET,
                   "transformer": dict(SANA.config("transformer"), sample_size=32)}  # the 1024px SANA 1.6B
     return estimate_configs({**SANA.index(), "_class_name": "SanaControlNetPipeline"}, components,
-                            Settings(**settings))
+                            Settings.make(**settings))
 
 
 def _runs(report) -> dict[str, int]:

@@ -151,7 +151,7 @@ def test_sd_instruct_pix2pix_defaults_three_passes():
 @pytest.mark.parametrize("guidance, image_guidance, passes", [(1.0, 1.5, 1), (7.5, 0.9, 1), (7.5, 1.0, 3)])
 def test_instruct_pix2pix_guidance_needs_both_scales(guidance, image_guidance, passes):
     p = plan({"_class_name": "StableDiffusionInstructPix2PixPipeline"}, {**SD.components(), "unet": _ip2p_unet()},
-             Settings(steps=10, guidance_scale=guidance, image_guidance_scale=image_guidance, batch_size=2))
+             Settings.make(steps=10, guidance_scale=guidance, image_guidance_scale=image_guidance, batch_size=2))
     assert p.passes == passes
     assert _runs(p) == {"text_encoder.forward": 2 * (2 if passes == 3 else 1), "vae.encode": 2,
                         "unet.forward": 10 * passes * 2, "vae.decode": 2}
@@ -183,7 +183,7 @@ def test_instruct_pix2pix_refusals():
     with pytest.raises(OptionError, match="--image-guidance-scale does not apply to StableDiffusionPipeline"):
         flopcalc.estimate("sd1.5", image_guidance_scale=2.0)
     with pytest.raises(OptionError, match="image_guidance_scale must be a finite number"):
-        plan(index, comps, Settings(image_guidance_scale=float("nan")))
+        plan(index, comps, Settings.make(image_guidance_scale=float("nan")))
 
 
 def test_instruct_pix2pix_law_carries_three_passes(tmp_path):
@@ -323,19 +323,19 @@ def test_marigold_depth_defaults_from_the_pipeline_config():
 
 def test_marigold_resizes_pads_and_ensembles():
     index, comps = _marigold("MarigoldNormalsPipeline")
-    p = plan(index, comps, Settings(height=480, width=641, ensemble_size=5, batch_size=2, steps=10))
+    p = plan(index, comps, Settings.make(height=480, width=641, ensemble_size=5, batch_size=2, steps=10))
     # resize_to_max_edge: 480 · 768 // 641 = 575 → padded to 576; 641 → 768
     enc = next(r for r in p.runs if r.call == "encode")
     assert (enc.shape.height, enc.shape.width) == (576, 768)
     assert _runs(p) == {"text_encoder.forward": 1, "vae.encode": 2, "unet.forward": 10 * 2 * 5, "vae.decode": 10}
     # processing_resolution 0: the input's own size, padded
-    p = plan(index, comps, Settings(height=500, width=300, processing_resolution=0))
+    p = plan(index, comps, Settings.make(height=500, width=300, processing_resolution=0))
     assert next(r for r in p.runs if r.component == "unet").shape.latent_height == 63  # 504 / 8
 
 
 def test_marigold_intrinsics_decodes_each_target():
     index, comps = _marigold("MarigoldIntrinsicsPipeline", in_channels=12, out_channels=8)
-    p = plan(index, comps, Settings(ensemble_size=3))
+    p = plan(index, comps, Settings.make(ensemble_size=3))
     # n_targets = unet.out_channels // vae.latent_channels = 2
     assert _runs(p) == {"text_encoder.forward": 1, "vae.encode": 1, "unet.forward": 4 * 3, "vae.decode": 3 * 2}
 
@@ -346,8 +346,8 @@ def test_marigold_refusals():
     index, comps = _marigold()
     for settings, match in [(Settings(guidance_scale=3.0), "--guidance-scale does not apply"),
                             (Settings(strength=0.5), "--strength does not apply"),
-                            (Settings(processing_resolution=500), "multiple of 8"),
-                            (Settings(processing_resolution=0), "give --height and --width")]:
+                            (Settings.make(processing_resolution=500), "multiple of 8"),
+                            (Settings.make(processing_resolution=0), "give --height and --width")]:
         with pytest.raises(OptionError, match=match):
             plan(index, comps, settings)
     bare = {k: v for k, v in index.items() if not k.startswith("default_")}

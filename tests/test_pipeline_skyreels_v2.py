@@ -235,7 +235,7 @@ def test_forcing_plan_is_the_real_loop(options, image):  # noqa: C901
         kwargs["image"] = torch.zeros(1, 3, 32, 32)
     embeds = torch.zeros(1, 8, 16)
     try:
-        r = estimate_configs(index, dict(source.components), Settings(height=32, width=32, **options))
+        r = estimate_configs(index, dict(source.components), Settings.make(height=32, width=32, **options))
     except OptionError:  # refused where diffusers fails: it must fail
         with pytest.raises((IndexError, RuntimeError, ValueError)):
             pipe(prompt=None, prompt_embeds=embeds, negative_prompt_embeds=embeds, height=32, width=32,
@@ -297,7 +297,7 @@ def test_video_to_video_plan_is_the_real_loop(options):
 
     source = resolve("skyreels-v2-df-1.3b-540p")
     index = {**source.model_index, "_class_name": "SkyReelsV2DiffusionForcingVideoToVideoPipeline"}
-    r = estimate_configs(index, dict(source.components), Settings(height=32, width=32, **options))
+    r = estimate_configs(index, dict(source.components), Settings.make(height=32, width=32, **options))
     planned: dict[int, int] = {}
     for run in plan(index, source.components, r.settings).runs:
         if run.component == "transformer":
@@ -319,7 +319,7 @@ def test_video_to_video_needs_overlap_history():
     index = {**source.model_index, "_class_name": "SkyReelsV2DiffusionForcingVideoToVideoPipeline"}
     with pytest.raises(OptionError, match="overlap-history"):
         estimate_configs(index, dict(source.components), Settings())
-    r = estimate_configs(index, dict(source.components), Settings(overlap_history=17))
+    r = estimate_configs(index, dict(source.components), Settings.make(overlap_history=17))
     assert r.settings.num_frames == 121 and r.settings.guidance_scale == 6.0  # v2v.py:693-695, 120 rounded
     # L = 31, B = 25, O = 5: windows of 25 and min(31 − 25 + 5, 25) = 11 frames, 5 prefix frames each, 50 rows each
     from flopcalc.pipelines import plan

@@ -61,19 +61,37 @@ class Settings:
     resolution_binning: bool = True  # PixArt: snap the size to the model's aspect-ratio bins, as the pipeline does
     num_frames: int | None = None  # video pipelines: frames generated (None: the pipeline's default)
     vae_tiling: bool | None = None  # video VAEs: decode in tiles/temporal chunks (None: as the pipeline does)
-    pag_scale: float | None = None  # PAG pipelines: perturbed-attention guidance scale (0: off; None: the default)
-    pag_applied_layers: tuple[str, ...] | None = None  # PAG pipelines: layer ids (None: the pipeline's default)
-    image_guidance_scale: float | None = None  # InstructPix2Pix: image guidance (None: the pipeline's default)
-    ensemble_size: int | None = None  # Marigold: predictions per input image (None: 1)
-    processing_resolution: int | None = None  # Marigold: longest side processed (None: the model's default)
-    decode_chunk_size: int | None = None  # SVD: latent frames per VAE decode call (None: a video's frames)
-    ar_step: int | None = None  # SkyReels V2 diffusion forcing: timesteps each causal block lags (0: synchronous)
-    causal_block_size: int | None = None  # SkyReels V2 diffusion forcing: latent frames per causal block
-    overlap_history: int | None = None  # SkyReels V2 diffusion forcing: frames shared by long-video windows
-    base_num_frames: int | None = None  # SkyReels V2 diffusion forcing: frames of one long-video window
-    input_images: int | None = None  # multi-image edit pipelines: images given (None: one)
-    layers: int | None = None  # layered pipelines: layers generated (None: the pipeline's default)
+    #: the options one family declares (:mod:`flopcalc.options`), set ones only, ``(name, value)`` by name; a
+    #: plan reads them as attributes (``s.pag_scale``; ``None`` when not set)
+    extra: tuple[tuple[str, Any], ...] = field(default=(), metadata={"option": False})
     counting: Counting = field(default=NUMERIC, metadata={"option": False})
+
+    def __getattr__(self, name: str) -> Any:
+        """A family option's value (``None`` when not set); only declared options are attributes."""
+        if not name.startswith("_"):
+            for key, value in self.__dict__.get("extra", ()):
+                if key == name:
+                    return value
+            from flopcalc.options import declared
+
+            if name in declared():
+                return None
+        raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
+
+    @classmethod
+    def make(cls, **values: Any) -> Settings:
+        """Settings from keyword values, family options (:mod:`flopcalc.options`) among them."""
+        names = {f.name for f in fields(cls)}
+        s = cls(**{k: v for k, v in values.items() if k in names})
+        extra = {k: v for k, v in values.items() if k not in names}
+        return s.with_options(**extra) if extra else s
+
+    def with_options(self, **values: Any) -> Settings:
+        """These settings with family options set (``None``: unset), checked as the API checks them."""
+        from flopcalc.options import checked
+
+        merged = {**dict(self.extra), **values}
+        return replace(self, extra=checked(merged))
 
     @property
     def symbolic(self) -> bool:
@@ -82,7 +100,8 @@ class Settings:
 
     def options(self) -> dict[str, Any]:
         """The user options, by name (what reports print)."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.metadata.get("option", True)}
+        return {**{f.name: getattr(self, f.name) for f in fields(self) if f.metadata.get("option", True)},
+                **dict(self.extra)}
 
 
 @dataclass(frozen=True)
@@ -136,19 +155,6 @@ OPTIONAL = {
                                                     "run on a fixed number of tokens)"),
     "num_frames": ("--num-frames", "it generates images, not videos"),
     "vae_tiling": ("--vae-tiling / --no-vae-tiling", "flopcalc does not model a tiled decode of its VAE"),
-    "pag_scale": ("--pag-scale", "it has no perturbed-attention guidance (use its PAG pipeline)"),
-    "pag_applied_layers": ("--pag-applied-layers", "it has no perturbed-attention guidance (use its PAG pipeline)"),
-    "image_guidance_scale": ("--image-guidance-scale", "it has no image guidance (InstructPix2Pix's third pass)"),
-    "ensemble_size": ("--ensemble-size", "it makes no ensemble of predictions (Marigold's)"),
-    "processing_resolution": ("--processing-resolution", "it does not resize its input to a processing resolution "
-                                                         "(Marigold's)"),
-    "decode_chunk_size": ("--decode-chunk-size", "its __call__ takes no decode_chunk_size (its VAE decodes whole)"),
-    "ar_step": ("--ar-step", "it has no diffusion-forcing schedule"),
-    "causal_block_size": ("--causal-block-size", "it has no diffusion-forcing schedule"),
-    "overlap_history": ("--overlap-history", "it generates no long video in overlapping windows"),
-    "base_num_frames": ("--base-num-frames", "it generates no long video in overlapping windows"),
-    "input_images": ("--input-images", "it takes one input image at most, not a list of them"),
-    "layers": ("--layers", "it generates one image, not a stack of layers"),
 }
 #: Pipeline → the optional options it applies, and its own reasons for refusing others.
 _OPTIONS: dict[str, frozenset[str]] = {}
@@ -169,9 +175,12 @@ def register_pipeline(name: str, *, denoisers: tuple[str, ...] = (), component: 
     pipeline knows better, in ``refuses`` (option → why). ``serves`` (pipeline name → predicate on
     the components): a folder whose index names that pipeline but whose components satisfy the
     predicate is planned by this one instead (Kolors' Hub index names its own SDXL variant)."""
-    unknown = set(options) - set(OPTIONAL)
+    from flopcalc.options import declared
+
+    unknown = set(options) - set(OPTIONAL) - set(declared())
     if unknown:
-        raise RuntimeError(f"{name}: unknown options {sorted(unknown)} (optional ones: {sorted(OPTIONAL)})")
+        raise RuntimeError(f"{name}: unknown options {sorted(unknown)} (optional ones: {sorted(OPTIONAL)}, and those "
+                           "declared with flopcalc.options.pipeline_option before the plan)")
 
     def deco(fn: PlanFn) -> PlanFn:
         if name in _PIPELINES:
@@ -265,7 +274,7 @@ def _refuse_unapplied(name: str, s: Settings) -> None:
     """One refusal, naming the option, the pipeline and why, for a set option ``name`` does not apply."""
     option = _first_unapplied(s, COMMON_OPTIONS | _OPTIONS[name])
     if option is not None:
-        flag, why = OPTIONAL[option]
+        flag, why = _refusal(option)
         raise OptionError(f"{flag} does not apply to {name}: {_REFUSALS[name].get(option, why)}")
 
 
@@ -292,7 +301,17 @@ def _first_unapplied(s: Settings, applied: frozenset[str]) -> str | None:
     for f in fields(s):
         if f.metadata.get("option", True) and f.name not in applied and getattr(s, f.name) != f.default:
             return f.name
-    return None
+    return next((name for name, _value in s.extra if name not in applied), None)
+
+
+def _refusal(option: str) -> tuple[str, str]:
+    """(flag, why a pipeline that does not take it refuses it) of an optional or a family option."""
+    if option in OPTIONAL:
+        return OPTIONAL[option]
+    from flopcalc.options import option as declaration
+
+    spec = declaration(option)
+    return spec.flag, spec.refusal
 
 
 def _flag(option: str) -> str:
@@ -303,8 +322,7 @@ def _flag(option: str) -> str:
 
 
 def _validate(s: Settings) -> None:
-    for key in ("height", "width", "steps", "max_sequence_length", "num_frames", "ensemble_size", "decode_chunk_size",
-                "causal_block_size", "overlap_history", "base_num_frames", "input_images", "layers"):
+    for key in ("height", "width", "steps", "max_sequence_length", "num_frames"):
         v = getattr(s, key)
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v <= 0):
             raise FlopcalcError(f"{key} must be a positive integer, got {v!r}")
@@ -312,22 +330,14 @@ def _validate(s: Settings) -> None:
         v = getattr(s, key)
         if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
             raise FlopcalcError(f"{key} must be a positive integer, got {v!r}")
-    v = s.processing_resolution
-    if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
-        raise FlopcalcError(f"processing_resolution must be an integer >= 0 (0: the input's own size), got {v!r}")
-    if s.ar_step is not None and (isinstance(s.ar_step, bool) or not isinstance(s.ar_step, int) or s.ar_step < 0):
-        raise FlopcalcError(f"ar_step must be an integer >= 0, got {s.ar_step!r}")
     check_settings(s)
     if s.strength is not None and not 0 < s.strength <= 1:
         raise FlopcalcError(f"strength must be in (0, 1], got {s.strength}")
-    if s.pag_applied_layers is not None:
-        from flopcalc.perturbed_attention import layer_ids
+    from flopcalc.options import check
 
-        layer_ids(s.pag_applied_layers)
-    v = s.pag_scale
-    if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0):
-        raise OptionError(f"pag_scale must be a finite number >= 0 (0 turns perturbed-attention guidance off), got {v!r}")
-    for key in ("guidance_scale", "true_cfg_scale", "image_guidance_scale"):
+    for name, value in s.extra:
+        check(name, value)
+    for key in ("guidance_scale", "true_cfg_scale"):
         v = getattr(s, key)
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0):
             raise OptionError(f"{key} must be a finite number >= 0 (guidance is on above 1), got {v!r}")

@@ -36,6 +36,11 @@ from flopcalc.pipelines.base import (
 )
 from flopcalc.pipelines.stable_diffusion import _unet_defaults
 from flopcalc.registry import RunShape
+from flopcalc.options import SCALE, pipeline_option
+
+pipeline_option("image_guidance_scale", kind=SCALE,
+                help="InstructPix2Pix: image guidance (three passes at >= 1 with --guidance-scale > 1)",
+                refusal="it has no image guidance (InstructPix2Pix's third pass)")
 
 #: ``__call__`` defaults shared by both pipelines.
 STEPS, IMAGE_GUIDANCE = 100, 1.5
@@ -73,7 +78,7 @@ def sd_instruct_pix2pix_pipeline(components: Mapping[str, Mapping[str, Any]], s:
     name = "StableDiffusionInstructPix2PixPipeline"
     _check(name, components, s)
     s, f = _unet_defaults(components, s, STEPS, 7.5)
-    s = replace(s, image_guidance_scale=IMAGE_GUIDANCE if s.image_guidance_scale is None else s.image_guidance_scale)
+    s = s.with_options(image_guidance_scale=IMAGE_GUIDANCE if s.image_guidance_scale is None else s.image_guidance_scale)
     active, passes = _passes(s)
     runs = text_runs(components, [("text_encoder", 77)], s.batch_size * (2 if active else 1),
                      f"{s.batch_size} prompt(s)" + (" + negative" if active else ""))
@@ -92,7 +97,7 @@ def sdxl_instruct_pix2pix_pipeline(components: Mapping[str, Mapping[str, Any]], 
     name = "StableDiffusionXLInstructPix2PixPipeline"
     _check(name, components, s)
     s, f = _unet_defaults(components, s, STEPS, 5.0)
-    s = replace(s, image_guidance_scale=IMAGE_GUIDANCE if s.image_guidance_scale is None else s.image_guidance_scale)
+    s = s.with_options(image_guidance_scale=IMAGE_GUIDANCE if s.image_guidance_scale is None else s.image_guidance_scale)
     active, passes = _passes(s)
     force_zeros_for_empty_prompt = (index or {}).get("force_zeros_for_empty_prompt", True)
     encode_negative = active and (s.negative_prompt or not force_zeros_for_empty_prompt)

@@ -36,6 +36,14 @@ from flopcalc.pipelines.base import (
     vae_scale_factor,
 )
 from flopcalc.registry import RunShape
+from flopcalc.options import COUNT, INDEX, pipeline_option
+
+pipeline_option("ensemble_size", kind=COUNT, bound=(4096, "ensemble members"),
+                help="Marigold: predictions per input image (default 1)",
+                refusal="it makes no ensemble of predictions (Marigold's)")
+pipeline_option("processing_resolution", kind=INDEX, bound=(16384, "pixels"),
+                help="Marigold: the input's longest side is resized to this (0: as given; default: the model's)",
+                refusal="it does not resize its input to a processing resolution (Marigold's)")
 
 #: Tokens of the empty prompt, unpadded (``padding="do_not_pad"``): BOS and EOS.
 EMPTY_TEXT_TOKENS = 2
@@ -90,7 +98,7 @@ def _marigold(name: str, components: Mapping[str, Mapping[str, Any]], s: Setting
             raise OptionError(f"{name} at processing_resolution 0 processes the input at its own size: give --height "
                               "and --width")
         s = replace(s, height=s.height or resolution, width=s.width or resolution)
-    s = replace(s, steps=steps, processing_resolution=resolution, ensemble_size=s.ensemble_size or 1)
+    s = replace(s, steps=steps).with_options(processing_resolution=resolution, ensemble_size=s.ensemble_size or 1)
     h, w = processed_size(s.height, s.width, resolution, f)
     if h == 0 or w == 0:
         raise OptionError(f"{name}: a {s.height}×{s.width} image resized to a longest side of {resolution} has a "

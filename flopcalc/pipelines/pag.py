@@ -47,6 +47,13 @@ from flopcalc.pipelines.sana import sana_pipeline
 from flopcalc.pipelines.sd3 import sd3_pipeline
 from flopcalc.pipelines.sd_addons import controlnet_runs
 from flopcalc.pipelines.stable_diffusion import sd_pipeline, sdxl_pipeline
+from flopcalc.options import NAMES, SCALE, pipeline_option
+
+pipeline_option("pag_scale", kind=SCALE, help="PAG pipelines: perturbed-attention guidance scale (0: off)",
+                refusal="it has no perturbed-attention guidance (use its PAG pipeline)")
+pipeline_option("pag_applied_layers", kind=NAMES,
+                help="PAG pipelines: self-attention layer ids (e.g. mid, down_blocks.2, blocks.14)",
+                refusal="it has no perturbed-attention guidance (use its PAG pipeline)")
 
 #: ``pag_scale``'s default in every PAG pipeline's ``__call__`` (e.g. pipeline_pag_sd.py:772).
 PAG_SCALE = 3.0
@@ -60,7 +67,7 @@ def _add_pag(name: str, p: Plan, components: Mapping[str, Any], denoiser: str, l
     s = p.settings
     scale = PAG_SCALE if s.pag_scale is None else s.pag_scale
     layers = tuple(s.pag_applied_layers or layers)
-    s = replace(s, pag_scale=scale, pag_applied_layers=layers)
+    s = s.with_options(pag_scale=scale, pag_applied_layers=layers)
     if scale == 0:  # do_perturbed_attention_guidance is False: the base pipeline's passes
         return replace(p, pipeline=name, settings=s)
     if denoiser in components:

@@ -48,6 +48,11 @@ from flopcalc.pipelines.base import (
 )
 from flopcalc.pipelines.qwen_image import qwen_image_pipeline, qwen_vae_scale_factor
 from flopcalc.registry import RunShape
+from flopcalc.options import COUNT, pipeline_option
+
+pipeline_option("input_images", kind=COUNT, bound=(64, "input images"),
+                help="multi-image edit pipelines: images given (default 1)",
+                refusal="it takes one input image at most, not a list of them")
 
 #: ``calculate_dimensions(1024 * 1024, ...)``: the edit pipelines' target area (pixels).
 TARGET_AREA = 1024 * 1024

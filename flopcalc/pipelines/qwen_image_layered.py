@@ -33,6 +33,11 @@ from flopcalc.pipelines.base import (
 from flopcalc.pipelines.qwen_image import qwen_image_pipeline, qwen_vae_scale_factor
 from flopcalc.pipelines.qwen_image_edit import NO_LAW, calculate_dimensions
 from flopcalc.registry import RunShape
+from flopcalc.options import COUNT, pipeline_option
+
+pipeline_option("layers", kind=COUNT, bound=(64, "layers"),
+                help="layered pipelines: layers to generate (default: the pipeline's)",
+                refusal="it generates one image, not a stack of layers")
 
 #: ``QwenImageLayeredPipeline.__call__`` defaults.
 DEFAULT_LAYERS = 4
@@ -56,7 +61,7 @@ def qwen_image_layered_pipeline(components: Mapping[str, Mapping[str, Any]], s: 
     out_h, out_w = calc_h // multiple * multiple, calc_w // multiple * multiple
     if out_h == 0 or out_w == 0:
         raise FlopcalcError(f"QwenImageLayeredPipeline: {in_h}×{in_w} gives no {multiple}-pixel latent patch")
-    base = qwen_image_pipeline(components, replace(s, height=out_h, width=out_w, strength=None, layers=None),
+    base = qwen_image_pipeline(components, replace(s.with_options(layers=None), height=out_h, width=out_w, strength=None),
                                index=None)
     reference = (calc_h // multiple) * (calc_w // multiple)
     runs = []
@@ -77,5 +82,5 @@ def qwen_image_layered_pipeline(components: Mapping[str, Mapping[str, Any]], s: 
              f"(resolution 640, the default); {layers} layers",
              "a prompt is given (without one the pipeline first captions the image with Qwen2.5-VL's generate: not "
              "counted)"]
-    settings = replace(base.settings, height=out_h, width=out_w, strength=s.strength, layers=layers)
+    settings = replace(base.settings, height=out_h, width=out_w, strength=s.strength).with_options(layers=layers)
     return Plan("QwenImageLayeredPipeline", settings, base.passes, tuple(runs), tuple(notes))

@@ -24,6 +24,19 @@ from flopcalc.pipelines.base import (
 )
 from flopcalc.pipelines.wan import _vae_runs, round_num_frames
 from flopcalc.registry import RunShape
+from flopcalc.options import COUNT, INDEX, pipeline_option
+
+pipeline_option("ar_step", kind=INDEX, bound=(10_000, "steps"),
+                help="SkyReels V2 diffusion forcing: timesteps each causal block lags (0)",
+                refusal="it has no diffusion-forcing schedule")
+pipeline_option("causal_block_size", kind=COUNT, bound=(4096, "latent frames"),
+                help="SkyReels V2 diffusion forcing: latent frames per block", refusal="it has no diffusion-forcing schedule")
+pipeline_option("overlap_history", kind=COUNT, bound=(4096, "frames"),
+                help="SkyReels V2 diffusion forcing: long-video overlap frames",
+                refusal="it generates no long video in overlapping windows")
+pipeline_option("base_num_frames", kind=COUNT, bound=(4096, "frames"),
+                help="SkyReels V2 diffusion forcing: long-video window (97)",
+                refusal="it generates no long video in overlapping windows")
 
 #: ``SkyReelsV2Pipeline.__call__`` defaults (pipeline_skyreels_v2.py:380-398); the diffusion-forcing
 #: pipeline's are the same (pipeline_skyreels_v2_diffusion_forcing.py:600-625).

@@ -21,6 +21,11 @@ from flopcalc.pipelines.base import (
     register_pipeline,
 )
 from flopcalc.registry import RunShape
+from flopcalc.options import COUNT, pipeline_option
+
+pipeline_option("decode_chunk_size", kind=COUNT, bound=(4096, "frames"),
+                help="Stable Video Diffusion: latent frames per VAE decode call (default: all of a video's)",
+                refusal="its __call__ takes no decode_chunk_size (its VAE decodes whole)")
 
 NAME = "StableVideoDiffusionPipeline"
 #: ``__call__`` defaults (pipeline_stable_video_diffusion.py).

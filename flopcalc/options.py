@@ -1,0 +1,142 @@
+"""Options of one pipeline family, declared by the family itself.
+
+Size, steps, guidance, batch, strength and the negative prompt are every pipeline's (``Settings`` fields), and
+``true_cfg_scale``, ``max_sequence_length``, ``num_frames`` and ``vae_tiling`` several families'. An option only
+one family's ``__call__`` takes (PAG's ``pag_scale``, Marigold's ``ensemble_size``, SkyReels' ``ar_step``) is
+declared in that family's pipeline module with :func:`pipeline_option`::
+
+    pipeline_option("ensemble_size", kind=COUNT, bound=(4096, "ensemble members"),
+                    help="Marigold: predictions per input image (default 1)",
+                    refusal="it makes no ensemble of predictions (Marigold's)")
+
+and named by the pipelines that apply it (``register_pipeline(options=("ensemble_size",))``); every other
+pipeline refuses it with ``refusal``. Nothing central lists these options: the discovery index records each
+declaration (so ``flopcalc estimate --help`` shows the flag without importing the family), the CLI makes one
+flag per declared option, ``flopcalc.estimate(..., ensemble_size=4)`` takes it as a keyword, and a plan reads
+it as ``s.ensemble_size`` (``None``: the pipeline's default).
+
+A value is checked by its kind before any plan runs (a bounded number, or a list of plain identifiers), never
+evaluated.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import asdict, dataclass
+from typing import Any, Mapping
+
+from flopcalc.errors import OptionError
+
+#: Kinds of option values.
+COUNT = "count"  # an integer > 0
+INDEX = "index"  # an integer >= 0
+SCALE = "scale"  # a finite number >= 0
+NAMES = "names"  # one or more identifiers (letters, digits, ``_``, ``.``)
+KINDS = (COUNT, INDEX, SCALE, NAMES)
+_NAME = re.compile(r"[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*")
+MAX_NAMES, MAX_NAME_LENGTH = 64, 100
+
+
+@dataclass(frozen=True)
+class PipelineOption:
+    """One family's option: its value kind, the largest value allowed (with its unit; raised by
+    ``FLOPCALC_ALLOW_LARGE=1`` like every budget), its ``--help`` line, and why a pipeline that does not take it
+    refuses it. ``module``: the declaring module (the index records it)."""
+
+    name: str
+    kind: str
+    help: str
+    refusal: str
+    bound: tuple[int, str] | None = None
+    module: str = ""
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+
+_DECLARED: dict[str, PipelineOption] = {}
+
+
+def pipeline_option(name: str, *, kind: str, help: str, refusal: str,
+                    bound: tuple[int, str] | None = None) -> PipelineOption:
+    """Declare a family's option (once, in the family's pipeline module, before the plans naming it)."""
+    import inspect
+
+    from flopcalc.pipelines.base import OPTIONAL, Settings
+
+    if kind not in KINDS:
+        raise RuntimeError(f"option {name}: unknown kind {kind!r} (one of {', '.join(KINDS)})")
+    if name in _DECLARED or name in OPTIONAL or name in Settings.__dataclass_fields__ or not name.isidentifier():
+        raise RuntimeError(f"option {name!r} declared twice, or the name of a common option")
+    caller = inspect.getmodule(inspect.stack()[1].frame)
+    option = PipelineOption(name, kind, help, refusal, bound, caller.__name__ if caller else "")
+    _DECLARED[name] = option
+    return option
+
+
+def declared() -> dict[str, PipelineOption]:
+    """The options declared by the modules imported so far."""
+    return dict(_DECLARED)
+
+
+def index_entries() -> dict[str, dict[str, Any]]:
+    """The declarations as the discovery index stores them."""
+    return {name: {**asdict(o), "bound": list(o.bound) if o.bound else None} for name, o in _DECLARED.items()}
+
+
+def known() -> dict[str, PipelineOption]:
+    """Every declared option, from the discovery index (no family module imported)."""
+    from flopcalc.discovery import index
+
+    return {name: PipelineOption(**{**spec, "bound": tuple(spec["bound"]) if spec["bound"] else None})
+            for name, spec in index().options.items()}
+
+
+def option(name: str) -> PipelineOption:
+    """The declaration of ``name``; a one-line error naming the known options."""
+    options = _DECLARED if name in _DECLARED else known()
+    if name not in options:
+        raise OptionError(f"unknown option {name!r}; options of particular pipelines: "
+                            f"{', '.join(sorted(options)) or 'none'}")
+    return options[name]
+
+
+def check(name: str, value: Any) -> Any:
+    """``value`` as option ``name`` takes it (a list of names becomes a tuple); a one-line error otherwise."""
+    from flopcalc.limits import allow_large, bounded
+
+    spec = option(name)
+    if value is None:
+        return None
+    if spec.kind == NAMES:
+        return simple_names(value, spec.flag)
+    if spec.kind == SCALE:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            raise OptionError(f"{name} must be a finite number >= 0, got {value!r}")
+    else:
+        lowest = 1 if spec.kind == COUNT else 0
+        if isinstance(value, bool) or not isinstance(value, int) or value < lowest:
+            raise OptionError(f"{name} must be an integer >= {lowest}, got {value!r}")
+    if spec.bound is not None:
+        bounded(spec.flag, value, spec.bound, large=allow_large())
+    return value
+
+
+def simple_names(value: object, what: str) -> tuple[str, ...]:
+    """One id or a list of 1 to :data:`MAX_NAMES` ids, each a dotted name of letters, digits and ``_`` (such as
+    ``mid``, ``down_blocks.2``): never a pattern."""
+    ids = (value,) if isinstance(value, str) else value
+    if not isinstance(ids, (list, tuple)) or not ids or len(ids) > MAX_NAMES:
+        raise OptionError(f"{what} must be one id or a list of 1 to {MAX_NAMES} ids, got {value!r}")
+    for name in ids:
+        if not isinstance(name, str) or len(name) > MAX_NAME_LENGTH or not _NAME.fullmatch(name):
+            raise OptionError(f"{what}: {name!r} is not a simple id (dotted names of letters, digits and '_', such "
+                              "as 'mid', 'down_blocks.2', 'blocks.14'); flopcalc takes no regular expressions")
+    return tuple(ids)
+
+
+def checked(values: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
+    """The set options of ``values`` (``None`` dropped), each checked, in name order."""
+    return tuple((name, check(name, v)) for name, v in sorted(values.items()) if v is not None)
