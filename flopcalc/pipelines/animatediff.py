@@ -1,0 +1,138 @@
+"""AnimateDiff (diffusers ``pipelines/animatediff``): an SD1.5 pipeline whose UNet carries motion modules.
+
+A folder as ``AnimateDiffPipeline.save_pretrained`` writes it: ``unet`` a ``UNetMotionModel`` (the
+pipeline's ``__init__`` builds it with ``UNetMotionModel.from_unet2d(unet, motion_adapter)`` from the
+base's ``UNet2DConditionModel``: ``validation/compose_motion_unet.py`` writes that config for a base and
+an adapter), ``motion_adapter`` (its weights are in the UNet; it runs nothing itself), ``text_encoder``
+(CLIP), ``vae`` (``AutoencoderKL``), and for the ControlNet variants a ``controlnet``.
+
+What ``AnimateDiffPipeline.__call__`` (``pipeline_animatediff.py:574``) runs:
+
+* size ``unet.sample_size × vae_scale_factor`` (512² for SD1.5 bases), ``num_frames`` 16 (the motion
+  modules' sinusoidal table holds ``motion_max_seq_length`` frames: more fail), 50 steps,
+  ``guidance_scale`` 7.5: classifier-free guidance on a doubled batch when > 1, the negative prompt ("")
+  encoded; ``num_videos_per_prompt`` is overwritten with 1 (:698).
+* CLIP once per prompt (and negative) on 77 tokens; the embeddings are repeated per frame (:765).
+* the UNet once per step and pass on ``(1, 4, F, H/8, W/8)`` (one latent frame per frame).
+* ``decode_latents`` (:407): the VAE decodes the ``B·F`` frames as images (chunks of ``decode_chunk_size``
+  frames in one call: linear in the chunk), so one ``vae.decode`` per frame; ``vae.enable_tiling()``
+  (``--vae-tiling``) tiles each frame as the image pipelines do.
+
+``AnimateDiffVideoToVideoPipeline`` (``pipeline_animatediff_video2video.py:745``): the input video's
+frames (``--num-frames``, 16 when not given: ``AnimateDiffPipeline``'s default) VAE-encoded one by one
+(``encode_video``, :509), ``strength`` 0.8, ``get_timesteps`` (:626) keeps ``int(steps·strength)`` steps.
+
+The ControlNet variants (``pipeline_animatediff_controlnet.py:1063``,
+``pipeline_animatediff_video2video_controlnet.py:1301``) run the ``ControlNetModel`` every kept step on the
+frames folded into the batch (``control_model_input.reshape(-1, C, h, w)``): per pass and video, once per
+frame, on the doubled CFG batch, or the conditional half in guess mode (``global_pool_conditions``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Mapping
+
+from flopcalc.errors import ConfigError, OptionError, ResolutionError
+from flopcalc.pipelines.base import (
+    Plan,
+    Settings,
+    cfg_passes,
+    check_divisible,
+    component_class,
+    config_value,
+    denoiser_run,
+    denoising_steps_floored,
+    missing_notes,
+    register_pipeline,
+    text_runs,
+    vae_runs,
+    vae_scale_factor,
+)
+from flopcalc.pipelines.sd_addons import TEXT_LEN, controlnet_runs
+
+#: ``AnimateDiffPipeline.__call__`` defaults.
+DEFAULT_FRAMES = 16
+DEFAULT_STEPS = 50
+DEFAULT_GUIDANCE = 7.5
+#: ``AnimateDiffVideoToVideoPipeline.__call__``'s ``strength``.
+V2V_STRENGTH = 0.8
+
+
+def _check_unet(components: Mapping[str, Any], frames: int) -> None:
+    unet = components.get("unet")
+    if unet is None:
+        return
+    if component_class(components, "unet") == "UNet2DConditionModel":
+        raise ConfigError(
+            "unet: a UNet2DConditionModel: the AnimateDiff pipelines run the UNetMotionModel that "
+            "UNetMotionModel.from_unet2d(unet, motion_adapter) builds from it (the layout "
+            "AnimateDiffPipeline.save_pretrained writes); write that config into the folder with "
+            "validation/compose_motion_unet.py BASE/unet FOLDER, or use the animatediff-v1-5-3 card")
+    limit = unet["motion_max_seq_length"]
+    if frames > limit:
+        raise ResolutionError(f"num_frames {frames} exceeds the motion modules' motion_max_seq_length {limit} (their "
+                              f"sinusoidal position table): the UNet fails beyond {limit} frames")
+
+
+def _plan(name: str, components: Mapping[str, Mapping[str, Any]], s: Settings, *, video_to_video: bool,
+          controlnet: bool = False) -> Plan:
+    f = vae_scale_factor(components)
+    notes = list(missing_notes(components, ["text_encoder", "unet", "vae"] + (["controlnet"] if controlnet else [])))
+    if s.num_images_per_prompt != 1:
+        notes.append(f"num_videos_per_prompt {s.num_images_per_prompt} is ignored: {name}.__call__ sets it to 1")
+    sample = config_value(components, "unet", "sample_size", None) or 64
+    s = replace(s, height=s.height or sample * f, width=s.width or sample * f, num_frames=s.num_frames or DEFAULT_FRAMES,
+                steps=s.steps or DEFAULT_STEPS, num_images_per_prompt=1,
+                guidance_scale=DEFAULT_GUIDANCE if s.guidance_scale is None else s.guidance_scale,
+                strength=(V2V_STRENGTH if s.strength is None else s.strength) if video_to_video else s.strength)
+    check_divisible(s.height, s.width, 8, f"{name} height and width")
+    _check_unet(components, s.num_frames)
+    frames = s.num_frames
+    passes = cfg_passes(s, s.guidance_scale > 1)
+    runs = text_runs(components, [("text_encoder", TEXT_LEN)], s.batch_size * passes,
+                     f"{s.batch_size} prompt(s)" + (" + negative" if s.guidance_scale > 1 else ""))
+    runs += denoiser_run(components, "unet", s, f, TEXT_LEN, passes, latent_frames=frames,
+                         kept_steps=denoising_steps_floored)
+    runs += [replace(r, runs=r.runs * frames, why=f"{r.why} × {frames} frames")
+             for r in (controlnet_runs(components, s, passes) if controlnet else [])]
+    # the frames decode (and encode) as images: one call per frame of each video
+    runs += [replace(r, runs=r.runs * frames, why=f"{r.why.replace('image(s)', 'video(s)')} × {frames} frames")
+             for r in vae_runs(components, s, s.batch_size, s.height // f, s.width // f)]
+    return Plan(name, s, passes, tuple(runs), tuple(notes))
+
+
+@register_pipeline("AnimateDiffPipeline", denoisers=("UNetMotionModel",), component="unet",
+                   options=("num_frames", "vae_tiling"))
+def animatediff_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
+                         index: Mapping[str, Any] | None = None) -> Plan:
+    """``AnimateDiffPipeline.__call__``: see the module docstring."""
+    if s.strength is not None:
+        raise OptionError("--strength does not apply to AnimateDiffPipeline: its __call__ takes no strength (it "
+                          "generates from noise; AnimateDiffVideoToVideoPipeline takes a video)")
+    return _plan("AnimateDiffPipeline", components, s, video_to_video=False)
+
+
+@register_pipeline("AnimateDiffVideoToVideoPipeline", options=("num_frames", "vae_tiling"))
+def animatediff_v2v_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
+                             index: Mapping[str, Any] | None = None) -> Plan:
+    """``AnimateDiffVideoToVideoPipeline.__call__``: see the module docstring."""
+    return _plan("AnimateDiffVideoToVideoPipeline", components, s, video_to_video=True)
+
+
+@register_pipeline("AnimateDiffControlNetPipeline", options=("num_frames", "vae_tiling"))
+def animatediff_controlnet_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
+                                    index: Mapping[str, Any] | None = None) -> Plan:
+    """``AnimateDiffControlNetPipeline.__call__``: see the module docstring."""
+    if s.strength is not None:
+        raise OptionError("--strength does not apply to AnimateDiffControlNetPipeline: its __call__ takes no "
+                          "strength (AnimateDiffVideoToVideoControlNetPipeline takes a video)")
+    return _plan("AnimateDiffControlNetPipeline", components, s, video_to_video=False, controlnet=True)
+
+
+@register_pipeline("AnimateDiffVideoToVideoControlNetPipeline", options=("num_frames", "vae_tiling"))
+def animatediff_v2v_controlnet_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
+                                        index: Mapping[str, Any] | None = None) -> Plan:
+    """``AnimateDiffVideoToVideoControlNetPipeline.__call__``: see the module docstring."""
+    return _plan("AnimateDiffVideoToVideoControlNetPipeline", components, s, video_to_video=True, controlnet=True)
+
