@@ -27,6 +27,7 @@ from flopcalc.formulas.motion_module import motion_module, per_frame
 from flopcalc.formulas.resnet_block import resnet_block
 from flopcalc.formulas.unet_blocks import downsample, spatial_transformer, unet_block, upsample
 from flopcalc.registry import RunShape, register
+from flopcalc.weights import Buffer, loading_rules
 
 #: ``UNetMotionModel.__init__`` keyword defaults (unet_motion_model.py:1214).
 DEFAULTS = {
@@ -89,6 +90,60 @@ declare_keys("MotionAdapter", {
 })
 
 
+def motion_layout(config: Config) -> list[tuple[str, int, int, list[int]]]:
+    """Where ``UNetMotionModel.__init__`` puts its motion modules: ``(block path, channels, heads,
+    [transformer depth of each module])`` for every down block, the mid block (``use_motion_mid_block``)
+    and every up block (unet_motion_model.py:1356-1505)."""
+    comp = config.component
+    channels = [int(c) for c in config["block_out_channels"]]
+    nb = len(channels)
+    lpb = _per_block(config["layers_per_block"], nb, "layers_per_block", comp)
+    ttlpb = _per_block(config["temporal_transformer_layers_per_block"], nb, "temporal_transformer_layers_per_block",
+                       comp)
+    rev_ttlpb = (_per_block(config["reverse_temporal_transformer_layers_per_block"], nb,
+                            "reverse_temporal_transformer_layers_per_block", comp)
+                 if config["reverse_temporal_transformer_layers_per_block"] is not None else ttlpb[::-1])
+    heads = _per_block(config["motion_num_attention_heads"], nb, "motion_num_attention_heads", comp)
+    layout = [(f"down_blocks.{i}", channels[i], heads[i],
+               _per_layer(ttlpb[i], lpb[i], "temporal_transformer_layers_per_block", comp)) for i in range(nb)]
+    if config["use_motion_mid_block"]:
+        layout.append(("mid_block", channels[-1], heads[-1], _per_layer(
+            config["temporal_transformer_layers_per_mid_block"], count_int(config, "mid_block_layers"),
+            "temporal_transformer_layers_per_mid_block", comp)))
+    rev_ch, rev_lpb, rev_heads = channels[::-1], lpb[::-1], heads[::-1]
+    layout += [(f"up_blocks.{i}", rev_ch[i], rev_heads[i], _per_layer(
+        rev_ttlpb[i], rev_lpb[i] + 1, "reverse_temporal_transformer_layers_per_block", comp)) for i in range(nb)]
+    return layout
+
+
+def adapter_layout(config: Config) -> list[tuple[str, int, int, list[int]]]:
+    """The same for a ``MotionAdapter`` (unet_motion_model.py:1062): ``MotionModules`` per block, each a
+    ``motion_modules`` list of ``motion_layers_per_block`` (up: + 1) ``AnimateDiffTransformer3D``."""
+    comp = config.component
+    channels = [int(c) for c in config["block_out_channels"]]
+    nb = len(channels)
+    lpb = _per_block(config["motion_layers_per_block"], nb, "motion_layers_per_block", comp)
+    tlpb = _per_block(config["motion_transformer_layers_per_block"], nb, "motion_transformer_layers_per_block", comp)
+    heads = _per_block(config["motion_num_attention_heads"], nb, "motion_num_attention_heads", comp)
+    layout = [(f"down_blocks.{i}", channels[i], heads[i],
+               _per_layer(tlpb[i], lpb[i], "motion_transformer_layers_per_block", comp)) for i in range(nb)]
+    if config["use_motion_mid_block"]:
+        layout.append(("mid_block", channels[-1], heads[-1], _per_layer(
+            config["motion_transformer_layers_per_mid_block"], count_int(config, "motion_mid_block_layers_per_block"),
+            "motion_transformer_layers_per_mid_block", comp)))
+    layout += [(f"up_blocks.{i}", channels[::-1][i], heads[::-1][i], _per_layer(
+        tlpb[::-1][i], lpb[::-1][i] + 1, "motion_transformer_layers_per_block", comp)) for i in range(nb)]
+    return layout
+
+
+def _pos_embed_buffers(layout: list[tuple[str, int, int, list[int]]], max_seq: int) -> tuple[Buffer, ...]:
+    """Each temporal ``BasicTransformerBlock``'s ``pos_embed.pe`` (``SinusoidalPositionalEmbedding``,
+    embeddings.py:1137): a persistent ``(1, max_seq_length, inner)`` table, loaded in the weights' dtype."""
+    return tuple(Buffer(f"{path}.motion_modules.{j}.transformer_blocks.{t}.pos_embed.pe",
+                        max_seq * heads * (c // heads), "loaded")
+                 for path, c, heads, depths in layout for j, k in enumerate(depths) for t in range(k))
+
+
 def _unsupported(config: Config) -> None:
     if config["encoder_hid_dim_type"] is not None:
         raise UnknownArchitectureError(f"{config.component}: UNetMotionModel with encoder_hid_dim_type="
@@ -124,12 +179,7 @@ def unet_motion(config: Config, shape: RunShape) -> Node:
     tlpb = _per_block(config["transformer_layers_per_block"], nb, "transformer_layers_per_block", comp)
     rev_tlpb = (_per_block(config["reverse_transformer_layers_per_block"], nb, "reverse_transformer_layers_per_block",
                            comp) if config["reverse_transformer_layers_per_block"] is not None else tlpb[::-1])
-    ttlpb = _per_block(config["temporal_transformer_layers_per_block"], nb, "temporal_transformer_layers_per_block",
-                       comp)
-    rev_ttlpb = (_per_block(config["reverse_temporal_transformer_layers_per_block"], nb,
-                            "reverse_temporal_transformer_layers_per_block", comp)
-                 if config["reverse_temporal_transformer_layers_per_block"] is not None else ttlpb[::-1])
-    motion_heads = _per_block(config["motion_num_attention_heads"], nb, "motion_num_attention_heads", comp)
+    motion = {path: (c, heads_, depths) for path, c, heads_, depths in motion_layout(config)}
     linear = bool(config["use_linear_projection"])
     t = shape.text_len
     c0 = channels[0]
@@ -140,7 +190,8 @@ def unet_motion(config: Config, shape: RunShape) -> Node:
         j = nb - 1 - i if up else i
         return {"heads": heads[j], "context_tokens": t, "context_dim": cross[j], "linear_projection": linear}
 
-    def motions(c: int, mheads: int, hh, ww, depths: list[int]) -> Node:
+    def motions(path: str, hh, ww) -> Node:
+        c, mheads, depths = motion[path]
         return module_list("motion_modules", [motion_module(c, mheads, hh, ww, frames, layers=k) for k in depths])
 
     def with_motion(block: Node, motion: Node) -> Node:
@@ -162,8 +213,7 @@ def unet_motion(config: Config, shape: RunShape) -> Node:
             temb_channels=temb, scale_shift=False, attention=attn(i) if kind == "CrossAttnDownBlockMotion" else None,
             transformer_layers=_per_layer(tlpb[i], lpb[i], "transformer_layers_per_block", comp),
             sampler=sampler, sampler_name="downsamplers", formula=kind)
-        downs.append(with_motion(block, motions(c_out, motion_heads[i], hh, ww, _per_layer(
-            ttlpb[i], lpb[i], "temporal_transformer_layers_per_block", comp))))
+        downs.append(with_motion(block, motions(f"down_blocks.{i}", hh, ww)))
 
     # mid (:1406): the motion mid block, or UNetMidBlock2DCrossAttn
     hm, wm = sizes[-1]
@@ -180,14 +230,12 @@ def unet_motion(config: Config, shape: RunShape) -> Node:
     ]
     parts = [per_frame(p, frames) for p in parts]
     if config["use_motion_mid_block"]:
-        parts.append(motions(top, motion_heads[-1], hm, wm, _per_layer(
-            config["temporal_transformer_layers_per_mid_block"], n_mid, "temporal_transformer_layers_per_mid_block",
-            comp)))
+        parts.append(motions("mid_block", hm, wm))
     mid = Node("mid_block", children=tuple(parts),
                formula="UNetMidBlockCrossAttnMotion" if config["use_motion_mid_block"] else "UNetMidBlock2DCrossAttn")
 
     # up (:1449)
-    rev_ch, rev_lpb, rev_mheads = channels[::-1], lpb[::-1], motion_heads[::-1]
+    rev_ch, rev_lpb = channels[::-1], lpb[::-1]
     ups, out_c = [], rev_ch[0]
     for i, kind in enumerate(up_types):
         prev, out_c = out_c, rev_ch[i]
@@ -202,8 +250,7 @@ def unet_motion(config: Config, shape: RunShape) -> Node:
             attention=attn(i, up=True) if kind == "CrossAttnUpBlockMotion" else None,
             transformer_layers=_per_layer(rev_tlpb[i], layers, "reverse_transformer_layers_per_block", comp),
             sampler=sampler, sampler_name="upsamplers", formula=kind)
-        ups.append(with_motion(block, motions(out_c, rev_mheads[i], hh, ww, _per_layer(
-            rev_ttlpb[i], layers, "reverse_temporal_transformer_layers_per_block", comp))))
+        ups.append(with_motion(block, motions(f"up_blocks.{i}", hh, ww)))
 
     embeddings = [Node("time_embedding", children=mlp_embedder("time_embedding", c0, temb).children
                        + ((Node("cond_proj", ops.linear(0, config["time_cond_proj_dim"], c0, bias=False)),)
@@ -221,3 +268,49 @@ def unet_motion(config: Config, shape: RunShape) -> Node:
         per_frame(Node("conv_norm_out", ops.group_norm(c0, h * w) + ops.activation(c0 * h * w)), frames),
         per_frame(Node("conv_out", ops.conv2d(c0, count_int(config, "out_channels"), 3, h, w)), frames),
     ), formula="unet_motion")
+
+
+loading_rules("UNetMotionModel", buffers=lambda c: _pos_embed_buffers(motion_layout(c), positive_int(
+    c, "motion_max_seq_length")), source="diffusers/models/unets/unet_motion_model.py, models/embeddings.py:1137")
+
+
+#: ``MotionAdapter.__init__`` keyword defaults (unet_motion_model.py:1062).
+ADAPTER_DEFAULTS = {
+    "block_out_channels": [320, 640, 1280, 1280],
+    "motion_layers_per_block": 2,
+    "motion_transformer_layers_per_block": 1,
+    "motion_mid_block_layers_per_block": 1,
+    "motion_transformer_layers_per_mid_block": 1,
+    "motion_num_attention_heads": 8,
+    "motion_norm_num_groups": 32,
+    "motion_max_seq_length": 32,
+    "use_motion_mid_block": True,
+    "conv_in_channels": None,
+}
+
+
+@register("MotionAdapter", role="motion_adapter", defaults=ADAPTER_DEFAULTS,
+          source="diffusers/models/unets/unet_motion_model.py")
+def motion_adapter(config: Config, shape: RunShape) -> Node:
+    """``MotionAdapter``: the container of the motion modules ``from_unet2d`` copies into the UNet. Its
+    ``forward`` does nothing (unet_motion_model.py:1193), so its tree holds parameters only: the motion
+    modules (as the UNet's) and, for PIA adapters, ``conv_in``."""
+    blocks: dict[str, list[Node]] = {}
+    for path, c, heads, depths in adapter_layout(config):
+        modules = module_list("motion_modules", [per_frame(motion_module(c, heads, 1, 1, 1, layers=k), 0)
+                                                 for k in depths])
+        kind, _, index = path.partition(".")
+        blocks.setdefault(kind, []).append(Node(index or kind, children=(modules,), formula="MotionModules"))
+    children = []
+    if config["conv_in_channels"]:
+        children.append(per_frame(Node("conv_in", ops.conv2d(config["conv_in_channels"],
+                                                             int(config["block_out_channels"][0]), 3, 1, 1)), 0))
+    children.append(Node("down_blocks", children=tuple(blocks["down_blocks"])))
+    if "mid_block" in blocks:
+        children.append(Node("mid_block", children=blocks["mid_block"][0].children, formula="MotionModules"))
+    children.append(Node("up_blocks", children=tuple(blocks["up_blocks"])))
+    return Node("motion_adapter", children=tuple(children), formula="motion_adapter")
+
+
+loading_rules("MotionAdapter", buffers=lambda c: _pos_embed_buffers(adapter_layout(c), positive_int(
+    c, "motion_max_seq_length")), source="diffusers/models/unets/unet_motion_model.py, models/embeddings.py:1137")
