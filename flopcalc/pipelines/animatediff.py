@@ -59,10 +59,8 @@ DEFAULT_GUIDANCE = 7.5
 V2V_STRENGTH = 0.8
 
 
-def _check_unet(components: Mapping[str, Any], frames: int) -> None:
-    unet = components.get("unet")
-    if unet is None:
-        return
+def _check_motion_unet(components: Mapping[str, Any], frames: int) -> None:
+    unet = components["unet"]
     if component_class(components, "unet") == "UNet2DConditionModel":
         raise ConfigError(
             "unet: a UNet2DConditionModel: the AnimateDiff pipelines run the UNetMotionModel that "
@@ -75,19 +73,27 @@ def _check_unet(components: Mapping[str, Any], frames: int) -> None:
                               f"sinusoidal position table): the UNet fails beyond {limit} frames")
 
 
-def _plan(name: str, components: Mapping[str, Mapping[str, Any]], s: Settings, *, video_to_video: bool,
-          controlnet: bool = False) -> Plan:
+def video_unet_plan(name: str, components: Mapping[str, Mapping[str, Any]], s: Settings, *, guidance: float,
+                    strength: float | None, controlnet: bool = False) -> Plan:
+    """The plan shared by the SD-style video pipelines whose UNet folds the frames into its batch (AnimateDiff,
+    ModelScope): ``unet.sample_size × vae_scale_factor``, ``num_frames`` 16, 50 steps, CFG at ``guidance`` on
+    a doubled batch, CLIP on 77 tokens, ``num_videos_per_prompt`` forced to 1; ``strength`` (video-to-video's
+    default, None for text-to-video) keeps ``int(steps·strength)`` steps and encodes every input frame; the VAE
+    decodes every frame as an image."""
     f = vae_scale_factor(components)
     notes = list(missing_notes(components, ["text_encoder", "unet", "vae"] + (["controlnet"] if controlnet else [])))
     if s.num_images_per_prompt != 1:
         notes.append(f"num_videos_per_prompt {s.num_images_per_prompt} is ignored: {name}.__call__ sets it to 1")
-    sample = config_value(components, "unet", "sample_size", None) or 64
+    sample = config_value(components, "unet", "sample_size", None)
+    if (s.height is None or s.width is None) and sample is None:
+        raise ConfigError(f"unet: no sample_size, so {name} has no default size: give --height and --width")
     s = replace(s, height=s.height or sample * f, width=s.width or sample * f, num_frames=s.num_frames or DEFAULT_FRAMES,
                 steps=s.steps or DEFAULT_STEPS, num_images_per_prompt=1,
-                guidance_scale=DEFAULT_GUIDANCE if s.guidance_scale is None else s.guidance_scale,
-                strength=(V2V_STRENGTH if s.strength is None else s.strength) if video_to_video else s.strength)
+                guidance_scale=guidance if s.guidance_scale is None else s.guidance_scale,
+                strength=s.strength if s.strength is not None or strength is None else strength)
     check_divisible(s.height, s.width, 8, f"{name} height and width")
-    _check_unet(components, s.num_frames)
+    if component_class(components, "unet") in ("UNetMotionModel", "UNet2DConditionModel"):
+        _check_motion_unet(components, s.num_frames)
     frames = s.num_frames
     passes = cfg_passes(s, s.guidance_scale > 1)
     runs = text_runs(components, [("text_encoder", TEXT_LEN)], s.batch_size * passes,
@@ -110,14 +116,14 @@ def animatediff_pipeline(components: Mapping[str, Mapping[str, Any]], s: Setting
     if s.strength is not None:
         raise OptionError("--strength does not apply to AnimateDiffPipeline: its __call__ takes no strength (it "
                           "generates from noise; AnimateDiffVideoToVideoPipeline takes a video)")
-    return _plan("AnimateDiffPipeline", components, s, video_to_video=False)
+    return video_unet_plan("AnimateDiffPipeline", components, s, guidance=DEFAULT_GUIDANCE, strength=None)
 
 
 @register_pipeline("AnimateDiffVideoToVideoPipeline", options=("num_frames", "vae_tiling"))
 def animatediff_v2v_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                              index: Mapping[str, Any] | None = None) -> Plan:
     """``AnimateDiffVideoToVideoPipeline.__call__``: see the module docstring."""
-    return _plan("AnimateDiffVideoToVideoPipeline", components, s, video_to_video=True)
+    return video_unet_plan("AnimateDiffVideoToVideoPipeline", components, s, guidance=DEFAULT_GUIDANCE, strength=V2V_STRENGTH)
 
 
 @register_pipeline("AnimateDiffControlNetPipeline", options=("num_frames", "vae_tiling"))
@@ -127,12 +133,12 @@ def animatediff_controlnet_pipeline(components: Mapping[str, Mapping[str, Any]],
     if s.strength is not None:
         raise OptionError("--strength does not apply to AnimateDiffControlNetPipeline: its __call__ takes no "
                           "strength (AnimateDiffVideoToVideoControlNetPipeline takes a video)")
-    return _plan("AnimateDiffControlNetPipeline", components, s, video_to_video=False, controlnet=True)
+    return video_unet_plan("AnimateDiffControlNetPipeline", components, s, guidance=DEFAULT_GUIDANCE, strength=None, controlnet=True)
 
 
 @register_pipeline("AnimateDiffVideoToVideoControlNetPipeline", options=("num_frames", "vae_tiling"))
 def animatediff_v2v_controlnet_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                                         index: Mapping[str, Any] | None = None) -> Plan:
     """``AnimateDiffVideoToVideoControlNetPipeline.__call__``: see the module docstring."""
-    return _plan("AnimateDiffVideoToVideoControlNetPipeline", components, s, video_to_video=True, controlnet=True)
+    return video_unet_plan("AnimateDiffVideoToVideoControlNetPipeline", components, s, guidance=DEFAULT_GUIDANCE, strength=V2V_STRENGTH, controlnet=True)
 
