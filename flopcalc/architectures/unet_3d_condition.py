@@ -59,19 +59,19 @@ declare_keys("UNet3DConditionModel", {
 })
 
 
-def _check(config: Config, channels: list[int], widths: list[int]) -> None:
+def _check(config: Config, channels: list[int], widths: list[int], cls: str) -> None:
     comp = config.component
     types = list(config["down_block_types"]) + list(config["up_block_types"])
     if len(config["down_block_types"]) != len(channels) or len(config["up_block_types"]) != len(channels):
         raise ConfigError(f"{comp}/config.json: down/up_block_types must have one entry per block_out_channels")
     for t in types:
         if t not in DOWN + UP:
-            raise UnknownArchitectureError(f"{comp}: UNet3DConditionModel block type {t!r} is not supported "
+            raise UnknownArchitectureError(f"{comp}: {cls} block type {t!r} is not supported "
                                            f"(supported: {', '.join(DOWN + UP)}).")
     if config["norm_num_groups"] is None:
-        raise UnknownArchitectureError(f"{comp}: UNet3DConditionModel with norm_num_groups null is not supported")
+        raise UnknownArchitectureError(f"{comp}: {cls} with norm_num_groups null is not supported")
     if not isinstance(config["attention_head_dim"], int):
-        raise UnknownArchitectureError(f"{comp}: UNet3DConditionModel with a per-block attention_head_dim is not "
+        raise UnknownArchitectureError(f"{comp}: {cls} with a per-block attention_head_dim is not "
                                        "supported (transformer_in takes it whole)")
     for c, n in zip(channels, widths):
         if c % n:
@@ -103,22 +103,19 @@ def _block(name: str, resnets: list[tuple[int, int]], c: int, n: int, h: Any, w:
     return Node("block", children=tuple(parts), formula=name)
 
 
-@register("UNet3DConditionModel", role="denoiser", defaults=DEFAULTS,
-          source="diffusers/models/unets/unet_3d_condition.py",
-          nominal=RunShape(latent_height=32, latent_width=32, text_len=8, latent_frames=2))
-def unet_3d_condition(config: Config, shape: RunShape) -> Node:
-    """``UNet3DConditionModel.forward`` on ``sample`` ``(1, in_channels, F, h, w)`` (F = ``latent_frames``) and
-    ``encoder_hidden_states`` ``(1, text_len, cross_attention_dim)`` (repeated per frame inside)."""
+def unet_3d_body(config: Config, shape: RunShape, widths: list[int], *, conv_in_channels: int, context_tokens: Any,
+                 embeddings: list[Node], transformer_in_width: int, downsample_padding: int) -> Node:
+    """The frame-folded 3-D UNet both ModelScope's ``UNet3DConditionModel`` and ``I2VGenXLUNet`` build: ``conv_in``
+    (``conv_in_channels`` → C0, per frame), ``embeddings`` (run once per video, given), ``transformer_in``
+    (8 heads of ``transformer_in_width``), the 3-D down / mid / up blocks with ``widths[i]``-wide heads whose
+    cross-attentions read ``context_tokens`` vectors, ``conv_norm_out`` and ``conv_out`` (per frame)."""
     comp = config.component
     channels = [int(c) for c in config["block_out_channels"]]
     nb = len(channels)
-    widths = _per_block(config["attention_head_dim"], nb, "attention_head_dim", comp)
-    _check(config, channels, widths)
-    n_in = config["attention_head_dim"]
     frames = 1 if shape.latent_frames is None else shape.latent_frames
     lpb = count_int(config, "layers_per_block")
     cross = positive_int(config, "cross_attention_dim")
-    t = shape.text_len
+    t = context_tokens
     c0 = channels[0]
     temb = 4 * c0
     h, w = shape.latent_height, shape.latent_width
@@ -130,7 +127,7 @@ def unet_3d_condition(config: Config, shape: RunShape) -> Node:
         hh, ww = sizes[-1]
         sampler = None
         if i < nb - 1:
-            sampler, h2, w2 = downsample(c_out, hh, ww, config["downsample_padding"])
+            sampler, h2, w2 = downsample(c_out, hh, ww, downsample_padding)
             sizes.append((h2, w2))
         downs.append(_block(kind, [(c_in if j == 0 else c_out, c_out) for j in range(lpb)], c_out, widths[i], hh, ww,
                             frames, t, cross if kind == "CrossAttnDownBlock3D" else None, temb, sampler,
@@ -161,17 +158,33 @@ def unet_3d_condition(config: Config, shape: RunShape) -> Node:
                                  for j in range(layers)], out_c, rev_widths[i], hh, ww, frames, t,
                           cross if kind == "CrossAttnUpBlock3D" else None, temb, sampler, "upsamplers"))
 
-    in_ch = positive_int(config, "in_channels")
     return Node("unet", children=(
-        per_frame(Node("conv_in", ops.conv2d(in_ch, c0, 3, h, w)), frames),
-        Node("time_embedding", children=mlp_embedder("time_embedding", c0, temb).children
-             + ((Node("cond_proj", ops.linear(0, config["time_cond_proj_dim"], c0, bias=False)),)
-                if config["time_cond_proj_dim"] else ())),
-        Node("transformer_in", children=temporal_transformer(c0, TRANSFORMER_IN_HEADS, n_in, h, w, frames,
-                                                             layers=1).children, formula="temporal_transformer"),
+        per_frame(Node("conv_in", ops.conv2d(conv_in_channels, c0, 3, h, w)), frames),
+        *embeddings,
+        Node("transformer_in", children=temporal_transformer(c0, TRANSFORMER_IN_HEADS, transformer_in_width, h, w,
+                                                             frames, layers=1).children,
+             formula="temporal_transformer"),
         module_list("down_blocks", downs),
         mid,
         module_list("up_blocks", ups),
         per_frame(Node("conv_norm_out", ops.group_norm(c0, h * w) + ops.activation(c0 * h * w)), frames),
         per_frame(Node("conv_out", ops.conv2d(c0, count_int(config, "out_channels"), 3, h, w)), frames),
-    ), formula="unet_3d_condition")
+    ), formula="unet_3d")
+
+
+@register("UNet3DConditionModel", role="denoiser", defaults=DEFAULTS,
+          source="diffusers/models/unets/unet_3d_condition.py",
+          nominal=RunShape(latent_height=32, latent_width=32, text_len=8, latent_frames=2))
+def unet_3d_condition(config: Config, shape: RunShape) -> Node:
+    """``UNet3DConditionModel.forward`` on ``sample`` ``(1, in_channels, F, h, w)`` (F = ``latent_frames``) and
+    ``encoder_hidden_states`` ``(1, text_len, cross_attention_dim)`` (repeated per frame inside)."""
+    channels = [int(c) for c in config["block_out_channels"]]
+    widths = _per_block(config["attention_head_dim"], len(channels), "attention_head_dim", config.component)
+    _check(config, channels, widths, "UNet3DConditionModel")
+    c0 = channels[0]
+    time = Node("time_embedding", children=mlp_embedder("time_embedding", c0, 4 * c0).children
+                + ((Node("cond_proj", ops.linear(0, config["time_cond_proj_dim"], c0, bias=False)),)
+                   if config["time_cond_proj_dim"] else ()))
+    return unet_3d_body(config, shape, widths, conv_in_channels=positive_int(config, "in_channels"),
+                        context_tokens=shape.text_len, embeddings=[time], transformer_in_width=config["attention_head_dim"],
+                        downsample_padding=config["downsample_padding"])
