@@ -155,3 +155,27 @@ def test_motion_module_count_and_size():
     # the UNet's parameters as measured (the SD1.5 UNet's plus the adapter's 417.1M)
     fx = AD.fixture("unet-512x512.json")
     assert tree.total.params == fx["params"]
+
+
+def test_sdxl_defaults_as_the_pipeline_runs_them():
+    # pipeline_animatediff_sdxl.py:872: default_sample_size (128) × 8, 16 frames, 50 steps, guidance 5.0; no negative
+    # prompt: force_zeros_for_empty_prompt, the encoders run once per prompt; all frames decoded
+    r = flopcalc.estimate("animatediff-sdxl-beta")
+    s = r.settings
+    assert r.pipeline == "AnimateDiffSDXLPipeline"
+    assert (s.height, s.width, s.num_frames, s.steps, s.guidance_scale) == (1024, 1024, 16, 50, 5.0)
+    assert _runs(r) == {"text_encoder.forward": 1, "text_encoder_2.forward": 1, "unet.forward": 100,
+                        "vae.decode": 16}
+    assert any("force_zeros_for_empty_prompt" in n for n in r.notes)
+    r = flopcalc.estimate("animatediff-sdxl-beta", negative_prompt=True, steps=25, batch_size=2)
+    assert _runs(r) == {"text_encoder.forward": 4, "text_encoder_2.forward": 4, "unet.forward": 100,
+                        "vae.decode": 32}
+
+
+def test_sdxl_motion_unet_keeps_text_time_once_per_video():
+    # the SDXL UNet's add_embedding runs on the pooled text and time ids once per video (unet_motion_model.py:1980)
+    cfg = Card("animatediff-sdxl-beta").config("unet")
+    assert cfg["addition_embed_type"] == "text_time" and cfg["transformer_layers_per_block"] == [1, 2, 10]
+    one = assemble(cfg, RunShape(latent_height=32, latent_width=32, text_len=77, latent_frames=1), component="unet")
+    three = assemble(cfg, RunShape(latent_height=32, latent_width=32, text_len=77, latent_frames=3), component="unet")
+    assert three.find("add_embedding").total.macs() == one.find("add_embedding").total.macs()

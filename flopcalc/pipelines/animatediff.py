@@ -55,6 +55,8 @@ from flopcalc.pipelines.sd_addons import TEXT_LEN, controlnet_runs
 DEFAULT_FRAMES = 16
 DEFAULT_STEPS = 50
 DEFAULT_GUIDANCE = 7.5
+#: ``AnimateDiffSDXLPipeline.__call__``'s ``guidance_scale``.
+SDXL_GUIDANCE = 5.0
 #: ``AnimateDiffVideoToVideoPipeline.__call__``'s ``strength``.
 V2V_STRENGTH = 0.8
 
@@ -73,15 +75,11 @@ def _check_motion_unet(components: Mapping[str, Any], frames: int) -> None:
                               f"sinusoidal position table): the UNet fails beyond {limit} frames")
 
 
-def video_unet_plan(name: str, components: Mapping[str, Mapping[str, Any]], s: Settings, *, guidance: float,
-                    strength: float | None, controlnet: bool = False) -> Plan:
-    """The plan shared by the SD-style video pipelines whose UNet folds the frames into its batch (AnimateDiff,
-    ModelScope): ``unet.sample_size × vae_scale_factor``, ``num_frames`` 16, 50 steps, CFG at ``guidance`` on
-    a doubled batch, CLIP on 77 tokens, ``num_videos_per_prompt`` forced to 1; ``strength`` (video-to-video's
-    default, None for text-to-video) keeps ``int(steps·strength)`` steps and encodes every input frame; the VAE
-    decodes every frame as an image."""
-    f = vae_scale_factor(components)
-    notes = list(missing_notes(components, ["text_encoder", "unet", "vae"] + (["controlnet"] if controlnet else [])))
+def _video_settings(name: str, components: Mapping[str, Mapping[str, Any]], s: Settings, f: int, guidance: float,
+                    strength: float | None, expected: list[str]) -> tuple[Settings, list[str]]:
+    """The defaults these pipelines share: ``unet.sample_size × vae_scale_factor``, 16 frames, 50 steps, their
+    ``guidance``, ``num_videos_per_prompt`` forced to 1, ``strength`` (video-to-video's default, or None)."""
+    notes = list(missing_notes(components, expected))
     if s.num_images_per_prompt != 1:
         notes.append(f"num_videos_per_prompt {s.num_images_per_prompt} is ignored: {name}.__call__ sets it to 1")
     sample = config_value(components, "unet", "sample_size", None)
@@ -92,6 +90,19 @@ def video_unet_plan(name: str, components: Mapping[str, Mapping[str, Any]], s: S
                 guidance_scale=guidance if s.guidance_scale is None else s.guidance_scale,
                 strength=s.strength if s.strength is not None or strength is None else strength)
     check_divisible(s.height, s.width, 8, f"{name} height and width")
+    return s, notes
+
+
+def video_unet_plan(name: str, components: Mapping[str, Mapping[str, Any]], s: Settings, *, guidance: float,
+                    strength: float | None, controlnet: bool = False) -> Plan:
+    """The plan shared by the SD-style video pipelines whose UNet folds the frames into its batch (AnimateDiff,
+    ModelScope): ``unet.sample_size × vae_scale_factor``, ``num_frames`` 16, 50 steps, CFG at ``guidance`` on
+    a doubled batch, CLIP on 77 tokens, ``num_videos_per_prompt`` forced to 1; ``strength`` (video-to-video's
+    default, None for text-to-video) keeps ``int(steps·strength)`` steps and encodes every input frame; the VAE
+    decodes every frame as an image."""
+    f = vae_scale_factor(components)
+    s, notes = _video_settings(name, components, s, f, guidance, strength,
+                               ["text_encoder", "unet", "vae"] + (["controlnet"] if controlnet else []))
     if component_class(components, "unet") in ("UNetMotionModel", "UNet2DConditionModel"):
         _check_motion_unet(components, s.num_frames)
     frames = s.num_frames
@@ -142,3 +153,36 @@ def animatediff_v2v_controlnet_pipeline(components: Mapping[str, Mapping[str, An
     """``AnimateDiffVideoToVideoControlNetPipeline.__call__``: see the module docstring."""
     return video_unet_plan("AnimateDiffVideoToVideoControlNetPipeline", components, s, guidance=DEFAULT_GUIDANCE, strength=V2V_STRENGTH, controlnet=True)
 
+
+
+@register_pipeline("AnimateDiffSDXLPipeline", options=("num_frames", "vae_tiling"))
+def animatediff_sdxl_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
+                              index: Mapping[str, Any] | None = None) -> Plan:
+    """``AnimateDiffSDXLPipeline.__call__`` (``pipeline_animatediff_sdxl.py:872``): SDXL's text side on an SDXL
+    ``UNetMotionModel``: ``default_sample_size × vae_scale_factor`` (1024²), 16 frames, 50 steps,
+    ``guidance_scale`` 5.0 (CFG unless the UNet has ``time_cond_proj_dim``, :850); both CLIP encoders on 77 tokens
+    per prompt, the negative prompt encoded only when given or without ``force_zeros_for_empty_prompt`` (:468);
+    the text states repeated per frame (:1179), the pooled text and time ids once per video; ``decode_latents``
+    (:639) decodes all frames in one call: one image decode per frame; ``num_videos_per_prompt`` forced to 1."""
+    if s.strength is not None:
+        raise OptionError("--strength does not apply to AnimateDiffSDXLPipeline: its __call__ takes no strength")
+    name = "AnimateDiffSDXLPipeline"
+    f = vae_scale_factor(components)
+    s, notes = _video_settings(name, components, s, f, SDXL_GUIDANCE, None,
+                               ["text_encoder", "text_encoder_2", "unet", "vae"])
+    if "unet" in components:
+        _check_motion_unet(components, s.num_frames)
+    cfg = s.guidance_scale > 1 and config_value(components, "unet", "time_cond_proj_dim", None) is None
+    passes = cfg_passes(s, cfg)
+    encode_negative = cfg and (s.negative_prompt or not (index or {}).get("force_zeros_for_empty_prompt", True))
+    runs = text_runs(components, [("text_encoder", TEXT_LEN), ("text_encoder_2", TEXT_LEN)],
+                     s.batch_size * (2 if encode_negative else 1),
+                     f"{s.batch_size} prompt(s)" + (" + negative" if encode_negative else ""))
+    runs += denoiser_run(components, "unet", s, f, TEXT_LEN, passes, latent_frames=s.num_frames)
+    runs += [replace(r, runs=r.runs * s.num_frames,
+                     why=f"{r.why.replace('image(s)', 'video(s)')} × {s.num_frames} frames")
+             for r in vae_runs(components, s, s.batch_size, s.height // f, s.width // f)]
+    if cfg and not encode_negative:
+        notes.append("no negative prompt: zero negative embeddings (force_zeros_for_empty_prompt), so the text "
+                     "encoders run once per prompt")
+    return Plan(name, s, passes, tuple(runs), tuple(notes))
