@@ -3,8 +3,8 @@ class ``AnimateDiffPipeline.__init__`` builds from an SD UNet and a ``MotionAdap
 (``UNetMotionModel.from_unet2d(unet, motion_adapter)``, unet_motion_model.py:1538; a folder saved
 by the pipeline holds its config as ``unet/config.json``).
 
-Its 2-D layers are ``UNet2DConditionModel``'s (the same ResNets, spatial transformers and samplers,
-assembled by :mod:`flopcalc.architectures.unet_2d_condition`'s block formulas), run once per frame:
+Its 2-D layers are those of the ``UNet2DConditionModel`` of the same 2-D config (built by
+:func:`flopcalc.architectures.unet_2d_condition.unet_2d_condition` itself), run once per frame:
 the forward folds the ``F`` frames of ``sample`` ``(1, C, F, H, W)`` into the batch and the pipeline
 repeats the text states per frame (``prompt_embeds.repeat_interleave(num_frames)``). After each
 ResNet (and spatial transformer) of every down, up (and, with ``use_motion_mid_block``, mid) block
@@ -14,18 +14,18 @@ MLP runs once per video (its output is repeated per frame, :1994).
 
 from __future__ import annotations
 
-from flopcalc.architectures.unet_2d_condition import _per_block, _per_layer
+from flopcalc.architectures.unet_2d_condition import DEFAULTS as UNET_2D_DEFAULTS
+from flopcalc.architectures.unet_2d_condition import _per_block, _per_layer, unet_2d_condition
 from flopcalc.config import (
     FLAG, LAYER_COUNTS, LAYERS, MAX_WIDTH, NAMES, NULL, SIZE, SIZES, TEXT, Config, Int, ListOf, count_int,
     declare_keys, positive_int,
 )
 from flopcalc.cost import Node, module_list
-from flopcalc.errors import ConfigError, UnknownArchitectureError
+from flopcalc.errors import UnknownArchitectureError
 from flopcalc.formulas import ops
-from flopcalc.formulas.conditioning import mlp_embedder
 from flopcalc.formulas.motion_module import motion_module, per_frame
 from flopcalc.formulas.resnet_block import resnet_block
-from flopcalc.formulas.unet_blocks import downsample, spatial_transformer, unet_block, upsample
+from flopcalc.formulas.unet_blocks import downsample, spatial_transformer
 from flopcalc.registry import RunShape, register
 from flopcalc.weights import Buffer, loading_rules
 
@@ -156,118 +156,109 @@ def _unsupported(config: Config) -> None:
                                        "supported (its motion modules need the groups)")
 
 
+#: ``from_unet2d``'s block mapping (unet_motion_model.py:1571), read backwards: each motion block is the 2-D block
+#: of the same kind plus its motion modules.
+AS_2D = {"CrossAttnDownBlockMotion": "CrossAttnDownBlock2D", "DownBlockMotion": "DownBlock2D",
+         "CrossAttnUpBlockMotion": "CrossAttnUpBlock2D", "UpBlockMotion": "UpBlock2D"}
+#: The keys a ``UNetMotionModel`` shares with the ``UNet2DConditionModel`` its 2-D layers are (``from_unet2d``
+#: copies them across); its ``num_attention_heads`` is the 2-D class's ``attention_head_dim`` (the head count).
+SHARED_2D_KEYS = ("in_channels", "out_channels", "block_out_channels", "layers_per_block", "downsample_padding",
+                  "norm_num_groups", "cross_attention_dim", "transformer_layers_per_block",
+                  "reverse_transformer_layers_per_block", "use_linear_projection", "addition_embed_type",
+                  "addition_time_embed_dim", "projection_class_embeddings_input_dim", "time_cond_proj_dim")
+
+
+def _unet_2d_config(config: Config) -> Config:
+    """The ``UNet2DConditionModel`` whose layers the motion UNet runs per frame, without its mid block (the motion
+    UNet builds its own, :func:`_mid_block`)."""
+    for t in list(config["down_block_types"]) + list(config["up_block_types"]):
+        if t not in AS_2D:
+            raise UnknownArchitectureError(f"{config.component}: UNetMotionModel block type {t!r} is not supported "
+                                           f"(supported: {', '.join(AS_2D)}).")
+    values = {"_class_name": "UNet2DConditionModel", **{k: config[k] for k in SHARED_2D_KEYS},
+              "down_block_types": [AS_2D[t] for t in config["down_block_types"]],
+              "up_block_types": [AS_2D[t] for t in config["up_block_types"]],
+              "attention_head_dim": config["num_attention_heads"], "mid_block_type": None}
+    return Config(config.component, values, UNET_2D_DEFAULTS)
+
+
+def _mid_block(config: Config, top: int, heads: int, cross: int, h, w, t, frames, motions: Node | None) -> Node:
+    """``UNetMidBlockCrossAttnMotion`` (with ``use_motion_mid_block``) or ``UNetMidBlock2DCrossAttn`` of
+    ``mid_block_layers`` layers (unet_motion_model.py:1406): resnet, then per layer attention, resnet (and motion
+    module)."""
+    n_mid = count_int(config, "mid_block_layers")
+    tl_mid = config["transformer_layers_per_mid_block"]
+    if tl_mid is None:
+        tl_mid = (config["transformer_layers_per_block"] if isinstance(config["transformer_layers_per_block"], int)
+                  else config["transformer_layers_per_block"][-1])
+        tl_mid = tl_mid if isinstance(tl_mid, int) else 1
+    res = resnet_block(top, top, h, w, temb_channels=4 * int(config["block_out_channels"][0]))
+    parts = [per_frame(module_list("attentions", [
+        spatial_transformer(top, heads, h, w, layers=k, context_tokens=t, context_dim=cross,
+                            linear_projection=bool(config["use_linear_projection"]))
+        for k in _per_layer(tl_mid, n_mid, "transformer_layers_per_mid_block", config.component)]), frames),
+        per_frame(module_list("resnets", [res] * (1 + n_mid)), frames)]
+    if motions is not None:
+        parts.append(motions)
+    return Node("mid_block", children=tuple(parts),
+                formula="UNetMidBlockCrossAttnMotion" if motions is not None else "UNetMidBlock2DCrossAttn")
+
+
+def _blocks(list_node: Node) -> list[Node]:
+    """The entries of a grouped ``ModuleList`` node, one node per index."""
+    out = []
+    for child in list_node.children:
+        first, last = child.span or (int(child.name), int(child.name))
+        out += [Node(str(i), child.cost, child.children, formula=child.formula) for i in range(first, last + 1)]
+    return out
+
+
 @register("UNetMotionModel", role="denoiser", defaults=DEFAULTS, source="diffusers/models/unets/unet_motion_model.py",
           nominal=RunShape(latent_height=64, latent_width=64, text_len=8, latent_frames=2))
 def unet_motion(config: Config, shape: RunShape) -> Node:
     """``UNetMotionModel.forward`` on ``sample`` ``(1, in_channels, F, h, w)`` (F = ``latent_frames``),
-    ``encoder_hidden_states`` ``(F, text_len, cross_attention_dim)`` as the pipeline repeats them."""
+    ``encoder_hidden_states`` ``(F, text_len, cross_attention_dim)`` as the pipeline repeats them: the
+    ``UNet2DConditionModel`` of the same 2-D config (:func:`unet_2d_condition`), its layers per frame and its
+    embeddings once, each down / up block followed by its motion modules, and the motion UNet's own mid block."""
     _unsupported(config)
     comp = config.component
-    down_types, up_types = list(config["down_block_types"]), list(config["up_block_types"])
+    frames = 1 if shape.latent_frames is None else shape.latent_frames
+    unet_2d = unet_2d_condition(_unet_2d_config(config), RunShape(latent_height=shape.latent_height,
+                                                                 latent_width=shape.latent_width,
+                                                                 text_len=shape.text_len))
     channels = [int(c) for c in config["block_out_channels"]]
     nb = len(channels)
-    if len(down_types) != nb or len(up_types) != nb:
-        raise ConfigError(f"{comp}/config.json: down/up_block_types must have one entry per block_out_channels")
-    for t in down_types + up_types:
-        if t not in DOWN + UP:
-            raise UnknownArchitectureError(f"{comp}: UNetMotionModel block type {t!r} is not supported "
-                                           f"(supported: {', '.join(DOWN + UP)}).")
-    frames = 1 if shape.latent_frames is None else shape.latent_frames
-    heads = _per_block(config["num_attention_heads"], nb, "num_attention_heads", comp)
-    cross = _per_block(config["cross_attention_dim"], nb, "cross_attention_dim", comp)
-    lpb = _per_block(config["layers_per_block"], nb, "layers_per_block", comp)
-    tlpb = _per_block(config["transformer_layers_per_block"], nb, "transformer_layers_per_block", comp)
-    rev_tlpb = (_per_block(config["reverse_transformer_layers_per_block"], nb, "reverse_transformer_layers_per_block",
-                           comp) if config["reverse_transformer_layers_per_block"] is not None else tlpb[::-1])
-    motion = {path: (c, heads_, depths) for path, c, heads_, depths in motion_layout(config)}
-    linear = bool(config["use_linear_projection"])
-    t = shape.text_len
-    c0 = channels[0]
-    temb = 4 * c0
-    h, w = shape.latent_height, shape.latent_width
+    motion = {path: (c, heads, depths) for path, c, heads, depths in motion_layout(config)}
+    # each level's latent size: the down path's stride-2 convolutions (formulas.unet_blocks.downsample)
+    sizes = [(shape.latent_height, shape.latent_width)]
+    for _ in range(nb - 1):
+        sizes.append(downsample(1, *sizes[-1], config["downsample_padding"])[1:])
 
-    def attn(i: int, up: bool = False) -> dict:
-        j = nb - 1 - i if up else i
-        return {"heads": heads[j], "context_tokens": t, "context_dim": cross[j], "linear_projection": linear}
+    def motions(path: str, size) -> Node:
+        c, heads, depths = motion[path]
+        return module_list("motion_modules", [motion_module(c, heads, *size, frames, layers=k) for k in depths])
 
-    def motions(path: str, hh, ww) -> Node:
-        c, mheads, depths = motion[path]
-        return module_list("motion_modules", [motion_module(c, mheads, hh, ww, frames, layers=k) for k in depths])
-
-    def with_motion(block: Node, motion: Node) -> Node:
-        return Node(block.name, children=(*(per_frame(c, frames) for c in block.children), motion),
+    def with_motion(block: Node, path: str, size) -> Node:
+        return Node(block.name, children=(*(per_frame(c, frames) for c in block.children), motions(path, size)),
                     formula=block.formula)
 
-    # down (unet_motion_model.py:1356)
-    sizes = [(h, w)]
-    downs, c_out = [], c0
-    for i, kind in enumerate(down_types):
-        c_in, c_out = c_out, channels[i]
-        hh, ww = sizes[-1]
-        sampler = None
-        if i < nb - 1:
-            sampler, h2, w2 = downsample(c_out, hh, ww, config["downsample_padding"])
-            sizes.append((h2, w2))
-        block = unet_block(
-            resnet_channels=[(c_in if j == 0 else c_out, c_out) for j in range(lpb[i])], height=hh, width=ww,
-            temb_channels=temb, scale_shift=False, attention=attn(i) if kind == "CrossAttnDownBlockMotion" else None,
-            transformer_layers=_per_layer(tlpb[i], lpb[i], "transformer_layers_per_block", comp),
-            sampler=sampler, sampler_name="downsamplers", formula=kind)
-        downs.append(with_motion(block, motions(f"down_blocks.{i}", hh, ww)))
-
-    # mid (:1406): the motion mid block, or UNetMidBlock2DCrossAttn
-    hm, wm = sizes[-1]
-    top = channels[-1]
-    n_mid = count_int(config, "mid_block_layers")
-    tl_mid = config["transformer_layers_per_mid_block"]
-    if tl_mid is None:
-        tl_mid = tlpb[-1] if isinstance(tlpb[-1], int) else 1
-    res = resnet_block(top, top, hm, wm, temb_channels=temb)
-    parts = [
-        module_list("attentions", [spatial_transformer(top, height=hm, width=wm, layers=k, **attn(nb - 1))
-                                   for k in _per_layer(tl_mid, n_mid, "transformer_layers_per_mid_block", comp)]),
-        module_list("resnets", [res] * (1 + n_mid)),
-    ]
-    parts = [per_frame(p, frames) for p in parts]
-    if config["use_motion_mid_block"]:
-        parts.append(motions("mid_block", hm, wm))
-    mid = Node("mid_block", children=tuple(parts),
-               formula="UNetMidBlockCrossAttnMotion" if config["use_motion_mid_block"] else "UNetMidBlock2DCrossAttn")
-
-    # up (:1449)
-    rev_ch, rev_lpb = channels[::-1], lpb[::-1]
-    ups, out_c = [], rev_ch[0]
-    for i, kind in enumerate(up_types):
-        prev, out_c = out_c, rev_ch[i]
-        skip_in = rev_ch[min(i + 1, nb - 1)]
-        layers = rev_lpb[i] + 1
-        hh, ww = sizes[nb - 1 - i]
-        sampler = upsample(out_c, *sizes[nb - 2 - i]) if i < nb - 1 else None
-        block = unet_block(
-            resnet_channels=[((prev if j == 0 else out_c) + (skip_in if j == layers - 1 else out_c), out_c)
-                             for j in range(layers)],
-            height=hh, width=ww, temb_channels=temb, scale_shift=False,
-            attention=attn(i, up=True) if kind == "CrossAttnUpBlockMotion" else None,
-            transformer_layers=_per_layer(rev_tlpb[i], layers, "reverse_transformer_layers_per_block", comp),
-            sampler=sampler, sampler_name="upsamplers", formula=kind)
-        ups.append(with_motion(block, motions(f"up_blocks.{i}", hh, ww)))
-
-    embeddings = [Node("time_embedding", children=mlp_embedder("time_embedding", c0, temb).children
-                       + ((Node("cond_proj", ops.linear(0, config["time_cond_proj_dim"], c0, bias=False)),)
-                          if config["time_cond_proj_dim"] else ()))]
-    if config["addition_embed_type"] == "text_time":
-        embeddings.append(mlp_embedder("add_embedding", positive_int(config, "projection_class_embeddings_input_dim"),
-                                       temb))
-    in_ch = positive_int(config, "in_channels")
-    return Node("unet", children=(
-        per_frame(Node("conv_in", ops.conv2d(in_ch, c0, 3, h, w)), frames),
-        *embeddings,
-        module_list("down_blocks", downs),
-        mid,
-        module_list("up_blocks", ups),
-        per_frame(Node("conv_norm_out", ops.group_norm(c0, h * w) + ops.activation(c0 * h * w)), frames),
-        per_frame(Node("conv_out", ops.conv2d(c0, count_int(config, "out_channels"), 3, h, w)), frames),
-    ), formula="unet_motion")
+    heads = _per_block(config["num_attention_heads"], nb, "num_attention_heads", comp)
+    cross = _per_block(config["cross_attention_dim"], nb, "cross_attention_dim", comp)
+    mid = _mid_block(config, channels[-1], heads[-1], cross[-1], *sizes[-1], shape.text_len, frames,
+                     motions("mid_block", sizes[-1]) if config["use_motion_mid_block"] else None)
+    children = []
+    for node in unet_2d.children:
+        if node.name == "down_blocks":
+            node = module_list("down_blocks", [with_motion(b, f"down_blocks.{i}", sizes[i])
+                                               for i, b in enumerate(_blocks(node))])
+        elif node.name == "up_blocks":
+            children.append(mid)
+            node = module_list("up_blocks", [with_motion(b, f"up_blocks.{i}", sizes[nb - 1 - i])
+                                             for i, b in enumerate(_blocks(node))])
+        elif node.name not in ("time_embedding", "add_embedding"):  # once per video (unet_motion_model.py:1994)
+            node = per_frame(node, frames)
+        children.append(node)
+    return Node("unet", children=tuple(children), formula="unet_motion")
 
 
 loading_rules("UNetMotionModel", buffers=lambda c: _pos_embed_buffers(motion_layout(c), positive_int(
