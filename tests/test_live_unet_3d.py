@@ -1,7 +1,7 @@
-"""Live re-measurement of ModelScope's ``UNet3DConditionModel`` and I2VGen-XL's ``I2VGenXLUNet``: randomized configs (block types and widths, head
-widths, depths, padding, text width) at random sizes and frame counts, planned under ``TextToVideoSDPipeline`` /
-``I2VGenXLPipeline`` and compared with the real module on meta (total, every module path to depth 5, parameters, thop). Same seed and bar as
-``test_live.py``."""
+"""Live re-measurement of ModelScope's ``UNet3DConditionModel`` and I2VGen-XL's ``I2VGenXLUNet``: randomized
+configs (block types and widths, head widths, depths, padding, text width) at random sizes and frame counts,
+planned under ``TextToVideoSDPipeline`` / ``I2VGenXLPipeline`` and compared with the real module on meta (total,
+every module path to depth 5, parameters, thop). Same seed and bar as ``test_live.py``."""
 
 from __future__ import annotations
 
