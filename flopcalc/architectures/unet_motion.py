@@ -90,50 +90,41 @@ declare_keys("MotionAdapter", {
 })
 
 
-def motion_layout(config: Config) -> list[tuple[str, int, int, list[int]]]:
-    """Where ``UNetMotionModel.__init__`` puts its motion modules: ``(block path, channels, heads,
-    [transformer depth of each module])`` for every down block, the mid block (``use_motion_mid_block``)
-    and every up block (unet_motion_model.py:1356-1505)."""
+def _layout(config: Config, *, layers: str, depths: str, reverse_depths: str | None, mid_layers: str,
+            mid_depths: str) -> list[tuple[str, int, int, list[int]]]:
+    """``(block path, channels, heads, [transformer depth of each motion module])`` for every down block, the mid
+    block (``use_motion_mid_block``) and every up block (``layers`` + 1 modules), read from the named keys."""
     comp = config.component
     channels = [int(c) for c in config["block_out_channels"]]
     nb = len(channels)
-    lpb = _per_block(config["layers_per_block"], nb, "layers_per_block", comp)
-    ttlpb = _per_block(config["temporal_transformer_layers_per_block"], nb, "temporal_transformer_layers_per_block",
-                       comp)
-    rev_ttlpb = (_per_block(config["reverse_temporal_transformer_layers_per_block"], nb,
-                            "reverse_temporal_transformer_layers_per_block", comp)
-                 if config["reverse_temporal_transformer_layers_per_block"] is not None else ttlpb[::-1])
+    lpb = _per_block(config[layers], nb, layers, comp)
+    down = _per_block(config[depths], nb, depths, comp)
+    up = (_per_block(config[reverse_depths], nb, reverse_depths, comp)
+          if reverse_depths is not None and config[reverse_depths] is not None else down[::-1])
     heads = _per_block(config["motion_num_attention_heads"], nb, "motion_num_attention_heads", comp)
-    layout = [(f"down_blocks.{i}", channels[i], heads[i],
-               _per_layer(ttlpb[i], lpb[i], "temporal_transformer_layers_per_block", comp)) for i in range(nb)]
+    layout = [(f"down_blocks.{i}", channels[i], heads[i], _per_layer(down[i], lpb[i], depths, comp))
+              for i in range(nb)]
     if config["use_motion_mid_block"]:
-        layout.append(("mid_block", channels[-1], heads[-1], _per_layer(
-            config["temporal_transformer_layers_per_mid_block"], count_int(config, "mid_block_layers"),
-            "temporal_transformer_layers_per_mid_block", comp)))
-    rev_ch, rev_lpb, rev_heads = channels[::-1], lpb[::-1], heads[::-1]
-    layout += [(f"up_blocks.{i}", rev_ch[i], rev_heads[i], _per_layer(
-        rev_ttlpb[i], rev_lpb[i] + 1, "reverse_temporal_transformer_layers_per_block", comp)) for i in range(nb)]
+        layout.append(("mid_block", channels[-1], heads[-1],
+                       _per_layer(config[mid_depths], count_int(config, mid_layers), mid_depths, comp)))
+    layout += [(f"up_blocks.{i}", channels[::-1][i], heads[::-1][i],
+                _per_layer(up[i], lpb[::-1][i] + 1, reverse_depths or depths, comp)) for i in range(nb)]
     return layout
+
+
+def motion_layout(config: Config) -> list[tuple[str, int, int, list[int]]]:
+    """Where ``UNetMotionModel.__init__`` puts its motion modules (unet_motion_model.py:1356-1505)."""
+    return _layout(config, layers="layers_per_block", depths="temporal_transformer_layers_per_block",
+                   reverse_depths="reverse_temporal_transformer_layers_per_block", mid_layers="mid_block_layers",
+                   mid_depths="temporal_transformer_layers_per_mid_block")
 
 
 def adapter_layout(config: Config) -> list[tuple[str, int, int, list[int]]]:
     """The same for a ``MotionAdapter`` (unet_motion_model.py:1062): ``MotionModules`` per block, each a
     ``motion_modules`` list of ``motion_layers_per_block`` (up: + 1) ``AnimateDiffTransformer3D``."""
-    comp = config.component
-    channels = [int(c) for c in config["block_out_channels"]]
-    nb = len(channels)
-    lpb = _per_block(config["motion_layers_per_block"], nb, "motion_layers_per_block", comp)
-    tlpb = _per_block(config["motion_transformer_layers_per_block"], nb, "motion_transformer_layers_per_block", comp)
-    heads = _per_block(config["motion_num_attention_heads"], nb, "motion_num_attention_heads", comp)
-    layout = [(f"down_blocks.{i}", channels[i], heads[i],
-               _per_layer(tlpb[i], lpb[i], "motion_transformer_layers_per_block", comp)) for i in range(nb)]
-    if config["use_motion_mid_block"]:
-        layout.append(("mid_block", channels[-1], heads[-1], _per_layer(
-            config["motion_transformer_layers_per_mid_block"], count_int(config, "motion_mid_block_layers_per_block"),
-            "motion_transformer_layers_per_mid_block", comp)))
-    layout += [(f"up_blocks.{i}", channels[::-1][i], heads[::-1][i], _per_layer(
-        tlpb[::-1][i], lpb[::-1][i] + 1, "motion_transformer_layers_per_block", comp)) for i in range(nb)]
-    return layout
+    return _layout(config, layers="motion_layers_per_block", depths="motion_transformer_layers_per_block",
+                   reverse_depths=None, mid_layers="motion_mid_block_layers_per_block",
+                   mid_depths="motion_transformer_layers_per_mid_block")
 
 
 def _pos_embed_buffers(layout: list[tuple[str, int, int, list[int]]], max_seq: int) -> tuple[Buffer, ...]:
