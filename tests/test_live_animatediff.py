@@ -10,7 +10,7 @@ import random
 
 import pytest
 
-from live_support import SEED, check_plan, random_size, write_config  # noqa: E402  (skips without torch)
+from live_support import SEED, check_plan, measure, random_size, write_config  # noqa: E402  (skips without torch)
 from flopcalc.pipelines import Settings  # noqa: E402
 
 pytestmark = pytest.mark.live
@@ -58,3 +58,23 @@ def test_random_motion_unets(rng, tmp_path):
         check_plan(write_config(tmp_path, f"unet{i}", cfg), "unet", Settings(height=h, width=w, num_frames=frames),
                    {"height": h, "width": w, "num_frames": frames, "text_len": 77},
                    index={"_class_name": "AnimateDiffPipeline"}, module_depth=5)
+
+
+def test_random_motion_adapters_weights(rng, tmp_path):
+    """A ``MotionAdapter`` runs nothing; its parameters and ``pos_embed`` buffers (what memory counts) against the
+    real module built on meta."""
+    from measure_weights import loaded_bytes
+
+    from flopcalc.weights import component_weights
+
+    for i in range(3):
+        nb = rng.randint(2, 4)
+        cfg = {"_class_name": "MotionAdapter", "block_out_channels": [16 * rng.randint(1, 3) for _ in range(nb)],
+               "motion_layers_per_block": rng.choice([1, 2, [rng.randint(1, 2) for _ in range(nb)]]),
+               "motion_num_attention_heads": rng.choice([2, [rng.choice([1, 2, 4]) for _ in range(nb)]]),
+               "motion_norm_num_groups": 8, "motion_max_seq_length": rng.choice([16, 32]),
+               "use_motion_mid_block": rng.random() < 0.5, "motion_mid_block_layers_per_block": rng.randint(1, 2)}
+        model = measure.build_model(write_config(tmp_path, f"adapter{i}", cfg))
+        real = loaded_bytes(model, "fp16")
+        ours = component_weights(cfg, component="motion_adapter", dtype="fp16")
+        assert (ours.params, ours.bytes) == (real["params"], real["bytes"]), f"seed {SEED}: {cfg}"
