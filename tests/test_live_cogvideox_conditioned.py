@@ -65,3 +65,23 @@ def test_vae_encode_as_planned_at_a_random_size(rng, index, frames):
                                    settings={"height": h, "width": w, "num_frames": run.shape.frames, "vae_tiling": 0})
     assert_runs_match([(1, assemble(cfg, run.shape, component="vae", call="encode"))],
                       component_params(cfg, component="vae"), fx, f"seed {SEED}, {index} {h}x{w}x{num_frames}")
+
+
+def test_random_fun_control_transformers(rng, tmp_path):
+    """CogVideoX-Fun control: 2 × the latent channels, no ofs, latent frames a multiple of patch_size_t."""
+    fun = {"_class_name": "CogVideoXFunControlPipeline"}
+    for i in range(3):
+        cfg = _random_transformer(rng)
+        cfg.update(in_channels=2 * cfg["out_channels"], ofs_embed_dim=None, temporal_compression_ratio=4)
+        p = cfg["patch_size"]
+        if cfg["use_learned_positional_embeddings"]:
+            h, w = 8 * cfg["sample_height"], 8 * cfg["sample_width"]
+        else:
+            h, w = 8 * p * rng.randint(1, 8 // p), 8 * p * rng.randint(1, 8 // p)
+        latent = (cfg["patch_size_t"] or 1) * rng.randint(1, 2)
+        frames = 4 * (latent - 1) + 1
+        uses_table = not cfg["use_rotary_positional_embeddings"] or cfg["use_learned_positional_embeddings"]
+        text = cfg["max_text_seq_length"] if uses_table else rng.randint(1, 24)
+        check_plan(write_config(tmp_path, f"fun{i}", cfg), "transformer",
+                   Settings(height=h, width=w, num_frames=frames, max_sequence_length=text),
+                   {"height": h, "width": w, "num_frames": frames, "text_len": text}, index=fun)

@@ -158,3 +158,31 @@ def test_v2v_refuses_latent_frames_patch_size_t_does_not_divide():
         _with(T2V, "CogVideoXVideoToVideoPipeline", Settings(), **overrides)
     r = _with(T2V, "CogVideoXVideoToVideoPipeline", Settings(num_frames=53), **overrides)
     assert r.component("transformer").shape["latent_frames"] == 14
+
+
+# --------------------------------------------------------------------------- CogVideoX-Fun control
+
+FUN = {"transformer": {"in_channels": 32, "use_rotary_positional_embeddings": True}}  # a Fun-Control layout
+
+
+def test_fun_control_encodes_the_control_video_and_concatenates_it():
+    r = _with(T2V, "CogVideoXFunControlPipeline", Settings(), **FUN)
+    s = r.settings
+    assert r.pipeline == "CogVideoXFunControlPipeline"
+    assert (s.height, s.width, s.num_frames, s.steps, s.guidance_scale, s.strength) == (480, 720, 49, 50, 6.0, None)
+    assert _runs(r) == {"text_encoder.forward": 2, "vae.encode": 1, "transformer.forward": 100, "vae.decode": 1}
+    assert r.component("vae", "encode").shape == {"height": 480, "width": 720, "frames": 49}
+    assert any("control video's length sets num_frames" in n for n in r.notes)
+    r2 = _with(T2V, "CogVideoXFunControlPipeline", Settings(batch_size=2, num_frames=13, guidance_scale=1.0), **FUN)
+    assert _runs(r2) == {"text_encoder.forward": 2, "vae.encode": 2, "transformer.forward": 100, "vae.decode": 2}
+    assert r2.component("transformer").shape["latent_frames"] == 4
+
+
+def test_fun_control_refuses_strength_plain_transformers_and_undivided_frames():
+    with pytest.raises(OptionError, match="--strength does not apply to CogVideoXFunControlPipeline"):
+        _with(T2V, "CogVideoXFunControlPipeline", Settings(strength=0.5), **FUN)
+    with pytest.raises(FlopcalcError, match="in_channels 16 ≠ 2 × the VAE's 16"):
+        _with(T2V, "CogVideoXFunControlPipeline", Settings())
+    with pytest.raises(ResolutionError, match="not divisible by the transformer's patch_size_t 2"):
+        _with(T2V, "CogVideoXFunControlPipeline", Settings(),
+              transformer={**FUN["transformer"], "patch_size_t": 2})

@@ -1,6 +1,7 @@
 """CogVideoX conditioned on an image or a video (diffusers ``pipelines/cogvideo/``): image-to-video
-(``pipeline_cogvideox_image2video.py``, ``CogVideoXImageToVideoPipeline``) and video-to-video
-(``pipeline_cogvideox_video2video.py``, ``CogVideoXVideoToVideoPipeline``). Both share the text-to-video
+(``pipeline_cogvideox_image2video.py``, ``CogVideoXImageToVideoPipeline``), video-to-video
+(``pipeline_cogvideox_video2video.py``, ``CogVideoXVideoToVideoPipeline``) and CogVideoX-Fun control
+(``pipeline_cogvideox_fun_control.py``, ``CogVideoXFunControlPipeline``). They share the text-to-video
 plan (:func:`flopcalc.pipelines.cogvideox.cogvideox_plan`: 50 steps, ``guidance_scale`` 6 as a doubled
 batch, 226 T5 tokens, the transformer's sample size × 8, ``num_videos_per_prompt`` forced to 1, the
 frame-batched decode of the unpadded latent) and differ in what is encoded and how the transformer is fed.
@@ -27,6 +28,15 @@ IMAGE_TO_VIDEO = Variant("CogVideoXImageToVideoPipeline", channel_inputs=2, cond
 #: frames not divisible by ``patch_size_t`` refused (:759).
 VIDEO_TO_VIDEO = Variant("CogVideoXVideoToVideoPipeline", conditioning="video", pads_frames=False,
                          default_strength=0.8)
+
+
+def _frames_from_input(plan: Plan, s: Settings, video: str) -> Plan:
+    """The plan, with a note where the frame count (the ``video``'s length in the pipeline) was assumed."""
+    if s.num_frames is not None:
+        return plan
+    return replace(plan, notes=plan.notes + (f"the {video}'s length sets num_frames; none given: "
+                                             f"{plan.settings.num_frames} frames (the transformer's sample_frames) "
+                                             "assumed",))
 
 
 def _image_transformer(cfg: Mapping[str, Any]) -> bool:
@@ -69,9 +79,26 @@ def cogvideox_video_to_video_pipeline(components: Mapping[str, Mapping[str, Any]
     8), ``get_timesteps`` keeps ``min(int(steps · strength), steps)`` steps (:408: 40 of 50), and the latent
     is decoded as in text-to-video. Latent frames not divisible by ``patch_size_t`` (CogVideoX 1.5) are
     refused, as the pipeline raises."""
-    plan = cogvideox_plan(components, s, VIDEO_TO_VIDEO)
-    if s.num_frames is None:
-        plan = replace(plan, notes=plan.notes + (
-            f"the input video's length sets num_frames; none given: {plan.settings.num_frames} frames "
-            "(the transformer's sample_frames) assumed",))
-    return plan
+    return _frames_from_input(cogvideox_plan(components, s, VIDEO_TO_VIDEO), s, "input video")
+
+
+#: ``CogVideoXFunControlPipeline.__call__`` (pipeline_cogvideox_fun_control.py:553): the control video's
+#: latent on channels (``in_channels // 2`` noise channels, :743), latent frames not divisible by
+#: ``patch_size_t`` refused (:737), no ``ofs``, no ``strength``.
+FUN_CONTROL = Variant("CogVideoXFunControlPipeline", channel_inputs=2, conditioning="control video",
+                      pads_frames=False)
+
+
+@register_pipeline(FUN_CONTROL.name, options=_OPTIONS)
+def cogvideox_fun_control_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
+                                   index: Mapping[str, Any] | None = None) -> Plan:
+    """``CogVideoXFunControlPipeline.__call__`` (CogVideoX-Fun Control / Pose): the text-to-video defaults;
+    ``num_frames = len(control_video[0])`` (the plan takes ``--num-frames``, the transformer's
+    ``sample_frames`` when not given); ``prepare_control_latents`` (:362) VAE-encodes the control video once
+    per prompt (``for i in range(masked_image.size(0))``, frame batches of 8), and its latent is
+    concatenated to the noise latent on channels every step (``in_channels`` = 2 × the VAE's latent
+    channels). It takes no ``strength``: the latents start from noise and every step runs."""
+    if s.strength is not None:
+        raise OptionError(f"--strength does not apply to {FUN_CONTROL.name}: the control video conditions every "
+                          "step (its latent concatenated on channels) and the whole schedule runs")
+    return _frames_from_input(cogvideox_plan(components, s, FUN_CONTROL), s, "control video")
