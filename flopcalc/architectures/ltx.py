@@ -7,14 +7,15 @@ LTX-Video release: N = T·h·w), and ``L`` T5 tokens of ``caption_channels`` fea
 
 * ``proj_in`` (in_channels → d) on the N tokens;
 * ``time_embed`` (``AdaLayerNormSingle``): ``emb.timestep_embedder`` (256 → d → d) and ``linear``
-  (SiLU, d → 6d) on one timestep per video;
+  (SiLU, d → 6d) on one timestep per video, or on ``S`` = ``RunShape.timestep_tokens`` (one per token:
+  ``LTXImageToVideoPipeline``'s ``t · (1 − conditioning_mask)``);
 * ``caption_projection`` (``PixArtAlphaTextProjection``: caption_channels → d, tanh-GELU, d → d) on
   the L text tokens;
 * ``rope`` (``LTXVideoRotaryPosEmbed``): cos/sin tables from the token grid, no counted work;
 * ``num_layers`` blocks; ``norm_out`` (``nn.LayerNorm`` without affine; thop: 2 ops per element),
   modulated by ``scale_shift_table`` (2·d), and ``proj_out`` (d → out_channels) on the N tokens.
 
-.. math:: \\mathrm{MACs} = N (C_i d + d C_o) + 256 d + 7 d^2 + L (C_c d + d^2) + \\text{layers}\\cdot\\text{block}
+.. math:: \\mathrm{MACs} = N (C_i d + d C_o) + S (256 d + 7 d^2) + L (C_c d + d^2) + \\text{layers}\\cdot\\text{block}
 """
 
 from __future__ import annotations
@@ -90,9 +91,12 @@ def ltx_video_transformer(config: Config, shape: RunShape) -> Node:
         attention_bias=bool(config["attention_bias"]), attention_out_bias=bool(config["attention_out_bias"]),
         norm_affine=bool(config["norm_elementwise_affine"]),
     )
+    # one timestep per video, or one per token (``RunShape.timestep_tokens``: the image-to-video and
+    # condition pipelines pass ``(batch, N)`` timesteps; forward flattens them, transformer_ltx.py:553)
+    steps = 1 if shape.timestep_tokens is None else shape.timestep_tokens
     time_embed = Node("time_embed", children=(
-        Node("emb", children=(mlp_embedder("timestep_embedder", TIMESTEP_CHANNELS, dim),)),
-        Node("linear", ops.activation(dim) + ops.linear(1, dim, 6 * dim)),
+        Node("emb", children=(mlp_embedder("timestep_embedder", TIMESTEP_CHANNELS, dim, tokens=steps),)),
+        Node("linear", ops.activation(steps * dim) + ops.linear(steps, dim, 6 * dim)),
     ), formula="ada_layer_norm_single")
     return Node(
         "transformer",

@@ -74,20 +74,22 @@ def latent_grid(s: Mapping[str, int], spatial: int = PIPELINE_SPATIAL, temporal:
             _div(s["width"], spatial, "width"))
 
 
-@input_builder("LTXVideoTransformer3DModel", settings=("height", "width", "num_frames", "text_len"))
+@input_builder("LTXVideoTransformer3DModel", settings=("height", "width", "num_frames", "text_len"),
+               optional=("per_token_timesteps",))
 def _ltx_transformer_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict[str, Any]:
     """As ``LTXPipeline`` calls it at batch 1 (with the card's 32×/8× VAE): hidden_states
     (1, N, in_channels), N = (T/p_t)(h/p)(w/p) packed tokens; encoder_hidden_states
     (1, text_len, caption_channels); timestep (1,); encoder_attention_mask (1, text_len);
     num_frames/height/width the token grid (python ints) and rope_interpolation_scale
-    (8/25, 32, 32) as the pipeline passes them (constants)."""
+    (8/25, 32, 32) as the pipeline passes them (constants). ``per_token_timesteps`` 1: timestep (1, N), one
+    per token, as ``LTXImageToVideoPipeline`` passes ``t · (1 − conditioning_mask)``."""
     frames, rows, cols = latent_grid(s)
     p, pt = _cfg(model, "patch_size"), _cfg(model, "patch_size_t")
     gt, gh, gw = _div(frames, pt, "latent frames"), _div(rows, p, "latent height"), _div(cols, p, "latent width")
     return {
         "hidden_states": TensorSpec((1, gt * gh * gw, _cfg(model, "in_channels"))),
         "encoder_hidden_states": TensorSpec((1, s["text_len"], _cfg(model, "caption_channels"))),
-        "timestep": TensorSpec((1,)),
+        "timestep": TensorSpec((1, gt * gh * gw) if s.get("per_token_timesteps") else (1,)),
         "encoder_attention_mask": TensorSpec((1, s["text_len"])),
         "num_frames": _ConstantSpec(_ConstInt(gt, "python int: token-grid frames (a wrapper constant)")),
         "height": _ConstantSpec(_ConstInt(gh, "python int: token-grid rows (a wrapper constant)")),
