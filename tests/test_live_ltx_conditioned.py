@@ -13,7 +13,9 @@ import json
 
 import pytest
 
-from live_support import REPO, check_plan, random_size
+from live_support import REPO, SEED, assert_matches_measurement, check_plan, measure, random_size, write_config
+
+from flopcalc.api import estimate_configs  # noqa: E402
 
 from flopcalc.pipelines import Settings  # noqa: E402
 
@@ -45,3 +47,33 @@ def test_i2v_image_encode_at_a_random_size(rng):
     h, w = random_size(rng, 32, 128, 768), random_size(rng, 32, 128, 1024)
     check_plan(CARD / "vae", "vae", Settings(height=h, width=w, num_frames=_frames(rng)),
                {"height": h, "width": w, "num_frames": 1}, index=I2V, call="encode")
+
+
+UPSCALER = REPO / "model_cards/ltxv-spatial-upscaler-0.9.7"
+UPSAMPLE = json.loads((UPSCALER / "model_index.json").read_text())
+
+
+def test_upsample_pipeline_runs_at_a_random_size_and_frame_count(rng):
+    """The latent upsampler on the input latent, the VAE decoding the upsampled latent (2H × 2W), as planned."""
+    h, w, f = random_size(rng, 32, 128, 512), random_size(rng, 32, 128, 640), _frames(rng)
+    settings = Settings(height=h, width=w, num_frames=f)
+    check_plan(UPSCALER / "latent_upsampler", "latent_upsampler", settings, {"height": h, "width": w, "num_frames": f},
+               index=UPSAMPLE)
+    components = {name: json.loads((UPSCALER / name / "config.json").read_text()) for name in ("vae", "latent_upsampler")}
+    decode = estimate_configs(UPSAMPLE, components, settings, convention="torch").component("vae", "decode")
+    fx = measure.measure_component(UPSCALER / "vae", settings={"height": 2 * h, "width": 2 * w, "num_frames": f},
+                                   call="decode")
+    assert_matches_measurement(decode, fx, f"seed {SEED}, upsampled decode of {h}x{w}x{f}")
+
+
+def test_random_latent_upsampler_configs(rng, tmp_path):
+    for i in range(5):
+        dims = rng.choice([2, 3])
+        spatial, temporal = rng.choice([(True, False), (True, False), (True, True), (False, True)] if dims == 3
+                                       else [(True, False)])
+        cfg = {"_class_name": "LTXLatentUpsamplerModel", "in_channels": rng.choice([4, 16]),
+               "mid_channels": 32 * rng.randint(1, 2), "num_blocks_per_stage": rng.randint(0, 2), "dims": dims,
+               "spatial_upsample": spatial, "temporal_upsample": temporal}
+        h, w, f = random_size(rng, 32, 32, 256), random_size(rng, 32, 32, 256), _frames(rng)
+        check_plan(write_config(tmp_path, f"up{i}", cfg), "latent_upsampler", Settings(height=h, width=w, num_frames=f),
+                   {"height": h, "width": w, "num_frames": f}, index=UPSAMPLE)

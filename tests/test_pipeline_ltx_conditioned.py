@@ -76,3 +76,62 @@ def test_i2v_batch_encodes_one_image_per_prompt():
 def test_i2v_takes_no_strength():
     with pytest.raises(OptionError, match="--strength does not apply to LTXImageToVideoPipeline"):
         _i2v(Settings(strength=0.5))
+
+
+# --------------------------------------------------------------------------- LTXConditionPipeline (0.9.7)
+
+DEV = Card("ltx-video-0.9.7-dev")
+UPSCALER = Card("ltxv-spatial-upscaler-0.9.7")
+
+
+def test_condition_pipeline_defaults_are_text_to_video_on_256_tokens():
+    r = flopcalc.estimate(DEV.name)
+    s = r.settings
+    assert r.pipeline == "LTXConditionPipeline"
+    assert (s.height, s.width, s.num_frames, s.steps, s.guidance_scale, s.max_sequence_length) == \
+        (512, 704, 161, 50, 3.0, 256)
+    assert _runs(r) == {"text_encoder.forward": 2, "transformer.forward": 100, "vae.decode": 1}
+    t = r.component("transformer")
+    assert "timestep_tokens" not in t.shape and t.shape["text_len"] == 256
+    fixture = json.loads((FIXTURES / "ltx-video-0.9.7-dev/transformer-512x704.json").read_text())
+    assert fixture["inputs"]["timestep"] == [1] and fixture["inputs"]["encoder_hidden_states"][1] == 256
+    assert t.macs_per_run * 2 == fixture["torch"]["flops"]
+    assert any("conditions are not modelled" in n for n in r.notes)
+    with pytest.raises(OptionError, match="--strength does not apply to LTXConditionPipeline"):
+        flopcalc.estimate(DEV.name, strength=0.5)
+
+
+# --------------------------------------------------------------------------- LTXLatentUpsamplePipeline
+
+
+def test_upsample_pipeline_encodes_upsamples_and_decodes_at_twice_the_size():
+    r = flopcalc.estimate(UPSCALER.name)
+    s = r.settings
+    assert r.pipeline == "LTXLatentUpsamplePipeline"
+    assert (s.height, s.width, s.num_frames) == (512, 704, 161)
+    assert _runs(r) == {"vae.encode": 1, "latent_upsampler.forward": 1, "vae.decode": 1}
+    assert r.component("vae", "encode").shape == {"height": 512, "width": 704, "frames": 161}
+    assert r.component("latent_upsampler").shape == {"latent_height": 16, "latent_width": 22, "latent_frames": 21}
+    assert r.component("vae", "decode").shape == {"latent_height": 32, "latent_width": 44, "latent_frames": 21}
+    fixture = json.loads((FIXTURES / "ltxv-spatial-upscaler-0.9.7/latent_upsampler-512x704.json").read_text())
+    assert fixture["inputs"]["hidden_states"] == [1, 128, 21, 16, 22]
+    assert r.component("latent_upsampler").macs_per_run * 2 == fixture["torch"]["flops"]
+    assert any("the output is 1024×1408" in n for n in r.notes)
+
+
+def test_upsample_pipeline_ignores_denoising_options_and_batches_videos():
+    r = flopcalc.estimate(UPSCALER.name, steps=4, guidance_scale=2.0, batch_size=2)
+    assert _runs(r) == {"vae.encode": 2, "latent_upsampler.forward": 2, "vae.decode": 2}
+    assert r.flops == 2 * flopcalc.estimate(UPSCALER.name).flops
+    assert any("steps, guidance_scale ignored" in n for n in r.notes)
+    with pytest.raises(OptionError, match="--strength does not apply to LTXLatentUpsamplePipeline"):
+        flopcalc.estimate(UPSCALER.name, strength=0.5)
+    with pytest.raises(OptionError):
+        flopcalc.estimate(UPSCALER.name, max_sequence_length=64)
+
+
+def test_a_temporal_upsampler_doubles_the_latent_frames_less_one():
+    components = {**UPSCALER.components(), "latent_upsampler": {**UPSCALER.config("latent_upsampler"),
+                                                                "temporal_upsample": True}}
+    r = estimate_configs(UPSCALER.index(), components, Settings(num_frames=25))
+    assert r.component("vae", "decode").shape["latent_frames"] == 2 * 4 - 1

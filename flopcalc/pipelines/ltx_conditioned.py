@@ -1,6 +1,7 @@
-"""LTX-Video conditioned on an image: ``LTXImageToVideoPipeline`` (diffusers
-``pipelines/ltx/pipeline_ltx_image2video.py``), planned on top of the text-to-video plan
-(:func:`flopcalc.pipelines.ltx.ltx_pipeline`)."""
+"""LTX-Video beyond text-to-video, planned on top of :func:`flopcalc.pipelines.ltx.ltx_pipeline`:
+``LTXImageToVideoPipeline`` (diffusers ``pipelines/ltx/pipeline_ltx_image2video.py``), ``LTXConditionPipeline``
+at its ``__call__`` defaults (``pipeline_ltx_condition.py``) and ``LTXLatentUpsamplePipeline``
+(``pipeline_ltx_latent_upsample.py``, with ``LTXLatentUpsamplerModel``)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,13 @@ from typing import Any
 
 from flopcalc.architectures import autoencoder_kl_ltx as ltx_vae
 from flopcalc.errors import OptionError
-from flopcalc.pipelines.base import ComponentRun, Plan, Settings, component_class, config_value, register_pipeline, tile_runs
-from flopcalc.pipelines.ltx import compression, ltx_pipeline
+from flopcalc.pipelines.base import (
+    ComponentRun, Plan, Settings, check_divisible, component_class, config_value, missing_notes, register_pipeline,
+    tile_runs,
+)
+from flopcalc.pipelines.ltx import (
+    DEFAULT_FRAMES, DEFAULT_HEIGHT, DEFAULT_WIDTH, check_frames, compression, ltx_pipeline, vae_runs,
+)
 from flopcalc.registry import RunShape
 
 IMAGE_TO_VIDEO = "LTXImageToVideoPipeline"
@@ -27,15 +33,15 @@ def packed_tokens(components: Mapping[str, Mapping[str, Any]], s: Settings, late
 
 
 def image_encode_runs(components: Mapping[str, Mapping[str, Any]], s: Settings, images: int,
-                      why: str) -> list[ComponentRun]:
-    """``vae.encode`` of ``images`` one-frame videos at the output size (``image.unsqueeze(2)``), tiled as
-    the VAE would when ``vae_tiling``."""
+                      why: str, frames: Any = 1) -> list[ComponentRun]:
+    """``vae.encode`` of ``images`` videos of ``frames`` frames (an image: one, ``image.unsqueeze(2)``) at the
+    run's size, tiled as the VAE would when ``vae_tiling``."""
     vae = components.get("vae")
     if vae is None:
         return []
     split = ltx_vae.encode_split(vae, s.height, s.width, bool(s.vae_tiling))
     return tile_runs("vae", component_class(components, "vae") or "?", "encode", "vae_encoder", split, images,
-                     lambda h, w: RunShape(height=h, width=w, frames=1),
+                     lambda h, w: RunShape(height=h, width=w, frames=frames),
                      lambda n, h, w: f"{images} {why}" if split.is_whole else f"{n} tile(s) of {h}×{w} px × {images} {why}")
 
 
@@ -74,3 +80,84 @@ def ltx_image_to_video_pipeline(components: Mapping[str, Mapping[str, Any]], s: 
         notes.append("one timestep per latent token (t · (1 − conditioning_mask)): the transformer's time_embed runs "
                      "on every token")
     return Plan(IMAGE_TO_VIDEO, s, base.passes, tuple(runs), tuple(notes))
+
+
+CONDITION = "LTXConditionPipeline"
+#: ``LTXConditionPipeline.__call__``: ``max_sequence_length`` 256 (pipeline_ltx_condition.py:883).
+CONDITION_TEXT_LEN = 256
+
+
+@register_pipeline(CONDITION, options=("max_sequence_length", "num_frames", "vae_tiling"))
+def ltx_condition_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
+                           index: Mapping[str, Any] | None = None) -> Plan:
+    """``LTXConditionPipeline.__call__`` (pipeline_ltx_condition.py:850) at its defaults: ``conditions``,
+    ``image`` and ``video`` None, so nothing is encoded and no conditioning token is added
+    (``is_conditioning_image_or_video`` False): 512×704, 161 frames, 50 steps (``linear_quadratic_schedule``
+    gives one timestep per step), ``guidance_scale`` 3.0 on a doubled batch, T5 on 256 tokens, one
+    timestep per video (``t.expand(B).unsqueeze(-1)``, flattened), the decode as ``LTXPipeline``
+    (``decode_timestep`` 0.0 into a timestep-conditioned decoder).
+
+    Conditioning items (images or videos at a ``frame_index``: their encode, the extra tokens of items
+    away from frame 0, the per-token timesteps) are not modelled: flopcalc has no option to describe them.
+    ``strength`` is refused: in this pipeline it is each item's conditioning strength, and
+    ``denoise_strength`` needs latents passed in (no encode)."""
+    if s.strength is not None:
+        raise OptionError(f"--strength does not apply to {CONDITION}: its strength is a conditioning item's, and "
+                          "conditioning items are not modelled (its denoise_strength starts from latents passed in)")
+    base = ltx_pipeline(components, replace(s, max_sequence_length=s.max_sequence_length or CONDITION_TEXT_LEN),
+                        index=index)
+    return replace(base, pipeline=CONDITION, notes=base.notes + (
+        "no conditioning items (the __call__ default): text-to-video, one timestep per video; images or videos "
+        "given as conditions are not modelled",))
+
+
+UPSAMPLE = "LTXLatentUpsamplePipeline"
+
+
+@register_pipeline(UPSAMPLE, options=("num_frames", "vae_tiling"))
+def ltx_latent_upsample_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
+                                 index: Mapping[str, Any] | None = None) -> Plan:
+    """``LTXLatentUpsamplePipeline.__call__`` (pipeline_ltx_latent_upsample.py:189) given video: 512×704 (its
+    defaults); ``num_frames`` is the videos' length (``--num-frames``; 161, ``LTXPipeline``'s default, when not
+    given), ``8k + 1`` (the pipeline truncates others); ``batch_size`` videos (one by default):
+
+    * ``prepare_latents`` (:64): ``vae.encode`` of each video (``for vid in video``);
+    * ``self.latent_upsampler(latents)`` (:277) on the ``T × H/32 × W/32`` latents;
+    * ``vae.decode(latents, timestep)`` (:310) on the upsampled latents (``2H/32 × 2W/32`` for a spatial
+      upsampler): the output videos are ``2H × 2W``.
+
+    It runs no denoising and encodes no prompt: steps and guidance change nothing (a note says so);
+    ``strength`` is refused."""
+    if s.strength is not None:
+        raise OptionError(f"--strength does not apply to {UPSAMPLE}: it encodes a video, upsamples its latent and "
+                          "decodes it, with no denoising")
+    ignored = [flag for given, flag in ((s.steps, "steps"), (s.guidance_scale, "guidance_scale"),
+                                        (s.negative_prompt or None, "negative prompt")) if given is not None]
+    videos = s.batch_size * s.num_images_per_prompt
+    spatial, temporal = compression(components)
+    s = replace(s, height=s.height or DEFAULT_HEIGHT, width=s.width or DEFAULT_WIDTH,
+                num_frames=s.num_frames or DEFAULT_FRAMES)
+    check_divisible(s.height, s.width, spatial, "LTX-Video height and width (the VAE's spatial compression)")
+    check_frames(s.num_frames, temporal)
+    frames = (s.num_frames - 1) // temporal + 1
+    notes = list(missing_notes(components, ["latent_upsampler", "vae"]))
+    if ignored:
+        notes.append(f"{', '.join(ignored)} ignored: {UPSAMPLE} runs no denoising and encodes no prompt")
+    runs = image_encode_runs(components, s, videos, "input video(s)", frames=s.num_frames)
+    upsampler = components.get("latent_upsampler")
+    out_h, out_w, out_frames = s.height // spatial, s.width // spatial, frames
+    if upsampler is not None:
+        runs.append(ComponentRun("latent_upsampler", component_class(components, "latent_upsampler") or "?", "forward",
+                                 "upsampler", RunShape(latent_height=out_h, latent_width=out_w, latent_frames=frames),
+                                 videos, f"{videos} latent video(s)"))
+        if upsampler["spatial_upsample"]:
+            out_h, out_w = 2 * out_h, 2 * out_w
+        if upsampler["temporal_upsample"]:
+            out_frames = 2 * frames - 1
+    decode, vae_notes = vae_runs(components, replace(s, height=out_h * spatial, width=out_w * spatial), videos,
+                                 out_frames, spatial, tiled=bool(s.vae_tiling))
+    notes += vae_notes
+    notes.append(f"each input video ({s.num_frames} frames; its length sets num_frames) is encoded once, its "
+                 f"{frames}×{s.height // spatial}×{s.width // spatial} latent upsampled to "
+                 f"{out_frames}×{out_h}×{out_w} and decoded: the output is {out_h * spatial}×{out_w * spatial}")
+    return Plan(UPSAMPLE, s, 1, tuple(runs + decode), tuple(notes))

@@ -17,10 +17,11 @@ the float triple ``rope_interpolation_scale`` are passed as wrapper constants (n
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Self
 
 import torch
-from flopcalc.measure.harness import TensorSpec, _cfg, _exact_div as _div, input_builder
+from flopcalc.measure.harness import TensorSpec, _cfg, _exact_div as _div, input_builder, model_builder
 from torch import nn
 
 #: ``LTXPipeline.__call__``'s default ``frame_rate`` (only scales the rotary grid).
@@ -124,3 +125,21 @@ _ltx_vae_inputs.method_note = (  # type: ignore[attr-defined]
     "Untiled, one call over all frames: use_tiling and use_framewise_decoding are off, the VAE's defaults, which "
     "LTXPipeline keeps."
 )
+
+
+@model_builder("LTXLatentUpsamplerModel")
+def _build_latent_upsampler(config_dir: Path) -> nn.Module:
+    """Not exported at diffusers' top level: ``diffusers.pipelines.ltx.modeling_latent_upsampler``'s class, from
+    its config, on meta."""
+    from diffusers.pipelines.ltx.modeling_latent_upsampler import LTXLatentUpsamplerModel
+
+    with torch.device("meta"):
+        return LTXLatentUpsamplerModel.from_config(LTXLatentUpsamplerModel.load_config(str(config_dir)))
+
+
+@input_builder("LTXLatentUpsamplerModel", settings=("height", "width", "num_frames"))
+def _ltx_latent_upsampler_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict[str, Any]:
+    """As ``LTXLatentUpsamplePipeline`` calls it: hidden_states (1, in_channels, T, h, w), the latent of a
+    ``num_frames``-frame ``height × width`` video under the 0.9.5/0.9.7 VAE (32× spatial, 8× temporal)."""
+    frames, rows, cols = latent_grid(s)
+    return {"hidden_states": TensorSpec((1, _cfg(model, "in_channels"), frames, rows, cols))}
