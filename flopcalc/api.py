@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from flopcalc.cost import CONVENTIONS, Cost, Node
 from flopcalc.errors import ConfigError, FlopcalcError, UnknownArchitectureError, UnplannedPipelineError
@@ -121,6 +121,7 @@ def estimate(
     revision: str | None = None,
     token: str | None = None,
     measure: bool = False,
+    conditions: Sequence[tuple[int, int]] | None = None,
 ) -> Report:
     """Estimate the compute of one generation with ``model``.
 
@@ -137,7 +138,7 @@ def estimate(
                         true_cfg_scale=true_cfg_scale, negative_prompt=negative_prompt, batch_size=batch_size,
                         num_images_per_prompt=num_images_per_prompt, max_sequence_length=max_sequence_length,
                         strength=strength, resolution_binning=resolution_binning, num_frames=num_frames,
-                        vae_tiling=vae_tiling)
+                        vae_tiling=vae_tiling, conditions=None if conditions is None else tuple(map(tuple, conditions)))
     return estimate_configs(source.model_index, source.components, settings, convention=convention,
                             model=source.name, source_kind=source.kind, revision=source.revision,
                             source_notes=source.notes, missing=tuple(source.missing),

@@ -18,6 +18,14 @@ SWEEP_MAX_POINTS = 2_000_000
 PLOT_MAX_SIDES = 10_000
 
 
+def _condition(text: str) -> tuple[int, int]:
+    """``FRAMES@INDEX`` (``1@0``: an image at the first frame) as two integers; the range is checked later."""
+    frames, sep, index = text.partition("@")
+    if not sep or not all(part.isascii() and part.isdigit() and len(part) <= 9 for part in (frames, index)):
+        raise argparse.ArgumentTypeError(f"expected FRAMES@INDEX such as 1@0 (an image at frame 0), got {text!r}")
+    return int(frames), int(index)
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -96,6 +104,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="video: decode in tiles and temporal chunks")
     tiling.add_argument("--no-vae-tiling", dest="vae_tiling", action="store_false",
                         help="video: decode the whole latent in one pass (default: as the pipeline does)")
+    e.add_argument("--condition", dest="conditions", action="append", type=_condition, metavar="FRAMES@INDEX",
+                   help="LTXConditionPipeline: a conditioning image (1@0) or video (FRAMES@INDEX) placed at a frame "
+                        "index; repeatable")
     e.add_argument("--no-resolution-binning", dest="resolution_binning", action="store_false",
                    help="PixArt: estimate the size as given instead of snapping it to the pipeline's aspect-ratio bins")
     e.add_argument("--convention", choices=("torch", "thop"), default="torch")
@@ -218,6 +229,7 @@ def _estimate(args: argparse.Namespace) -> int:
         num_images_per_prompt=args.num_images_per_prompt, max_sequence_length=args.max_sequence_length,
         strength=args.strength, resolution_binning=args.resolution_binning, num_frames=args.num_frames,
         vae_tiling=args.vae_tiling, convention=args.convention, revision=args.revision, measure=args.measure,
+        conditions=None if args.conditions is None else tuple(args.conditions),
     )
     sys.stdout.write(render(report, args.format, per_block=args.per_block, depth=args.depth))
     return 0

@@ -77,3 +77,19 @@ def test_random_latent_upsampler_configs(rng, tmp_path):
         h, w, f = random_size(rng, 32, 32, 256), random_size(rng, 32, 32, 256), _frames(rng)
         check_plan(write_config(tmp_path, f"up{i}", cfg), "latent_upsampler", Settings(height=h, width=w, num_frames=f),
                    {"height": h, "width": w, "num_frames": f}, index=UPSAMPLE)
+
+
+def test_condition_pipeline_transformer_with_random_conditioning_items(rng):
+    """LTXConditionPipeline: random images/videos at random frame indices; the transformer measured with the
+    appended conditioning tokens (video_coords for the rotary tables) and one timestep per token."""
+    h, w, f = random_size(rng, 32, 128, 512), random_size(rng, 32, 128, 640), 8 * rng.randint(1, 8) + 1
+    conditions = tuple((rng.choice([1, 9, 17, 33]), rng.choice([0, 0, 8 * rng.randint(1, (f - 1) // 8)]))
+                       for _ in range(rng.randint(1, 3)))
+    settings = Settings(height=h, width=w, num_frames=f, conditions=conditions)
+    cfg = json.loads((CARD / "transformer/config.json").read_text())
+    t = estimate_configs({"_class_name": "LTXConditionPipeline"}, {"transformer": cfg}, settings,
+                         convention="torch").component("transformer")
+    extra = t.shape.get("reference_tokens", 0)
+    fx = measure.measure_component(CARD / "transformer", settings={
+        "height": h, "width": w, "num_frames": f, "text_len": 256, "per_token_timesteps": 1, "extra_tokens": extra})
+    assert_matches_measurement(t, fx, f"seed {SEED}, conditions {conditions} at {h}x{w}x{f}")

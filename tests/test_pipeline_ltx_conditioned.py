@@ -11,7 +11,7 @@ import pytest
 
 import flopcalc
 from flopcalc.api import estimate_configs
-from flopcalc.errors import OptionError
+from flopcalc.errors import OptionError, ResolutionError
 from flopcalc.pipelines import Settings
 
 from card_support import Card
@@ -96,9 +96,42 @@ def test_condition_pipeline_defaults_are_text_to_video_on_256_tokens():
     fixture = json.loads((FIXTURES / "ltx-video-0.9.7-dev/transformer-512x704.json").read_text())
     assert fixture["inputs"]["timestep"] == [1] and fixture["inputs"]["encoder_hidden_states"][1] == 256
     assert t.macs_per_run * 2 == fixture["torch"]["flops"]
-    assert any("conditions are not modelled" in n for n in r.notes)
+    assert any("no conditioning items (the __call__ default)" in n for n in r.notes)
     with pytest.raises(OptionError, match="--strength does not apply to LTXConditionPipeline"):
         flopcalc.estimate(DEV.name, strength=0.5)
+
+
+def test_condition_items_encode_once_each_and_add_tokens_away_from_frame_0():
+    """An image at frame 0 blends into the first latent frame (no token); a 49-frame video at frame 80 of 121
+    is trimmed to 41 frames (min(49, 121 − 80), 8k + 1) and appends its first 2 latent frames as tokens; every
+    token then gets a timestep."""
+    r = flopcalc.estimate(DEV.name, conditions=[(1, 0), (49, 80)], num_frames=121)
+    assert _runs(r) == {"text_encoder.forward": 2, "vae.encode": 1, "transformer.forward": 100, "vae.decode": 1}
+    encode = r.component("vae", "encode")
+    assert len(encode.tree.children) == 2 and "1 run(s) of 2 piece shapes" in encode.why
+    assert "conditioning image #1 (frame_index 0)" in encode.why and "conditioning video #2 (frame_index 80)" in encode.why
+    t = r.component("transformer").shape
+    latent = 16 * 16 * 22
+    assert t["reference_tokens"] == 2 * 16 * 22 and t["timestep_tokens"] == latent + 2 * 16 * 22
+    image_only = flopcalc.estimate(DEV.name, conditions=[(1, 0)])
+    assert image_only.component("transformer").shape["timestep_tokens"] == 21 * 16 * 22
+    assert "reference_tokens" not in image_only.component("transformer").shape
+    assert image_only.component("vae", "encode").shape["frames"] == 1
+    at_5 = flopcalc.estimate(DEV.name, conditions=[(1, 5)])
+    assert at_5.component("transformer").shape["reference_tokens"] == 16 * 22
+
+
+def test_condition_items_are_checked():
+    with pytest.raises(ResolutionError, match="lies past the 161 generated frames"):
+        flopcalc.estimate(DEV.name, conditions=[(9, 161)])
+    # a 9-frame video at frame 157 of 161 is trimmed to min(9, 4) → 1 frame: an image's one latent frame of tokens
+    r = flopcalc.estimate(DEV.name, conditions=[(9, 157)])
+    assert r.component("transformer").shape["reference_tokens"] == 16 * 22
+    assert r.component("vae", "encode").shape["frames"] == 1
+    with pytest.raises(OptionError, match="FRAMES@FRAME_INDEX"):
+        flopcalc.estimate(DEV.name, conditions=[(0, 0)])
+    with pytest.raises(OptionError, match="--condition does not apply to LTXPipeline"):
+        flopcalc.estimate("ltx-video", conditions=[(1, 0)])
 
 
 # --------------------------------------------------------------------------- LTXLatentUpsamplePipeline

@@ -12,6 +12,8 @@ LTX-Video release: N = T·h·w), and ``L`` T5 tokens of ``caption_channels`` fea
 * ``caption_projection`` (``PixArtAlphaTextProjection``: caption_channels → d, tanh-GELU, d → d) on
   the L text tokens;
 * ``rope`` (``LTXVideoRotaryPosEmbed``): cos/sin tables from the token grid, no counted work;
+* ``LTXConditionPipeline`` appends the packed latents of conditioning items placed away from frame 0
+  (``RunShape.reference_tokens``): every token-wise layer runs on ``N`` + those tokens;
 * ``num_layers`` blocks; ``norm_out`` (``nn.LayerNorm`` without affine; thop: 2 ops per element),
   modulated by ``scale_shift_table`` (2·d), and ``proj_out`` (d → out_channels) on the N tokens.
 
@@ -84,7 +86,8 @@ def ltx_video_transformer(config: Config, shape: RunShape) -> Node:
     if config["activation_fn"] not in ACTIVATIONS:
         raise ConfigError(f"{config.component}/config.json: activation_fn {config['activation_fn']!r} is not one "
                           f"diffusers' FeedForward builds ({', '.join(ACTIVATIONS)})")
-    n, t = video_tokens(config, shape), shape.text_len
+    # conditioning tokens LTXConditionPipeline appends to the sequence (items away from frame 0), as packed
+    n, t = video_tokens(config, shape) + (shape.reference_tokens or 0), shape.text_len
     block = ltx_video_block(
         dim=dim, heads=heads, head_dim=head_dim, tokens=n, text_tokens=t,
         cross_attention_dim=positive_int(config, "cross_attention_dim"), activation=config["activation_fn"],

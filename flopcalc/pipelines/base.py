@@ -61,6 +61,7 @@ class Settings:
     resolution_binning: bool = True  # PixArt: snap the size to the model's aspect-ratio bins, as the pipeline does
     num_frames: int | None = None  # video pipelines: frames generated (None: the pipeline's default)
     vae_tiling: bool | None = None  # video VAEs: decode in tiles/temporal chunks (None: as the pipeline does)
+    conditions: tuple[tuple[int, int], ...] | None = None  # LTXConditionPipeline: (frames, frame_index) per item
     counting: Counting = field(default=NUMERIC, metadata={"option": False})
 
     @property
@@ -124,7 +125,10 @@ OPTIONAL = {
                                                     "run on a fixed number of tokens)"),
     "num_frames": ("--num-frames", "it generates images, not videos"),
     "vae_tiling": ("--vae-tiling / --no-vae-tiling", "flopcalc does not model a tiled decode of its VAE"),
+    "conditions": ("--condition", "it takes no conditioning items (images or videos placed at a frame index)"),
 }
+#: ``conditions``: at most this many items.
+MAX_CONDITIONS = 64
 #: Pipeline → the optional options it applies, and its own reasons for refusing others.
 _OPTIONS: dict[str, frozenset[str]] = {}
 _REFUSALS: dict[str, Mapping[str, str]] = {}
@@ -281,12 +285,32 @@ def _validate(s: Settings) -> None:
         if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
             raise FlopcalcError(f"{key} must be a positive integer, got {v!r}")
     check_settings(s)
+    _validate_conditions(s.conditions)
     if s.strength is not None and not 0 < s.strength <= 1:
         raise FlopcalcError(f"strength must be in (0, 1], got {s.strength}")
     for key in ("guidance_scale", "true_cfg_scale"):
         v = getattr(s, key)
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0):
             raise OptionError(f"{key} must be a finite number >= 0 (guidance is on above 1), got {v!r}")
+
+
+def _validate_conditions(conditions: Any) -> None:
+    """``conditions``: up to :data:`MAX_CONDITIONS` pairs ``(frames ≥ 1, frame_index ≥ 0)`` of integers, each
+    within the frame budget."""
+    if conditions is None:
+        return
+    from flopcalc.limits import limit
+
+    bound = limit("num_frames")
+    if not isinstance(conditions, tuple) or not 0 < len(conditions) <= MAX_CONDITIONS:
+        raise OptionError(f"conditions must be 1 to {MAX_CONDITIONS} (frames, frame_index) pairs, got {conditions!r}")
+    for item in conditions:
+        ok = (isinstance(item, tuple) and len(item) == 2
+              and all(isinstance(v, int) and not isinstance(v, bool) for v in item)
+              and 1 <= item[0] <= bound and 0 <= item[1] <= bound)
+        if not ok:
+            raise OptionError(f"a condition is FRAMES@FRAME_INDEX (1 frame: an image), frames 1..{bound}, frame index "
+                              f"0..{bound}; got {item!r}")
 
 
 def vae_scale_factor(components: Mapping[str, Mapping[str, Any]], name: str = "vae") -> int:

@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import Any
 
 from flopcalc.architectures import autoencoder_kl_ltx as ltx_vae
-from flopcalc.errors import OptionError
+from flopcalc.errors import OptionError, ResolutionError
 from flopcalc.pipelines.base import (
     ComponentRun, Plan, Settings, check_divisible, component_class, config_value, missing_notes, register_pipeline,
     tile_runs,
@@ -87,28 +87,82 @@ CONDITION = "LTXConditionPipeline"
 CONDITION_TEXT_LEN = 256
 
 
-@register_pipeline(CONDITION, options=("max_sequence_length", "num_frames", "vae_tiling"))
+#: ``prepare_latents``' ``num_prefix_latent_frames``: a video placed away from frame 0 adds this many latent frames.
+PREFIX_LATENT_FRAMES = 2
+
+
+def _condition_items(components: Mapping[str, Mapping[str, Any]], s: Settings, temporal: int
+                     ) -> list[tuple[int, int, int]]:
+    """Each conditioning item as ``(frames encoded, frame_index, latent frames appended as tokens)``:
+    an image (1 frame) is encoded as is; a video is trimmed to ``min(frames, num_frames − frame_index)`` floored
+    to ``8k + 1`` (``trim_conditioning_sequence``; a video trimmed to one frame then counts as an image); at frame 0 its latent blends into the first latent frames (no
+    tokens), elsewhere an image adds its 1 latent frame and a video its first 2 (``num_prefix_latent_frames``;
+    the rest blends in) as extra tokens (``prepare_latents``, pipeline_ltx_condition.py:716)."""
+    items = []
+    for frames, index in s.conditions or ():
+        if frames > 1:
+            if index >= s.num_frames:
+                raise ResolutionError(f"a conditioning video at frame_index {index} lies past the {s.num_frames} "
+                                      "generated frames: nothing of it is kept")
+            frames = (min(frames, s.num_frames - index) - 1) // temporal * temporal + 1
+        latent = (frames - 1) // temporal + 1
+        extra = 0
+        if index:  # a trimmed video of more than one frame has 8k + 1 ≥ 9 frames: at least 2 latent frames
+            extra = latent if frames == 1 else PREFIX_LATENT_FRAMES
+            p_t = config_value(components, "transformer", "patch_size_t", 1) or 1
+            if extra % p_t:
+                raise ResolutionError(f"{extra} conditioning latent frame(s) do not pack into the transformer's "
+                                      f"patch_size_t {p_t}")
+        items.append((frames, index, extra))
+    return items
+
+
+@register_pipeline(CONDITION, options=("max_sequence_length", "num_frames", "vae_tiling", "conditions"))
 def ltx_condition_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                            index: Mapping[str, Any] | None = None) -> Plan:
-    """``LTXConditionPipeline.__call__`` (pipeline_ltx_condition.py:850) at its defaults: ``conditions``,
-    ``image`` and ``video`` None, so nothing is encoded and no conditioning token is added
-    (``is_conditioning_image_or_video`` False): 512×704, 161 frames, 50 steps (``linear_quadratic_schedule``
-    gives one timestep per step), ``guidance_scale`` 3.0 on a doubled batch, T5 on 256 tokens, one
-    timestep per video (``t.expand(B).unsqueeze(-1)``, flattened), the decode as ``LTXPipeline``
-    (``decode_timestep`` 0.0 into a timestep-conditioned decoder).
+    """``LTXConditionPipeline.__call__`` (pipeline_ltx_condition.py:850): 512×704, 161 frames, 50 steps
+    (``linear_quadratic_schedule`` gives one timestep per step), ``guidance_scale`` 3.0 on a doubled batch, T5
+    on 256 tokens, the decode as ``LTXPipeline`` (``decode_timestep`` 0.0 into a timestep-conditioned decoder).
 
-    Conditioning items (images or videos at a ``frame_index``: their encode, the extra tokens of items
-    away from frame 0, the per-token timesteps) are not modelled: flopcalc has no option to describe them.
-    ``strength`` is refused: in this pipeline it is each item's conditioning strength, and
-    ``denoise_strength`` needs latents passed in (no encode)."""
+    At its defaults (``conditions``, ``image`` and ``video`` None) nothing is encoded and the transformer gets one
+    timestep per video. ``conditions`` (``--condition FRAMES@INDEX``: an image is ``1@INDEX``) lists the
+    conditioning items: each is VAE-encoded once (``self.vae.encode(data)``, one call per item, whatever the
+    batch), items away from frame 0 append their packed latent frames to the token sequence (see
+    :func:`_condition_items`), and the transformer then gets one timestep per token
+    (``torch.min(t, (1 − conditioning_mask) · 1000)``, :1199) over the latent and the appended tokens, which
+    are dropped before decoding. ``strength`` is refused: in this pipeline it is each item's conditioning
+    strength (FLOP-free), and ``denoise_strength`` starts from latents passed in (no encode)."""
     if s.strength is not None:
-        raise OptionError(f"--strength does not apply to {CONDITION}: its strength is a conditioning item's, and "
-                          "conditioning items are not modelled (its denoise_strength starts from latents passed in)")
+        raise OptionError(f"--strength does not apply to {CONDITION}: its strength is a conditioning item's (no "
+                          "effect on the count), and its denoise_strength starts from latents passed in")
     base = ltx_pipeline(components, replace(s, max_sequence_length=s.max_sequence_length or CONDITION_TEXT_LEN),
                         index=index)
-    return replace(base, pipeline=CONDITION, notes=base.notes + (
-        "no conditioning items (the __call__ default): text-to-video, one timestep per video; images or videos "
-        "given as conditions are not modelled",))
+    s = base.settings
+    if not s.conditions:
+        return replace(base, pipeline=CONDITION, notes=base.notes + (
+            "no conditioning items (the __call__ default): text-to-video, one timestep per video",))
+    spatial, temporal = compression(components)
+    items = _condition_items(components, s, temporal)
+    p = config_value(components, "transformer", "patch_size", 1) or 1
+    p_t = config_value(components, "transformer", "patch_size_t", 1) or 1
+    extra = sum(e // p_t for _, _, e in items) * (s.height // spatial // p) * (s.width // spatial // p)
+    runs = list(base.runs)
+    transformer = [i for i, r in enumerate(runs) if r.component == "transformer"]
+    for i in transformer:
+        tokens = packed_tokens(components, s, runs[i].shape.latent_frames) + extra
+        runs[i] = replace(runs[i], shape=replace(runs[i].shape, timestep_tokens=tokens,
+                                                 reference_tokens=extra or None))
+    encodes = []
+    for n, (frames, at, _) in enumerate(items):
+        encodes += image_encode_runs(components, s, 1, f"conditioning {'image' if frames == 1 else 'video'} "
+                                     f"#{n + 1} (frame_index {at})", frames=frames)
+    cut = transformer[0] if transformer else len(runs)
+    runs[cut:cut] = encodes
+    words = ", ".join(f"{frames} frame(s) at {at}" + (f" (+{e} latent frame(s) of tokens)" if e else "")
+                      for frames, at, e in items)
+    notes = base.notes + (f"conditioning items: {words}; each VAE-encoded once; {extra} conditioning token(s) "
+                          "appended to the sequence; one timestep per token",)
+    return Plan(CONDITION, s, base.passes, tuple(runs), notes)
 
 
 UPSAMPLE = "LTXLatentUpsamplePipeline"

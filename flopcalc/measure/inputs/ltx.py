@@ -76,21 +76,24 @@ def latent_grid(s: Mapping[str, int], spatial: int = PIPELINE_SPATIAL, temporal:
 
 
 @input_builder("LTXVideoTransformer3DModel", settings=("height", "width", "num_frames", "text_len"),
-               optional=("per_token_timesteps",))
+               optional=("per_token_timesteps", "extra_tokens"))
 def _ltx_transformer_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict[str, Any]:
     """As ``LTXPipeline`` calls it at batch 1 (with the card's 32×/8× VAE): hidden_states
     (1, N, in_channels), N = (T/p_t)(h/p)(w/p) packed tokens; encoder_hidden_states
     (1, text_len, caption_channels); timestep (1,); encoder_attention_mask (1, text_len);
     num_frames/height/width the token grid (python ints) and rope_interpolation_scale
     (8/25, 32, 32) as the pipeline passes them (constants). ``per_token_timesteps`` 1: timestep (1, N), one
-    per token, as ``LTXImageToVideoPipeline`` passes ``t · (1 − conditioning_mask)``."""
+    per token, as ``LTXImageToVideoPipeline`` passes ``t · (1 − conditioning_mask)``. ``extra_tokens`` E:
+    ``LTXConditionPipeline``'s conditioning tokens appended to the N latent tokens (hidden_states (1, N + E, C),
+    with ``video_coords`` (1, 3, N + E) for the rotary tables, as that pipeline passes them)."""
     frames, rows, cols = latent_grid(s)
     p, pt = _cfg(model, "patch_size"), _cfg(model, "patch_size_t")
     gt, gh, gw = _div(frames, pt, "latent frames"), _div(rows, p, "latent height"), _div(cols, p, "latent width")
-    return {
-        "hidden_states": TensorSpec((1, gt * gh * gw, _cfg(model, "in_channels"))),
+    tokens = gt * gh * gw + s.get("extra_tokens", 0)
+    inputs = {
+        "hidden_states": TensorSpec((1, tokens, _cfg(model, "in_channels"))),
         "encoder_hidden_states": TensorSpec((1, s["text_len"], _cfg(model, "caption_channels"))),
-        "timestep": TensorSpec((1, gt * gh * gw) if s.get("per_token_timesteps") else (1,)),
+        "timestep": TensorSpec((1, tokens) if s.get("per_token_timesteps") else (1,)),
         "encoder_attention_mask": TensorSpec((1, s["text_len"])),
         "num_frames": _ConstantSpec(_ConstInt(gt, "python int: token-grid frames (a wrapper constant)")),
         "height": _ConstantSpec(_ConstInt(gh, "python int: token-grid rows (a wrapper constant)")),
@@ -99,6 +102,9 @@ def _ltx_transformer_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -
             (PIPELINE_TEMPORAL / FRAME_RATE, PIPELINE_SPATIAL, PIPELINE_SPATIAL),
             "python tuple (8/25, 32, 32): rope_interpolation_scale as LTXPipeline passes it (a wrapper constant)")),
     }
+    if s.get("extra_tokens"):
+        inputs["video_coords"] = TensorSpec((1, 3, tokens))
+    return inputs
 
 
 @input_builder("AutoencoderKLLTXVideo", settings=("height", "width", "num_frames"), calls=("decode", "encode"))
