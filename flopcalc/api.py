@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from flopcalc.cost import CONVENTIONS, Cost, Node
 from flopcalc.errors import ConfigError, FlopcalcError, UnknownArchitectureError, UnplannedPipelineError

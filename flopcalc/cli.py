@@ -44,12 +44,21 @@ def _add_branch_options(p: argparse.ArgumentParser) -> None:
 def add_family_options(p: argparse.ArgumentParser) -> None:
     """One flag per option a pipeline family declares (:mod:`flopcalc.options`, read from the discovery index:
     no family module is imported)."""
-    from flopcalc.options import NAMES, SCALE, known
+    from flopcalc.options import NAMES, PAIRS, SCALE, known, pair
+
+    def pair_argument(text: str) -> tuple[int, int]:
+        try:
+            return pair(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
 
     group = p.add_argument_group("options of particular pipelines (any other pipeline refuses them)")
     for name, spec in sorted(known().items()):
         if spec.kind == NAMES:
-            group.add_argument(spec.flag, dest=name, nargs="+", metavar="NAME", help=spec.help)
+            group.add_argument(spec.flag, dest=name, nargs="+", metavar=spec.metavar or "NAME", help=spec.help)
+        elif spec.kind == PAIRS:
+            group.add_argument(spec.flag, dest=name, action="append", type=pair_argument,
+                               metavar=spec.metavar or "COUNT@INDEX", help=spec.help)
         else:
             group.add_argument(spec.flag, dest=name, type=float if spec.kind == SCALE else int, help=spec.help)
 

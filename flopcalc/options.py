@@ -33,7 +33,8 @@ COUNT = "count"  # an integer > 0
 INDEX = "index"  # an integer >= 0
 SCALE = "scale"  # a finite number >= 0
 NAMES = "names"  # one or more identifiers (letters, digits, ``_``, ``.``)
-KINDS = (COUNT, INDEX, SCALE, NAMES)
+PAIRS = "pairs"  # one or more integer pairs (count ≥ 1, index ≥ 0), written COUNT@INDEX, the flag repeated
+KINDS = (COUNT, INDEX, SCALE, NAMES, PAIRS)
 _NAME = re.compile(r"[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*")
 MAX_NAMES, MAX_NAME_LENGTH = 64, 100
 
@@ -50,17 +51,19 @@ class PipelineOption:
     refusal: str
     bound: tuple[int, str] | None = None
     module: str = ""
+    cli_flag: str = ""  # the flag when it is not the name's (``--condition`` for ``conditions``, repeated)
+    metavar: str = ""
 
     @property
     def flag(self) -> str:
-        return "--" + self.name.replace("_", "-")
+        return self.cli_flag or "--" + self.name.replace("_", "-")
 
 
 _DECLARED: dict[str, PipelineOption] = {}
 
 
-def pipeline_option(name: str, *, kind: str, help: str, refusal: str,
-                    bound: tuple[int, str] | None = None) -> PipelineOption:
+def pipeline_option(name: str, *, kind: str, help: str, refusal: str, bound: tuple[int, str] | None = None,
+                    flag: str = "", metavar: str = "") -> PipelineOption:
     """Declare a family's option (once, in the family's pipeline module, before the plans naming it)."""
     import inspect
 
@@ -71,7 +74,7 @@ def pipeline_option(name: str, *, kind: str, help: str, refusal: str,
     if name in _DECLARED or name in OPTIONAL or name in Settings.__dataclass_fields__ or not name.isidentifier():
         raise RuntimeError(f"option {name!r} declared twice, or the name of a common option")
     caller = inspect.getmodule(inspect.stack()[1].frame)
-    option = PipelineOption(name, kind, help, refusal, bound, caller.__name__ if caller else "")
+    option = PipelineOption(name, kind, help, refusal, bound, caller.__name__ if caller else "", flag, metavar)
     _DECLARED[name] = option
     return option
 
@@ -112,6 +115,8 @@ def check(name: str, value: Any) -> Any:
         return None
     if spec.kind == NAMES:
         return simple_names(value, spec.flag)
+    if spec.kind == PAIRS:
+        return _pairs(spec, value)
     if spec.kind == SCALE:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
             raise OptionError(f"{name} must be a finite number >= 0, got {value!r}")
@@ -135,6 +140,33 @@ def simple_names(value: object, what: str) -> tuple[str, ...]:
             raise OptionError(f"{what}: {name!r} is not a simple id (dotted names of letters, digits and '_', such "
                               "as 'mid', 'down_blocks.2', 'blocks.14'); flopcalc takes no regular expressions")
     return tuple(ids)
+
+
+def _pairs(spec: PipelineOption, value: Any) -> tuple[tuple[int, int], ...]:
+    """1 to :data:`MAX_NAMES` pairs ``(count ≥ 1, index ≥ 0)`` of integers, each within the option's bound."""
+    from flopcalc.limits import allow_large, bounded
+
+    items = tuple(tuple(item) if isinstance(item, (list, tuple)) else item for item in value) \
+        if isinstance(value, (list, tuple)) else None
+    if not items or len(items) > MAX_NAMES:
+        raise OptionError(f"{spec.name} must be 1 to {MAX_NAMES} ({spec.metavar or 'COUNT@INDEX'}) pairs, got {value!r}")
+    for item in items:
+        if not (len(item) == 2 and all(isinstance(v, int) and not isinstance(v, bool) for v in item)
+                and item[0] >= 1 and item[1] >= 0):
+            raise OptionError(f"{spec.flag} is {spec.metavar or 'COUNT@INDEX'} with a count >= 1 and an index >= 0, "
+                              f"got {item!r}")
+        if spec.bound is not None:
+            for v in item:
+                bounded(spec.flag, v, spec.bound, large=allow_large())
+    return items
+
+
+def pair(text: str) -> tuple[int, int]:
+    """``COUNT@INDEX`` as two integers (the command line's form of a :data:`PAIRS` item)."""
+    count, sep, index = text.partition("@")
+    if not sep or not all(part.isascii() and part.isdigit() and len(part) <= 9 for part in (count, index)):
+        raise ValueError(f"expected COUNT@INDEX such as 1@0, got {text!r}")
+    return int(count), int(index)
 
 
 def checked(values: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:

@@ -177,3 +177,15 @@ def test_random_llama_configs(rng, tmp_path):
         n = rng.randint(1, 64)  # the Llama prompt: max_sequence_length + the template's crop_start tokens
         _check(_write(tmp_path, f"llama{i}", cfg), "text_encoder", Settings(max_sequence_length=n),
                {"seq_len": n + CROP_START})
+
+
+def test_skyreels_image_encode_as_planned_at_random_size(rng):
+    """HunyuanSkyreelsImageToVideoPipeline: the image as a one-frame video through the framewise encoder."""
+    h, w = _size(rng, 16, 64, 400), _size(rng, 16, 64, 400)
+    cfg = json.loads((CARD / "vae" / "config.json").read_text())
+    report = estimate_configs({"_class_name": "HunyuanSkyreelsImageToVideoPipeline"}, {"vae": cfg},
+                              Settings(height=h, width=w, num_frames=rng.choice([9, 97])), convention="torch")
+    comp = report.component("vae", "encode")
+    assert comp.shape["frames"] == 1
+    fx = measure.measure_component(CARD / "vae", settings={"height": h, "width": w, "num_frames": 1}, call="encode")
+    assert_matches_measurement(comp, fx, f"seed {SEED}, skyreels image encode {h}x{w}")

@@ -197,3 +197,22 @@ def test_random_umt5_configs(rng, tmp_path):
         seq = rng.randint(1, 64)
         _check(_write(tmp_path, f"umt5{i}", cfg), "text_encoder", Settings(max_sequence_length=seq),
                {"seq_len": seq}, index=None)
+
+
+def test_random_wan_vace_transformer_configs(rng, tmp_path):
+    """WanVACETransformer3DModel (WanVACEPipeline): the Wan transformer and its VACE blocks on the control latent."""
+    from live_support import check_plan, write_config
+
+    for i in range(3):
+        heads, layers = rng.randint(1, 2), rng.randint(1, 4)
+        cfg = {"_class_name": "WanVACETransformer3DModel", "num_attention_heads": heads, "attention_head_dim": 16,
+               "in_channels": rng.choice([4, 16]), "out_channels": rng.choice([4, 16]), "text_dim": rng.choice([8, 32]),
+               "freq_dim": 16, "ffn_dim": rng.choice([32, 48]), "num_layers": layers,
+               "cross_attn_norm": rng.random() < 0.5, "patch_size": [1, 2, 2],
+               "vace_layers": sorted({0, *rng.sample(range(layers), rng.randint(0, layers - 1))}),
+               "vace_in_channels": rng.choice([8, 96])}
+        h, w, f = 16 * rng.randint(1, 6), 16 * rng.randint(1, 6), 4 * rng.randint(0, 4) + 1
+        check_plan(write_config(tmp_path, f"vace{i}", cfg), "transformer",
+                   Settings(height=h, width=w, num_frames=f, max_sequence_length=16),
+                   {"height": h, "width": w, "num_frames": f, "text_len": 16},
+                   index={"_class_name": "WanVACEPipeline"})

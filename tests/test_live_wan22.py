@@ -135,3 +135,13 @@ def test_random_image_conditioned_transformers(rng, tmp_path):
         fx = measure.measure_component(folder, settings={"height": h, "width": w, "num_frames": f, "text_len": tokens,
                                                          "image_tokens": n_image})
         assert_matches_measurement(comp, fx, f"seed {SEED}, {cfg}, {image}, {h}x{w}x{f}, L={tokens}")
+
+
+def test_lucy_edit_transformer_at_random_size_and_frames(rng, tmp_path):
+    """LucyEditPipeline: the TI2V transformer with 96 input channels (noise + the edited video's latent) and one
+    timestep per token, alone under the pipeline (the 8× fallback without a VAE)."""
+    cfg = {**json.loads((TI2V / "transformer/config.json").read_text()), "in_channels": 96, "num_layers": 2}
+    h, w, f = random_size(rng, 16, 64, 384), random_size(rng, 16, 64, 384), _frames(rng, 6)
+    check_plan(write_config(tmp_path, "lucy", cfg), "transformer", Settings(height=h, width=w, num_frames=f),
+               {"height": h, "width": w, "num_frames": f, "text_len": 512, "expand_timesteps": 1},
+               index={**INDEX_TI2V, "_class_name": "LucyEditPipeline"}, thop=False)

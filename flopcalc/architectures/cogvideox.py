@@ -120,7 +120,8 @@ def cogvideox_transformer(config: Config, shape: RunShape) -> Node:
                           "are refused by CogVideoXTransformer3DModel")
     affine = bool(config["norm_elementwise_affine"])
     h, w, t = shape.latent_height, shape.latent_width, shape.text_len
-    frames = _ONE_FRAME if shape.latent_frames is None else shape.latent_frames
+    # no frame count (parameter counts): one patch in time (patch_size_t frames for CogVideoX 1.5)
+    frames = (patch_t or _ONE_FRAME) if shape.latent_frames is None else shape.latent_frames
     grid_h, grid_w = ops.exact_div(h, patch), ops.exact_div(w, patch)
     n = (frames if patch_t is None else ops.exact_div(frames, patch_t)) * grid_h * grid_w
 

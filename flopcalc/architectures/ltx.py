@@ -7,14 +7,17 @@ LTX-Video release: N = T·h·w), and ``L`` T5 tokens of ``caption_channels`` fea
 
 * ``proj_in`` (in_channels → d) on the N tokens;
 * ``time_embed`` (``AdaLayerNormSingle``): ``emb.timestep_embedder`` (256 → d → d) and ``linear``
-  (SiLU, d → 6d) on one timestep per video;
+  (SiLU, d → 6d) on one timestep per video, or on ``S`` = ``RunShape.timestep_tokens`` (one per token:
+  ``LTXImageToVideoPipeline``'s ``t · (1 − conditioning_mask)``);
 * ``caption_projection`` (``PixArtAlphaTextProjection``: caption_channels → d, tanh-GELU, d → d) on
   the L text tokens;
 * ``rope`` (``LTXVideoRotaryPosEmbed``): cos/sin tables from the token grid, no counted work;
+* ``LTXConditionPipeline`` appends the packed latents of conditioning items placed away from frame 0
+  (``RunShape.reference_tokens``): every token-wise layer runs on ``N`` + those tokens;
 * ``num_layers`` blocks; ``norm_out`` (``nn.LayerNorm`` without affine; thop: 2 ops per element),
   modulated by ``scale_shift_table`` (2·d), and ``proj_out`` (d → out_channels) on the N tokens.
 
-.. math:: \\mathrm{MACs} = N (C_i d + d C_o) + 256 d + 7 d^2 + L (C_c d + d^2) + \\text{layers}\\cdot\\text{block}
+.. math:: \\mathrm{MACs} = N (C_i d + d C_o) + S (256 d + 7 d^2) + L (C_c d + d^2) + \\text{layers}\\cdot\\text{block}
 """
 
 from __future__ import annotations
@@ -83,16 +86,20 @@ def ltx_video_transformer(config: Config, shape: RunShape) -> Node:
     if config["activation_fn"] not in ACTIVATIONS:
         raise ConfigError(f"{config.component}/config.json: activation_fn {config['activation_fn']!r} is not one "
                           f"diffusers' FeedForward builds ({', '.join(ACTIVATIONS)})")
-    n, t = video_tokens(config, shape), shape.text_len
+    # conditioning tokens LTXConditionPipeline appends to the sequence (items away from frame 0), as packed
+    n, t = video_tokens(config, shape) + (shape.reference_tokens or 0), shape.text_len
     block = ltx_video_block(
         dim=dim, heads=heads, head_dim=head_dim, tokens=n, text_tokens=t,
         cross_attention_dim=positive_int(config, "cross_attention_dim"), activation=config["activation_fn"],
         attention_bias=bool(config["attention_bias"]), attention_out_bias=bool(config["attention_out_bias"]),
         norm_affine=bool(config["norm_elementwise_affine"]),
     )
+    # one timestep per video, or one per token (``RunShape.timestep_tokens``: the image-to-video and
+    # condition pipelines pass ``(batch, N)`` timesteps; forward flattens them, transformer_ltx.py:553)
+    steps = 1 if shape.timestep_tokens is None else shape.timestep_tokens
     time_embed = Node("time_embed", children=(
-        Node("emb", children=(mlp_embedder("timestep_embedder", TIMESTEP_CHANNELS, dim),)),
-        Node("linear", ops.activation(dim) + ops.linear(1, dim, 6 * dim)),
+        Node("emb", children=(mlp_embedder("timestep_embedder", TIMESTEP_CHANNELS, dim, tokens=steps),)),
+        Node("linear", ops.activation(steps * dim) + ops.linear(steps, dim, 6 * dim)),
     ), formula="ada_layer_norm_single")
     return Node(
         "transformer",

@@ -112,6 +112,17 @@ declare_keys("WanTransformer3DModel", {
 })
 
 
+def latent_tokens(config: Config, shape: RunShape) -> Any:
+    """``N = (T/p_t)(h/p_h)(w/p_w)``: the tokens ``patch_embedding`` makes of the latent (each side floored)."""
+    pt, ph, pw = patch_size(config)
+    frames = 1 if shape.latent_frames is None else shape.latent_frames
+    grid = (floor_div(frames, pt), floor_div(shape.latent_height, ph), floor_div(shape.latent_width, pw))
+    if any(isinstance(g, int) and g == 0 for g in grid):
+        raise ResolutionError(f"{config.component}: a latent of {frames}×{shape.latent_height}×{shape.latent_width} "
+                              f"(frames × height × width) is smaller than one {pt}×{ph}×{pw} patch")
+    return grid[0] * grid[1] * grid[2]
+
+
 @register("WanTransformer3DModel", role="denoiser", defaults=DEFAULTS, source=SOURCE)
 def wan_transformer(config: Config, shape: RunShape) -> Node:
     _refuse_first_last_frame(config)
@@ -121,12 +132,7 @@ def wan_transformer(config: Config, shape: RunShape) -> Node:
     in_channels = positive_int(config, "in_channels")
     out_channels = config["out_channels"] or in_channels
     pt, ph, pw = patch_size(config)
-    frames = 1 if shape.latent_frames is None else shape.latent_frames
-    grid = (floor_div(frames, pt), floor_div(shape.latent_height, ph), floor_div(shape.latent_width, pw))
-    if any(isinstance(g, int) and g == 0 for g in grid):
-        raise ResolutionError(f"{config.component}: a latent of {frames}×{shape.latent_height}×{shape.latent_width} "
-                              f"(frames × height × width) is smaller than one {pt}×{ph}×{pw} patch")
-    n = grid[0] * grid[1] * grid[2]
+    n = latent_tokens(config, shape)
     text = shape.text_len
     image_dim, added_kv = config["image_dim"], config["added_kv_proj_dim"]
     images = shape.image_tokens if image_dim is not None and shape.image_tokens is not None else 0
@@ -168,12 +174,15 @@ gradient_graph(
 )
 
 
-loading_rules(
-    "WanTransformer3DModel",
-    # transformer_wan.py:549: _keep_in_fp32_modules, applied for every dtype (model_loading_utils.py:238)
-    keep_in_fp32=("rope", "time_embedder", "scale_shift_table", "norm1", "norm2", "norm3"),
-    # transformer_wan.py:392-393: WanRotaryPosEmbed's float32 cos/sin tables, max_seq_len (1024) × head_dim each
-    buffers=lambda c: tuple(Buffer(f"rope.freqs_{f}", 1024 * positive_int(c, "attention_head_dim"), "float32")
-                            for f in ("cos", "sin")),
-    source="diffusers/models/transformers/transformer_wan.py:392, 549",
-)
+#: transformer_wan.py:549: ``_keep_in_fp32_modules``, applied for every dtype (model_loading_utils.py:238).
+KEEP_IN_FP32 = ("rope", "time_embedder", "scale_shift_table", "norm1", "norm2", "norm3")
+
+
+def rotary_buffers(config: Config) -> tuple[Buffer, ...]:
+    """transformer_wan.py:392-393: ``WanRotaryPosEmbed``'s float32 cos/sin tables, max_seq_len (1024) × head_dim each."""
+    return tuple(Buffer(f"rope.freqs_{f}", 1024 * positive_int(config, "attention_head_dim"), "float32")
+                 for f in ("cos", "sin"))
+
+
+loading_rules("WanTransformer3DModel", keep_in_fp32=KEEP_IN_FP32, buffers=rotary_buffers,
+              source="diffusers/models/transformers/transformer_wan.py:392, 549")

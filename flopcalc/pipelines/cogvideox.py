@@ -29,7 +29,7 @@ What one generation runs, at the pipeline's defaults:
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
 from flopcalc.architectures import autoencoder_kl_cogvideox as cog_vae
@@ -63,6 +63,32 @@ DEFAULT_TEXT_LEN = 226
 DEFAULT_TEMPORAL_FACTOR = 4
 
 
+@dataclass(frozen=True)
+class Variant:
+    """What sets one CogVideoX pipeline's ``__call__`` apart from the text-to-video one.
+
+    ``channel_inputs``: how many VAE latents the transformer's ``in_channels`` holds (1; 2 where the
+    pipeline concatenates a conditioning latent on channels: ``in_channels // 2`` noise channels);
+    ``conditioning``: what that latent (or, with ``strength``, the initial latent) is VAE-encoded from
+    (``None``, ``"image"``: one frame per video, ``"video"``, ``"control video"``: ``num_frames`` frames
+    per video); ``num_frames``: the ``__call__`` default (``None``: ``transformer.sample_frames``);
+    ``passes_ofs``: the ``ofs`` tensor the transformer's ``ofs_embedding`` needs; ``pads_frames``: latent
+    frames padded up to a multiple of ``patch_size_t`` (else refused, as ``ValueError``);
+    ``default_strength``: the ``strength`` default (video-to-video)."""
+
+    name: str
+    channel_inputs: int = 1
+    conditioning: str | None = None
+    num_frames: int | None = None
+    passes_ofs: bool = False
+    pads_frames: bool = True
+    default_strength: float | None = None
+
+
+#: ``CogVideoXPipeline`` (pipeline_cogvideox.py:507): a ``strength`` plans a video-to-video style encode.
+TEXT_TO_VIDEO = Variant("CogVideoXPipeline")
+
+
 def _transformer(components: Mapping[str, Mapping[str, Any]], key: str) -> Any:
     """The transformer's ``key`` (its class default when left out); the class default without a transformer."""
     return config_value(components, "transformer", key, TRANSFORMER_DEFAULTS[key])
@@ -91,23 +117,27 @@ def check_frames(num_frames: int, temporal: int) -> None:
 
 
 def _check_transformer(components: Mapping[str, Mapping[str, Any]], latent_h: int, latent_w: int,
-                       text_len: int) -> None:
-    """What the transformer cannot run under this pipeline: the image-to-video variants (``ofs``
-    embeddings, or input channels beyond the VAE's latent), another text length than its
-    positional table covers, a learned table away from its sample size."""
+                       text_len: int, variant: Variant = None) -> None:
+    """What the transformer cannot run under this pipeline: an ``ofs`` embedding where the pipeline passes
+    no ``ofs`` (only the image-to-video pipeline does), input channels other than the pipeline concatenates
+    (the VAE's latent, ``channel_inputs`` times), another text length than its positional table covers, a
+    learned table away from its sample size."""
+    variant = variant or TEXT_TO_VIDEO
     cfg = components.get("transformer")
     if cfg is None:
         return
-    if cfg.get("ofs_embed_dim"):
-        raise FlopcalcError("transformer: ofs_embed_dim is set: an image-to-video transformer (CogVideoX 1.5 I2V), "
-                            "which CogVideoXPipeline cannot run (it passes no ofs); CogVideoXImageToVideoPipeline "
-                            "is not supported")
+    if cfg.get("ofs_embed_dim") and not variant.passes_ofs:
+        raise FlopcalcError(f"transformer: ofs_embed_dim is set: an image-to-video transformer (CogVideoX 1.5 I2V), "
+                            f"which {variant.name} cannot run (it passes no ofs): use CogVideoXImageToVideoPipeline")
     vae = components.get("vae")
     latent = config_value(components, "vae", "latent_channels", None)
-    if vae is not None and _transformer(components, "in_channels") != latent:
-        raise FlopcalcError(f"transformer: in_channels {_transformer(components, 'in_channels')} ≠ the VAE's "
-                            f"{latent} latent channels: an image-to-video transformer, which CogVideoXPipeline "
-                            "cannot run")
+    inputs = _transformer(components, "in_channels")
+    if vae is not None and inputs != variant.channel_inputs * latent:
+        what = "the latent" if variant.channel_inputs == 1 else f"the latent and its {variant.conditioning} latent"
+        raise FlopcalcError(f"transformer: in_channels {inputs} ≠ {variant.channel_inputs} × the VAE's {latent} latent "
+                            f"channels ({what}, concatenated on channels by {variant.name}): "
+                            + ("an image-to-video or control transformer, which it cannot run"
+                               if inputs > latent else "it cannot run this transformer"))
     if uses_positional_table(cfg) and _transformer(components, "patch_size_t") not in (None, 1):
         raise FlopcalcError("transformer: patch_size_t with a positional table (sincos or learned) cannot run: the "
                             "table covers every latent frame, the tokens only every patch_size_t-th")
@@ -116,7 +146,7 @@ def _check_transformer(components: Mapping[str, Mapping[str, Any]], latent_h: in
         if text_len != limit:
             raise FlopcalcError(
                 f"transformer: its positional table covers max_text_seq_length={limit} text positions, so "
-                f"CogVideoXPipeline fails for max_sequence_length {text_len}: use {limit}")
+                f"{variant.name} fails for max_sequence_length {text_len}: use {limit}")
     if _transformer(components, "use_learned_positional_embeddings"):
         size = (_transformer(components, "sample_height"), _transformer(components, "sample_width"))
         if (latent_h, latent_w) != size:
@@ -128,10 +158,30 @@ def _tiling_text(grid: Mapping[tuple[int, int], int], unit: str) -> str:
     return ", ".join(f"{n}× {h}×{w}" for (h, w), n in sorted(grid.items(), reverse=True)) + f" {unit}"
 
 
+def encode_runs(components: Mapping[str, Mapping[str, Any]], s: Settings, frames: Any, inputs: int,
+                what: str) -> tuple[list[ComponentRun], str]:
+    """``vae.encode`` of ``inputs`` ``frames``-frame videos at the run's size, one call each (the pipelines
+    encode ``[self.vae.encode(x.unsqueeze(0)) for x in batch]``), tiled alike when ``vae_tiling``; and the
+    note's words on it."""
+    vae = components.get("vae")
+    if vae is None:
+        return [], ""
+    cls = component_class(components, "vae") or "?"
+    encode = cog_vae.encode_split(vae, s.height, s.width, bool(s.vae_tiling))
+    runs = tile_runs("vae", cls, "encode", "vae_encoder", encode, inputs,
+                     lambda th, tw: RunShape(height=th, width=tw, frames=frames),
+                     lambda n, th, tw: f"{inputs} {what}" if encode.is_whole
+                     else f"{n} tile(s) of {th}×{tw} px × {inputs} {what}")
+    how = f"encode ({what}): " + (f"frame batches of {SAMPLE_FRAMES_BATCH}" if frames != 1 else "one frame each")
+    if not encode.is_whole:
+        how += f", {sum(encode.tiles().values())} tiles ({_tiling_text(encode.tiles(), 'px')})"
+    return runs, how
+
+
 def _vae_runs(components: Mapping[str, Mapping[str, Any]], s: Settings, f: int, frames: int) -> tuple[list, str]:
-    """The decode (and, with ``strength``, encode) runs, and the note saying how the VAE runs:
-    untiled one call per video; tiled one run per tile shape, every overlapping tile decoded (encoded)
-    in full through the frame-batched call (``tiled_decode`` / ``tiled_encode``)."""
+    """The decode runs, and the note saying how the VAE runs: untiled one call per video; tiled one run
+    per tile shape, every overlapping tile decoded in full through the frame-batched call
+    (``tiled_decode``)."""
     vae = components.get("vae")
     if vae is None:
         return [], ""
@@ -160,40 +210,47 @@ def _vae_runs(components: Mapping[str, Mapping[str, Any]], s: Settings, f: int, 
     else:
         how += (f"tiled (vae.enable_tiling(), not the pipeline's default): {sum(grid.values())} overlapping tiles "
                 f"({_tiling_text(grid, 'latent')}), each decoded in full")
-    if s.strength is not None:
-        encode = cog_vae.encode_split(vae, s.height, s.width, tiled)
-        pixels = encode.tiles()
-        runs[:0] = tile_runs("vae", cls, "encode", "vae_encoder", encode, s.batch_size,
-                             lambda th, tw: RunShape(height=th, width=tw, frames=s.num_frames),
-                             lambda n, th, tw: f"{s.batch_size} input video(s)" if encode.is_whole
-                             else f"{n} tile(s) of {th}×{tw} px × {s.batch_size} input video(s)")
-        how += f"; encode: frame batches of {SAMPLE_FRAMES_BATCH}"
-        if not encode.is_whole:
-            how += f", {sum(pixels.values())} tiles ({_tiling_text(pixels, 'px')})"
     return runs, how
 
 
-@register_pipeline("CogVideoXPipeline", denoisers=("CogVideoXTransformer3DModel",),
-                   options=("max_sequence_length", "num_frames", "vae_tiling"))
-def cogvideox_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
-                       index: Mapping[str, Any] | None = None) -> Plan:
-    """``CogVideoXPipeline.__call__``: see the module docstring."""
+def _padded_frames(components: Mapping[str, Mapping[str, Any]], frames: Any, variant: Variant,
+                   notes: list[str]) -> Any:
+    """The latent frames the transformer sees: CogVideoX 1.5 (``patch_size_t``) pads them up to a multiple
+    of ``patch_size_t`` (text- and image-to-video: ``additional_frames``, dropped before decoding) or
+    refuses them (video-to-video, Fun-Control)."""
+    p_t = _transformer(components, "patch_size_t")
+    if not p_t or not frames % p_t:
+        return frames
+    if not variant.pads_frames:
+        raise ResolutionError(f"{variant.name}: {frames} latent frames are not divisible by the transformer's "
+                              f"patch_size_t {p_t} (the pipeline raises ValueError): give a num_frames whose "
+                              f"(num_frames − 1) / 4 + 1 divides by {p_t}")
+    padded = frames + (p_t - frames % p_t)
+    notes.append(f"transformer: {frames} latent frames padded to {int(padded)} (a multiple of patch_size_t "
+                 f"{p_t}); the padding is dropped before decoding")
+    return padded
+
+
+def cogvideox_plan(components: Mapping[str, Mapping[str, Any]], s: Settings, variant: Variant) -> Plan:
+    """The plan every CogVideoX pipeline shares (see the module docstring), with ``variant``'s defaults,
+    channel concatenation, ``ofs`` and frame padding, and its conditioning encode."""
     f = vae_scale_factor(components)
     temporal = temporal_factor(components)
     notes = list(missing_notes(components, ["text_encoder", "transformer", "vae"]))
     if s.num_images_per_prompt != 1:
-        notes.append(f"num_videos_per_prompt {s.num_images_per_prompt} is ignored: CogVideoXPipeline.__call__ "
+        notes.append(f"num_videos_per_prompt {s.num_images_per_prompt} is ignored: {variant.name}.__call__ "
                      "sets it to 1")
     s = replace(
         s,
         height=s.height or _transformer(components, "sample_height") * f,
         width=s.width or _transformer(components, "sample_width") * f,
-        num_frames=s.num_frames or _transformer(components, "sample_frames"),
+        num_frames=s.num_frames or variant.num_frames or _transformer(components, "sample_frames"),
         steps=s.steps or DEFAULT_STEPS,
         guidance_scale=DEFAULT_GUIDANCE if s.guidance_scale is None else s.guidance_scale,
         max_sequence_length=s.max_sequence_length or DEFAULT_TEXT_LEN,
         num_images_per_prompt=1,
         vae_tiling=bool(s.vae_tiling),
+        strength=variant.default_strength if s.strength is None else s.strength,
     )
     patch = _transformer(components, "patch_size") if "transformer" in components else 1
     check_divisible(s.height, s.width, f * patch,
@@ -203,21 +260,41 @@ def cogvideox_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
     text_len = s.max_sequence_length
     if "transformer" in components and uses_positional_table(components["transformer"]):
         text_len = int(text_len)  # fixed by the positional table: no free text length in a law
-    _check_transformer(components, s.height // f, s.width // f, text_len)
-    padded = frames
-    p_t = _transformer(components, "patch_size_t")
-    if p_t and frames % p_t:
-        padded = frames + (p_t - frames % p_t)
-        notes.append(f"transformer: {frames} latent frames padded to {int(padded)} (a multiple of patch_size_t "
-                     f"{p_t}); the padding is dropped before decoding")
+    _check_transformer(components, s.height // f, s.width // f, text_len, variant)
+    if s.symbolic and "transformer" in components and _transformer(components, "use_learned_positional_embeddings"):
+        raise FlopcalcError("transformer: its learned positional table runs only at its sample size "
+                            f"({_transformer(components, 'sample_height') * f}×"
+                            f"{_transformer(components, 'sample_width') * f}), so there is no closed-form law in H "
+                            "and W: use the numeric estimate")
+    padded = _padded_frames(components, frames, variant, notes)
     cfg = s.guidance_scale > 1
     passes = cfg_passes(s, cfg)
     runs = text_runs(components, [("text_encoder", text_len)], s.batch_size * passes,
                      f"{s.batch_size} prompt(s)" + (" + negative" if cfg else ""))
+    conditioning = variant.conditioning or ("video" if s.strength is not None else None)
+    if conditioning is not None:
+        frames_in = 1 if conditioning == "image" else s.num_frames
+        encodes, encoded = encode_runs(components, s, frames_in, s.batch_size, f"input {conditioning}(s)")
+        runs += encodes
     runs += denoiser_run(components, "transformer", s, f, text_len, passes, latent_frames=padded,
                          kept_steps=denoising_steps_floored)  # CogVideoXVideoToVideoPipeline.get_timesteps
     vae_runs, how = _vae_runs(components, s, f, frames)
     runs += vae_runs
     if how:
-        notes.append(how)
-    return Plan("CogVideoXPipeline", s, passes, tuple(runs), tuple(notes))
+        notes.append(how + (f"; {encoded}" if conditioning is not None and encoded else ""))
+    return Plan(variant.name, s, passes, tuple(runs), tuple(notes))
+
+
+def _text_to_video_transformer(cfg: Mapping[str, Any]) -> bool:
+    """A bare transformer config runs under ``CogVideoXPipeline`` unless it takes a conditioning latent on
+    channels (``in_channels`` ≠ ``out_channels``) or an ``ofs``: then under the image-to-video pipeline."""
+    get = lambda key: cfg.get(key, TRANSFORMER_DEFAULTS[key])  # noqa: E731
+    return get("in_channels") == get("out_channels") and not get("ofs_embed_dim")
+
+
+@register_pipeline("CogVideoXPipeline", denoisers=("CogVideoXTransformer3DModel",), when=_text_to_video_transformer,
+                   options=("max_sequence_length", "num_frames", "vae_tiling"))
+def cogvideox_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
+                       index: Mapping[str, Any] | None = None) -> Plan:
+    """``CogVideoXPipeline.__call__`` (pipeline_cogvideox.py:507): see the module docstring."""
+    return cogvideox_plan(components, s, TEXT_TO_VIDEO)

@@ -17,10 +17,11 @@ the float triple ``rope_interpolation_scale`` are passed as wrapper constants (n
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Self
 
 import torch
-from flopcalc.measure.harness import TensorSpec, _cfg, _exact_div as _div, input_builder
+from flopcalc.measure.harness import TensorSpec, _cfg, _exact_div as _div, input_builder, model_builder
 from torch import nn
 
 #: ``LTXPipeline.__call__``'s default ``frame_rate`` (only scales the rotary grid).
@@ -74,20 +75,25 @@ def latent_grid(s: Mapping[str, int], spatial: int = PIPELINE_SPATIAL, temporal:
             _div(s["width"], spatial, "width"))
 
 
-@input_builder("LTXVideoTransformer3DModel", settings=("height", "width", "num_frames", "text_len"))
+@input_builder("LTXVideoTransformer3DModel", settings=("height", "width", "num_frames", "text_len"),
+               optional=("per_token_timesteps", "extra_tokens"))
 def _ltx_transformer_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict[str, Any]:
     """As ``LTXPipeline`` calls it at batch 1 (with the card's 32×/8× VAE): hidden_states
     (1, N, in_channels), N = (T/p_t)(h/p)(w/p) packed tokens; encoder_hidden_states
     (1, text_len, caption_channels); timestep (1,); encoder_attention_mask (1, text_len);
     num_frames/height/width the token grid (python ints) and rope_interpolation_scale
-    (8/25, 32, 32) as the pipeline passes them (constants)."""
+    (8/25, 32, 32) as the pipeline passes them (constants). ``per_token_timesteps`` 1: timestep (1, N), one
+    per token, as ``LTXImageToVideoPipeline`` passes ``t · (1 − conditioning_mask)``. ``extra_tokens`` E:
+    ``LTXConditionPipeline``'s conditioning tokens appended to the N latent tokens (hidden_states (1, N + E, C),
+    with ``video_coords`` (1, 3, N + E) for the rotary tables, as that pipeline passes them)."""
     frames, rows, cols = latent_grid(s)
     p, pt = _cfg(model, "patch_size"), _cfg(model, "patch_size_t")
     gt, gh, gw = _div(frames, pt, "latent frames"), _div(rows, p, "latent height"), _div(cols, p, "latent width")
-    return {
-        "hidden_states": TensorSpec((1, gt * gh * gw, _cfg(model, "in_channels"))),
+    tokens = gt * gh * gw + s.get("extra_tokens", 0)
+    inputs = {
+        "hidden_states": TensorSpec((1, tokens, _cfg(model, "in_channels"))),
         "encoder_hidden_states": TensorSpec((1, s["text_len"], _cfg(model, "caption_channels"))),
-        "timestep": TensorSpec((1,)),
+        "timestep": TensorSpec((1, tokens) if s.get("per_token_timesteps") else (1,)),
         "encoder_attention_mask": TensorSpec((1, s["text_len"])),
         "num_frames": _ConstantSpec(_ConstInt(gt, "python int: token-grid frames (a wrapper constant)")),
         "height": _ConstantSpec(_ConstInt(gh, "python int: token-grid rows (a wrapper constant)")),
@@ -96,6 +102,9 @@ def _ltx_transformer_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -
             (PIPELINE_TEMPORAL / FRAME_RATE, PIPELINE_SPATIAL, PIPELINE_SPATIAL),
             "python tuple (8/25, 32, 32): rope_interpolation_scale as LTXPipeline passes it (a wrapper constant)")),
     }
+    if s.get("extra_tokens"):
+        inputs["video_coords"] = TensorSpec((1, 3, tokens))
+    return inputs
 
 
 @input_builder("AutoencoderKLLTXVideo", settings=("height", "width", "num_frames"), calls=("decode", "encode"))
@@ -122,3 +131,21 @@ _ltx_vae_inputs.method_note = (  # type: ignore[attr-defined]
     "Untiled, one call over all frames: use_tiling and use_framewise_decoding are off, the VAE's defaults, which "
     "LTXPipeline keeps."
 )
+
+
+@model_builder("LTXLatentUpsamplerModel")
+def _build_latent_upsampler(config_dir: Path) -> nn.Module:
+    """Not exported at diffusers' top level: ``diffusers.pipelines.ltx.modeling_latent_upsampler``'s class, from
+    its config, on meta."""
+    from diffusers.pipelines.ltx.modeling_latent_upsampler import LTXLatentUpsamplerModel
+
+    with torch.device("meta"):
+        return LTXLatentUpsamplerModel.from_config(LTXLatentUpsamplerModel.load_config(str(config_dir)))
+
+
+@input_builder("LTXLatentUpsamplerModel", settings=("height", "width", "num_frames"))
+def _ltx_latent_upsampler_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict[str, Any]:
+    """As ``LTXLatentUpsamplePipeline`` calls it: hidden_states (1, in_channels, T, h, w), the latent of a
+    ``num_frames``-frame ``height × width`` video under the 0.9.5/0.9.7 VAE (32× spatial, 8× temporal)."""
+    frames, rows, cols = latent_grid(s)
+    return {"hidden_states": TensorSpec((1, _cfg(model, "in_channels"), frames, rows, cols))}

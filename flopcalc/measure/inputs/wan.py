@@ -59,6 +59,16 @@ def _wan_transformer_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -
     return inputs
 
 
+@input_builder("WanVACETransformer3DModel", settings=("height", "width", "num_frames", "text_len"))
+def _wan_vace_transformer_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict[str, TensorSpec]:
+    """The Wan transformer's inputs, and control_hidden_states (1, vace_in_channels, T, H/8, W/8): the control
+    latent on the noise latent's grid, as ``WanVACEPipeline`` passes it (no reference images)."""
+    inputs = _wan_transformer_inputs(model, call, s)
+    _, _, frames, h, w = inputs["hidden_states"].shape
+    inputs["control_hidden_states"] = TensorSpec((1, _cfg(model, "vace_in_channels"), frames, h, w))
+    return inputs
+
+
 @input_builder("AutoencoderKLWan", settings=("height", "width", "num_frames"), calls=("decode", "encode"))
 def _autoencoder_kl_wan_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict[str, TensorSpec]:
     """decode: z (1, z_dim, T, H/f, W/f), f = ``scale_factor_spatial``, T = (num_frames − 1)/
