@@ -72,8 +72,9 @@ def add_parsers(sub: "argparse._SubParsersAction") -> None:
                         "qfloat8 (nn.Linear weights quantized, the rest in bf16)")
     m.add_argument("--dtype-of", action="append", default=[], metavar="COMPONENT=DTYPE",
                    help="another dtype for one component, e.g. text_encoder_2=nf4 (repeatable)")
-    m.add_argument("--offload", choices=("none", "model"), default="none",
-                   help="none: pipe.to('cuda'); model: enable_model_cpu_offload(), one component at a time")
+    m.add_argument("--offload", choices=("none", "model", "sequential"), default="none",
+                   help="none: pipe.to('cuda'); model: enable_model_cpu_offload(), one component at a time; "
+                        "sequential: enable_sequential_cpu_offload(), one module at a time")
     m.add_argument("--gpu", help="GPU of the GPU table (`flopcalc gpus`): fits or not, with headroom")
     m.add_argument("--format", choices=("table", "json", "csv"), default="table")
     m.set_defaults(handler=_memory)

@@ -8,14 +8,20 @@ offload modes, and whether that fits a GPU of the table.
   math path, × the samples per forward, in the component's dtype;
 * at the peak: ``none`` (``pipe.to("cuda")``): every component's weights + the largest activation peak;
   ``model`` (``enable_model_cpu_offload()``): one component at a time, the largest weights + activations;
+  ``sequential`` (``enable_sequential_cpu_offload()``, ``pipeline_utils.py:1349``): accelerate's ``cpu_offload``
+  hooks every module with direct tensors (``hooks.py`` ``attach_align_device_hook``) and moves only those
+  tensors to the GPU for that module's forward (``AlignDevicesHook.pre_forward`` / ``post_forward``); buffers stay
+  on the GPU. Resident: every component's buffers + the largest single module (exact) + that component's
+  activations. accelerate also keeps the direct parameters of the modules enclosing the running one (tables,
+  scales: at most 2.0% of the largest module on every bundled component, measured by ``tests/test_weights.py``),
+  which this leaves out;
 * against a GPU of :mod:`flopcalc.gpus`: fits when that peak is at most its memory; the headroom is what is
   left for the CUDA context and the allocator.
 
 Quantized weights (``int8``, ``nf4``, ``fp8``): :mod:`flopcalc.quantized`; their activations are in bf16, the
 dtype the unquantized layers and the computation run in.
 
-Not counted: ``enable_sequential_cpu_offload()`` (it needs the parameters of each leaf module, below the cost
-trees' grouping), and activations of components not measured (text encoders).
+Not counted: activations of components not measured (text encoders); sequential offload of quantized weights.
 """
 
 from __future__ import annotations
@@ -28,7 +34,13 @@ from flopcalc.errors import FlopcalcError
 from flopcalc.quantized import FORMATS, REST_DTYPE
 from flopcalc.weights import DTYPE_BYTES, ComponentWeights, component_weights
 
-OFFLOAD = ("none", "model")
+OFFLOAD = ("none", "model", "sequential")
+#: What ``resident`` holds under each offload mode.
+RESIDENT = {"none": "every component's weights and buffers",
+            "model": "the largest component's weights and buffers (one component at a time)",
+            "sequential": "every component's buffers and the largest single module's parameters (one module at a "
+                          "time; the enclosing modules' direct parameters, at most 2% of it on the bundled models, "
+                          "are not included)"}
 
 
 @dataclass(frozen=True)
@@ -72,16 +84,26 @@ class MemoryEstimate:
         return sum(c.bytes for c in self.components)
 
     @property
+    def buffer_bytes(self) -> int:
+        return sum(c.buffer_bytes for c in self.components)
+
+    def _held(self, c: ComponentWeights) -> int:
+        """What the offload mode holds on the GPU while ``c`` runs, beyond what stays there throughout."""
+        return c.largest_module_bytes if self.offload == "sequential" else c.bytes
+
+    @property
     def resident_bytes(self) -> int:
         """Weights on the GPU at the peak under the offload mode."""
         if self.offload == "model":
             return max((c.bytes for c in self.components), default=0)
+        if self.offload == "sequential":
+            return self.buffer_bytes + max((c.largest_module_bytes for c in self.components), default=0)
         return self.weights_bytes
 
     @property
     def resident_components(self) -> tuple[str, ...]:
-        if self.offload == "model" and self.components:
-            return (max(self.components, key=lambda c: c.bytes).component,)
+        if self.offload != "none" and self.components:
+            return (max(self.components, key=self._held).component,)
         return tuple(c.component for c in self.components)
 
     def activation_bytes(self, component: str) -> int:
@@ -93,6 +115,9 @@ class MemoryEstimate:
         """Weights resident + activations at the worst moment of the run."""
         if self.offload == "model":
             return max((c.bytes + self.activation_bytes(c.component) for c in self.components), default=0)
+        if self.offload == "sequential":
+            return self.buffer_bytes + max((c.largest_module_bytes + self.activation_bytes(c.component)
+                                            for c in self.components), default=0)
         return self.weights_bytes + max((self.activation_bytes(c.component) for c in self.components), default=0)
 
     @property
@@ -112,7 +137,7 @@ class MemoryEstimate:
             "components": [c.to_dict() for c in self.components],
             "weights_bytes": self.weights_bytes,
             "resident": {"bytes": self.resident_bytes, "components": list(self.resident_components),
-                         "what": "weights and buffers resident at the peak"},
+                         "what": RESIDENT[self.offload]},
             "settings": dict(self.settings),
             "activations": [a.to_dict() for a in self.activations],
             "attention": self.attention,
@@ -137,11 +162,13 @@ def memory(model: str, *, height: int | None = None, width: int | None = None, n
     from flopcalc.sources import resolve
 
     if offload not in OFFLOAD:
-        raise FlopcalcError(f"--offload {offload!r}: choose one of {', '.join(OFFLOAD)} (sequential offload is not "
-                            "counted)")
+        raise FlopcalcError(f"--offload {offload!r}: choose one of {', '.join(OFFLOAD)}")
     for d in (dtype, *(dtype_of or {}).values()):
         if d not in DTYPE_BYTES and d not in FORMATS:
             raise FlopcalcError(f"dtype {d!r}: choose one of {', '.join([*DTYPE_BYTES, *FORMATS])}")
+        if offload == "sequential" and d in FORMATS:
+            raise FlopcalcError(f"--offload sequential with {d} weights is not modelled (accelerate's hooks move "
+                                "quantized layers differently): use --offload model, or a bf16/fp16/fp32 dtype")
     if attention not in ATTENTION:
         raise FlopcalcError(f"--attention {attention!r}: choose one of {', '.join(ATTENTION)}")
     if batch_size < 1:

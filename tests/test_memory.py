@@ -45,6 +45,21 @@ def test_offload_modes_and_gpu_fit():
     assert memory("flux-dev").fits is None
 
 
+def test_sequential_offload_holds_the_buffers_and_one_module():
+    seq = memory("wan2.1-t2v-1.3b", offload="sequential", gpu="rtx-4090")
+    by = {c.component: c for c in seq.components}
+    # the largest module of Wan 2.1 1.3B is UMT5's 256,384 × 4,096 token embedding (tests/test_weights.py checks
+    # each component's largest module against the real module)
+    assert seq.resident_components == ("text_encoder",)
+    assert by["text_encoder"].largest_module_params == 1_050_148_864
+    assert seq.resident_bytes == seq.buffer_bytes + 2 * 1_050_148_864
+    acts = {a.component: a.bytes("fused") for a in seq.activations}
+    assert seq.peak_bytes == seq.buffer_bytes + max(c.largest_module_bytes + acts.get(c.component, 0)
+                                                    for c in seq.components)
+    assert seq.peak_bytes < memory("wan2.1-t2v-1.3b", offload="model").peak_bytes < memory("wan2.1-t2v-1.3b").peak_bytes
+    assert seq.to_dict()["resident"]["what"].startswith("every component's buffers")
+
+
 def test_activations_scale_with_batch_and_attention_path():
     one = memory("flux-dev", height=1024, width=1024)
     two = memory("flux-dev", height=1024, width=1024, batch_size=2, attention="math")
@@ -77,7 +92,8 @@ def test_quantized_memory_counts_each_component_in_its_format():
 @pytest.mark.parametrize("kwargs, match", [
     (dict(dtype="int4"), "int8, nf4, fp8"),
     (dict(dtype_of={"unet": "fp16"}), "not components"),
-    (dict(offload="sequential"), "sequential"),
+    (dict(offload="sequential", dtype="nf4"), "sequential with nf4"),
+    (dict(offload="disk"), "none, model, sequential"),
     (dict(gpu="nope-9000"), "unknown GPU"),
     (dict(attention="flash"), "fused, math"),
 ])
