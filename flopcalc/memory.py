@@ -3,7 +3,7 @@ offload modes, and whether that fits a GPU of the table.
 
 * weights per component: :func:`flopcalc.weights.component_weights` (parameters at the loaded dtype,
   float32-kept modules, buffers), exact;
-* activations: the estimated peak of each measured denoiser forward and VAE decode
+* activations: the estimated peak of each measured text encoder, denoiser forward and VAE decode
   (:mod:`flopcalc.activations`, with its leave-one-out error), for the fused attention kernel and the
   math path, × the samples per forward, in the component's dtype;
 * at the peak: ``none`` (``pipe.to("cuda")``): every component's weights + the largest activation peak;
@@ -21,12 +21,13 @@ offload modes, and whether that fits a GPU of the table.
 Quantized weights (``int8``, ``nf4``, ``fp8``): :mod:`flopcalc.quantized`; their activations are in bf16, the
 dtype the unquantized layers and the computation run in.
 
-Not counted: activations of components not measured (text encoders); sequential offload of quantized weights.
+Not counted: activations of components whose config was not measured (a note names them); sequential offload
+of quantized weights.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 from flopcalc.activations import ATTENTION, ActivationPeak, activation_peak
@@ -153,7 +154,8 @@ class MemoryEstimate:
 def memory(model: str, *, height: int | None = None, width: int | None = None, num_frames: int | None = None,
            max_sequence_length: int | None = None, batch_size: int = 1, attention: str = "fused",
            dtype: str = "bf16", dtype_of: Mapping[str, str] | None = None, offload: str = "none",
-           gpu: str | None = None, revision: str | None = None, token: str | None = None) -> MemoryEstimate:
+           gpu: str | None = None, vae_tiling: bool | None = None, revision: str | None = None,
+           token: str | None = None) -> MemoryEstimate:
     """The weights of ``model``'s components (the pipeline's, as :func:`flopcalc.estimate` plans them), each
     loaded in ``dtype`` unless ``dtype_of`` names its own, the activation peaks of the measured calls at the
     run's size with ``batch_size`` samples per forward, and what is resident at the peak under ``offload``."""
@@ -174,10 +176,18 @@ def memory(model: str, *, height: int | None = None, width: int | None = None, n
     if batch_size < 1:
         raise FlopcalcError("--batch-size must be a positive integer")
     source = resolve(model, revision=revision, token=token)
-    settings = Settings(height=height, width=width, num_frames=num_frames, max_sequence_length=max_sequence_length)
-    report = estimate_configs(source.model_index, source.components, settings, model=source.name,
-                              source_kind=source.kind, revision=source.revision, source_notes=source.notes,
-                              missing=tuple(source.missing))
+    settings = Settings(height=height, width=width, num_frames=num_frames, max_sequence_length=max_sequence_length,
+                        vae_tiling=vae_tiling)
+
+    def plan(settings: Settings):
+        return estimate_configs(source.model_index, source.components, settings, model=source.name,
+                                source_kind=source.kind, revision=source.revision, source_notes=source.notes,
+                                missing=tuple(source.missing))
+
+    report = plan(settings)
+    # a decode split into tiles: its fit is in the whole latent's positions, the shape the untiled plan gives
+    whole = {(c.component, c.call): c for c in plan(replace(settings, vae_tiling=False)).components} if vae_tiling \
+        else {}
     names = list(dict.fromkeys(c.component for c in report.components))
     unknown = sorted(set(dtype_of or {}) - set(names))
     if unknown:
@@ -188,12 +198,16 @@ def memory(model: str, *, height: int | None = None, width: int | None = None, n
     dtypes = {w.component: w.dtype for w in weights}
     acts, notes = [], []
     for c in report.components:
-        if c.role not in ("denoiser", "vae_decoder"):
+        if c.role not in ("text_encoder", "denoiser", "vae_decoder"):
             continue
         cfg = source.components[c.component]
-        peaks = {a: activation_peak(c.class_name, c.call, cfg, c.shape, a) for a in ATTENTION}
+        untiled = whole.get((c.component, c.call))
+        tiled = untiled is not None and (untiled.shape != c.shape or untiled.runs != c.runs)
+        shape = untiled.shape if tiled else c.shape
+        peaks = {a: activation_peak(c.class_name, c.call, cfg, shape, a, tiled=tiled) for a in ATTENTION}
         if peaks["fused"] is None:
-            notes.append(f"{c.component}.{c.call}: no activation estimate (this config was not measured)")
+            notes.append(f"{c.component}.{c.call}: no activation estimate (this config was not measured"
+                         f"{' in tiles' if tiled else ''})")
             continue
         acts.append(CallActivations(c.component, c.call, batch_size,
                                     DTYPE_BYTES[REST_DTYPE if dtypes[c.component] in FORMATS else dtypes[c.component]],
@@ -201,10 +215,13 @@ def memory(model: str, *, height: int | None = None, width: int | None = None, n
         if peaks["fused"].text_len not in (None, c.shape.get("text_len")):
             notes.append(f"{c.component}: fitted at {peaks['fused'].text_len} text tokens, run with "
                          f"{c.shape.get('text_len')}: the activation estimate does not follow the text length")
+        if peaks["fused"].num_frames not in (None, report.settings.num_frames):
+            notes.append(f"{c.component}.{c.call}: fitted at {peaks['fused'].num_frames} frames, run with "
+                         f"{report.settings.num_frames}: the estimate follows the latent positions, an extrapolation "
+                         "in the frame count")
         if peaks["fused"].extrapolated:
             notes.append(f"{c.component}.{c.call}: {peaks['fused'].n} latent positions lie outside the fitted "
                          f"{peaks['fused'].n_range[0]}–{peaks['fused'].n_range[1]}: the activation peak is extrapolated")
-    notes.append("text encoders' activations are not estimated")
     key = name = mem = None
     if gpu is not None:
         from flopcalc.gpus import gpu as lookup_gpu
