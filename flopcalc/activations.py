@@ -3,9 +3,11 @@
 Method: the peak of live floating activation elements of the real module was measured at batch 1 on the meta
 device at five sizes, with the attention's math path (the N×N score matrix materialised) and with the fused
 kernel (none), by ``validation/measure_activations.py`` (``validation/fixtures/activations``); and fitted per
-component as ``c0 + c1·n + c2·n²`` in the latent positions ``n`` (height × width × frames of the latent) by
+component as ``c0 + c1·n + c2·n²`` in the latent positions ``n`` (height × width × frames of the latent; a text
+encoder's sequence length) by
 ``validation/fit_activations.py``, which writes ``flopcalc/data/activation_fit.json`` with each fit's
-leave-one-out error. An estimate is given only for configs measured (matched by content); at batch B it is
+leave-one-out error. An estimate is given only for configs measured (matched by the keys the architecture
+reads, :func:`config_key`); at batch B it is
 B × the batch-1 peak (activations scale with the batch), in the activation dtype's bytes.
 """
 
@@ -23,8 +25,22 @@ ATTENTION = ("fused", "math")
 
 
 def config_key(config: Mapping[str, Any]) -> str:
-    """A component config's identity: the sha256 of its keys not starting with ``_`` (16 hex digits)."""
-    body = json.dumps({k: v for k, v in config.items() if not str(k).startswith("_")}, sort_keys=True, default=str)
+    """A component config's identity for its fits: the sha256 (16 hex digits) of the keys its class declares (what
+    the architecture reads, :func:`flopcalc.config.declare_keys`), so that checkpoints of one architecture share
+    a fit whatever else their config.json carries (versions, dtypes, names); all keys not starting with ``_``
+    for a class that declares none."""
+    from flopcalc.config import class_name_of, declared_keys
+    from flopcalc.errors import FlopcalcError
+    from flopcalc.registry import lookup
+
+    name = class_name_of(config)
+    try:
+        lookup(name)  # imports the family module, which declares the class's keys
+    except FlopcalcError:
+        pass
+    keys = declared_keys(name)
+    body = json.dumps({k: v for k, v in config.items() if not str(k).startswith("_") and (keys is None or k in keys)},
+                      sort_keys=True, default=str)
     return hashlib.sha256(body.encode()).hexdigest()[:16]
 
 
@@ -45,6 +61,7 @@ class ActivationPeak:
     n_range: tuple[int, int]
     measured_on: str
     text_len: int | None = None  # the text length the fit was measured at (None: no text input)
+    num_frames: int | None = None  # the frames the fit was measured at (None: an image call)
 
     @property
     def extrapolated(self) -> bool:
@@ -53,19 +70,33 @@ class ActivationPeak:
     def to_dict(self) -> dict[str, Any]:
         return {"attention": self.attention, "elements": self.elements, "loo_max_rel_error": self.loo_max_rel_error,
                 "n": self.n, "fitted_n_range": list(self.n_range), "extrapolated": self.extrapolated,
-                "measured_on": self.measured_on, "fitted_text_len": self.text_len}
+                "measured_on": self.measured_on, "fitted_text_len": self.text_len,
+                "fitted_num_frames": self.num_frames}
+
+
+def positions(shape: Mapping[str, Any]) -> int:
+    """The n a fit is in: latent positions (height × width × frames) of a denoiser or VAE call, a text encoder's
+    sequence length."""
+    if "latent_height" not in shape:
+        return shape["seq_len"]
+    return shape["latent_height"] * shape["latent_width"] * (shape.get("latent_frames") or 1)
+
+
+def fit_key(class_name: str, call: str, config: Mapping[str, Any], *, tiled: bool = False) -> str:
+    """The key of a fit: the class, the call (``decode:tiled`` for a decode in spatial tiles) and the config."""
+    return f"{class_name}.{call}{':tiled' if tiled else ''}:{config_key(config)}"
 
 
 def activation_peak(class_name: str, call: str, config: Mapping[str, Any], shape: Mapping[str, Any],
-                    attention: str) -> ActivationPeak | None:
-    """The fitted peak of ``class_name.call`` on the latent ``shape`` (a plan's RunShape fields), or None
-    when this config was not measured."""
-    entry = _fits().get(f"{class_name}.{call}:{config_key(config)}")
+                    attention: str, *, tiled: bool = False) -> ActivationPeak | None:
+    """The fitted peak of ``class_name.call`` on the latent ``shape`` (a plan's RunShape fields; for a tiled
+    decode, the whole latent's), or None when this config was not measured."""
+    entry = _fits().get(fit_key(class_name, call, config, tiled=tiled))
     if entry is None or attention not in entry:
         return None
     fit = entry[attention]
-    n = shape["latent_height"] * shape["latent_width"] * (shape.get("latent_frames") or 1)
+    n = positions(shape)
     c0, c1, c2 = fit["coef"]
     elements = max(0, round(c0 + c1 * n + c2 * n * n))
     return ActivationPeak(attention, elements, fit["loo_max_rel_error"], n, tuple(fit["n_range"]), entry["measured_on"],
-                          entry["settings"].get("text_len"))
+                          entry["settings"].get("text_len"), entry["settings"].get("num_frames"))

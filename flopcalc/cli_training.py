@@ -67,13 +67,19 @@ def add_parsers(sub: "argparse._SubParsersAction") -> None:
                  batch="samples in one denoiser forward (2 where a pipeline batches classifier-free guidance)")
     m.add_argument("--attention", choices=("fused", "math"), default="fused",
                    help="fused: SDPA/flash kernels, no score matrix (default); math: the scores materialised")
+    tiling = m.add_mutually_exclusive_group()
+    tiling.add_argument("--vae-tiling", dest="vae_tiling", action="store_true", default=None,
+                        help="decode in tiles (pipe.vae.enable_tiling()): its own activation peak")
+    tiling.add_argument("--no-vae-tiling", dest="vae_tiling", action="store_false",
+                        help="decode the whole latent in one pass (default: as the pipeline does)")
     m.add_argument("--dtype", choices=("bf16", "fp16", "fp32", "int8", "nf4", "fp8"), default="bf16",
                    help="dtype the weights load in; int8 / nf4: bitsandbytes LLM.int8 / NF4, fp8: optimum-quanto "
                         "qfloat8 (nn.Linear weights quantized, the rest in bf16)")
     m.add_argument("--dtype-of", action="append", default=[], metavar="COMPONENT=DTYPE",
                    help="another dtype for one component, e.g. text_encoder_2=nf4 (repeatable)")
-    m.add_argument("--offload", choices=("none", "model"), default="none",
-                   help="none: pipe.to('cuda'); model: enable_model_cpu_offload(), one component at a time")
+    m.add_argument("--offload", choices=("none", "model", "sequential"), default="none",
+                   help="none: pipe.to('cuda'); model: enable_model_cpu_offload(), one component at a time; "
+                        "sequential: enable_sequential_cpu_offload(), one module at a time")
     m.add_argument("--gpu", help="GPU of the GPU table (`flopcalc gpus`): fits or not, with headroom")
     m.add_argument("--format", choices=("table", "json", "csv"), default="table")
     m.set_defaults(handler=_memory)
@@ -111,6 +117,6 @@ def _memory(args: argparse.Namespace) -> int:
     est = memory(args.model, height=args.height, width=args.width, num_frames=args.num_frames,
                  max_sequence_length=args.max_sequence_length, batch_size=args.batch_size, attention=args.attention,
                  dtype=args.dtype, dtype_of=_dtype_of(args.dtype_of), offload=args.offload, gpu=args.gpu,
-                 revision=args.revision)
+                 vae_tiling=args.vae_tiling, revision=args.revision)
     sys.stdout.write(render_memory(est, args.format))
     return 0

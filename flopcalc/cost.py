@@ -82,6 +82,9 @@ class Cost:
     linear_blocks: Any = 0
     linear_packed: Any = 0
     linear_layers: Any = 0
+    #: parameters of the largest single module (or bare parameter) inside: a maximum, not a sum. What
+    #: ``enable_sequential_cpu_offload()`` holds at once (accelerate moves one module's direct weights at a time).
+    largest_module: Any = 0
 
     def __add__(self, other: Cost) -> Cost:
         return Cost(
@@ -98,6 +101,7 @@ class Cost:
             self.linear_blocks + other.linear_blocks,
             self.linear_packed + other.linear_packed,
             self.linear_layers + other.linear_layers,
+            max(self.largest_module, other.largest_module),
         )
 
     def __mul__(self, k: Any) -> Cost:
@@ -115,6 +119,7 @@ class Cost:
             self.linear_blocks * k,
             self.linear_packed * k,
             self.linear_layers * k,
+            self.largest_module,  # k copies of a module: the largest is still one of them
         )
 
     __rmul__ = __mul__
@@ -134,7 +139,7 @@ class Cost:
 ZERO = Cost()
 #: The fields that describe a module's parameters rather than the work of a forward.
 WEIGHT_FIELDS = ("params", "linear_weights", "linear_rows", "linear_blocks", "linear_packed",
-                 "linear_layers")
+                 "linear_layers", "largest_module")
 
 
 def work_only(cost: Cost) -> Cost:
@@ -144,7 +149,7 @@ def work_only(cost: Cost) -> Cost:
 
 def total_of(costs: Iterable[Cost]) -> Cost:
     """Σ costs, field by field (one object, no intermediate sums: this is the hot loop)."""
-    lin = conv = att = fn = tx = el = par = sc = lw = lr = lb = lp = ll = 0
+    lin = conv = att = fn = tx = el = par = sc = lw = lr = lb = lp = ll = big = 0
     for c in costs:
         lin += c.linear
         conv += c.conv
@@ -159,7 +164,9 @@ def total_of(costs: Iterable[Cost]) -> Cost:
         lb += c.linear_blocks
         lp += c.linear_packed
         ll += c.linear_layers
-    return Cost(lin, conv, att, fn, tx, el, par, sc, lw, lr, lb, lp, ll)
+        if c.largest_module > big:
+            big = c.largest_module
+    return Cost(lin, conv, att, fn, tx, el, par, sc, lw, lr, lb, lp, ll, big)
 
 
 @dataclass(frozen=True)

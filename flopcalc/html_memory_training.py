@@ -29,6 +29,7 @@ def _memory(model: str, settings: dict[str, Any]) -> str:
                      f"{c.buffer_bytes:,}" if c.buffer_bytes else "", gib(c.bytes)))
     rows.append(("total", "", "", "", "", "", gib(est.weights_bytes)))
     largest = max(est.components, key=lambda c: c.bytes)
+    module = max(est.components, key=lambda c: c.largest_module_bytes)
     acts = ""
     if est.activations:
         arows = [("call", "latent positions", "fused attention GiB", "math attention GiB", "± LOO")]
@@ -42,7 +43,9 @@ def _memory(model: str, settings: dict[str, Any]) -> str:
     return ("<h3>Memory: weights (bf16) and activation peaks</h3>" + _table(rows, numeric=(3, 4, 5, 6)) + acts
             + f'<p class="note">Peak without offload: {gib(est.peak_bytes)} GiB (weights {gib(est.weights_bytes)} '
               f"GiB + the largest activation peak, fused attention); with model CPU offload the largest component, "
-              f"{html.escape(largest.component)}, holds {gib(largest.bytes)} GiB of weights. Weights exact "
+              f"{html.escape(largest.component)}, holds {gib(largest.bytes)} GiB of weights; with sequential CPU "
+              f"offload the buffers ({gib(est.buffer_bytes)} GiB) and one module at a time, the largest in "
+              f"{html.escape(module.component)} ({gib(module.largest_module_bytes)} GiB). Weights exact "
               "(parameters at the loaded dtype, float32-kept modules, buffers); activations estimated.</p>" + notes)
 
 

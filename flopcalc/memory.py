@@ -3,24 +3,31 @@ offload modes, and whether that fits a GPU of the table.
 
 * weights per component: :func:`flopcalc.weights.component_weights` (parameters at the loaded dtype,
   float32-kept modules, buffers), exact;
-* activations: the estimated peak of each measured denoiser forward and VAE decode
+* activations: the estimated peak of each measured text encoder, denoiser forward and VAE decode
   (:mod:`flopcalc.activations`, with its leave-one-out error), for the fused attention kernel and the
   math path, × the samples per forward, in the component's dtype;
 * at the peak: ``none`` (``pipe.to("cuda")``): every component's weights + the largest activation peak;
   ``model`` (``enable_model_cpu_offload()``): one component at a time, the largest weights + activations;
+  ``sequential`` (``enable_sequential_cpu_offload()``, ``pipeline_utils.py:1349``): accelerate's ``cpu_offload``
+  hooks every module with direct tensors (``hooks.py`` ``attach_align_device_hook``) and moves only those
+  tensors to the GPU for that module's forward (``AlignDevicesHook.pre_forward`` / ``post_forward``); buffers stay
+  on the GPU. Resident: every component's buffers + the largest single module (exact) + that component's
+  activations. accelerate also keeps the direct parameters of the modules enclosing the running one (tables,
+  scales: at most 2.0% of the largest module on every bundled component, measured by ``tests/test_weights.py``),
+  which this leaves out;
 * against a GPU of :mod:`flopcalc.gpus`: fits when that peak is at most its memory; the headroom is what is
   left for the CUDA context and the allocator.
 
 Quantized weights (``int8``, ``nf4``, ``fp8``): :mod:`flopcalc.quantized`; their activations are in bf16, the
 dtype the unquantized layers and the computation run in.
 
-Not counted: ``enable_sequential_cpu_offload()`` (it needs the parameters of each leaf module, below the cost
-trees' grouping), and activations of components not measured (text encoders).
+Not counted: activations of components whose config was not measured (a note names them); sequential offload
+of quantized weights.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 from flopcalc.activations import ATTENTION, ActivationPeak, activation_peak
@@ -28,7 +35,13 @@ from flopcalc.errors import FlopcalcError
 from flopcalc.quantized import FORMATS, REST_DTYPE
 from flopcalc.weights import DTYPE_BYTES, ComponentWeights, component_weights
 
-OFFLOAD = ("none", "model")
+OFFLOAD = ("none", "model", "sequential")
+#: What ``resident`` holds under each offload mode.
+RESIDENT = {"none": "every component's weights and buffers",
+            "model": "the largest component's weights and buffers (one component at a time)",
+            "sequential": "every component's buffers and the largest single module's parameters (one module at a "
+                          "time; the enclosing modules' direct parameters, at most 2% of it on the bundled models, "
+                          "are not included)"}
 
 
 @dataclass(frozen=True)
@@ -72,16 +85,26 @@ class MemoryEstimate:
         return sum(c.bytes for c in self.components)
 
     @property
+    def buffer_bytes(self) -> int:
+        return sum(c.buffer_bytes for c in self.components)
+
+    def _held(self, c: ComponentWeights) -> int:
+        """What the offload mode holds on the GPU while ``c`` runs, beyond what stays there throughout."""
+        return c.largest_module_bytes if self.offload == "sequential" else c.bytes
+
+    @property
     def resident_bytes(self) -> int:
         """Weights on the GPU at the peak under the offload mode."""
         if self.offload == "model":
             return max((c.bytes for c in self.components), default=0)
+        if self.offload == "sequential":
+            return self.buffer_bytes + max((c.largest_module_bytes for c in self.components), default=0)
         return self.weights_bytes
 
     @property
     def resident_components(self) -> tuple[str, ...]:
-        if self.offload == "model" and self.components:
-            return (max(self.components, key=lambda c: c.bytes).component,)
+        if self.offload != "none" and self.components:
+            return (max(self.components, key=self._held).component,)
         return tuple(c.component for c in self.components)
 
     def activation_bytes(self, component: str) -> int:
@@ -93,6 +116,9 @@ class MemoryEstimate:
         """Weights resident + activations at the worst moment of the run."""
         if self.offload == "model":
             return max((c.bytes + self.activation_bytes(c.component) for c in self.components), default=0)
+        if self.offload == "sequential":
+            return self.buffer_bytes + max((c.largest_module_bytes + self.activation_bytes(c.component)
+                                            for c in self.components), default=0)
         return self.weights_bytes + max((self.activation_bytes(c.component) for c in self.components), default=0)
 
     @property
@@ -112,7 +138,7 @@ class MemoryEstimate:
             "components": [c.to_dict() for c in self.components],
             "weights_bytes": self.weights_bytes,
             "resident": {"bytes": self.resident_bytes, "components": list(self.resident_components),
-                         "what": "weights and buffers resident at the peak"},
+                         "what": RESIDENT[self.offload]},
             "settings": dict(self.settings),
             "activations": [a.to_dict() for a in self.activations],
             "attention": self.attention,
@@ -128,7 +154,8 @@ class MemoryEstimate:
 def memory(model: str, *, height: int | None = None, width: int | None = None, num_frames: int | None = None,
            max_sequence_length: int | None = None, batch_size: int = 1, attention: str = "fused",
            dtype: str = "bf16", dtype_of: Mapping[str, str] | None = None, offload: str = "none",
-           gpu: str | None = None, revision: str | None = None, token: str | None = None) -> MemoryEstimate:
+           gpu: str | None = None, vae_tiling: bool | None = None, revision: str | None = None,
+           token: str | None = None) -> MemoryEstimate:
     """The weights of ``model``'s components (the pipeline's, as :func:`flopcalc.estimate` plans them), each
     loaded in ``dtype`` unless ``dtype_of`` names its own, the activation peaks of the measured calls at the
     run's size with ``batch_size`` samples per forward, and what is resident at the peak under ``offload``."""
@@ -137,20 +164,30 @@ def memory(model: str, *, height: int | None = None, width: int | None = None, n
     from flopcalc.sources import resolve
 
     if offload not in OFFLOAD:
-        raise FlopcalcError(f"--offload {offload!r}: choose one of {', '.join(OFFLOAD)} (sequential offload is not "
-                            "counted)")
+        raise FlopcalcError(f"--offload {offload!r}: choose one of {', '.join(OFFLOAD)}")
     for d in (dtype, *(dtype_of or {}).values()):
         if d not in DTYPE_BYTES and d not in FORMATS:
             raise FlopcalcError(f"dtype {d!r}: choose one of {', '.join([*DTYPE_BYTES, *FORMATS])}")
+        if offload == "sequential" and d in FORMATS:
+            raise FlopcalcError(f"--offload sequential with {d} weights is not modelled (accelerate's hooks move "
+                                "quantized layers differently): use --offload model, or a bf16/fp16/fp32 dtype")
     if attention not in ATTENTION:
         raise FlopcalcError(f"--attention {attention!r}: choose one of {', '.join(ATTENTION)}")
     if batch_size < 1:
         raise FlopcalcError("--batch-size must be a positive integer")
     source = resolve(model, revision=revision, token=token)
-    settings = Settings(height=height, width=width, num_frames=num_frames, max_sequence_length=max_sequence_length)
-    report = estimate_configs(source.model_index, source.components, settings, model=source.name,
-                              source_kind=source.kind, revision=source.revision, source_notes=source.notes,
-                              missing=tuple(source.missing))
+    settings = Settings(height=height, width=width, num_frames=num_frames, max_sequence_length=max_sequence_length,
+                        vae_tiling=vae_tiling)
+
+    def plan(settings: Settings):
+        return estimate_configs(source.model_index, source.components, settings, model=source.name,
+                                source_kind=source.kind, revision=source.revision, source_notes=source.notes,
+                                missing=tuple(source.missing))
+
+    report = plan(settings)
+    # a decode split into tiles: its fit is in the whole latent's positions, the shape the untiled plan gives
+    whole = {(c.component, c.call): c for c in plan(replace(settings, vae_tiling=False)).components} if vae_tiling \
+        else {}
     names = list(dict.fromkeys(c.component for c in report.components))
     unknown = sorted(set(dtype_of or {}) - set(names))
     if unknown:
@@ -161,12 +198,16 @@ def memory(model: str, *, height: int | None = None, width: int | None = None, n
     dtypes = {w.component: w.dtype for w in weights}
     acts, notes = [], []
     for c in report.components:
-        if c.role not in ("denoiser", "vae_decoder"):
+        if c.role not in ("text_encoder", "denoiser", "vae_decoder"):
             continue
         cfg = source.components[c.component]
-        peaks = {a: activation_peak(c.class_name, c.call, cfg, c.shape, a) for a in ATTENTION}
+        untiled = whole.get((c.component, c.call))
+        tiled = untiled is not None and (untiled.shape != c.shape or untiled.runs != c.runs)
+        shape = untiled.shape if tiled else c.shape
+        peaks = {a: activation_peak(c.class_name, c.call, cfg, shape, a, tiled=tiled) for a in ATTENTION}
         if peaks["fused"] is None:
-            notes.append(f"{c.component}.{c.call}: no activation estimate (this config was not measured)")
+            notes.append(f"{c.component}.{c.call}: no activation estimate (this config was not measured"
+                         f"{' in tiles' if tiled else ''})")
             continue
         acts.append(CallActivations(c.component, c.call, batch_size,
                                     DTYPE_BYTES[REST_DTYPE if dtypes[c.component] in FORMATS else dtypes[c.component]],
@@ -174,10 +215,13 @@ def memory(model: str, *, height: int | None = None, width: int | None = None, n
         if peaks["fused"].text_len not in (None, c.shape.get("text_len")):
             notes.append(f"{c.component}: fitted at {peaks['fused'].text_len} text tokens, run with "
                          f"{c.shape.get('text_len')}: the activation estimate does not follow the text length")
+        if peaks["fused"].num_frames not in (None, report.settings.num_frames):
+            notes.append(f"{c.component}.{c.call}: fitted at {peaks['fused'].num_frames} frames, run with "
+                         f"{report.settings.num_frames}: the estimate follows the latent positions, an extrapolation "
+                         "in the frame count")
         if peaks["fused"].extrapolated:
             notes.append(f"{c.component}.{c.call}: {peaks['fused'].n} latent positions lie outside the fitted "
                          f"{peaks['fused'].n_range[0]}–{peaks['fused'].n_range[1]}: the activation peak is extrapolated")
-    notes.append("text encoders' activations are not estimated")
     key = name = mem = None
     if gpu is not None:
         from flopcalc.gpus import gpu as lookup_gpu

@@ -36,8 +36,12 @@ def _table(est: MemoryEstimate) -> str:
             arows.append((f"{a.component}.{a.call}", f"{a.fused.n:,}", gib(a.bytes("fused")),
                           gib(a.bytes("math")) if a.math else "-", f"{100 * err:.1f}%"))
         lines += _columns(arows, right=(1, 2, 3, 4))
+    held = ", ".join(est.resident_components)
+    largest = max(est.components, key=lambda c: c.largest_module_bytes, default=None)
     mode = {"none": "no offload (pipe.to('cuda')): every component resident",
-            "model": "model CPU offload: one component at a time, the largest is " + ", ".join(est.resident_components)}
+            "model": "model CPU offload: one component at a time, the largest is " + held,
+            "sequential": "sequential CPU offload: every buffer, plus one module at a time; the largest is in "
+                          f"{held}, {largest.largest_module_params:,} parameters" if largest else ""}
     lines += ["", f"weights resident: {gib(est.resident_bytes)} GiB ({mode[est.offload]})",
               f"peak with activations ({est.attention} attention): {gib(est.peak_bytes)} GiB"]
     if est.gpu_key is not None:
@@ -62,10 +66,10 @@ def _csv(est: MemoryEstimate) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(["component", "class_name", "dtype", "params", "params_kept_fp32", "quantized_params", "param_bytes",
-                "buffer_bytes", "bytes", "resident"])
+                "buffer_bytes", "bytes", "largest_module_bytes", "resident"])
     resident = set(est.resident_components)
     for c in est.components:
         w.writerow([c.component, c.class_name, c.dtype, c.params, c.params_fp32, c.quantized_params, c.param_bytes,
-                    c.buffer_bytes, c.bytes, c.component in resident])
-    w.writerow(["total", "", "", sum(c.params for c in est.components), "", "", "", "", est.weights_bytes, ""])
+                    c.buffer_bytes, c.bytes, c.largest_module_bytes, c.component in resident])
+    w.writerow(["total", "", "", sum(c.params for c in est.components), "", "", "", "", est.weights_bytes, "", ""])
     return buf.getvalue()

@@ -14,6 +14,8 @@ parameter counts equal the real modules'), at the bytes of the dtype loaded, plu
 Each family declares its float32 modules and its buffers beside its assembler with
 :func:`loading_rules`; a class that declares none has none (the weights test checks every bundled
 component against the real module's ``named_parameters()`` and ``named_buffers()``).
+The largest single module (its own parameters, the unit ``enable_sequential_cpu_offload()`` moves to the GPU)
+comes from ``Cost.largest_module`` of the same trees.
 Quantized storage (``int8``, ``nf4``, ``fp8``): the ``nn.Linear`` weights the quantizer converts in their
 format's storage, everything else as loaded in bf16 (:mod:`flopcalc.quantized`).
 """
@@ -108,6 +110,8 @@ class ComponentWeights:
     linear_params: int  # elements of the nn.Linear weights (biases excluded)
     quantized_params: int = 0  # elements of the nn.Linear weights stored quantized
     quantized_layers: int = 0
+    largest_module_params: int = 0  # the largest single module's own parameters (sequential offload)
+    largest_module_bytes: int = 0
 
     @property
     def bytes(self) -> int:
@@ -119,7 +123,8 @@ class ComponentWeights:
                 "buffers": [{"name": b.name, "numel": b.numel, "dtype": b.dtype} for b in self.buffers],
                 "buffer_bytes": self.buffer_bytes, "bytes": self.bytes, "linear_params": self.linear_params,
                 "quantized_params": self.quantized_params,
-                "quantized_layers": self.quantized_layers}
+                "quantized_layers": self.quantized_layers, "largest_module_params": self.largest_module_params,
+                "largest_module_bytes": self.largest_module_bytes}
 
 
 def _fp32_params(tree: Node, keep: tuple[str, ...]) -> int:
@@ -137,6 +142,24 @@ def _fp32_params(tree: Node, keep: tuple[str, ...]) -> int:
 
     visit(tree, 1, False)
     return total
+
+
+def _largest_module(tree: Node, keep: tuple[str, ...], width: int) -> tuple[int, int]:
+    """``(parameters, bytes)`` of the largest single module of the tree (``Cost.largest_module`` of each node's own
+    cost; modules under a ``keep`` name are float32, the rest ``width`` bytes per parameter)."""
+    best = (0, 0)
+
+    def visit(node: Node, kept: bool) -> None:
+        nonlocal best
+        kept = kept or node.name in keep
+        size = node.cost.largest_module
+        if size * (4 if kept else width) > best[1]:
+            best = (size, size * (4 if kept else width))
+        for child in node.children:
+            visit(child, kept)
+
+    visit(tree, False)
+    return best
 
 
 def component_weights(config_values: Mapping[str, Any], *, component: str, dtype: str) -> ComponentWeights:
@@ -164,8 +187,10 @@ def component_weights(config_values: Mapping[str, Any], *, component: str, dtype
     param_bytes = (params - fp32) * DTYPE_BYTES[loaded] + fp32 * 4
     linear = sum(t.total.linear_weights for t in trees)
     if fmt is None:
+        largest = max((_largest_module(t, keep, DTYPE_BYTES[loaded]) for t in trees), key=lambda p: p[1])
         return ComponentWeights(component, arch.class_name, dtype, params, fp32, param_bytes, tuple(buffers),
-                                buffer_bytes, linear)
+                                buffer_bytes, linear, largest_module_params=largest[0],
+                                largest_module_bytes=largest[1])
     skip = (*rules.keep_in_fp32, *rules.not_quantized,
             *(rules.not_bnb_quantized if fmt.library == "bitsandbytes" else ()))
     # a diffusers ModelMixin follows diffusers' quantizer rules; ChatGLMModel (diffusers/pipelines/kolors) and the

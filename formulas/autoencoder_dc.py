@@ -42,6 +42,7 @@ doubling the map, then :math:`r_i` blocks of type ``decoder_block_types[i]``; ``
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Sequence
 
 from flopcalc.cost import Cost, Node, block_kinds, module_list
@@ -63,10 +64,11 @@ def dc_norm(norm_type: str, channels: int, area: Any) -> Cost:
     ``channels × area`` map: ``RMSNorm`` (weight and bias; no thop rule) or ``nn.BatchNorm2d``
     (weight and bias; thop counts 2 ops per element, doubled for the affine)."""
     if norm_type == "rms_norm":
-        return ops.rms_norm(area, channels) + ops.parameters(channels)
+        return replace(ops.rms_norm(area, channels) + ops.parameters(channels), largest_module=2 * channels)
     if norm_type == "batch_norm":
         numel = channels * area
-        return Cost(thop_extra=4 * numel, elementwise=ops.NORM_AFFINE_OPS * numel, params=2 * channels)
+        return Cost(thop_extra=4 * numel, elementwise=ops.NORM_AFFINE_OPS * numel, params=2 * channels,
+                    largest_module=2 * channels)
     raise ValueError(f"norm type {norm_type!r} is not supported on DC-AE maps (only {', '.join(NORM_TYPES)})")
 
 

@@ -58,8 +58,8 @@ def conv_transpose2d(c_in: int, c_out: int, kernel: int, stride: int, in_h: Any,
     out_h, out_w = (in_h - 1) * stride + kernel, (in_w - 1) * stride + kernel
     macs = in_h * in_w * c_out * c_in * kernel * kernel
     thop = out_h * out_w * c_out * c_in * kernel * kernel
-    return Cost(conv=macs, thop_extra=thop - macs,
-                params=c_in * c_out * kernel * kernel + (c_out if bias else 0))
+    params = c_in * c_out * kernel * kernel + (c_out if bias else 0)
+    return Cost(conv=macs, thop_extra=thop - macs, params=params, largest_module=params)
 
 
 def attention_heads(inner_dim: int, head_dim: int) -> tuple[int, int]:

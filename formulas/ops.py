@@ -61,7 +61,7 @@ def linear(tokens: Any, d_in: int, d_out: int, *, bias: bool = True, thop_hooked
     macs = tokens * d_in * d_out
     params = d_in * d_out + (d_out if bias else 0)
     weights = {"linear_weights": d_in * d_out, "linear_rows": d_out, "linear_blocks": -(-d_in * d_out // LINEAR_BLOCK),
-               "linear_packed": -(-d_in * d_out // 2), "linear_layers": 1}
+               "linear_packed": -(-d_in * d_out // 2), "linear_layers": 1, "largest_module": params}
     return Cost(linear=macs, params=params, **weights) if thop_hooked else Cost(functional=macs, params=params,
                                                                                 **weights)
 
@@ -80,7 +80,9 @@ def conv(c_in: int, c_out: int, kernel_volume: int, out_positions: Any, *, group
     per_out = (c_in // groups) * kernel_volume
     macs = out_positions * c_out * per_out
     params = c_out * per_out + (c_out if bias else 0)
-    return Cost(conv=macs, params=params) if thop_hooked else Cost(functional=macs, params=params)
+    if thop_hooked:
+        return Cost(conv=macs, params=params, largest_module=params)
+    return Cost(functional=macs, params=params, largest_module=params)
 
 
 def conv2d(
@@ -126,19 +128,22 @@ def layer_norm(tokens: Any, dim: int, *, affine: bool = True, bias: bool = True,
         thop_extra=(4 if affine else 2) * numel if thop_rule else 0,
         elementwise=(NORM_AFFINE_OPS if affine else NORM_OPS) * numel,
         params=(dim * (2 if bias else 1)) if affine else 0,
+        largest_module=(dim * (2 if bias else 1)) if affine else 0,
     )
 
 
 def rms_norm(tokens: Any, dim: int, *, affine: bool = True) -> Cost:
     """RMSNorm (``nn.RMSNorm``, diffusers ``RMSNorm``, ``T5LayerNorm``): no thop rule."""
     numel = tokens * dim
-    return Cost(elementwise=(NORM_AFFINE_OPS if affine else NORM_OPS) * numel, params=dim if affine else 0)
+    return Cost(elementwise=(NORM_AFFINE_OPS if affine else NORM_OPS) * numel, params=dim if affine else 0,
+                largest_module=dim if affine else 0)
 
 
 def group_norm(channels: int, spatial: Any, *, affine: bool = True) -> Cost:
     """``nn.GroupNorm(groups, channels)`` over a ``channels × spatial`` map: no thop rule."""
     numel = channels * spatial
-    return Cost(elementwise=(NORM_AFFINE_OPS if affine else NORM_OPS) * numel, params=2 * channels if affine else 0)
+    return Cost(elementwise=(NORM_AFFINE_OPS if affine else NORM_OPS) * numel, params=2 * channels if affine else 0,
+                largest_module=2 * channels if affine else 0)
 
 
 def activation(numel: Any) -> Cost:
@@ -153,9 +158,9 @@ def upsample_nearest(out_numel: Any) -> Cost:
 
 def embedding(num: int, dim: int) -> Cost:
     """``nn.Embedding(num, dim)``: a lookup, parameters only."""
-    return Cost(params=num * dim)
+    return Cost(params=num * dim, largest_module=num * dim)
 
 
 def parameters(count: int) -> Cost:
     """Bare parameters (a positional table, a learned scale) that do no counted work."""
-    return Cost(params=count)
+    return Cost(params=count, largest_module=count)

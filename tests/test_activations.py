@@ -14,8 +14,8 @@ from flopcalc.api import estimate
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = sorted((REPO / "validation" / "fixtures" / "activations").glob("*/*.json"))
-#: The largest leave-one-out error of any fit (README: "within 19%"); most fits are exact quadratics.
-STATED_ERROR = 0.19
+#: The largest leave-one-out error of any fit (README: "up to 46.1%"); most fits are exact quadratics.
+STATED_ERROR = 0.47
 
 
 def test_fits_are_what_the_script_writes():
@@ -37,13 +37,21 @@ def test_every_fit_has_its_error_within_the_stated_bound():
 
 @pytest.mark.parametrize("path", FIXTURES, ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_estimate_reproduces_the_measured_peak(path):
+    sys.path.insert(0, str(REPO / "validation"))
+    from fit_activations import card_of
+
     fx = json.loads(path.read_text(encoding="utf-8"))
-    s = fx["settings"]
-    report = estimate(fx["case"], height=s["height"], width=s["width"], num_frames=s.get("num_frames"),
-                      resolution_binning=False)
-    comp = report.component(fx["component"], fx["call"])
-    cfg = json.loads((REPO / "model_cards" / fx["case"] / fx["component"] / "config.json").read_text())
-    peak = activation_peak(comp.class_name, comp.call, cfg, comp.shape, fx["attention"])
+    s, card = fx["settings"], card_of(fx["case"])
+    cfg = json.loads((REPO / "model_cards" / card / fx["component"] / "config.json").read_text())
+    if "height" in s:  # the shape flopcalc plans for that size
+        report = estimate(card, height=s["height"], width=s["width"], num_frames=s.get("num_frames"),
+                          resolution_binning=False)
+        comp = report.component(fx["component"], fx["call"])
+        class_name, shape = comp.class_name, comp.shape
+    else:  # a text encoder at one sequence length, as the card's plan loads it
+        class_name = estimate(card).component(fx["component"], fx["call"]).class_name
+        shape = {"seq_len": s["seq_len"]}
+    peak = activation_peak(class_name, fx["call"], cfg, shape, fx["attention"], tiled=bool(s.get("vae_tiling")))
     assert peak is not None and not peak.extrapolated
     assert abs(peak.elements - fx["peak_elements"]) <= max(peak.loo_max_rel_error, 1e-6) * fx["peak_elements"]
 

@@ -36,7 +36,7 @@ def test_offload_modes_and_gpu_fit():
     assert model.resident_bytes == biggest.bytes and model.resident_components == ("transformer",)
     # the peak adds the largest activation peak (no offload) / each component's own (model offload)
     acts = {a.component: a.bytes("fused") for a in none.activations}
-    assert set(acts) == {"transformer", "vae"}
+    assert set(acts) == {"text_encoder", "text_encoder_2", "transformer", "vae"}
     assert none.peak_bytes == none.weights_bytes + max(acts.values())
     assert model.peak_bytes == max(c.bytes + acts.get(c.component, 0) for c in model.components)
     assert none.fits and none.headroom_bytes == gpu("h100-sxm").memory_bytes - none.peak_bytes
@@ -45,16 +45,50 @@ def test_offload_modes_and_gpu_fit():
     assert memory("flux-dev").fits is None
 
 
+def test_sequential_offload_holds_the_buffers_and_one_module():
+    seq = memory("wan2.1-t2v-1.3b", offload="sequential", gpu="rtx-4090")
+    by = {c.component: c for c in seq.components}
+    # the largest module of Wan 2.1 1.3B is UMT5's 256,384 × 4,096 token embedding (tests/test_weights.py checks
+    # each component's largest module against the real module)
+    assert seq.resident_components == ("text_encoder",)
+    assert by["text_encoder"].largest_module_params == 1_050_148_864
+    assert seq.resident_bytes == seq.buffer_bytes + 2 * 1_050_148_864
+    acts = {a.component: a.bytes("fused") for a in seq.activations}
+    assert seq.peak_bytes == seq.buffer_bytes + max(c.largest_module_bytes + acts.get(c.component, 0)
+                                                    for c in seq.components)
+    assert seq.peak_bytes < memory("wan2.1-t2v-1.3b", offload="model").peak_bytes < memory("wan2.1-t2v-1.3b").peak_bytes
+    assert seq.to_dict()["resident"]["what"].startswith("every component's buffers")
+
+
 def test_activations_scale_with_batch_and_attention_path():
     one = memory("flux-dev", height=1024, width=1024)
     two = memory("flux-dev", height=1024, width=1024, batch_size=2, attention="math")
-    a1, a2 = one.activations[0], two.activations[0]
+    a1, a2 = (next(a for a in m.activations if a.component == "transformer") for m in (one, two))
     assert a2.bytes("fused") == 2 * a1.bytes("fused") and a2.bytes("math") > a2.bytes("fused")
-    assert a1.bytes_per_element == 2 and memory("flux-dev", dtype="fp32").activations[0].bytes_per_element == 4
+    assert a1.bytes_per_element == 2 and all(
+        a.bytes_per_element == 4 for a in memory("flux-dev", dtype="fp32").activations)
     assert two.peak_bytes == two.weights_bytes + max(a.bytes("math") for a in two.activations)
     notes = " ".join(memory("flux-dev", max_sequence_length=256, height=2048, width=2048).notes)
     assert "does not follow the text length" in notes and "extrapolated" in notes
-    assert "not measured" in " ".join(memory("pixart-alpha-512").notes)
+    assert "not measured" in " ".join(memory(str(REPO / "validation/configs/sd3.5-medium-transformer")).notes)
+
+
+def test_text_encoders_and_tiled_decodes_have_activation_estimates():
+    est = memory("flux-dev")
+    calls = {(a.component, a.call) for a in est.activations}
+    assert {("text_encoder", "forward"), ("text_encoder_2", "forward"), ("transformer", "forward"),
+            ("vae", "decode")} <= calls
+    t5 = next(a for a in est.activations if a.component == "text_encoder_2")
+    assert t5.fused.n == 512  # a text encoder's fit is in its sequence length
+    assert next(a for a in memory("flux-dev", max_sequence_length=256).activations
+                if a.component == "text_encoder_2").fused.n == 256
+    # tiled: the decode's own fit (all decoded tiles are held until blended), in the whole latent's positions
+    whole = memory("sdxl-base", height=2048, width=2048)
+    tiled = memory("sdxl-base", height=2048, width=2048, vae_tiling=True)
+    dec = {e: next(a for a in m.activations if a.call == "decode") for e, m in (("whole", whole), ("tiled", tiled))}
+    assert dec["tiled"].fused.n == dec["whole"].fused.n == 256 * 256
+    assert dec["tiled"].fused.elements < dec["whole"].fused.elements
+    assert not dec["tiled"].fused.extrapolated
 
 
 def test_dtype_of_one_component():
@@ -77,7 +111,8 @@ def test_quantized_memory_counts_each_component_in_its_format():
 @pytest.mark.parametrize("kwargs, match", [
     (dict(dtype="int4"), "int8, nf4, fp8"),
     (dict(dtype_of={"unet": "fp16"}), "not components"),
-    (dict(offload="sequential"), "sequential"),
+    (dict(offload="sequential", dtype="nf4"), "sequential with nf4"),
+    (dict(offload="disk"), "none, model, sequential"),
     (dict(gpu="nope-9000"), "unknown GPU"),
     (dict(attention="flash"), "fused, math"),
 ])

@@ -30,15 +30,21 @@ MANIFEST = HERE / "activation_manifest.yaml"
 FIXTURES = HERE / "fixtures" / "activations"
 
 
-def jobs() -> list[tuple[str, dict, str, list[int]]]:
+def jobs() -> list[tuple[str, dict, str, dict[str, int], str]]:
+    """``(case, entry, attention, size settings, fixture suffix)``: an image or video call at each of its sizes
+    (``height``/``width``), a text encoder at each of its ``seq_lens`` (``seq_len``)."""
     with open(MANIFEST, encoding="utf-8") as fh:
         spec = yaml.safe_load(fh)
     out = []
     for case, c in spec["cases"].items():
         for entry in c["components"]:
+            if "seq_lens" in entry:
+                points = [({"seq_len": n}, f"L{n}") for n in entry["seq_lens"]]
+            else:
+                points = [({"height": h, "width": w}, f"{h}x{w}") for h, w in entry.get("sizes", spec["sizes"])]
             for attention in ("math", "fused"):
-                for size in entry.get("sizes", spec["sizes"]):
-                    out.append((case, {**entry, "root": c["root"]}, attention, size))
+                for point, suffix in points:
+                    out.append((case, {**entry, "root": c["root"]}, attention, point, suffix))
     return out
 
 
@@ -49,13 +55,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     differ = 0
     written: set[Path] = set()
-    for case, entry, attention, (height, width) in jobs():
+    for case, entry, attention, point, suffix in jobs():
         if args.only and case not in args.only:
             continue
         start = time.perf_counter()
         call = entry.get("call", "forward")
         folder = REPO_ROOT / entry["root"] / entry["component"]
-        settings = {**entry.get("settings", {}), "height": height, "width": width}
+        settings = {**entry.get("settings", {}), **point}
         measured = peak_elements(folder, settings, call=call, attention=attention)
         fixture = {"case": case, "component": entry["component"], "call": call, "attention": attention,
                    "class_name": resolve_class_name(folder), "settings": measured["settings"],
@@ -68,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
                                  "routed to aten._scaled_dot_product_efficient_attention (no score matrix)"),
                    "versions": versions()}
         stem = entry["component"] + ("" if call == "forward" else f"-{call}")
-        target = FIXTURES / case / f"{stem}-{attention}-{height}x{width}.json"
+        target = FIXTURES / case / f"{stem}-{attention}-{suffix}.json"
         written.add(target)
         status = settle(target, render(fixture), check=args.check)
         differ += args.check and status != "same"

@@ -5,6 +5,7 @@ For every component in ``fixtures/activations`` and each attention path (math, f
 live activation elements at batch 1 is fitted by least squares as
 
     peak(n) = c0 + c1·n + c2·n²,   n = latent positions of one call (latent height × width × frames),
+                                   or a text encoder's sequence length,
 
 the form of a network whose widest tensors grow with n and whose attention scores grow with n² (c2 ≈ 0 on the
 fused path). The error is leave-one-out: each size predicted by the fit of the others; the largest relative
@@ -31,15 +32,27 @@ FIXTURES = HERE / "fixtures" / "activations"
 OUT = REPO_ROOT / "flopcalc" / "data" / "activation_fit.json"
 
 
-def positions(fx: dict) -> int:
-    """n of a fixture, from flopcalc's own plan of that call (the same n the tool computes)."""
+def card_of(case: str) -> str:
+    """The bundled card a manifest case measures (its root's folder name)."""
+    import yaml
+
+    with open(HERE / "activation_manifest.yaml", encoding="utf-8") as fh:
+        return Path(yaml.safe_load(fh)["cases"][case]["root"]).name
+
+
+def positions(fx: dict) -> tuple[int, str]:
+    """n of a fixture and the class flopcalc plans for it, from flopcalc's own plan of that call (the same n and
+    class the tool looks up); a text encoder's n is its sequence length."""
     from flopcalc.api import estimate
 
     s = fx["settings"]
-    report = estimate(fx["case"], height=s["height"], width=s["width"], num_frames=s.get("num_frames"), steps=1,
-                      resolution_binning=False)
+    if "height" not in s:  # the class the card's plan loads (e.g. Qwen3Model from a Qwen3ForCausalLM checkpoint)
+        return s["seq_len"], estimate(card_of(fx["case"])).component(fx["component"], fx["call"]).class_name
+    report = estimate(card_of(fx["case"]), height=s["height"], width=s["width"], num_frames=s.get("num_frames"),
+                      resolution_binning=False)  # the default steps: every expert of a two-expert model runs
     comp = report.component(fx["component"], fx["call"])
-    return comp.shape["latent_height"] * comp.shape["latent_width"] * (comp.shape.get("latent_frames") or 1)
+    return comp.shape["latent_height"] * comp.shape["latent_width"] * (comp.shape.get("latent_frames") or 1), \
+        comp.class_name
 
 
 def fit(ns: list[int], peaks: list[int]) -> list[float]:
@@ -62,11 +75,11 @@ def loo_error(ns: list[int], peaks: list[int]) -> float:
     return worst
 
 
-def config_key(folder: Path) -> str:
+def fit_key(class_name: str, call: str, config: dict, *, tiled: bool) -> str:
     sys.path.insert(0, str(REPO_ROOT))
-    from flopcalc.activations import config_key as key
+    from flopcalc.activations import fit_key as key
 
-    return key(json.loads((folder / "config.json").read_text(encoding="utf-8")))
+    return key(class_name, call, config, tiled=tiled)
 
 
 def build() -> dict:
@@ -76,14 +89,16 @@ def build() -> dict:
         groups[(fx["case"], fx["component"], fx["call"], fx["attention"])].append(fx)
     out: dict[str, dict] = {}
     for (case, component, call, attention), fixtures in sorted(groups.items()):
-        ns = [positions(fx) for fx in fixtures]
+        planned = [positions(fx) for fx in fixtures]
+        ns = [n for n, _ in planned]
         peaks = [fx["peak_elements"] for fx in fixtures]
         order = sorted(range(len(ns)), key=ns.__getitem__)
         ns, peaks = [ns[i] for i in order], [peaks[i] for i in order]
-        folder = REPO_ROOT / "model_cards" / case / component
-        key = f"{fixtures[0]['class_name']}.{call}:{config_key(folder)}"
-        entry = out.setdefault(key, {"measured_on": f"{case}/{component}", "settings": {
-            k: v for k, v in fixtures[0]["settings"].items() if k not in ("height", "width")}})
+        folder = REPO_ROOT / "model_cards" / card_of(case) / component
+        key = fit_key(planned[0][1], call, json.loads((folder / "config.json").read_text(encoding="utf-8")),
+                      tiled=bool(fixtures[0]["settings"].get("vae_tiling")))
+        entry = out.setdefault(key, {"measured_on": f"{card_of(case)}/{component}", "settings": {
+            k: v for k, v in fixtures[0]["settings"].items() if k not in ("height", "width", "seq_len")}})
         entry[attention] = {"coef": fit(ns, peaks), "loo_max_rel_error": loo_error(ns, peaks),
                             "n_range": [ns[0], ns[-1]], "points": [[n, p] for n, p in zip(ns, peaks)]}
     return out

@@ -22,7 +22,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from measure import _locate, _wrap, build_inputs, build_model
+from measure import TensorSpec, _locate, _wrap, build_inputs, build_model
 from measure_training import _fused_attention
 
 __all__ = ["LiveElements", "peak_elements"]
@@ -78,7 +78,7 @@ def peak_elements(config_dir: str | Path, settings: Mapping[str, int], *, call: 
     with _fused_attention(attention == "fused"), torch.no_grad():
         mode = LiveElements(weights)
         with mode:
-            tensors = {k: None if v is None else v.make() for k, v in specs.items()}
+            tensors = {k: v.make() if isinstance(v, TensorSpec) else v for k, v in specs.items()}
             wrapper, positional = _wrap(model, call, tensors)
             inputs = mode.live
             out = wrapper(*positional)

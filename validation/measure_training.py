@@ -46,11 +46,20 @@ MODES = ("full", "checkpointing", "fused_attention")
 
 
 def _efficient_sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
-    """``F.scaled_dot_product_attention`` through the memory-efficient fused kernel (no mask, no causal, no GQA)."""
-    if attn_mask is not None or is_causal or enable_gqa:
-        raise NotImplementedError("fused_attention mode: masked, causal or GQA attention is not routed")
+    """``F.scaled_dot_product_attention`` through the memory-efficient fused kernel. A mask is passed as its
+    additive bias (a boolean one converted as SDPA converts it), causal attention as the kernel's flag; grouped
+    key/value heads (``enable_gqa``) are repeated to the query heads first, as SDPA's fallback does."""
+    if enable_gqa and key.shape[-3] != query.shape[-3]:
+        repeat = query.shape[-3] // key.shape[-3]
+        key, value = key.repeat_interleave(repeat, dim=-3), value.repeat_interleave(repeat, dim=-3)
+    bias = None
+    if attn_mask is not None:
+        bias = attn_mask
+        if attn_mask.dtype == torch.bool:
+            bias = torch.zeros_like(attn_mask, dtype=query.dtype).masked_fill(~attn_mask, float("-inf"))
+        bias = bias.expand(*query.shape[:-2], query.shape[-2], key.shape[-2])
     return torch.ops.aten._scaled_dot_product_efficient_attention(
-        query.contiguous(), key.contiguous(), value.contiguous(), None, True, dropout_p, False, scale=scale)[0]
+        query.contiguous(), key.contiguous(), value.contiguous(), bias, True, dropout_p, is_causal, scale=scale)[0]
 
 
 @contextlib.contextmanager

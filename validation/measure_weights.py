@@ -63,6 +63,32 @@ def loaded_bytes(model: nn.Module, dtype: str) -> dict[str, Any]:
             "buffer_bytes": buffer_bytes, "bytes": param_bytes + buffer_bytes, "buffers": buffers}
 
 
+def offloaded_modules(model: nn.Module, dtype: str) -> dict[str, Any]:
+    """What ``enable_sequential_cpu_offload()`` moves to the GPU at once, from the real module: accelerate hooks
+    every module with direct tensors and loads only those for its forward (``accelerate/hooks.py``
+    ``attach_align_device_hook``, ``AlignDevicesHook.pre_forward``), so while a module runs, its own direct
+    parameters and those of the modules enclosing it are resident. ``largest``: the single module with the most
+    bytes of direct parameters ``(path, numel, bytes)``; ``most``: the most direct parameters of a single module;
+    ``stack``: the largest sum along one path from the root to a leaf (the enclosing modules' direct parameters
+    included), in elements."""
+    keep = keep_in_fp32(model, dtype)
+    size = torch.tensor([], dtype=DTYPES[dtype]).element_size()
+    best, most = ("", 0, 0), 0
+    for name, module in model.named_modules():
+        numel = sum(p.numel() for p in module.parameters(recurse=False))
+        most = max(most, numel)
+        nbytes = sum(p.numel() * (4 if any(part in keep for part in f"{name}.{short}".split(".")) else size)
+                     for short, p in module.named_parameters(recurse=False))
+        if nbytes > best[2]:
+            best = (name, numel, nbytes)
+
+    def stack(module: nn.Module) -> int:
+        return (sum(p.numel() for p in module.parameters(recurse=False))
+                + max((stack(c) for c in module.children()), default=0))
+
+    return {"largest": best, "most": most, "stack": stack(model)}
+
+
 def converted_linears(model: nn.Module, library: str) -> dict[str, Any]:
     """The ``nn.Linear`` modules of ``model`` and those a weight quantizer replaces when the model loads with a
     default config (no modules named to skip), ``library`` ``"bitsandbytes"`` (LLM.int8 and 4-bit alike) or
