@@ -65,6 +65,15 @@ def is_block_kind(formula: str) -> bool:
     return formula in _BLOCK_KINDS
 
 
+def larger(a: Any, b: Any) -> Any:
+    """max(a, b) of two parameter counts; ``sympy.Max`` where a formula is rendered with symbolic sizes."""
+    if isinstance(a, int) and isinstance(b, int):
+        return a if a >= b else b
+    import sympy
+
+    return sympy.Max(a, b)
+
+
 @dataclass(frozen=True, slots=True)
 class Cost:
     """Work of one forward pass at batch size 1, split by who counts it (see module doc)."""
@@ -101,7 +110,7 @@ class Cost:
             self.linear_blocks + other.linear_blocks,
             self.linear_packed + other.linear_packed,
             self.linear_layers + other.linear_layers,
-            max(self.largest_module, other.largest_module),
+            larger(self.largest_module, other.largest_module),
         )
 
     def __mul__(self, k: Any) -> Cost:
@@ -164,8 +173,7 @@ def total_of(costs: Iterable[Cost]) -> Cost:
         lb += c.linear_blocks
         lp += c.linear_packed
         ll += c.linear_layers
-        if c.largest_module > big:
-            big = c.largest_module
+        big = larger(big, c.largest_module)
     return Cost(lin, conv, att, fn, tx, el, par, sc, lw, lr, lb, lp, ll, big)
 
 
