@@ -83,7 +83,7 @@ def corpus() -> list[Source]:
               for pattern in ("*/config.json", "*/model_index.json")
               for p in sorted((REPO / "validation" / "configs").glob(pattern))]
     sources: list[Source] = []
-    seen: set[str] = set()
+    seen: dict[str, str] = {}
     for label, root in roots:
         try:
             src = resolve(root)
@@ -94,10 +94,16 @@ def corpus() -> list[Source]:
             sources.append(Source(label, dict(src.model_index), comps))
         for name, cfg in comps.items():
             key = json.dumps(cfg, sort_keys=True)
-            if key not in seen and _runs(None, {name: cfg}):
-                seen.add(key)
+            if key in seen:  # the same config under another card: one source, found by either label
+                ALIASES[f"{label}/{name}"] = seen[key]
+            elif _runs(None, {name: cfg}):
+                seen[key] = f"{label}/{name}"
                 sources.append(Source(f"{label}/{name}", None, {name: cfg}))
     return sources
+
+
+#: Label of a component config met again under another card → the label of the source that holds it.
+ALIASES: dict[str, str] = {}
 
 
 def _runs(model_index: dict | None, components: dict[str, dict]) -> bool:
@@ -243,7 +249,7 @@ def _serve() -> None:
     print(json.dumps({"ready": sorted(sources)}), flush=True)
     for line in sys.stdin:
         case = json.loads(line)
-        src = sources[case["source"]]
+        src = sources[ALIASES.get(case["source"], case["source"])]
         comps, index = dict(src.components), src.model_index
         if case["component"] == "model_index.json":
             index = mutate(index, case["path"], case["kind"], case["value"])
