@@ -39,6 +39,9 @@ class RunShape:
     ``reference_tokens``: tokens of reference images a pipeline concatenates after the latent's own
     tokens along the sequence (FLUX.1 Kontext: the packed latent of the input image), as the
     pipeline packs them; None: none. The denoiser runs every layer on them too.
+
+    ``text_len_2``: tokens of a second text stream the denoiser embeds on its own and joins to the
+    first (HunyuanImage's byT5 glyph tokens); None: none.
     """
 
     latent_height: Any = None
@@ -53,6 +56,7 @@ class RunShape:
     timestep_tokens: Any = None
     image_tokens: Any = None
     reference_tokens: Any = None
+    text_len_2: Any = None
 
 
 Assembler = Callable[[Config, RunShape], Node]
