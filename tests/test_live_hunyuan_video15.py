@@ -1,7 +1,8 @@
-"""Live re-measurement of ``HunyuanVideo15Transformer3DModel`` (HunyuanVideo 1.5), built on the meta
-device and counted now: randomized configs (every structural key the assembler reads) under
-``HunyuanVideo15Pipeline``'s plan and, through the assembler, at random token counts; and the plan's
-default size against diffusers' own ``calculate_default_height_width``.
+"""Live re-measurement of HunyuanVideo 1.5: ``HunyuanVideo15Transformer3DModel`` and
+``AutoencoderKLHunyuanVideo15``, built on the meta device and counted now: randomized configs (every
+structural key the assemblers read) under ``HunyuanVideo15Pipeline``'s plan and, for the transformer,
+through the assembler at random token counts; and the plan's default size against diffusers' own
+``calculate_default_height_width``.
 
 The seed is printed; ``FLOPCALC_SEED=N`` replays it. Bar: ``torch`` convention exact (total and every
 measured module), parameters exact, ``thop`` convention exact.
@@ -30,7 +31,7 @@ from flopcalc.registry import RunShape, assemble  # noqa: E402
 
 pytestmark = pytest.mark.live
 
-CONFIGS = REPO / "validation/configs/hunyuanvideo-1.5-480p-t2v"
+CONFIGS = REPO / "model_cards/hunyuanvideo-1.5-480p"
 INDEX = json.loads((CONFIGS / "model_index.json").read_text())
 
 
@@ -96,3 +97,37 @@ def test_default_size_is_diffusers_bucket(rng):
     processor = HunyuanVideo15ImageProcessor(vae_scale_factor=16)
     for target in [640, 960] + [16 * rng.randint(8, 80) for _ in range(5)]:
         assert default_size(target, 16) == tuple(processor.calculate_default_height_width(9, 16, target)), target
+
+
+def _random_vae_config(rng: random.Random) -> dict:
+    """Configs the real class can run: neighbouring widths equal or doubling (the pixel shuffles' reshapes)."""
+    levels = rng.randint(2, 4)
+    z = rng.choice([4, 8])
+    channels = [32]
+    for _ in range(levels - 1):
+        channels.append(channels[-1] * rng.choice([1, 2]))
+    spatial = 2 ** (levels - 1)
+    return {
+        "_class_name": "AutoencoderKLHunyuanVideo15",
+        "in_channels": 3,
+        "out_channels": rng.choice([3, 4]),
+        "latent_channels": z,
+        "block_out_channels": channels,
+        "layers_per_block": rng.randint(1, 2),
+        "spatial_compression_ratio": spatial,
+        "temporal_compression_ratio": rng.choice([t for t in (1, 2, 4) if t <= spatial]),
+        "downsample_match_channel": True,
+        "upsample_match_channel": True,
+    }
+
+
+def test_random_vae_configs(rng, tmp_path):
+    for i in range(3):
+        cfg = _random_vae_config(rng)
+        f, t = cfg["spatial_compression_ratio"], cfg["temporal_compression_ratio"]
+        h, w, frames = random_size(rng, f, 16, 96), random_size(rng, f, 16, 96), 1 + t * rng.randint(0, 3)
+        folder = write_config(tmp_path, f"vae{i}", cfg)
+        for call in ("decode", "encode"):
+            check_plan(folder, "vae", Settings(height=h, width=w, num_frames=frames,
+                                               strength=1.0 if call == "encode" else None),
+                       {"height": h, "width": w, "num_frames": frames}, index=INDEX, call=call)

@@ -16,7 +16,7 @@ from flopcalc.pipelines.hunyuan_video15 import crop_sizes, default_size
 from flopcalc.registry import RunShape, assemble
 
 REPO = Path(__file__).resolve().parent.parent
-FOLDER = REPO / "validation/configs/hunyuanvideo-1.5-480p-t2v"
+FOLDER = REPO / "model_cards/hunyuanvideo-1.5-480p"
 INDEX = json.loads((FOLDER / "model_index.json").read_text())
 TRANSFORMER = json.loads((FOLDER / "transformer/config.json").read_text())
 
@@ -34,6 +34,9 @@ def test_defaults_480x848_121_frames_50_steps_cfg():
     assert t.runs == 100
     assert t.shape == {"latent_height": 30, "latent_width": 53, "latent_frames": 31, "text_len": 1000,
                        "text_len_2": 256, "image_tokens": 729}
+    vae = r.component("vae")
+    assert vae.runs == 1 and vae.call == "decode"
+    assert vae.shape == {"latent_height": 30, "latent_width": 53, "latent_frames": 31}
     assert any("text_encoder (Qwen2_5_VLTextModel)" in n and "not there" in n for n in r.notes)
     assert any("ClassifierFreeGuidance" in n and "not read" in n for n in r.notes)
 
@@ -84,6 +87,23 @@ def test_closed_form():
                 + n * 65 * d + 2 * d * d + n * d * 32)  # x_embedder, norm_out, proj_out
     assert tree.total.macs("torch") == expected
     assert tree.total.params == 8_326_608_160
+
+
+def test_vae_frames_and_refusals():
+    """Decode 31 latent frames to 121 (two temporal upsamples: F → 2F − 1); encode 121 → 31; a resampler
+    whose channels the pixel shuffle cannot reshape is refused."""
+    vae = json.loads((FOLDER / "vae/config.json").read_text())
+    dec = assemble(vae, RunShape(latent_height=30, latent_width=53, latent_frames=31), component="vae", call="decode")
+    assert dec.find("decoder.conv_out.conv") is not None
+    enc = assemble(vae, RunShape(height=480, width=848, frames=121), component="vae", call="encode")
+    # conv_out on the 31 × 30 × 53 latent grid: 27 · 1024 · 64 MACs per position
+    assert enc.find("encoder.conv_out.conv").total.macs("torch") == 27 * 1024 * 64 * 31 * 30 * 53
+    with pytest.raises(ConfigError, match="resampler"):
+        assemble({**vae, "block_out_channels": [32, 256, 512, 1024, 1024]}, RunShape(height=64, width=64, frames=5),
+                 component="vae", call="encode")
+    with pytest.raises(ConfigError, match="levels"):
+        assemble({**vae, "spatial_compression_ratio": 32}, RunShape(latent_height=2, latent_width=2, latent_frames=2),
+                 component="vae", call="decode")
 
 
 def test_refuses_a_config_the_real_class_cannot_run():

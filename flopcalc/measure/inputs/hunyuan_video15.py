@@ -1,4 +1,5 @@
-"""Input builder and model builder for ``HunyuanVideo15Transformer3DModel`` (imported by
+"""Input builders for ``HunyuanVideo15Transformer3DModel`` (with its model builder) and
+``AutoencoderKLHunyuanVideo15`` (imported by
 ``flopcalc.measure.harness``; see validation/README.md).
 
 Settings are pipeline level: ``height``/``width`` in pixels and ``num_frames`` (the latent is
@@ -138,7 +139,7 @@ def _hunyuan_video15_transformer_inputs(model: nn.Module, call: str, s: Mapping[
 
 @input_builder("AutoencoderKLHunyuanVideo15", settings=("height", "width", "num_frames"), calls=("decode", "encode"))
 def _hunyuan_video15_vae_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict[str, TensorSpec]:
-    """No formula yet (``--measure`` counts it): decode z (1, latent_channels, (F − 1)//t + 1, H/s, W/s) as
+    """decode z (1, latent_channels, (F − 1)//t + 1, H/s, W/s) as
     ``HunyuanVideo15Pipeline`` decodes its latent (line 826; tiling off, as the pipeline leaves it); encode x
     (1, in_channels, F, H, W)."""
     if call == "encode":
