@@ -35,8 +35,8 @@ DEFAULT_STEPS = 50
 GUIDER_SCALE = 3.5
 
 
-def _guider(index: Mapping[str, Any] | None) -> str | None:
-    """The class the index names for ``guider`` (None: absent or ``[null, null]``)."""
+def guider_class(index: Mapping[str, Any] | None) -> str | None:
+    """The class the index names for ``guider`` (None: absent or ``[null, null]``); its config is not read."""
     entry = (index or {}).get("guider")
     return entry[1] if isinstance(entry, list) and len(entry) == 2 and entry[1] else None
 
@@ -65,7 +65,7 @@ def hunyuan_image_pipeline(components: Mapping[str, Mapping[str, Any]], s: Setti
     Latents: ``H/32 × W/32`` (``prepare_latents`` floors; ``check_inputs`` wants multiples of 64, which
     flopcalc asks for)."""
     f = config_value(components, "vae", "spatial_compression_ratio", VAE_SCALE_FACTOR)
-    guider = _guider(index)
+    guider = guider_class(index)
     s = replace(s, height=s.height or DEFAULT_SAMPLE_SIZE * f, width=s.width or DEFAULT_SAMPLE_SIZE * f,
                 steps=s.steps or DEFAULT_STEPS)
     check_divisible(s.height, s.width, f * 2, "HunyuanImage height and width (check_inputs)")

@@ -6,6 +6,7 @@ from dataclasses import replace
 from typing import Any, Mapping
 
 from flopcalc.errors import ResolutionError
+from flopcalc.pipelines.hunyuan_image import guider_class
 from flopcalc.pipelines.base import (
     Plan,
     Settings,
@@ -59,11 +60,6 @@ def default_size(target_size: int, patch: int) -> tuple[int, int]:
     return buckets[best]
 
 
-def _guider(index: Mapping[str, Any] | None) -> str | None:
-    entry = (index or {}).get("guider")
-    return entry[1] if isinstance(entry, list) and len(entry) == 2 and entry[1] else None
-
-
 @register_pipeline("HunyuanVideo15Pipeline", denoisers=("HunyuanVideo15Transformer3DModel",),
                    options=("num_frames",))
 def hunyuan_video15_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
@@ -90,7 +86,7 @@ def hunyuan_video15_pipeline(components: Mapping[str, Mapping[str, Any]], s: Set
         s = replace(s, height=h, width=w)
     s = replace(s, steps=s.steps or DEFAULT_STEPS, num_frames=s.num_frames or DEFAULT_FRAMES)
     check_divisible(s.height, s.width, f, "HunyuanVideo 1.5 height and width (the VAE's spatial factor)")
-    guider = _guider(index)
+    guider = guider_class(index)
     scale = GUIDER_SCALE if s.guidance_scale is None else s.guidance_scale
     cfg = guider is not None and scale > 1
     notes = list(missing_notes(components, ["text_encoder", "transformer", "vae"]))
