@@ -97,6 +97,9 @@ def test_default_size_is_diffusers_bucket(rng):
     processor = HunyuanVideo15ImageProcessor(vae_scale_factor=16)
     for target in [640, 960] + [16 * rng.randint(8, 80) for _ in range(5)]:
         assert default_size(target, 16) == tuple(processor.calculate_default_height_width(9, 16, target)), target
+        h, w = rng.randint(64, 2048), rng.randint(64, 2048)  # an image-to-video input image
+        assert default_size(target, 16, h, w) == tuple(processor.calculate_default_height_width(h, w, target)), \
+            (target, h, w)
 
 
 def _random_vae_config(rng: random.Random) -> dict:

@@ -111,3 +111,14 @@ def test_refuses_a_config_the_real_class_cannot_run():
         assemble({**TRANSFORMER, "qk_norm": None}, RunShape(latent_height=2, latent_width=2, latent_frames=1,
                                                              text_len=2, text_len_2=2, image_tokens=2),
                  component="transformer")
+
+
+def test_image_to_video_snaps_to_the_image_bucket_and_encodes_one_frame():
+    i2v = {**INDEX, "_class_name": "HunyuanVideo15ImageToVideoPipeline"}
+    vae = json.loads((FOLDER / "vae/config.json").read_text())
+    r = estimate_configs(i2v, {"transformer": TRANSFORMER, "vae": vae}, Settings(height=1024, width=768))
+    assert (r.settings.height, r.settings.width) == default_size(640, 16, 1024, 768)
+    assert {(c.component, c.call): c.runs for c in r.components} == {
+        ("transformer", "forward"): 100, ("vae", "encode"): 1, ("vae", "decode"): 1}
+    assert r.component("vae", "encode").shape == {"height": r.settings.height, "width": r.settings.width, "frames": 1}
+    assert any("SiglipVisionModel" in n and "not counted" in n for n in r.notes)

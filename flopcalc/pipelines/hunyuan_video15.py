@@ -7,11 +7,14 @@ from typing import Any, Mapping
 
 from flopcalc.errors import ResolutionError
 from flopcalc.pipelines.hunyuan_image import guider_class
+from flopcalc.registry import RunShape
 from flopcalc.pipelines.base import (
+    ComponentRun,
     Plan,
     Settings,
     cfg_passes,
     check_divisible,
+    component_class,
     config_value,
     denoiser_run,
     missing_notes,
@@ -48,14 +51,16 @@ def crop_sizes(base_size: int, patch: int, max_ratio: float = 4.0) -> list[tuple
     return out
 
 
-def default_size(target_size: int, patch: int) -> tuple[int, int]:
-    """``calculate_default_height_width(9, 16, target_size)`` (image_processor.py:97, with
-    ``get_closest_ratio``): the bucket whose ``round(first / second, 5)`` is the closest at or above
-    9/16. The bucket's entries are returned in their stored order, as ``(height, width)``."""
+def default_size(target_size: int, patch: int, height: int = DEFAULT_ASPECT[0],
+                 width: int = DEFAULT_ASPECT[1]) -> tuple[int, int]:
+    """``calculate_default_height_width(height, width, target_size)`` (image_processor.py:97, with
+    ``get_closest_ratio``): among the buckets' ``round(first / second, 5)`` ratios, the closest one on the
+    same side of ``height / width`` (at or below it for an aspect ≥ 1, at or above it otherwise). The
+    bucket's entries are returned in their stored order, as ``(height, width)``; without a size, 9 × 16."""
     buckets = crop_sizes(target_size, patch)
-    aspect = DEFAULT_ASPECT[0] / DEFAULT_ASPECT[1]
+    aspect = height / width
     ratios = [round(a / b, 5) for a, b in buckets]
-    candidates = [(i, r - aspect) for i, r in enumerate(ratios) if r - aspect >= 0]
+    candidates = [(i, r - aspect) for i, r in enumerate(ratios) if (r - aspect <= 0 if aspect >= 1 else r - aspect >= 0)]
     best = min(candidates, key=lambda pair: abs(pair[1]))[0]
     return buckets[best]
 
@@ -111,3 +116,31 @@ def hunyuan_video15_pipeline(components: Mapping[str, Mapping[str, Any]], s: Set
              for r in denoiser_run(components, "transformer", s, f, TEXT_TOKENS, passes, latent_frames=frames)]
     runs += vae_runs(components, s, s.batch_size * s.num_images_per_prompt, s.height // f, s.width // f, frames)
     return Plan("HunyuanVideo15Pipeline", s, passes, tuple(runs), tuple(notes))
+
+
+@register_pipeline("HunyuanVideo15ImageToVideoPipeline", options=("num_frames",))
+def hunyuan_video15_i2v_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
+                                 index: Mapping[str, Any] | None = None) -> Plan:
+    """``HunyuanVideo15ImageToVideoPipeline.__call__`` (pipeline_hunyuan_video1_5_image2video.py:652): as the
+    text-to-video plan, but the video's size is always the bucket of ``target_size`` nearest the input
+    image's aspect (line 756: ``calculate_default_height_width`` of the image's size; ``height`` / ``width``
+    here are the input image's, 16:9 without them), the image is VAE-encoded once as one frame
+    (``prepare_cond_latents_and_mask`` → ``_get_image_latents``, line 386) and its SigLIP states, from the
+    ``image_encoder``, replace the zero image tokens (same 729 tokens: the transformer's work is unchanged).
+    The image encoder (``SiglipVisionModel``) has no formula in flopcalc: not counted, said so."""
+    f = config_value(components, "vae", "spatial_compression_ratio", SPATIAL)
+    target = config_value(components, "transformer", "target_size", 640)
+    h, w = default_size(target, f, s.height, s.width) if s.height and s.width else default_size(target, f)
+    plan = hunyuan_video15_pipeline(components, replace(s, height=h, width=w), index=index)
+    runs = list(plan.runs)
+    if "vae" in components:
+        encode = ComponentRun("vae", component_class(components, "vae") or "?", "encode", "vae_encoder",
+                              RunShape(height=h, width=w, frames=1), 1, "1 input image (one frame)")
+        runs.insert(next(i for i, r in enumerate(runs) if r.component == "vae"), encode)
+    notes = [n for n in plan.notes if not n.startswith("text_encoder_2 (byT5)")]
+    notes.append("text_encoder_2 (byT5) runs only on quoted text in the prompt: not assumed, not counted; the "
+                 f"transformer embeds its {GLYPH_TOKENS} zero glyph tokens either way")
+    given = f"{s.height}×{s.width}" if s.height and s.width else "of unknown size: 16:9 assumed"
+    notes.append(f"the input image ({given}) is resized to the {h}×{w} bucket of target_size {target}")
+    notes.append("image_encoder (SiglipVisionModel, once per call, 729 tokens) has no formula in flopcalc: not counted")
+    return Plan("HunyuanVideo15ImageToVideoPipeline", plan.settings, plan.passes, tuple(runs), tuple(notes))
