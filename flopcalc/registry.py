@@ -43,6 +43,8 @@ class RunShape:
     ``perturbed``: perturbed-attention guidance (a ``flopcalc.perturbed_attention.PerturbedAttention``:
     the PAG layers, and whether this run is the perturbed row); None: no PAG. How the call runs, not a
     size, like ``split``.
+    ``text_len_2``: tokens of a second text stream the denoiser embeds on its own and joins to the
+    first (HunyuanImage's byT5 glyph tokens); None: none.
     """
 
     latent_height: Any = None
@@ -58,6 +60,7 @@ class RunShape:
     image_tokens: Any = None
     reference_tokens: Any = None
     perturbed: Any = None
+    text_len_2: Any = None
 
 
 Assembler = Callable[[Config, RunShape], Node]

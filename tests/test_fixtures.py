@@ -74,7 +74,7 @@ def _component(fixture: dict, convention: str = "torch"):
     assert len(matches) == 1, [c.component for c in report.components]
     comp = matches[0]
     # The run flopcalc planned is the run that was measured.
-    for key in ("seq_len", "text_len"):
+    for key in ("seq_len", "text_len", "text_len_2"):
         if key in s:
             assert comp.shape[key] == s[key]
     return comp

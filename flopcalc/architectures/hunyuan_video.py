@@ -125,14 +125,8 @@ def hunyuan_video_transformer(config: Config, shape: RunShape) -> Node:
     if config["guidance_embeds"]:
         embed.append(mlp_embedder("guidance_embedder", TIMESTEP_CHANNELS, dim))
 
-    refiner = token_refiner_block(dim=dim, heads=heads, head_dim=head_dim, tokens=t)
-    context_embedder = Node("context_embedder", children=(
-        Node("time_text_embed", children=(mlp_embedder("timestep_embedder", TIMESTEP_CHANNELS, dim),
-                                          mlp_embedder("text_embedder", text_dim, dim))),
-        Node("proj_in", ops.linear(t, text_dim, dim)),
-        Node("token_refiner", children=(
-            module_list("refiner_blocks", [refiner] * count_int(config, "num_refiner_layers")),)),
-    ), formula="hunyuan_video_token_refiner")
+    context_embedder = token_refiner(dim=dim, heads=heads, head_dim=head_dim, text_dim=text_dim, tokens=t,
+                                     layers=count_int(config, "num_refiner_layers"))
 
     dual = dual_stream_block(dim=dim, heads=heads, head_dim=head_dim, video_tokens=n, text_tokens=t,
                              mlp_ratio=mlp_ratio, qk_norm=qk_norm, token_replace=token_replace)
@@ -147,6 +141,20 @@ def hunyuan_video_transformer(config: Config, shape: RunShape) -> Node:
         ada_layer_norm_continuous("norm_out", dim, dim, n),
         Node("proj_out", ops.linear(n, dim, pt * p * p * out_channels)),
     ), formula="hunyuan_video_transformer")
+
+
+def token_refiner(*, dim: int, heads: int, head_dim: int, text_dim: int, tokens: Any, layers: int) -> Node:
+    """``context_embedder`` (``HunyuanVideoTokenRefiner``, and HunyuanImage's identical
+    ``HunyuanImageTokenRefiner``, transformer_hunyuanimage.py:365): ``time_text_embed`` (timestep
+    256 → d → d, the masked mean of the text states text_dim → d → d), ``proj_in`` (text_dim → d) on
+    the ``tokens`` text tokens, ``layers`` refiner blocks."""
+    refiner = token_refiner_block(dim=dim, heads=heads, head_dim=head_dim, tokens=tokens)
+    return Node("context_embedder", children=(
+        Node("time_text_embed", children=(mlp_embedder("timestep_embedder", TIMESTEP_CHANNELS, dim),
+                                          mlp_embedder("text_embedder", text_dim, dim))),
+        Node("proj_in", ops.linear(tokens, text_dim, dim)),
+        Node("token_refiner", children=(module_list("refiner_blocks", [refiner] * layers),)),
+    ), formula="hunyuan_video_token_refiner")
 
 
 def _twice(node: Node) -> Node:

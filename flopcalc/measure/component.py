@@ -78,11 +78,11 @@ def _no_builder(component: str, class_name: str | None) -> str:
 
 def harness_settings(shape: Any, settings: Any) -> dict[str, int]:
     """What an input builder reads, from a run's shape and the plan's resolved settings: ``seq_len``
-    (text encoders) and ``text_len`` from the shape; ``height`` / ``width`` (image pixels: the builders
+    (text encoders) and ``text_len`` (``text_len_2``) from the shape; ``height`` / ``width`` (image pixels: the builders
     derive the latent grid the way the pipeline does) and ``num_frames`` from the shape where it has
     them (a VAE encode), else from the settings."""
     out: dict[str, int] = {}
-    for key in ("seq_len", "text_len"):
+    for key in ("seq_len", "text_len", "text_len_2"):
         if getattr(shape, key, None) is not None:
             out[key] = int(getattr(shape, key))
     for key, fallback in (("height", "height"), ("width", "width"), ("frames", "num_frames")):
