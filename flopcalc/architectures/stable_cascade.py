@@ -30,7 +30,7 @@ from flopcalc.config import (
     positive_int,
 )
 from flopcalc.cost import Node, module_list
-from flopcalc.errors import ConfigError
+from flopcalc.errors import ConfigError, ResolutionError
 from flopcalc.formulas import ops
 from flopcalc.formulas.kandinsky3 import conv_transpose2d
 from flopcalc.formulas.stable_cascade import (
@@ -81,6 +81,10 @@ PAELLA_DEFAULTS = {
     "scale_factor": 0.3764,
 }
 PAELLA_SOURCE = "diffusers/pipelines/deprecated/wuerstchen/modeling_paella_vq_model.py"
+#: A shape every config can run at, for parameter counts: sides divisible by every patch and scale factor up
+#: to 16 (720720 = lcm(1, …, 16)), one CLIP image embedding.
+NOMINAL = RunShape(latent_height=720720, latent_width=720720, text_len=8, image_tokens=1, height=720720,
+                   width=720720)
 
 declare_keys("StableCascadeUNet", {
     "in_channels": SIZE, "out_channels": SIZE, "timestep_ratio_embedding_dim": SIZE, "patch_size": SIZE,
@@ -133,6 +137,9 @@ def _levels(config: Config) -> dict[str, Any]:
         if ATTN_BLOCK in types and (heads <= 0 or channels[i] // heads == 0):
             raise ConfigError(f"{comp}/config.json: level {i} has an SDCascadeAttnBlock but num_attention_heads "
                               f"{heads} for {channels[i]} channels: the real model cannot run this config.")
+    if positive_int(config, "timestep_ratio_embedding_dim") < 4:
+        raise ConfigError(f"{comp}/config.json: timestep_ratio_embedding_dim below 4 divides by zero in "
+                          "get_timestep_ratio_embedding (log(max_positions) / (half_dim − 1)): the real model cannot run.")
     kernel = positive_int(config, "kernel_size")
     if kernel % 2 == 0:
         raise ConfigError(f"{comp}/config.json: kernel_size {kernel} is even: the depthwise conv (padding "
@@ -197,7 +204,14 @@ def _level_blocks(types: list[str], layers: int, c: int, cfg: dict, i: int, h: A
     return blocks, h, w
 
 
-@register("StableCascadeUNet", role="denoiser", defaults=DEFAULTS, source=SOURCE)
+def _check_halvable(h: Any, w: Any, level: int) -> None:
+    """A level's 2× downscaling needs at least 2 positions a side (the real conv or resize fails below)."""
+    if isinstance(h, int) and isinstance(w, int) and min(h, w) < 2:
+        raise ResolutionError(f"the latent is {h}×{w} at level {level}, too small to halve again: the real "
+                              "StableCascadeUNet fails at this size; use a larger height and width")
+
+
+@register("StableCascadeUNet", role="denoiser", defaults=DEFAULTS, source=SOURCE, nominal=NOMINAL)
 def stable_cascade_unet(config: Config, shape: RunShape) -> Node:
     """One ``StableCascadeUNet.forward`` on a ``latent_height × latent_width`` latent."""
     cfg = _levels(config)
@@ -225,11 +239,13 @@ def stable_cascade_unet(config: Config, shape: RunShape) -> Node:
             prev = channels[i - 1]
             parts = [Node("0", cascade_layer_norm(prev, h * w))]
             if switch is None:
+                _check_halvable(h, w, i)
                 h, w = ops.conv_output_size(h, 2, 2), ops.conv_output_size(w, 2, 2)
                 parts.append(Node("1", ops.conv2d(prev, c, 2, h, w)))
             else:
                 inner = [Node("0", ops.conv2d(prev, c, 1, h, w))]
                 if switch[i - 1]:
+                    _check_halvable(h, w, i)
                     h, w = ops.conv_output_size(h, 2, 2), ops.conv_output_size(w, 2, 2)
                     inner.append(Node("1", bilinear(c * h * w)))
                 parts.append(Node("1", children=(module_list("blocks", inner),)))
@@ -246,11 +262,12 @@ def stable_cascade_unet(config: Config, shape: RunShape) -> Node:
         i = n - 1 - k
         c = channels[i]
         types = cfg["block_types_per_layer"][i]
+        layers = cfg["up_num_layers_per_block"][k]
         skip = c if i < n - 1 and types and types[0] == RES_BLOCK else 0
-        if skip:
+        if skip and layers:
             h, w = sizes[i]  # _up_decode interpolates x to the skip's size before the first ResBlock
         repeats = cfg["up_blocks_repeat_mappers"][k]
-        blocks, h, w = _level_blocks(types, cfg["up_num_layers_per_block"][k], c, cfg, i, h, w, skip=skip,
+        blocks, h, w = _level_blocks(types, layers, c, cfg, i, h, w, skip=skip,
                                      up=True, cond_tokens=m, config=config)
         ups.append(called(module_list(str(k), blocks), repeats))
         up_maps.append(module_list(str(k), [Node(str(r), ops.conv2d(c, c, 1, h, w)) for r in range(repeats - 1)]))
@@ -297,7 +314,7 @@ def _paella(config: Config) -> dict[str, int]:
 
 
 @register("PaellaVQModel", call="decode", role="vae", defaults=PAELLA_DEFAULTS, source=PAELLA_SOURCE,
-          scale_factor=paella_scale_factor)
+          scale_factor=paella_scale_factor, nominal=NOMINAL)
 def paella_vq_decode(config: Config, shape: RunShape) -> Node:
     """``decode(h)`` (``force_not_quantize=True``, the default and what ``StableCascadeDecoderPipeline``
     calls): no quantizer; ``up_blocks`` and ``out_block`` on the ``latent_height × latent_width`` latent.
@@ -312,7 +329,7 @@ def paella_vq_decode(config: Config, shape: RunShape) -> Node:
 
 
 @register("PaellaVQModel", call="encode", role="vae", defaults=PAELLA_DEFAULTS, source=PAELLA_SOURCE,
-          scale_factor=paella_scale_factor)
+          scale_factor=paella_scale_factor, nominal=NOMINAL)
 def paella_vq_encode(config: Config, shape: RunShape) -> Node:
     """``encode(x)``: ``in_block`` and ``down_blocks`` on the ``height × width`` image."""
     kw = _paella(config)

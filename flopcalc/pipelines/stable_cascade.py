@@ -79,6 +79,14 @@ def _refuse_symbolic(s: Settings) -> None:
                             "point: no closed-form law in H and W; use the numeric estimate")
 
 
+def _check_patch(cfg: Mapping[str, Any], latent: tuple[int, int], what: str) -> None:
+    """``PixelUnshuffle(patch_size)`` (the UNet's ``embedding``) needs latent sides that divide by the patch."""
+    patch = cfg["patch_size"]
+    if latent[0] % patch or latent[1] % patch:
+        raise ResolutionError(f"{what}, which the UNet's PixelUnshuffle({patch}) cannot split: the real pipeline "
+                              "fails at this size; choose another height or width (e.g. a multiple of 128)")
+
+
 def _prior_runs(components: Mapping[str, Mapping[str, Any]], s: Settings, steps: int, guidance: float,
                 multiple: float, names: tuple[str, str, str]) -> tuple[list[ComponentRun], int, tuple[int, int], list[str]]:
     """The prior pipeline's runs (``text_encoder``, ``prior``): the CLIP encoder on the prompts (and the
@@ -97,6 +105,7 @@ def _prior_runs(components: Mapping[str, Mapping[str, Any]], s: Settings, steps:
             raise ConfigError(f"{prior}/config.json: the prior pipeline passes CLIP text tokens and image embeddings; "
                               "this StableCascadeUNet has no clip_text_in_channels or clip_image_in_channels (a "
                               "decoder's config?)")
+        _check_patch(cfg, latent, f"the prior latent is {latent[0]}×{latent[1]} (ceil(side / {multiple}))")
         runs.append(ComponentRun(prior, component_class(components, prior) or "?", "forward", "denoiser",
                                  RunShape(latent_height=latent[0], latent_width=latent[1], text_len=TEXT_LEN,
                                           image_tokens=IMAGE_EMBEDDINGS),
@@ -117,11 +126,8 @@ def _decoder_runs(components: Mapping[str, Mapping[str, Any]], s: Settings, step
     latent = decoder_latent_side(prior_latent[0], scale), decoder_latent_side(prior_latent[1], scale)
     images = s.batch_size * s.num_images_per_prompt
     if "decoder" in components:
-        patch = components["decoder"]["patch_size"]
-        if latent[0] % patch or latent[1] % patch:
-            raise ResolutionError(f"the decoder latent is {latent[0]}×{latent[1]} (int(ceil(side / 42.67) × 10.67)), "
-                                  f"which the decoder's PixelUnshuffle({patch}) cannot split: the real pipeline fails "
-                                  "at this size; choose another height or width (e.g. a multiple of 128)")
+        _check_patch(components["decoder"], latent,
+                     f"the decoder latent is {latent[0]}×{latent[1]} (int(ceil(side / 42.67) × {scale}))")
         runs.append(ComponentRun("decoder", component_class(components, "decoder") or "?", "forward", "denoiser",
                                  RunShape(latent_height=latent[0], latent_width=latent[1], text_len=TEXT_LEN),
                                  steps * passes * images, f"{steps} steps × {passes} pass(es) × {images} image(s)"))
