@@ -149,3 +149,26 @@ def test_random_paella_configs(rng, tmp_path):
             "num_vq_embeddings": rng.randint(2, 64),
         }
         _vqgan(write_config(tmp_path, f"paella{i}", cfg), rng, scale * 2 ** (levels - 1), 2, 24)
+
+
+def test_latent_geometry_equals_diffusers_prepare_latents(rng):
+    """flopcalc's latent sides against the pipelines' own ``prepare_latents`` (called on stand-ins for
+    ``self``, on meta) at random sizes and the Hub index values."""
+    from types import SimpleNamespace
+
+    import torch
+    from diffusers.pipelines.stable_cascade.pipeline_stable_cascade import StableCascadeDecoderPipeline
+    from diffusers.pipelines.stable_cascade.pipeline_stable_cascade_prior import StableCascadePriorPipeline
+
+    scheduler = SimpleNamespace(init_noise_sigma=1.0)
+    for _ in range(20):
+        h, w = rng.randint(64, 4096), rng.randint(64, 4096)
+        prior = SimpleNamespace(prior=SimpleNamespace(config=SimpleNamespace(in_channels=16)),
+                                config=SimpleNamespace(resolution_multiple=42.67))
+        latents = StableCascadePriorPipeline.prepare_latents(prior, 1, h, w, 1, torch.float32, "meta", None, None,
+                                                             scheduler)
+        assert tuple(latents.shape[2:]) == (prior_latent_side(h), prior_latent_side(w)), (h, w)
+        decoder = SimpleNamespace(config=SimpleNamespace(latent_dim_scale=10.67))
+        out = StableCascadeDecoderPipeline.prepare_latents(decoder, 1, latents, 1, torch.float32, "meta", None, None,
+                                                           scheduler)
+        assert tuple(out.shape[2:]) == tuple(decoder_latent_side(s) for s in latents.shape[2:]), (h, w)

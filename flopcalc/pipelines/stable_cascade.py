@@ -23,7 +23,7 @@ import math
 from dataclasses import replace
 from typing import Any, Mapping
 
-from flopcalc.errors import ConfigError, FlopcalcError, ResolutionError
+from flopcalc.errors import ConfigError, FlopcalcError, OptionError, ResolutionError
 from flopcalc.pipelines.base import (
     ComponentRun,
     Plan,
@@ -73,7 +73,12 @@ def decoder_latent_side(prior_side: int, latent_dim_scale: float = LATENT_DIM_SC
     return int(prior_side * latent_dim_scale)
 
 
-def _refuse_symbolic(s: Settings) -> None:
+def _refuse_unsupported(s: Settings) -> None:
+    """No closed-form law (float geometry), and no image-to-image: Stable Cascade's pipelines take
+    ``images`` only as CLIP conditioning of the prior, never as a starting latent."""
+    if s.strength is not None:
+        raise OptionError("--strength does not apply to Stable Cascade: its pipelines have no image-to-image "
+                          "mode (reference images only condition the prior through CLIP)")
     if s.symbolic:
         raise FlopcalcError("Stable Cascade's latent sides are ceil(side / 42.67) and int(· × 10.67) in floating "
                             "point: no closed-form law in H and W; use the numeric estimate")
@@ -155,7 +160,7 @@ def stable_cascade_prior_pipeline(components: Mapping[str, Mapping[str, Any]], s
     """``StableCascadePriorPipeline.__call__`` (pipeline_stable_cascade_prior.py:377): 1024², 20 steps,
     ``guidance_scale`` 4.0; the prior latent is ``16 × ceil(H / 42.67) × ceil(W / 42.67)``; the prior
     sees the 77 text tokens, ``clip_seq`` pooled-text tokens and ``clip_seq`` per image embedding."""
-    _refuse_symbolic(s)
+    _refuse_unsupported(s)
     s = replace(s, height=s.height or PRIOR_SIZE, width=s.width or PRIOR_SIZE, steps=s.steps or PRIOR_STEPS,
                 guidance_scale=PRIOR_GUIDANCE if s.guidance_scale is None else s.guidance_scale)
     multiple = _index_number(index, "resolution_multiple", RESOLUTION_MULTIPLE)
@@ -174,7 +179,7 @@ def stable_cascade_decoder_pipeline(components: Mapping[str, Mapping[str, Any]],
     ``guidance_scale`` 0.0 (no CFG); it takes the prior's ``image_embeddings``, planned here as the prior
     pipeline makes them for ``height × width`` (1024² when not given; ``ceil(side / 42.67)``); the decoder
     latent is ``4 × int(· × latent_dim_scale)`` per side and the VQGAN decodes it once per image."""
-    _refuse_symbolic(s)
+    _refuse_unsupported(s)
     s = replace(s, height=s.height or PRIOR_SIZE, width=s.width or PRIOR_SIZE, steps=s.steps or DECODER_STEPS,
                 guidance_scale=DECODER_GUIDANCE if s.guidance_scale is None else s.guidance_scale)
     scale = _index_number(index, "latent_dim_scale", LATENT_DIM_SCALE)
@@ -194,7 +199,7 @@ def stable_cascade_combined_pipeline(components: Mapping[str, Mapping[str, Any]]
     ``--guidance-scale`` set these two), then the decoder pipeline with its own ``num_inference_steps`` 12
     and ``decoder_guidance_scale`` 0.0. The decoder pipeline gets the prior's prompt embeddings
     (``prompt_embeds`` from the prior's output, so ``prompt=None``), so its ``text_encoder`` never runs."""
-    _refuse_symbolic(s)
+    _refuse_unsupported(s)
     s = replace(s, height=s.height or COMBINED_SIZE, width=s.width or COMBINED_SIZE,
                 steps=s.steps or COMBINED_PRIOR_STEPS,
                 guidance_scale=COMBINED_PRIOR_GUIDANCE if s.guidance_scale is None else s.guidance_scale)
