@@ -117,6 +117,7 @@ def estimate(
     resolution_binning: bool = True,
     num_frames: int | None = None,
     vae_tiling: bool | None = None,
+    reference_images: int | None = None,
     convention: str = "torch",
     revision: str | None = None,
     token: str | None = None,
@@ -137,7 +138,7 @@ def estimate(
                         true_cfg_scale=true_cfg_scale, negative_prompt=negative_prompt, batch_size=batch_size,
                         num_images_per_prompt=num_images_per_prompt, max_sequence_length=max_sequence_length,
                         strength=strength, resolution_binning=resolution_binning, num_frames=num_frames,
-                        vae_tiling=vae_tiling)
+                        vae_tiling=vae_tiling, reference_images=reference_images)
     return estimate_configs(source.model_index, source.components, settings, convention=convention,
                             model=source.name, source_kind=source.kind, revision=source.revision,
                             source_notes=source.notes, missing=tuple(source.missing),

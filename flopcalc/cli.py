@@ -91,6 +91,8 @@ def _parser() -> argparse.ArgumentParser:
                                                   "steps of the schedule (SD, SDXL, Kolors, CogVideoX, Wan: int(steps × strength); FLUX, SD3: "
                                                   "steps − int(steps − steps × strength))")
     e.add_argument("--num-frames", type=_positive_int, help="video: frames to generate (default: the pipeline's)")
+    e.add_argument("--reference-images", type=_positive_int,
+                   help="Stable Cascade: images given to the prior (CLIP vision encoded, default none)")
     tiling = e.add_mutually_exclusive_group()
     tiling.add_argument("--vae-tiling", dest="vae_tiling", action="store_true", default=None,
                         help="video: decode in tiles and temporal chunks")
@@ -217,7 +219,8 @@ def _estimate(args: argparse.Namespace) -> int:
         true_cfg_scale=args.true_cfg_scale, negative_prompt=args.negative_prompt, batch_size=args.batch_size,
         num_images_per_prompt=args.num_images_per_prompt, max_sequence_length=args.max_sequence_length,
         strength=args.strength, resolution_binning=args.resolution_binning, num_frames=args.num_frames,
-        vae_tiling=args.vae_tiling, convention=args.convention, revision=args.revision, measure=args.measure,
+        vae_tiling=args.vae_tiling, reference_images=args.reference_images, convention=args.convention,
+        revision=args.revision, measure=args.measure,
     )
     sys.stdout.write(render(report, args.format, per_block=args.per_block, depth=args.depth))
     return 0

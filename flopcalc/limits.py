@@ -23,6 +23,7 @@ LIMITS: dict[str, tuple[int, str]] = {
     "batch_size": (4096, "prompts"),
     "num_images_per_prompt": (4096, "images per prompt"),
     "max_sequence_length": (1 << 20, "tokens"),
+    "reference_images": (64, "reference images"),
     "tiles": (65536, "tiles per VAE call"),
 }
 LARGE_FACTOR = 16

@@ -67,6 +67,23 @@ def test_card_prior_at_random_size(rng):
     _unet(CARD / "prior_prior", rng, 0, 1500)
 
 
+def test_card_prior_with_reference_images(rng):
+    """``--reference-images N``: the prior sees ``clip_seq`` tokens per image."""
+    n = rng.randint(1, 4)
+    h, w = rng.randint(256, 1536), rng.randint(256, 1536)
+    check_plan(CARD / "prior_prior", "prior", Settings(height=h, width=w, reference_images=n),
+               {"height": h, "width": w, "text_len": 77, "reference_images": n}, module_depth=4)
+
+
+def test_card_prior_encoders():
+    """The prior's CLIP text encoder (77 tokens) and, given reference images, its CLIP vision encoder (224²),
+    as the combined pipeline plans them."""
+    index = json.loads((CARD / "model_index.json").read_text())
+    check_plan(CARD / "prior_text_encoder", "prior_text_encoder", Settings(), {"seq_len": 77}, index=index)
+    check_plan(CARD / "prior_image_encoder", "prior_image_encoder", Settings(reference_images=2),
+               {"height": 224, "width": 224}, index=index)
+
+
 def test_card_decoder_at_random_size(rng):
     _unet(LITE / "decoder", rng, 0, 700)
 

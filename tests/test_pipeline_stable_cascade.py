@@ -146,3 +146,19 @@ def test_no_image_to_image_and_no_law():
 
     with pytest.raises(FlopcalcError, match="closed-form"):
         symbolic_estimate("stable-cascade-prior")
+
+
+def test_reference_images_run_the_image_encoder_once_each():
+    r = flopcalc.estimate("stable-cascade-prior", reference_images=3, batch_size=2)
+    # encode_image: each image once at batch 1 (repeated over the batch after, zeros for the negative)
+    assert _runs(r) == {"text_encoder.forward": 4, "image_encoder.forward": 3, "prior.forward": 80}
+    assert r.component("image_encoder").shape == {"height": 224, "width": 224}
+    assert r.component("prior").shape["image_tokens"] == 3
+    attn = r.component("prior").tree.find("down_blocks.0.2.attention.to_k")
+    assert attn.per_item.linear == (576 + 77 + 4 + 3 * 4) * 2048 * 2048
+    c = flopcalc.estimate("stable-cascade", reference_images=1)
+    assert _runs(c)["prior_image_encoder.forward"] == 1
+    with pytest.raises(OptionError, match="reference-images"):
+        flopcalc.estimate("stable-cascade-decoder", reference_images=1)
+    with pytest.raises(OptionError, match="reference-images"):
+        flopcalc.estimate("sd1.5", reference_images=1)

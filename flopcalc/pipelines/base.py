@@ -61,6 +61,7 @@ class Settings:
     resolution_binning: bool = True  # PixArt: snap the size to the model's aspect-ratio bins, as the pipeline does
     num_frames: int | None = None  # video pipelines: frames generated (None: the pipeline's default)
     vae_tiling: bool | None = None  # video VAEs: decode in tiles/temporal chunks (None: as the pipeline does)
+    reference_images: int | None = None  # Stable Cascade prior: images CLIP-encoded as conditioning (None: none)
     counting: Counting = field(default=NUMERIC, metadata={"option": False})
 
     @property
@@ -124,6 +125,7 @@ OPTIONAL = {
                                                     "run on a fixed number of tokens)"),
     "num_frames": ("--num-frames", "it generates images, not videos"),
     "vae_tiling": ("--vae-tiling / --no-vae-tiling", "flopcalc does not model a tiled decode of its VAE"),
+    "reference_images": ("--reference-images", "it takes no reference images to condition on"),
 }
 #: Pipeline → the optional options it applies, and its own reasons for refusing others.
 _OPTIONS: dict[str, frozenset[str]] = {}
@@ -272,7 +274,7 @@ def _flag(option: str) -> str:
 
 
 def _validate(s: Settings) -> None:
-    for key in ("height", "width", "steps", "max_sequence_length", "num_frames"):
+    for key in ("height", "width", "steps", "max_sequence_length", "num_frames", "reference_images"):
         v = getattr(s, key)
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v <= 0):
             raise FlopcalcError(f"{key} must be a positive integer, got {v!r}")

@@ -13,8 +13,10 @@ The ``DDPMWuerstchenScheduler`` timesteps are ``linspace(1, 0, steps + 1)`` and 
 last (``timesteps[:-1]``), so the denoiser runs ``steps`` times. CLIP encodes 77 tokens
 (``padding="max_length"``); under classifier-free guidance (``guidance_scale > 1``) the negative
 prompt ("" when not given) is encoded too and the denoiser runs on the doubled batch. The prior's
-image encoder runs only for ``images``, which flopcalc does not take: the prior gets one zero image
-embedding (pipeline_stable_cascade_prior.py:533), which is what is counted.
+image encoder runs once per reference image (``images``; ``--reference-images N``: ``encode_image``,
+pipeline_stable_cascade_prior.py:262, at batch 1, whatever the batch and guidance: the negative image
+embeddings are zeros), and the prior then sees ``clip_seq`` tokens per image; without images it gets one
+zero image embedding (:533).
 """
 
 from __future__ import annotations
@@ -104,6 +106,14 @@ def _prior_runs(components: Mapping[str, Mapping[str, Any]], s: Settings, steps:
     latent = prior_latent_side(s.height, multiple), prior_latent_side(s.width, multiple)
     images = s.batch_size * s.num_images_per_prompt
     notes = []
+    refs = s.reference_images
+    if refs and image not in components:
+        notes.append(f"{image} is absent: its {refs} reference-image encoding(s) are not counted")
+    elif refs:
+        size = components[image]["image_size"]
+        runs.append(ComponentRun(image, component_class(components, image) or "?", "forward", "image_encoder",
+                                 RunShape(height=size, width=size), refs,
+                                 f"{refs} reference image(s), once each (encode_image)"))
     if prior in components:
         cfg = components[prior]
         if cfg["clip_text_in_channels"] is None or cfg["clip_image_in_channels"] is None:
@@ -113,11 +123,11 @@ def _prior_runs(components: Mapping[str, Mapping[str, Any]], s: Settings, steps:
         _check_patch(cfg, latent, f"the prior latent is {latent[0]}×{latent[1]} (ceil(side / {multiple}))")
         runs.append(ComponentRun(prior, component_class(components, prior) or "?", "forward", "denoiser",
                                  RunShape(latent_height=latent[0], latent_width=latent[1], text_len=TEXT_LEN,
-                                          image_tokens=IMAGE_EMBEDDINGS),
+                                          image_tokens=refs or IMAGE_EMBEDDINGS),
                                  steps * passes * images, f"{steps} steps × {passes} pass(es) × {images} image(s)"))
-    if image in components:
-        notes.append(f"{image} runs only for reference images (images=...), which flopcalc does not take: not "
-                     "counted; the prior gets one zero image embedding, as without images")
+    if image in components and not refs:
+        notes.append(f"{image} runs only for reference images (--reference-images N): none given, so not counted; "
+                     "the prior gets one zero image embedding")
     return runs, passes, latent, notes
 
 
@@ -154,7 +164,7 @@ def _image_note(components: Mapping[str, Mapping[str, Any]], s: Settings, latent
 
 
 @register_pipeline("StableCascadePriorPipeline", denoisers=("StableCascadeUNet",), component="prior",
-                   when=lambda cfg: cfg.get("effnet_in_channels") is None)
+                   options=("reference_images",), when=lambda cfg: cfg.get("effnet_in_channels") is None)
 def stable_cascade_prior_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                                   index: Mapping[str, Any] | None = None) -> Plan:
     """``StableCascadePriorPipeline.__call__`` (pipeline_stable_cascade_prior.py:377): 1024², 20 steps,
@@ -191,7 +201,7 @@ def stable_cascade_decoder_pipeline(components: Mapping[str, Mapping[str, Any]],
     return Plan("StableCascadeDecoderPipeline", s, passes, tuple(runs), tuple(notes))
 
 
-@register_pipeline("StableCascadeCombinedPipeline")
+@register_pipeline("StableCascadeCombinedPipeline", options=("reference_images",))
 def stable_cascade_combined_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                                      index: Mapping[str, Any] | None = None) -> Plan:
     """``StableCascadeCombinedPipeline.__call__`` (pipeline_stable_cascade_combined.py:161): 512²; the

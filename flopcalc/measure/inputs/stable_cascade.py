@@ -14,12 +14,13 @@ from flopcalc.measure.harness import TensorSpec, _cfg, _f32, input_builder, mode
 from flopcalc.pipelines.stable_cascade import IMAGE_EMBEDDINGS, decoder_latent_side, prior_latent_side
 
 
-@input_builder("StableCascadeUNet", settings=("height", "width", "text_len"))
+@input_builder("StableCascadeUNet", settings=("height", "width", "text_len"), optional=("reference_images",))
 def _stable_cascade_unet_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict[str, TensorSpec]:
     """As the pipelines call it. A prior (no ``effnet_in_channels``; ``StableCascadePriorPipeline``):
     ``sample`` (1, in_channels, ⌈H/42.67⌉, ⌈W/42.67⌉), ``timestep_ratio`` (1,), ``clip_text_pooled``
     (1, 1, pooled width), ``clip_text`` (1, text_len, clip_text_in_channels) and ``clip_img`` (1, 1,
-    clip_image_in_channels: the zero embedding without images) when the config has those mappers. A decoder
+    clip_image_in_channels: the zero embedding without images; ``reference_images`` embeddings when that setting is
+    given) when the config has those mappers. A decoder
     (``StableCascadeDecoderPipeline``): ``sample`` at ``int(⌈side/42.67⌉ · 10.67)``, ``clip_text_pooled`` and
     ``effnet`` (1, effnet_in_channels, ⌈H/42.67⌉, ⌈W/42.67⌉), the prior's latent."""
     prior = prior_latent_side(s["height"]), prior_latent_side(s["width"])
@@ -33,7 +34,7 @@ def _stable_cascade_unet_inputs(model: nn.Module, call: str, s: Mapping[str, int
     text, image = _cfg(model, "clip_text_in_channels"), _cfg(model, "clip_image_in_channels")
     if effnet is None and text is not None and image is not None:
         inputs["clip_text"] = _f32(1, s["text_len"], text)
-        inputs["clip_img"] = _f32(1, IMAGE_EMBEDDINGS, image)
+        inputs["clip_img"] = _f32(1, s.get("reference_images") or IMAGE_EMBEDDINGS, image)
     if effnet is not None:
         inputs["effnet"] = _f32(1, effnet, *prior)
     return inputs
