@@ -47,15 +47,15 @@ RESNET_KERNELS = (1, 3, 3, 1)
 
 
 def conv_transpose2d(c_in: int, c_out: int, kernel: int, stride: int, in_h: Any, in_w: Any, *,
-                     bias: bool = True) -> Cost:
-    r"""``nn.ConvTranspose2d(c_in, c_out, kernel, stride)`` (padding 0) on an ``in_h × in_w`` map.
+                     bias: bool = True, padding: int = 0) -> Cost:
+    r"""``nn.ConvTranspose2d(c_in, c_out, kernel, stride, padding)`` on an ``in_h × in_w`` map.
 
     ``torch``: ``conv_flop_count(transposed=True)`` counts the *input* positions,
     :math:`H_i W_i C_o C_i k^2` (``conv``). thop's ``count_convNd`` counts the *output* numel
     × :math:`C_i k^2`; the excess over torch's count is kept in ``thop_extra`` so that the
     ``thop`` convention equals thop's number exactly.
     """
-    out_h, out_w = (in_h - 1) * stride + kernel, (in_w - 1) * stride + kernel
+    out_h, out_w = (in_h - 1) * stride - 2 * padding + kernel, (in_w - 1) * stride - 2 * padding + kernel
     macs = in_h * in_w * c_out * c_in * kernel * kernel
     thop = out_h * out_w * c_out * c_in * kernel * kernel
     params = c_in * c_out * kernel * kernel + (c_out if bias else 0)
