@@ -13,7 +13,8 @@ offload modes, and whether that fits a GPU of the table.
   tensors to the GPU for that module's forward (``AlignDevicesHook.pre_forward`` / ``post_forward``); buffers stay
   on the GPU. Resident: every component's buffers + the largest single module (exact) + that component's
   activations. accelerate also keeps the direct parameters of the modules enclosing the running one (tables,
-  scales: at most 2.0% of the largest module on every bundled component, measured by ``tests/test_weights.py``),
+  scales, an attention's in-projection: at most 7.1% of the largest module on every bundled component, measured by
+  ``tests/test_weights.py``),
   which this leaves out;
 * against a GPU of :mod:`flopcalc.gpus`: fits when that peak is at most its memory; the headroom is what is
   left for the CUDA context and the allocator.
@@ -40,7 +41,7 @@ OFFLOAD = ("none", "model", "sequential")
 RESIDENT = {"none": "every component's weights and buffers",
             "model": "the largest component's weights and buffers (one component at a time)",
             "sequential": "every component's buffers and the largest single module's parameters (one module at a "
-                          "time; the enclosing modules' direct parameters, at most 2% of it on the bundled models, "
+                          "time; the enclosing modules' direct parameters, at most 7.1% of it on the bundled models, "
                           "are not included)"}
 
 

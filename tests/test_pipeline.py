@@ -227,8 +227,18 @@ def test_every_pipeline_declares_only_known_options_and_refuses_the_rest_in_one_
     base._load()
     option_fields = set(Settings().options())
     assert COMMON_OPTIONS | set(OPTIONAL) == option_fields  # every option is common or declared per pipeline
+    from flopcalc.options import declared, known
+
+    family = set(declared())
+    assert family == set(known())  # the discovery index lists every declaration (the CLI's flags)
+    assert not family & option_fields  # a family option is no Settings field
     for name in base._PIPELINES:
-        assert base.pipeline_options(name) <= set(OPTIONAL)
+        assert base.pipeline_options(name) <= set(OPTIONAL) | family
+    # every declared option is applied by some pipeline, and refused by the others with its own reason
+    assert family <= set().union(*(base.pipeline_options(n) for n in base._PIPELINES))
+    with pytest.raises(FlopcalcError, match="--pag-scale does not apply to StableDiffusionPipeline: it has no "
+                                            "perturbed-attention guidance"):
+        flopcalc.estimate("sd1.5", pag_scale=1.0)
     # a denoiser given alone runs under its pipeline and is refused the same way
     with pytest.raises(FlopcalcError, match="--num-frames does not apply to StableDiffusionPipeline"):
         flopcalc.estimate(str(Path(__file__).resolve().parent.parent / "model_cards" / "sd1.5" / "unet"), num_frames=9)

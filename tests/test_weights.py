@@ -48,8 +48,10 @@ def test_weight_bytes_are_exact_for_every_dtype(folder):
 
 
 #: The most the enclosing modules' direct parameters add to the largest module while it runs under sequential
-#: offload, over every bundled component (HunyuanDiT's text_embedding_padding beside text_embedder: 2.03%).
-ENCLOSING_SHARE = 0.021
+#: offload, over every bundled component (SigLIP's attention-pooling head: nn.MultiheadAttention holds its
+#: in-projection as direct parameters while its out_proj runs, 7.09% over the largest MLP linear; HunyuanDiT's
+#: text_embedding_padding beside text_embedder: 2.03%).
+ENCLOSING_SHARE = 0.071
 
 
 def _check_largest_module(model, ours, dtype):

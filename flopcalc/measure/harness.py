@@ -183,11 +183,6 @@ def _flux_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict[str,
         "pooled_projections": _f32(1, _cfg(model, "pooled_projection_dim")),
         "timestep": _f32(1),
     }
-    if s.get("pag"):
-        from flopcalc.measure.perturbed import perturb
-
-        return perturb(model, s["pag"], inputs)
-    return inputs
     if _cfg(model, "guidance_embeds"):
         inputs["guidance"] = _f32(1)
     inputs["img_ids"] = _f32(tokens, 3)
