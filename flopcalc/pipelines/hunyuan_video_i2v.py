@@ -1,0 +1,151 @@
+"""HunyuanVideo image-to-video: ``HunyuanVideoImageToVideoPipeline`` (diffusers
+``pipelines/hunyuan_video/pipeline_hunyuan_video_image2video.py``), planned with the HunyuanVideo plan's pieces
+(:mod:`flopcalc.pipelines.hunyuan_video`: latent frames, the VAE calls in the pipeline's mode).
+
+Its text encoder is a ``LlavaForConditionalGeneration`` (a CLIP vision tower on the image, a projector, a Llama
+on the templated prompt with the image tokens spliced in); flopcalc has no assembler for it, so that run is not
+counted and the plan says so. What the transformer receives from it is exact all the same (its length depends
+on the pipeline's template constants only, see :func:`text_tokens`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from flopcalc.architectures.autoencoder_kl_hunyuan_video import temporal_factor
+from flopcalc.errors import FlopcalcError, OptionError
+from flopcalc.pipelines.base import (
+    Plan,
+    Settings,
+    cfg_passes,
+    check_divisible,
+    component_class,
+    config_value,
+    denoiser_run,
+    missing_notes,
+    register_pipeline,
+    text_runs,
+    vae_scale_factor,
+)
+from flopcalc.pipelines.hunyuan_video import (
+    CLIP_TOKENS,
+    DEFAULT_FRAMES,
+    DEFAULT_HEIGHT,
+    DEFAULT_MAX_SEQUENCE_LENGTH,
+    DEFAULT_STEPS,
+    DEFAULT_TEMPORAL,
+    DEFAULT_WIDTH,
+    SIZE_MULTIPLE,
+    _vae_run,
+    _vae_runs,
+    latent_frame_count,
+)
+
+NAME = "HunyuanVideoImageToVideoPipeline"
+#: ``__call__`` keyword defaults (pipeline_hunyuan_video_image2video.py:631-652): guidance_scale 1.0,
+#: true_cfg_scale 1.0 (height, width, frames, steps and max_sequence_length as HunyuanVideoPipeline's).
+GUIDANCE_SCALE, TRUE_CFG_SCALE = 1.0, 1.0
+#: ``DEFAULT_PROMPT_TEMPLATE["image_emb_len"]`` (:98): the Llava image features kept per prompt.
+IMAGE_EMB_LEN = 576
+#: ``_get_llama_prompt_embeds`` (:370-373): the 4 tokens before the assistant header's end are cut out.
+ASSISTANT_TOKENS_CUT = 4
+#: ``__call__`` (:779-784): ``image_embed_interleave`` by ``image_condition_type``.
+INTERLEAVE = {"latent_concat": 2, "token_replace": 4}
+
+
+def text_tokens(max_sequence_length: Any, image_condition_type: str) -> Any:
+    """Tokens of ``prompt_embeds`` the transformer sees (``_get_llama_prompt_embeds``, :350-419): the Llava
+    output over ``max_sequence_length + crop_start`` prompt tokens with the one ``<image>`` token expanded to
+    ``image_emb_len`` (576) is cut into the text part (``text_crop_start = crop_start − 1 + 576`` to the end,
+    less the 4 tokens before the assistant marker: ``max_sequence_length − 4``) and the image part
+    (``prompt_embeds[:, 5:581]`` taken every ``image_embed_interleave``-th: ⌈576 / interleave⌉, 144 for
+    token_replace, 288 for latent_concat), concatenated image first. The count does not depend on the prompt
+    (a truncated prompt takes the fallback marker at the end, :359-366, and keeps the same length)."""
+    step = INTERLEAVE[image_condition_type]
+    return -(-IMAGE_EMB_LEN // step) + max_sequence_length - ASSISTANT_TOKENS_CUT
+
+
+def _condition_type(components: Mapping[str, Mapping[str, Any]]) -> str:
+    """``self.transformer.config.image_condition_type`` (:774), checked against the channels the pipeline
+    gives the transformer (:806-809): latent_concat concatenates noise, image latent and a mask
+    (``2 × latent_channels + 1``), token_replace passes the latent as is (``latent_channels``)."""
+    transformer = components.get("transformer")
+    kind = "token_replace" if transformer is None else transformer["image_condition_type"]
+    if kind not in INTERLEAVE:
+        raise FlopcalcError(f"transformer: image_condition_type {kind!r}: {NAME} runs only a latent_concat or "
+                            "token_replace transformer (a text-to-video transformer has none)")
+    latent = config_value(components, "vae", "latent_channels", None)
+    if transformer is not None and latent is not None:
+        want = 2 * latent + 1 if kind == "latent_concat" else latent
+        if transformer["in_channels"] != want:
+            raise FlopcalcError(f"transformer: in_channels {transformer['in_channels']} ≠ {want} for {kind} with the "
+                                f"VAE's {latent} latent channels ({NAME} would fail on its first step)")
+    return kind
+
+
+@register_pipeline(NAME, options=("true_cfg_scale", "max_sequence_length", "num_frames", "vae_tiling"))
+def hunyuan_video_image_to_video_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
+                                          index: Mapping[str, Any] | None = None) -> Plan:
+    """``HunyuanVideoImageToVideoPipeline.__call__`` (:623): 720×1280, 129 frames, 50 steps, ``guidance_scale``
+    1.0 (an embedding when the transformer has ``guidance_embeds``), ``true_cfg_scale`` 1.0: true CFG (a
+    second forward on the negative prompt, :906) only when ``true_cfg_scale > 1`` and a negative prompt is
+    given (:778). Per prompt (and negative prompt): CLIP on 77 tokens (:491); the Llava text encoder is not
+    counted. The transformer sees :func:`text_tokens` text tokens. The image:
+
+    * ``prepare_latents`` (:552): VAE-encoded as a one-frame video at the output size, once per video
+      (``[self.vae.encode(img.unsqueeze(0)) for img in image]``);
+    * latent_concat: noise, image latent (zeroed after frame 0) and a mask concatenated on channels
+      (``in_channels = 2 × latent + 1``); token_replace: the first latent frame replaced by the image latent
+      (the transformer runs its first-frame tokens on a zero timestep too, counted by its assembler).
+
+    The decode covers every latent frame (:950). No ``strength``: every step runs."""
+    if s.strength is not None:
+        raise OptionError(f"--strength does not apply to {NAME}: the image conditions every step and the whole "
+                          "schedule runs")
+    kind = _condition_type(components)
+    f = vae_scale_factor(components)
+    t = temporal_factor(components["vae"]) if "vae" in components else DEFAULT_TEMPORAL
+    s = replace(
+        s,
+        height=s.height or DEFAULT_HEIGHT,
+        width=s.width or DEFAULT_WIDTH,
+        num_frames=s.num_frames or DEFAULT_FRAMES,
+        steps=s.steps or DEFAULT_STEPS,
+        guidance_scale=GUIDANCE_SCALE if s.guidance_scale is None else s.guidance_scale,
+        true_cfg_scale=TRUE_CFG_SCALE if s.true_cfg_scale is None else s.true_cfg_scale,
+        max_sequence_length=s.max_sequence_length or DEFAULT_MAX_SEQUENCE_LENGTH,
+    )
+    check_divisible(s.height, s.width, SIZE_MULTIPLE, "HunyuanVideo height and width")
+    if not s.symbolic and s.max_sequence_length <= ASSISTANT_TOKENS_CUT:
+        raise OptionError(f"--max-sequence-length must exceed {ASSISTANT_TOKENS_CUT} for {NAME} (it cuts "
+                          f"{ASSISTANT_TOKENS_CUT} template tokens from the Llava prompt)")
+    true_cfg = s.true_cfg_scale > 1 and s.negative_prompt
+    passes = cfg_passes(s, true_cfg)
+    notes = list(missing_notes(components, ["text_encoder", "text_encoder_2", "transformer", "vae"]))
+    if "text_encoder" in components:
+        notes.append(f"text_encoder ({component_class(components, 'text_encoder')}: in {NAME} a Llava, a CLIP vision "
+                     "tower on the image + projector + Llama on the prompt, 103 template tokens and 576 image tokens) "
+                     "is not counted: flopcalc has no formula for it")
+    if s.true_cfg_scale > 1 and not s.negative_prompt:
+        notes.append(f"true_cfg_scale > 1 has no effect without a negative prompt (as in {NAME}): one pass")
+    elif s.negative_prompt and not true_cfg:
+        notes.append(f"the negative prompt is ignored with true_cfg_scale <= 1 (as in {NAME})")
+    transformer = components.get("transformer")
+    if transformer is not None and not transformer["guidance_embeds"]:
+        notes.append("guidance_scale is ignored: the transformer is not guidance-distilled (guidance_embeds false)")
+    latent_frames = latent_frame_count(s.num_frames, t)
+    runs = text_runs(components, [("text_encoder_2", CLIP_TOKENS)], s.batch_size * passes,
+                     f"{s.batch_size} prompt(s)" + (" + negative" if true_cfg else ""))
+    runs += denoiser_run(components, "transformer", s, f, text_tokens(s.max_sequence_length, kind), passes,
+                         latent_frames=latent_frames)
+    vae, vae_notes = _vae_runs(components, s, f, latent_frames)
+    if "vae" in components:
+        videos = s.batch_size * s.num_images_per_prompt
+        vae.insert(0, _vae_run("encode", component_class(components, "vae") or "?", components["vae"], s, videos,
+                               f"{videos} input image(s) (one per video)", height=s.height, width=s.width,
+                               frames=1))
+        how = ("is concatenated to the noise latent on channels with a mask" if kind == "latent_concat"
+               else "replaces the first latent frame (token_replace)")
+        notes.append(f"the image is VAE-encoded as a one-frame video once per video; its latent {how}")
+    return Plan(NAME, s, passes, tuple(runs + vae), tuple(notes + vae_notes))
