@@ -12,7 +12,7 @@ import pytest
 from flopcalc.api import estimate_configs
 from flopcalc.errors import FlopcalcError, OptionError
 from flopcalc.pipelines import Settings
-from flopcalc.pipelines.hunyuan_video_i2v import text_tokens
+from flopcalc.pipelines.hunyuan_video_i2v import llava_tokens, text_tokens
 
 from card_support import FIXTURES, Card
 
@@ -21,9 +21,11 @@ NAME = "HunyuanVideoImageToVideoPipeline"
 CONCAT = json.loads((FIXTURES.parent / "configs/hunyuanvideo-i2v-33ch/transformer/config.json").read_text())
 
 
-def _plan(settings: Settings, **transformer):
+def _plan(settings: Settings, text_encoder=None, **transformer):
     components = CARD.components()
     components["transformer"] = {**components["transformer"], **transformer}
+    if text_encoder is not None:
+        components["text_encoder"] = {**components["text_encoder"], **text_encoder}
     return estimate_configs(CARD.index(), components, settings)
 
 
@@ -36,6 +38,8 @@ def test_text_tokens_follow_the_prompt_template():
     assert text_tokens(256, "token_replace") == 576 // 4 + 256 - 4 == 396
     assert text_tokens(256, "latent_concat") == 576 // 2 + 256 - 4 == 540
     assert text_tokens(100, "token_replace") == 240
+    # _get_llama_prompt_embeds: 256 + crop_start 103, the one <image> token expanded to 576 (:116).
+    assert llava_tokens(256) == 256 + 103 + 575 == 934
 
 
 def test_defaults_token_replace():
@@ -45,13 +49,14 @@ def test_defaults_token_replace():
     assert (s.height, s.width, s.num_frames, s.steps, s.guidance_scale, s.true_cfg_scale,
             s.max_sequence_length) == (720, 1280, 129, 50, 1.0, 1.0, 256)
     assert r.passes == 1
-    assert _runs(r) == {"text_encoder_2.forward": 1, "vae.encode": 1, "transformer.forward": 50, "vae.decode": 1}
+    assert _runs(r) == {"text_encoder.forward": 1, "text_encoder_2.forward": 1, "vae.encode": 1,
+                        "transformer.forward": 50, "vae.decode": 1}
+    assert r.component("text_encoder").shape["seq_len"] == 934
     encode = r.component("vae", "encode").shape
     assert (encode["height"], encode["width"], encode["frames"]) == (720, 1280, 1)
     transformer = r.component("transformer").shape
     assert (transformer["latent_frames"], transformer["text_len"]) == (33, 396)
     assert r.component("vae", "decode").shape["latent_frames"] == 33
-    assert "text_encoder" not in {c.component for c in r.components}   # the Llava: no config, no formula
     assert any("replaces the first latent frame" in n for n in r.notes)
 
 
@@ -68,7 +73,8 @@ def test_true_cfg_only_with_a_negative_prompt():
     assert any("has no effect without a negative prompt" in n for n in r.notes)
     r = _plan(Settings(negative_prompt=True, true_cfg_scale=4.0, batch_size=2, num_images_per_prompt=2, steps=10))
     assert r.passes == 2
-    assert _runs(r) == {"text_encoder_2.forward": 4, "vae.encode": 4, "transformer.forward": 80, "vae.decode": 4}
+    assert _runs(r) == {"text_encoder.forward": 4, "text_encoder_2.forward": 4, "vae.encode": 4,
+                        "transformer.forward": 80, "vae.decode": 4}
     r = _plan(Settings(negative_prompt=True))
     assert r.passes == 1
     assert any("negative prompt is ignored" in n for n in r.notes)
@@ -81,5 +87,7 @@ def test_refusals():
         _plan(Settings(), image_condition_type=None)
     with pytest.raises(FlopcalcError, match="in_channels 16 ≠ 33 for latent_concat"):
         _plan(Settings(), image_condition_type="latent_concat")
+    with pytest.raises(FlopcalcError, match="gives 577 image features per image, but"):
+        _plan(Settings(), text_encoder={"vision_feature_select_strategy": "full"})
     with pytest.raises(FlopcalcError, match="divisible|multiple"):
         _plan(Settings(height=520, width=512))

@@ -1,11 +1,8 @@
 """HunyuanVideo image-to-video: ``HunyuanVideoImageToVideoPipeline`` (diffusers
 ``pipelines/hunyuan_video/pipeline_hunyuan_video_image2video.py``), planned with the HunyuanVideo plan's pieces
-(:mod:`flopcalc.pipelines.hunyuan_video`: latent frames, the VAE calls in the pipeline's mode).
-
-Its text encoder is a ``LlavaForConditionalGeneration`` (a CLIP vision tower on the image, a projector, a Llama
-on the templated prompt with the image tokens spliced in); flopcalc has no assembler for it, so that run is not
-counted and the plan says so. What the transformer receives from it is exact all the same (its length depends
-on the pipeline's template constants only, see :func:`text_tokens`)."""
+(:mod:`flopcalc.pipelines.hunyuan_video`: latent frames, the VAE calls in the pipeline's mode). Its text encoder
+is a ``LlavaForConditionalGeneration`` (:mod:`flopcalc.architectures.llava`) run on the templated prompt with the
+image."""
 
 from __future__ import annotations
 
@@ -14,6 +11,7 @@ from dataclasses import replace
 from typing import Any
 
 from flopcalc.architectures.autoencoder_kl_hunyuan_video import temporal_factor
+from flopcalc.architectures.llava import image_features
 from flopcalc.errors import FlopcalcError, OptionError
 from flopcalc.pipelines.base import (
     Plan,
@@ -50,6 +48,8 @@ GUIDANCE_SCALE, TRUE_CFG_SCALE = 1.0, 1.0
 IMAGE_EMB_LEN = 576
 #: ``_get_llama_prompt_embeds`` (:370-373): the 4 tokens before the assistant header's end are cut out.
 ASSISTANT_TOKENS_CUT = 4
+#: ``DEFAULT_PROMPT_TEMPLATE["crop_start"]`` (:95): the template tokens before the user's prompt.
+CROP_START = 103
 #: ``__call__`` (:779-784): ``image_embed_interleave`` by ``image_condition_type``.
 INTERLEAVE = {"latent_concat": 2, "token_replace": 4}
 
@@ -64,6 +64,24 @@ def text_tokens(max_sequence_length: Any, image_condition_type: str) -> Any:
     (a truncated prompt takes the fallback marker at the end, :359-366, and keeps the same length)."""
     step = INTERLEAVE[image_condition_type]
     return -(-IMAGE_EMB_LEN // step) + max_sequence_length - ASSISTANT_TOKENS_CUT
+
+
+def llava_tokens(max_sequence_length: Any) -> Any:
+    """Tokens the Llava text encoder runs on (``_get_llama_prompt_embeds``, :315-347): the templated prompt padded
+    to ``max_sequence_length + crop_start`` (103) tokens, its one ``<image>`` token expanded to ``image_emb_len``
+    (576) by ``_expand_input_ids_with_image_tokens`` (:116: ``+ 1 × (576 − 1)``): 934 for 256."""
+    return max_sequence_length + CROP_START + IMAGE_EMB_LEN - 1
+
+
+def _check_llava(components: Mapping[str, Mapping[str, Any]]) -> None:
+    """The pipeline splices ``image_emb_len`` (576) image tokens into the prompt; the Llava's projector must give as
+    many features per image, or its ``get_placeholder_mask`` refuses the call."""
+    if component_class(components, "text_encoder") != "LlavaForConditionalGeneration":
+        return
+    features = image_features(components["text_encoder"])
+    if features != IMAGE_EMB_LEN:
+        raise FlopcalcError(f"text_encoder: the Llava gives {features} image features per image, but {NAME} "
+                            f"splices {IMAGE_EMB_LEN} image tokens into its prompt (the call would fail)")
 
 
 def _condition_type(components: Mapping[str, Mapping[str, Any]]) -> str:
@@ -90,8 +108,9 @@ def hunyuan_video_image_to_video_pipeline(components: Mapping[str, Mapping[str, 
     """``HunyuanVideoImageToVideoPipeline.__call__`` (:623): 720×1280, 129 frames, 50 steps, ``guidance_scale``
     1.0 (an embedding when the transformer has ``guidance_embeds``), ``true_cfg_scale`` 1.0: true CFG (a
     second forward on the negative prompt, :906) only when ``true_cfg_scale > 1`` and a negative prompt is
-    given (:778). Per prompt (and negative prompt): CLIP on 77 tokens (:491); the Llava text encoder is not
-    counted. The transformer sees :func:`text_tokens` text tokens. The image:
+    given (:778). Per prompt (and negative prompt, with a black image, :849): the Llava on
+    :func:`llava_tokens` tokens and the image, CLIP on 77 tokens (:491). The transformer sees
+    :func:`text_tokens` text tokens. The image:
 
     * ``prepare_latents`` (:552): VAE-encoded as a one-frame video at the output size, once per video
       (``[self.vae.encode(img.unsqueeze(0)) for img in image]``);
@@ -122,11 +141,8 @@ def hunyuan_video_image_to_video_pipeline(components: Mapping[str, Mapping[str, 
                           f"{ASSISTANT_TOKENS_CUT} template tokens from the Llava prompt)")
     true_cfg = s.true_cfg_scale > 1 and s.negative_prompt
     passes = cfg_passes(s, true_cfg)
+    _check_llava(components)
     notes = list(missing_notes(components, ["text_encoder", "text_encoder_2", "transformer", "vae"]))
-    if "text_encoder" in components:
-        notes.append(f"text_encoder ({component_class(components, 'text_encoder')}: in {NAME} a Llava, a CLIP vision "
-                     "tower on the image + projector + Llama on the prompt, 103 template tokens and 576 image tokens) "
-                     "is not counted: flopcalc has no formula for it")
     if s.true_cfg_scale > 1 and not s.negative_prompt:
         notes.append(f"true_cfg_scale > 1 has no effect without a negative prompt (as in {NAME}): one pass")
     elif s.negative_prompt and not true_cfg:
@@ -135,7 +151,8 @@ def hunyuan_video_image_to_video_pipeline(components: Mapping[str, Mapping[str, 
     if transformer is not None and not transformer["guidance_embeds"]:
         notes.append("guidance_scale is ignored: the transformer is not guidance-distilled (guidance_embeds false)")
     latent_frames = latent_frame_count(s.num_frames, t)
-    runs = text_runs(components, [("text_encoder_2", CLIP_TOKENS)], s.batch_size * passes,
+    runs = text_runs(components, [("text_encoder", llava_tokens(s.max_sequence_length)),
+                                  ("text_encoder_2", CLIP_TOKENS)], s.batch_size * passes,
                      f"{s.batch_size} prompt(s)" + (" + negative" if true_cfg else ""))
     runs += denoiser_run(components, "transformer", s, f, text_tokens(s.max_sequence_length, kind), passes,
                          latent_frames=latent_frames)
