@@ -38,6 +38,7 @@ def test_text_tokens_follow_the_prompt_template():
     assert text_tokens(256, "token_replace") == 576 // 4 + 256 - 4 == 396
     assert text_tokens(256, "latent_concat") == 576 // 2 + 256 - 4 == 540
     assert text_tokens(100, "token_replace") == 240
+    assert text_tokens(3, "token_replace") == 144   # max_sequence_length ≤ 4: the text slice is empty
     # _get_llama_prompt_embeds: 256 + crop_start 103, the one <image> token expanded to 576 (:116).
     assert llava_tokens(256) == 256 + 103 + 575 == 934
 

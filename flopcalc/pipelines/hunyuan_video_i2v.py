@@ -54,19 +54,20 @@ CROP_START = 103
 INTERLEAVE = {"latent_concat": 2, "token_replace": 4}
 
 
-def text_tokens(max_sequence_length: Any, image_condition_type: str) -> Any:
+def text_tokens(max_sequence_length: int, image_condition_type: str) -> int:
     """Tokens of ``prompt_embeds`` the transformer sees (``_get_llama_prompt_embeds``, :350-419): the Llava
     output over ``max_sequence_length + crop_start`` prompt tokens with the one ``<image>`` token expanded to
     ``image_emb_len`` (576) is cut into the text part (``text_crop_start = crop_start − 1 + 576`` to the end,
     less the 4 tokens before the assistant marker: ``max_sequence_length − 4``) and the image part
     (``prompt_embeds[:, 5:581]`` taken every ``image_embed_interleave``-th: ⌈576 / interleave⌉, 144 for
     token_replace, 288 for latent_concat), concatenated image first. The count does not depend on the prompt
-    (a truncated prompt takes the fallback marker at the end, :359-366, and keeps the same length)."""
+    (a truncated prompt takes the fallback marker at the end, :359-366, and keeps the same length; with
+    ``max_sequence_length`` ≤ 4 the text slice is empty)."""
     step = INTERLEAVE[image_condition_type]
-    return -(-IMAGE_EMB_LEN // step) + max_sequence_length - ASSISTANT_TOKENS_CUT
+    return -(-IMAGE_EMB_LEN // step) + max(max_sequence_length - ASSISTANT_TOKENS_CUT, 0)
 
 
-def llava_tokens(max_sequence_length: Any) -> Any:
+def llava_tokens(max_sequence_length: int) -> int:
     """Tokens the Llava text encoder runs on (``_get_llama_prompt_embeds``, :315-347): the templated prompt padded
     to ``max_sequence_length + crop_start`` (103) tokens, its one ``<image>`` token expanded to ``image_emb_len``
     (576) by ``_expand_input_ids_with_image_tokens`` (:116: ``+ 1 × (576 − 1)``): 934 for 256."""
@@ -122,6 +123,9 @@ def hunyuan_video_image_to_video_pipeline(components: Mapping[str, Mapping[str, 
     if s.strength is not None:
         raise OptionError(f"--strength does not apply to {NAME}: the image conditions every step and the whole "
                           "schedule runs")
+    if s.symbolic:
+        raise FlopcalcError(f"{NAME}'s transformer sees max(L − {ASSISTANT_TOKENS_CUT}, 0) prompt tokens after the image "
+                            "tokens: piecewise in the text length, no closed-form law; use the numeric estimate")
     kind = _condition_type(components)
     f = vae_scale_factor(components)
     t = temporal_factor(components["vae"]) if "vae" in components else DEFAULT_TEMPORAL
@@ -136,9 +140,6 @@ def hunyuan_video_image_to_video_pipeline(components: Mapping[str, Mapping[str, 
         max_sequence_length=s.max_sequence_length or DEFAULT_MAX_SEQUENCE_LENGTH,
     )
     check_divisible(s.height, s.width, SIZE_MULTIPLE, "HunyuanVideo height and width")
-    if not s.symbolic and s.max_sequence_length <= ASSISTANT_TOKENS_CUT:
-        raise OptionError(f"--max-sequence-length must exceed {ASSISTANT_TOKENS_CUT} for {NAME} (it cuts "
-                          f"{ASSISTANT_TOKENS_CUT} template tokens from the Llava prompt)")
     true_cfg = s.true_cfg_scale > 1 and s.negative_prompt
     passes = cfg_passes(s, true_cfg)
     _check_llava(components)
