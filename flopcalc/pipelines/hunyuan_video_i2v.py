@@ -7,7 +7,6 @@ image."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any
 
 from flopcalc.architectures.autoencoder_kl_hunyuan_video import temporal_factor
@@ -16,34 +15,27 @@ from flopcalc.errors import FlopcalcError, OptionError
 from flopcalc.pipelines.base import (
     Plan,
     Settings,
-    cfg_passes,
-    check_divisible,
     component_class,
     config_value,
     denoiser_run,
-    missing_notes,
     register_pipeline,
     text_runs,
     vae_scale_factor,
 )
 from flopcalc.pipelines.hunyuan_video import (
     CLIP_TOKENS,
-    DEFAULT_FRAMES,
-    DEFAULT_HEIGHT,
-    DEFAULT_MAX_SEQUENCE_LENGTH,
-    DEFAULT_STEPS,
     DEFAULT_TEMPORAL,
-    DEFAULT_WIDTH,
-    SIZE_MULTIPLE,
     _vae_run,
     _vae_runs,
     latent_frame_count,
+    true_cfg_passes,
+    with_defaults,
 )
 
 NAME = "HunyuanVideoImageToVideoPipeline"
-#: ``__call__`` keyword defaults (pipeline_hunyuan_video_image2video.py:631-652): guidance_scale 1.0,
-#: true_cfg_scale 1.0 (height, width, frames, steps and max_sequence_length as HunyuanVideoPipeline's).
-GUIDANCE_SCALE, TRUE_CFG_SCALE = 1.0, 1.0
+#: ``__call__``'s ``guidance_scale`` default (pipeline_hunyuan_video_image2video.py:636); the others (720×1280,
+#: 129 frames, 50 steps, true_cfg_scale 1.0, max_sequence_length 256, :631-652) are HunyuanVideoPipeline's.
+GUIDANCE_SCALE = 1.0
 #: ``DEFAULT_PROMPT_TEMPLATE["image_emb_len"]`` (:98): the Llava image features kept per prompt.
 IMAGE_EMB_LEN = 576
 #: ``_get_llama_prompt_embeds`` (:370-373): the 4 tokens before the assistant header's end are cut out.
@@ -129,25 +121,9 @@ def hunyuan_video_image_to_video_pipeline(components: Mapping[str, Mapping[str, 
     kind = _condition_type(components)
     f = vae_scale_factor(components)
     t = temporal_factor(components["vae"]) if "vae" in components else DEFAULT_TEMPORAL
-    s = replace(
-        s,
-        height=s.height or DEFAULT_HEIGHT,
-        width=s.width or DEFAULT_WIDTH,
-        num_frames=s.num_frames or DEFAULT_FRAMES,
-        steps=s.steps or DEFAULT_STEPS,
-        guidance_scale=GUIDANCE_SCALE if s.guidance_scale is None else s.guidance_scale,
-        true_cfg_scale=TRUE_CFG_SCALE if s.true_cfg_scale is None else s.true_cfg_scale,
-        max_sequence_length=s.max_sequence_length or DEFAULT_MAX_SEQUENCE_LENGTH,
-    )
-    check_divisible(s.height, s.width, SIZE_MULTIPLE, "HunyuanVideo height and width")
-    true_cfg = s.true_cfg_scale > 1 and s.negative_prompt
-    passes = cfg_passes(s, true_cfg)
+    s = with_defaults(s, GUIDANCE_SCALE)
     _check_llava(components)
-    notes = list(missing_notes(components, ["text_encoder", "text_encoder_2", "transformer", "vae"]))
-    if s.true_cfg_scale > 1 and not s.negative_prompt:
-        notes.append(f"true_cfg_scale > 1 has no effect without a negative prompt (as in {NAME}): one pass")
-    elif s.negative_prompt and not true_cfg:
-        notes.append(f"the negative prompt is ignored with true_cfg_scale <= 1 (as in {NAME})")
+    true_cfg, passes, notes = true_cfg_passes(components, s, NAME)
     transformer = components.get("transformer")
     if transformer is not None and not transformer["guidance_embeds"]:
         notes.append("guidance_scale is ignored: the transformer is not guidance-distilled (guidance_embeds false)")
