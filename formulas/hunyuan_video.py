@@ -39,7 +39,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from flopcalc.cost import Node, block_kinds
+from flopcalc.cost import Node, block_kinds, work_only
 from flopcalc.formulas import ops
 from flopcalc.formulas.conditioning import ada_layer_norm_zero
 from flopcalc.formulas.single_stream_block import single_stream_block
@@ -62,9 +62,9 @@ def mlp_width(dim: int, mlp_ratio: float) -> int:
 
 def _linear_twice(norm: Node) -> Node:
     """A token-replace adaptive norm: its ``linear`` child runs twice (on ``temb`` and on the
-    token-replace embedding), its parameters count once."""
+    token-replace embedding), its weights (parameters, ``nn.Linear`` weights) count once."""
     def twice(part: Node) -> Node:
-        return replace(part, cost=replace(part.cost * 2, params=part.cost.params)) if part.name == "linear" else part
+        return replace(part, cost=part.cost + work_only(part.cost)) if part.name == "linear" else part
 
     return replace(norm, children=tuple(twice(c) for c in norm.children))
 

@@ -110,6 +110,37 @@ def _vae_runs(components: Mapping[str, Mapping[str, Any]], s: Settings, f: int,
     return runs, [f"VAE: {how}"]
 
 
+def with_defaults(s: Settings, guidance_scale: float) -> Settings:
+    """The HunyuanVideo pipelines' ``__call__`` defaults (720×1280, 129 frames, 50 steps, ``true_cfg_scale`` 1.0,
+    ``max_sequence_length`` 256; ``guidance_scale`` the pipeline's), checked as ``check_inputs`` does (height
+    and width divisible by 16)."""
+    s = replace(
+        s,
+        height=s.height or DEFAULT_HEIGHT,
+        width=s.width or DEFAULT_WIDTH,
+        num_frames=s.num_frames or DEFAULT_FRAMES,
+        steps=s.steps or DEFAULT_STEPS,
+        guidance_scale=guidance_scale if s.guidance_scale is None else s.guidance_scale,
+        true_cfg_scale=1.0 if s.true_cfg_scale is None else s.true_cfg_scale,
+        max_sequence_length=s.max_sequence_length or DEFAULT_MAX_SEQUENCE_LENGTH,
+    )
+    check_divisible(s.height, s.width, SIZE_MULTIPLE, "HunyuanVideo height and width")
+    return s
+
+
+def true_cfg_passes(components: Mapping[str, Mapping[str, Any]], s: Settings,
+                    name: str) -> tuple[bool, int, list[str]]:
+    """``do_true_cfg = true_cfg_scale > 1 and has_neg_prompt``: whether true CFG runs, the transformer passes per
+    step, and the notes (missing components, an option without effect)."""
+    true_cfg = s.true_cfg_scale > 1 and s.negative_prompt
+    notes = list(missing_notes(components, ["text_encoder", "text_encoder_2", "transformer", "vae"]))
+    if s.true_cfg_scale > 1 and not s.negative_prompt:
+        notes.append(f"true_cfg_scale > 1 has no effect without a negative prompt (as in {name}): one pass")
+    elif s.negative_prompt and not true_cfg:
+        notes.append(f"the negative prompt is ignored with true_cfg_scale <= 1 (as in {name})")
+    return true_cfg, cfg_passes(s, true_cfg), notes
+
+
 @register_pipeline("HunyuanVideoPipeline", denoisers=("HunyuanVideoTransformer3DModel",),
                    options=("true_cfg_scale", "max_sequence_length", "num_frames", "vae_tiling"))
 def hunyuan_video_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
@@ -124,25 +155,8 @@ def hunyuan_video_pipeline(components: Mapping[str, Mapping[str, Any]], s: Setti
     the pipeline, see the plan's note)."""
     f = vae_scale_factor(components)
     t = temporal_factor(components["vae"]) if "vae" in components else DEFAULT_TEMPORAL
-    s = replace(
-        s,
-        height=s.height or DEFAULT_HEIGHT,
-        width=s.width or DEFAULT_WIDTH,
-        num_frames=s.num_frames or DEFAULT_FRAMES,
-        steps=s.steps or DEFAULT_STEPS,
-        guidance_scale=DEFAULT_GUIDANCE if s.guidance_scale is None else s.guidance_scale,
-        true_cfg_scale=1.0 if s.true_cfg_scale is None else s.true_cfg_scale,
-        max_sequence_length=s.max_sequence_length or DEFAULT_MAX_SEQUENCE_LENGTH,
-    )
-    check_divisible(s.height, s.width, SIZE_MULTIPLE, "HunyuanVideo height and width")
-    true_cfg = s.true_cfg_scale > 1 and s.negative_prompt
-    passes = cfg_passes(s, true_cfg)
-    notes = list(missing_notes(components, ["text_encoder", "text_encoder_2", "transformer", "vae"]))
-    if s.true_cfg_scale > 1 and not s.negative_prompt:
-        notes.append("true_cfg_scale > 1 has no effect without a negative prompt (as in HunyuanVideoPipeline): "
-                     "one pass")
-    elif s.negative_prompt and not true_cfg:
-        notes.append("the negative prompt is ignored with true_cfg_scale <= 1 (as in HunyuanVideoPipeline)")
+    s = with_defaults(s, DEFAULT_GUIDANCE)
+    true_cfg, passes, notes = true_cfg_passes(components, s, "HunyuanVideoPipeline")
     transformer = components.get("transformer")
     if transformer is not None and transformer.get("guidance_embeds") is False:
         notes.append("guidance_scale is ignored: the transformer is not guidance-distilled (guidance_embeds false)")
