@@ -153,7 +153,8 @@ def _check(doc: Mapping) -> None:
 def _choose(doc: Mapping, gpu_key: str, precision: str) -> tuple[str, list[str], bool]:
     """(calibration key, warnings, transferred): the GPU's own calibration at the precision when
     there is one (most models first), else its other 16-bit one, else another GPU's (datasheet
-    scaling from the one with the most models, the closest dense peak among those)."""
+    scaling from those at the same precision (else 16-bit, else any), the ones with the most models, the closest
+    dense peak among those)."""
     from flopcalc.gpus import gpu as lookup
 
     cals = doc["calibrations"]
@@ -172,8 +173,8 @@ def _choose(doc: Mapping, gpu_key: str, precision: str) -> tuple[str, list[str],
         if c["gpu"] == gpu_key:
             return k, [f"no {precision} measurements on this GPU: its {c['precision']} calibration with the "
                        f"compute terms scaled by the datasheet {precision} peak (unvalidated)"], False
-    same = [k for k in order if cals[k]["precision"] in half] if precision in half else []
-    same = same or [k for k in order if cals[k]["precision"] == precision] or order
+    same = ([k for k in order if cals[k]["precision"] == precision]
+            or ([k for k in order if cals[k]["precision"] in half] if precision in half else []) or order)
     most = len(cals[same[0]]["models"])
     peak = lookup(gpu_key).peak_flops[precision]
 
