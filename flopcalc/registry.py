@@ -43,6 +43,9 @@ class RunShape:
     ``perturbed``: perturbed-attention guidance (a ``flopcalc.perturbed_attention.PerturbedAttention``:
     the PAG layers, and whether this run is the perturbed row); None: no PAG. How the call runs, not a
     size, like ``split``.
+
+    ``ip_image_embed_dim``: a UNet run with an IP-Adapter (``flopcalc.pipelines.ip_adapter``): the width of
+    the one image embedding per row it projects into image tokens; None: no IP-Adapter.
     """
 
     latent_height: Any = None
@@ -58,6 +61,7 @@ class RunShape:
     image_tokens: Any = None
     reference_tokens: Any = None
     perturbed: Any = None
+    ip_image_embed_dim: Any = None
 
 
 Assembler = Callable[[Config, RunShape], Node]

@@ -24,7 +24,7 @@ from flopcalc.config import (
     count_int, declare_keys, positive_int,
 )
 from flopcalc.cost import Node, module_list
-from flopcalc.errors import ConfigError, ResolutionError, UnknownArchitectureError
+from flopcalc.errors import ConfigError, OptionError, ResolutionError, UnknownArchitectureError
 from flopcalc.formulas import ops
 from flopcalc.formulas.conditioning import mlp_embedder
 from flopcalc.formulas.resnet_block import resnet_block
@@ -83,6 +83,26 @@ ADDED_KV_DOWN = ("SimpleCrossAttnDownBlock2D", "ResnetDownsampleBlock2D")
 ADDED_KV_UP = ("SimpleCrossAttnUpBlock2D", "ResnetUpsampleBlock2D")
 #: ``ImageProjection(num_image_text_embeds=32)`` (embeddings.py): the ``image_proj`` context is 32 vectors.
 IMAGE_PROJECTION_TOKENS = 32
+#: An IP-Adapter's ``ImageProjection`` makes 4 tokens of one image embedding (``num_image_text_embeds = 4``,
+#: loaders/unet.py:405, and ``num_image_text_embeds += [4]`` for its processors, :655).
+IP_ADAPTER_TOKENS = 4
+
+
+def ip_adapter_projection(config: Config, embed_dim: int) -> tuple[Node, int]:
+    """The ``encoder_hid_proj`` ``load_ip_adapter`` installs for one IP-Adapter (``loaders/unet.py:403-414,
+    788-792``): ``MultiIPAdapterImageProjection([ImageProjection(cross_attention_dim, image_embed_dim, 4)])``
+    (embeddings.py:1280-1300, 2339-2376) on one image embedding per row; and the image tokens every ``attn2``
+    then reads. The UNet must have no ``encoder_hid_proj`` of its own (``encoder_hid_dim_type`` null)."""
+    if config["encoder_hid_dim_type"] is not None or config["encoder_hid_dim"]:
+        raise OptionError(f"{config.component}: flopcalc models an IP-Adapter on a UNet without encoder_hid_proj "
+                          f"(this one has encoder_hid_dim_type {config['encoder_hid_dim_type']!r})")
+    cad = config["cross_attention_dim"]
+    if not isinstance(cad, int):
+        raise OptionError(f"{config.component}: an IP-Adapter needs one cross_attention_dim (the loader builds every "
+                          "processor with config.cross_attention_dim)")
+    layer = Node("0", children=(Node("image_embeds", ops.linear(1, embed_dim, IP_ADAPTER_TOKENS * cad)),
+                                Node("norm", ops.layer_norm(IP_ADAPTER_TOKENS, cad))))
+    return Node("encoder_hid_proj", children=(Node("image_projection_layers", children=(layer,)),)), IP_ADAPTER_TOKENS
 
 
 def _per_block(value: Any, n: int, key: str, component: str) -> list:
@@ -288,10 +308,14 @@ def unet_2d_condition(config: Config, shape: RunShape) -> Node:
     hint = (8 * h, 8 * w) if config["addition_embed_type"] == "image_hint" else None
 
     embeddings, temb = _embeddings(config, c0, t, hint)
+    ip_tokens = None
+    if shape.ip_image_embed_dim is not None:  # an IP-Adapter (unet_2d_condition.py:964-975)
+        projection, ip_tokens = ip_adapter_projection(config, shape.ip_image_embed_dim)
+        embeddings.append(projection)
 
     def attn(i: int, only_cross: bool) -> dict:
         return {"heads": heads[i], "context_tokens": t, "context_dim": cross[i], "linear_projection": linear,
-                "only_cross_attention": only_cross}
+                "only_cross_attention": only_cross, "ip_tokens": ip_tokens}
 
     def added_kv(i: int, up: bool = False) -> dict:
         return {"head_dim": head_dims[i], "context_tokens": t, "context_dim": cross[nb - 1 - i] if up else cross[i]}
@@ -376,7 +400,7 @@ def unet_2d_condition(config: Config, shape: RunShape) -> Node:
             resnet_channels=resnets,
             height=hh, width=ww, temb_channels=temb, scale_shift=scale_shift,
             attention={"heads": rev_heads[i], "context_tokens": t, "context_dim": rev_cross[i],
-                       "linear_projection": linear, "only_cross_attention": only[::-1][i]}
+                       "linear_projection": linear, "only_cross_attention": only[::-1][i], "ip_tokens": ip_tokens}
             if kind == "CrossAttnUpBlock2D" else None,
             transformer_layers=_per_layer(rev_tlpb[i], layers, "reverse_transformer_layers_per_block", comp),
             sampler=sampler, sampler_name="upsamplers",
