@@ -1,0 +1,113 @@
+"""IP-Adapter on the Stable Diffusion and SDXL pipelines: ``pipe.load_ip_adapter("h94/IP-Adapter", subfolder=...,
+weight_name=...)`` then ``pipe(..., ip_adapter_image=image)`` (diffusers 0.42.1 ``loaders/ip_adapter.py``,
+``loaders/unet.py``, ``pipelines/stable_diffusion/pipeline_stable_diffusion.py``).
+
+The option ``ip_adapter`` names one bundled adapter layout (:data:`LAYOUTS`): the weight file and the width
+of the image embedding its ``image_proj`` reads, which is its image encoder's ``projection_dim``. What it
+adds to a generation:
+
+* ``prepare_ip_adapter_image_embeds`` (pipeline_stable_diffusion.py:538-581) → ``encode_image`` (:514-536):
+  the ``image_encoder`` (``CLIPVisionModelWithProjection``, the adapter's ``models/image_encoder`` or
+  ``sdxl_models/image_encoder``, which ``load_ip_adapter`` registers as the pipeline's ``image_encoder``)
+  runs **once** on the one adapter image (the feature extractor's ``image_size²`` crop); a plain adapter's
+  ``ImageProjection`` takes its ``image_embeds`` and the negative is ``torch.zeros_like`` (no second encode).
+  The embeddings are repeated for every prompt × image and, under guidance, stacked after the zeros: every
+  UNet row gets one image embedding.
+* every UNet call: ``encoder_hid_proj`` (``MultiIPAdapterImageProjection([ImageProjection])``: the embedding →
+  4 tokens) and ``IPAdapterAttnProcessor2_0`` in every ``attn2`` (``to_k_ip`` / ``to_v_ip`` on the 4 tokens
+  and a second attention), see :func:`flopcalc.architectures.unet_2d_condition.ip_adapter_projection` and
+  :func:`flopcalc.formulas.cross_attention_block.ip_adapter_attention`.
+
+The image encoder is counted from the pipeline folder's ``image_encoder`` (a pipeline saved after
+``load_ip_adapter`` holds it); the layouts' own image encoder configs are bundled in
+``validation/configs/ip-adapter-image-encoder-*`` (with PROVENANCE.json), measured there. The "plus"
+adapters (a Resampler on the encoder's hidden states), FaceID and several adapters at once are not modelled:
+their names are not layouts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Mapping
+
+from flopcalc.errors import OptionError
+from flopcalc.options import NAMES, pipeline_option
+from flopcalc.pipelines.base import ComponentRun, Plan, component_class
+from flopcalc.registry import RunShape
+
+pipeline_option("ip_adapter", kind=NAMES,
+                help="SD / SDXL pipelines: an IP-Adapter with one image prompt: sd15, sdxl or sdxl_vit_h "
+                     "(h94/IP-Adapter's ip-adapter_sd15, ip-adapter_sdxl, ip-adapter_sdxl_vit-h)",
+                refusal="flopcalc models IP-Adapter on the Stable Diffusion and SDXL pipelines only")
+
+
+@dataclass(frozen=True)
+class IPAdapterLayout:
+    """One adapter file of h94/IP-Adapter: where it lives, which UNet family it fits (``cross_attention_dim``:
+    its ``image_proj.proj.weight`` is ``(4 × cross_attention_dim, image_embed_dim)``), the image-embedding width
+    it reads and the image encoder folder providing it (bundled under ``validation/configs``)."""
+
+    weight: str
+    cross_attention_dim: int
+    image_embed_dim: int
+    image_encoder: str
+
+
+#: The plain IP-Adapters of h94/IP-Adapter (README "Models", and diffusers' IP-Adapter guide
+#: ``docs/source/en/using-diffusers/ip_adapter.md``): SD 1.5 adapters read ViT-H-14's 1024-wide embedding,
+#: ``ip-adapter_sdxl`` ViT-bigG-14's 1280-wide one, ``ip-adapter_sdxl_vit-h`` ViT-H-14's. ``ip-adapter_sd15_light``
+#: has the layout of ``sd15``.
+LAYOUTS: dict[str, IPAdapterLayout] = {
+    "sd15": IPAdapterLayout("models/ip-adapter_sd15.safetensors", 768, 1024, "ip-adapter-image-encoder-vit-h"),
+    "sdxl": IPAdapterLayout("sdxl_models/ip-adapter_sdxl.safetensors", 2048, 1280,
+                            "ip-adapter-image-encoder-vit-bigg"),
+    "sdxl_vit_h": IPAdapterLayout("sdxl_models/ip-adapter_sdxl_vit-h.safetensors", 2048, 1024,
+                                  "ip-adapter-image-encoder-vit-h"),
+}
+
+
+def layout(names: tuple[str, ...] | None) -> tuple[str, IPAdapterLayout] | None:
+    """The chosen layout (None: no IP-Adapter); one adapter, a known name."""
+    if not names:
+        return None
+    if len(names) != 1:
+        raise OptionError(f"--ip-adapter: flopcalc models one IP-Adapter at a time, got {list(names)}")
+    if names[0] not in LAYOUTS:
+        raise OptionError(f"--ip-adapter: unknown layout {names[0]!r}; bundled: {', '.join(LAYOUTS)} (the plus, "
+                          "FaceID and composition adapters are not modelled)")
+    return names[0], LAYOUTS[names[0]]
+
+
+def with_ip_adapter(p: Plan, components: Mapping[str, Mapping[str, Any]]) -> Plan:
+    """``p`` (an SD / SDXL plan, settings resolved) with the IP-Adapter of ``p.settings.ip_adapter``: the image
+    encoder once before the denoising loop, and every UNet run given one image embedding per row."""
+    chosen = layout(p.settings.ip_adapter)
+    if chosen is None:
+        return p
+    name, ip = chosen
+    unet = components.get("unet")
+    if unet is not None and unet["cross_attention_dim"] != ip.cross_attention_dim:
+        raise OptionError(f"--ip-adapter {name}: {ip.weight} projects to cross_attention_dim {ip.cross_attention_dim}, "
+                          f"this UNet's is {unet['cross_attention_dim']!r} (load_ip_adapter fails on the shapes)")
+    runs: list[ComponentRun] = []
+    notes = [f"IP-Adapter {name} (h94/IP-Adapter {ip.weight}): one image prompt; every UNet call adds the image "
+             f"projection (4 tokens) and to_k_ip / to_v_ip with a second attention in every cross-attention"]
+    encoder = components.get("image_encoder")
+    if encoder is not None and encoder["projection_dim"] != ip.image_embed_dim:
+        raise OptionError(f"--ip-adapter {name}: its image_proj reads {ip.image_embed_dim}-wide image embeddings, "
+                          f"this pipeline's image_encoder gives {encoder['projection_dim']} (projection_dim)")
+    if encoder is None:
+        notes.append(f"image_encoder is absent from this pipeline and was not counted (load_ip_adapter loads "
+                     f"h94/IP-Adapter's image encoder, bundled as validation/configs/{ip.image_encoder})")
+    for r in p.runs:
+        if r.role == "denoiser" and r.component == "unet":
+            if encoder is not None:
+                size = encoder["image_size"]
+                runs.append(ComponentRun("image_encoder", component_class(components, "image_encoder") or "?",
+                                         "forward", "image_encoder", RunShape(height=size, width=size), 1,
+                                         "1 IP-Adapter image (encode_image; the negative is zeros)"))
+                encoder = None
+            runs.append(replace(r, shape=replace(r.shape, ip_image_embed_dim=ip.image_embed_dim)))
+        else:
+            runs.append(r)
+    return replace(p, runs=tuple(runs), notes=p.notes + tuple(notes))
