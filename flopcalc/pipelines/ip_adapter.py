@@ -20,7 +20,8 @@ adds to a generation:
 
 The image encoder is counted from the pipeline folder's ``image_encoder`` (a pipeline saved after
 ``load_ip_adapter`` holds it); the layouts' own image encoder configs are bundled in
-``validation/configs/ip-adapter-image-encoder-*`` (with PROVENANCE.json), measured there. The "plus"
+``validation/configs/sd1.5-ip-adapter/image_encoder`` (ViT-H-14) and ``sdxl-base-ip-adapter/image_encoder``
+(ViT-bigG-14), with PROVENANCE.json, and measured there. The "plus"
 adapters (a Resampler on the encoder's hidden states), FaceID and several adapters at once are not modelled:
 their names are not layouts.
 """
@@ -58,12 +59,19 @@ class IPAdapterLayout:
 #: ``ip-adapter_sdxl`` ViT-bigG-14's 1280-wide one, ``ip-adapter_sdxl_vit-h`` ViT-H-14's. ``ip-adapter_sd15_light``
 #: has the layout of ``sd15``.
 LAYOUTS: dict[str, IPAdapterLayout] = {
-    "sd15": IPAdapterLayout("models/ip-adapter_sd15.safetensors", 768, 1024, "ip-adapter-image-encoder-vit-h"),
+    "sd15": IPAdapterLayout("models/ip-adapter_sd15.safetensors", 768, 1024, "sd1.5-ip-adapter/image_encoder"),
     "sdxl": IPAdapterLayout("sdxl_models/ip-adapter_sdxl.safetensors", 2048, 1280,
-                            "ip-adapter-image-encoder-vit-bigg"),
+                            "sdxl-base-ip-adapter/image_encoder"),
     "sdxl_vit_h": IPAdapterLayout("sdxl_models/ip-adapter_sdxl_vit-h.safetensors", 2048, 1024,
-                                  "ip-adapter-image-encoder-vit-h"),
+                                  "sd1.5-ip-adapter/image_encoder"),
 }
+
+
+def layout_for(image_embed_dim: int, cross_attention_dim: int) -> str:
+    """The layout whose ``image_proj`` reads ``image_embed_dim``-wide embeddings into a UNet of
+    ``cross_attention_dim`` (what a measurement of the adapter records)."""
+    return next(name for name, ip in LAYOUTS.items()
+                if (ip.image_embed_dim, ip.cross_attention_dim) == (image_embed_dim, cross_attention_dim))
 
 
 def layout(names: tuple[str, ...] | None) -> tuple[str, IPAdapterLayout] | None:
