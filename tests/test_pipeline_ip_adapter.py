@@ -39,6 +39,7 @@ def test_defaults_passes_and_image_encoder_once(folder, layout, case, size):
     assert 2 * unet.macs_per_run == _fixture(case, f"unet-{size}x{size}.json")["torch"]["flops"]
     without = flopcalc.estimate(folder, batch_size=2, num_images_per_prompt=3)
     assert [c.component for c in without.components] == ["unet"] and without.component("unet").runs == unet.runs
+    assert any("runs only with an image prompt" in n for n in without.notes)
     assert unet.params > without.component("unet").params  # to_k_ip / to_v_ip and the image projection
 
 

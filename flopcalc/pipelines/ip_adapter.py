@@ -91,7 +91,8 @@ def with_ip_adapter(p: Plan, components: Mapping[str, Mapping[str, Any]]) -> Pla
     encoder once before the denoising loop, and every UNet run given one image embedding per row."""
     chosen = layout(p.settings.ip_adapter)
     if chosen is None:
-        return p
+        return p if "image_encoder" not in components else replace(p, notes=p.notes + (
+            "image_encoder (an IP-Adapter's) runs only with an image prompt, not counted: --ip-adapter counts it",))
     name, ip = chosen
     unet = components.get("unet")
     if unet is not None and unet["cross_attention_dim"] != ip.cross_attention_dim:
