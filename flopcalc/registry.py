@@ -45,7 +45,9 @@ class RunShape:
     size, like ``split``.
 
     ``ip_image_embed_dim``: a UNet run with an IP-Adapter (``flopcalc.pipelines.ip_adapter``): the width of
-    the one image embedding per row it projects into image tokens; None: no IP-Adapter.
+    the one image embedding per row it projects into image tokens (an IP-Adapter Plus: the width of the image
+    encoder's hidden states); None: no IP-Adapter. ``ip_resampler``: an IP-Adapter Plus's Resampler,
+    ``(encoder tokens, queries, width, heads)``; None: a plain adapter's ``ImageProjection``.
     """
 
     latent_height: Any = None
@@ -62,6 +64,7 @@ class RunShape:
     reference_tokens: Any = None
     perturbed: Any = None
     ip_image_embed_dim: Any = None
+    ip_resampler: Any = None
 
 
 Assembler = Callable[[Config, RunShape], Node]

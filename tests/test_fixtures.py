@@ -46,15 +46,20 @@ def _report(model: str, height: int | None, width: int | None, frames: int | Non
 
 
 def _ip_adapter(fixture: dict) -> str | None:
-    """The IP-Adapter layout of a Stable Diffusion (XL) folder saved after ``load_ip_adapter`` (it holds the
-    adapter's ``image_encoder``; flopcalc.pipelines.ip_adapter): its fixtures were measured with that adapter."""
+    """The IP-Adapter layout (flopcalc.pipelines.ip_adapter) a fixture was measured with: its settings' (the
+    image-embedding width ``ip_adapter``, a plus adapter's Resampler width ``ip_adapter_plus``), else that of a
+    Stable Diffusion (XL) folder saved after ``load_ip_adapter`` (it holds the adapter's ``image_encoder``)."""
+    from flopcalc.pipelines.ip_adapter import layout_for
+
     folder = Path(_model_of(fixture))
+    s = fixture["settings"]
+    if "ip_adapter" in s:
+        unet = json.loads((folder / "unet" / "config.json").read_text())
+        return layout_for(s["ip_adapter"], unet["cross_attention_dim"], s.get("ip_adapter_plus"))
     index = folder / "model_index.json"
     if not index.exists() or not (folder / "image_encoder").is_dir() or json.loads(index.read_text())[
             "_class_name"] not in ("StableDiffusionPipeline", "StableDiffusionXLPipeline"):
         return None
-    from flopcalc.pipelines.ip_adapter import layout_for
-
     encoder = json.loads((folder / "image_encoder" / "config.json").read_text())
     unet = json.loads((folder / "unet" / "config.json").read_text())
     return layout_for(encoder["projection_dim"], unet["cross_attention_dim"])

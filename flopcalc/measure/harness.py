@@ -252,7 +252,8 @@ def _latent(model: nn.Module, s: Mapping[str, int], channels_key: str = "in_chan
     )
 
 
-@input_builder("UNet2DConditionModel", settings=("height", "width", "text_len"), optional=("pag", "ip_adapter"))
+@input_builder("UNet2DConditionModel", settings=("height", "width", "text_len"), optional=("pag", "ip_adapter", "ip_adapter_plus",
+                                                                                   "ip_adapter_tokens"))
 def _unet_2d_condition_inputs(
     model: nn.Module, call: str, s: Mapping[str, int]
 ) -> dict[str, TensorSpec | None]:
@@ -299,7 +300,7 @@ def _unet_2d_condition_inputs(
     if s.get("ip_adapter"):  # an IP-Adapter as load_ip_adapter installs it (flopcalc/measure/ip_adapter.py)
         from flopcalc.measure.ip_adapter import attach
 
-        inputs = attach(model, s["ip_adapter"], inputs)
+        inputs = attach(model, s["ip_adapter"], inputs, s.get("ip_adapter_plus"), s.get("ip_adapter_tokens"))
     if s.get("pag"):  # perturbed-attention guidance: the PAG pipelines' processors and batch
         from flopcalc.measure.perturbed import perturb
 

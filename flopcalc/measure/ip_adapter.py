@@ -28,19 +28,31 @@ import torch.nn as nn
 
 #: Image tokens of a plain IP-Adapter's ``ImageProjection`` (loaders/unet.py:405, 655).
 TOKENS = 4
+#: An IP-Adapter Plus's queries: h94's plus adapters are loaded with ``num_tokens=16`` (tencent-ailab/IP-Adapter
+#: demos); the loader reads them from ``latents.shape[1]`` (loaders/unet.py:522).
+PLUS_QUERIES = 16
 
 
-def attach(model: nn.Module, embed_dim: int, specs: Mapping[str, Any]) -> dict[str, Any]:
+def attach(model: nn.Module, embed_dim: int, specs: Mapping[str, Any], plus: int | None = None,
+           tokens: int | None = None) -> dict[str, Any]:
     """Install one IP-Adapter of image-embedding width ``embed_dim`` on the UNet ``model`` as the loader does,
-    and return ``specs`` with ``added_cond_kwargs.image_embeds`` of shape ``(1, embed_dim)``."""
+    and return ``specs`` with ``added_cond_kwargs.image_embeds`` of shape ``(1, embed_dim)``. ``plus``: an
+    IP-Adapter Plus whose Resampler is ``plus`` wide (``plus // 64`` heads, 16 queries: tencent-ailab's
+    ``IPAdapterPlus`` / ``IPAdapterPlusXL``, the loader's ``IPAdapterPlusImageProjection`` at :519-538) on
+    ``tokens`` hidden states of width ``embed_dim``; its embeds are ``(1, tokens, embed_dim)``."""
     import torch
     from diffusers.models.attention_processor import IPAdapterAttnProcessor2_0
-    from diffusers.models.embeddings import ImageProjection, MultiIPAdapterImageProjection
+    from diffusers.models.embeddings import (
+        ImageProjection,
+        IPAdapterPlusImageProjection,
+        MultiIPAdapterImageProjection,
+    )
 
     from flopcalc.measure.harness import TensorSpec
 
     config = model.config
     device = next(model.parameters()).device
+    queries = TOKENS if plus is None else PLUS_QUERIES
     procs = {}
     with torch.device(device):
         for name, proc in model.attn_processors.items():
@@ -54,14 +66,26 @@ def attach(model: nn.Module, embed_dim: int, specs: Mapping[str, Any]) -> dict[s
             else:
                 hidden = config.block_out_channels[int(name[len("down_blocks.")])]
             procs[name] = IPAdapterAttnProcessor2_0(hidden_size=hidden, cross_attention_dim=config.cross_attention_dim,
-                                                    scale=1.0, num_tokens=[TOKENS])
+                                                    scale=1.0, num_tokens=[queries])
         model.encoder_hid_proj = None
         model.set_attn_processor(procs)
-        model.encoder_hid_proj = MultiIPAdapterImageProjection([ImageProjection(
-            cross_attention_dim=config.cross_attention_dim, image_embed_dim=embed_dim, num_image_text_embeds=TOKENS)])
+        layer = ImageProjection(cross_attention_dim=config.cross_attention_dim, image_embed_dim=embed_dim,
+                                num_image_text_embeds=TOKENS) if plus is None else IPAdapterPlusImageProjection(
+            embed_dims=embed_dim, output_dims=config.cross_attention_dim, hidden_dims=plus, heads=plus // 64,
+            num_queries=PLUS_QUERIES)
+        model.encoder_hid_proj = MultiIPAdapterImageProjection([layer])
     model.config.encoder_hid_dim_type = "ip_image_proj"
+    if plus is None:
+        model._measure_notes = [
+            f"IP-Adapter as load_ip_adapter builds it: IPAdapterAttnProcessor2_0 (num_tokens [{TOKENS}]) in every "
+            f"cross-attention, encoder_hid_proj = MultiIPAdapterImageProjection([ImageProjection({embed_dim} → "
+            f"{TOKENS} × {config.cross_attention_dim})]); added_cond_kwargs image_embeds (1, {embed_dim}), taken as "
+            f"[(1, 1, {embed_dim})]"]
+        return {**specs, "added_cond_kwargs.image_embeds": TensorSpec((1, embed_dim))}
     model._measure_notes = [
-        f"IP-Adapter as load_ip_adapter builds it: IPAdapterAttnProcessor2_0 (num_tokens [{TOKENS}]) in every "
-        f"cross-attention, encoder_hid_proj = MultiIPAdapterImageProjection([ImageProjection({embed_dim} → "
-        f"{TOKENS} × {config.cross_attention_dim})]); added_cond_kwargs image_embeds (1, {embed_dim}), taken as [(1, 1, {embed_dim})]"]
-    return {**specs, "added_cond_kwargs.image_embeds": TensorSpec((1, embed_dim))}
+        f"IP-Adapter Plus as load_ip_adapter builds it: IPAdapterAttnProcessor2_0 (num_tokens [{PLUS_QUERIES}]) in "
+        f"every cross-attention, encoder_hid_proj = MultiIPAdapterImageProjection([IPAdapterPlusImageProjection("
+        f"embed_dims={embed_dim}, output_dims={config.cross_attention_dim}, hidden_dims={plus}, heads={plus // 64}, "
+        f"num_queries={PLUS_QUERIES})]); added_cond_kwargs image_embeds (1, {tokens}, {embed_dim}), taken as "
+        f"[(1, 1, {tokens}, {embed_dim})]"]
+    return {**specs, "added_cond_kwargs.image_embeds": TensorSpec((1, tokens, embed_dim))}
