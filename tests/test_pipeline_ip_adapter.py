@@ -98,8 +98,8 @@ def test_layout_must_fit_the_unet_and_encoder():
 
 
 def test_refusals():
-    with pytest.raises(OptionError, match="unknown layout 'sd15_plus'"):
-        flopcalc.estimate("sd1.5", ip_adapter="sd15_plus")
+    with pytest.raises(OptionError, match="unknown layout 'sd15_faceid'"):
+        flopcalc.estimate("sd1.5", ip_adapter="sd15_faceid")
     with pytest.raises(OptionError, match="one IP-Adapter at a time"):
         flopcalc.estimate("sd1.5", ip_adapter=["sd15", "sd15"])
     with pytest.raises(OptionError, match="does not apply to FluxPipeline"):
@@ -126,4 +126,31 @@ def test_mirrors_diffusers_sources():
         assert "ip_adapter_image" in inspect.signature(cls.__call__).parameters
     assert "ip_adapter_image" not in inspect.signature(StableDiffusionAdapterPipeline.__call__).parameters
     src = inspect.getsource(loader.UNet2DConditionLoadersMixin._convert_ip_adapter_image_proj_to_diffusers)
-    assert "num_image_text_embeds = 4" in src
+    assert "num_image_text_embeds = 4" in src and "num_image_text_embeds = state_dict[\"latents\"].shape[1]" in src
+
+
+@pytest.mark.parametrize("guidance, passes", [(7.5, 2), (1.0, 1)])
+def test_plus_adapter_encodes_the_zero_image_too(guidance, passes):
+    r = flopcalc.estimate(SD15, ip_adapter="sd15_plus", guidance_scale=guidance, steps=10)
+    encoder, unet = r.component("image_encoder"), r.component("unet")
+    assert encoder.runs == 2  # encode_image(output_hidden_states=True): the image and torch.zeros_like(image)
+    assert unet.runs == 10 * passes
+    assert unet.shape["ip_resampler"] == (257, 16, 768, 12) and unet.shape["ip_image_embed_dim"] == 1280
+    assert 2 * unet.macs_per_run == _fixture("sd1.5-ip-adapter-plus", "unet-512x512.json")["torch"]["flops"]
+    xl = flopcalc.estimate("sdxl-base", ip_adapter="sdxl_plus_vit_h").component("unet")
+    assert xl.shape["ip_resampler"] == (257, 16, 1280, 20)
+    assert 2 * xl.macs_per_run == _fixture("sdxl-base-ip-adapter-plus", "unet-1024x1024.json")["torch"]["flops"]
+    with pytest.raises(OptionError, match="reads 1280-wide image embeddings.*gives 1664 \\(hidden_size\\)"):
+        flopcalc.estimate(SDXL, ip_adapter="sdxl_plus_vit_h")
+    assert layout_for(1280, 768, 768) == "sd15_plus" and layout_for(1280, 2048, 1280) == "sdxl_plus_vit_h"
+
+
+def test_plus_premises_in_diffusers():
+    pytest.importorskip("diffusers")
+    from diffusers import StableDiffusionPipeline
+    from diffusers.models.embeddings import IPAdapterPlusImageProjection
+
+    src = inspect.getsource(StableDiffusionPipeline.encode_image)
+    assert "torch.zeros_like(image), output_hidden_states=True" in src
+    defaults = inspect.signature(IPAdapterPlusImageProjection.__init__).parameters
+    assert defaults["depth"].default == 4 and defaults["dim_head"].default == 64
