@@ -45,6 +45,11 @@ class RunShape:
     size, like ``split``.
     ``text_len_2``: tokens of a second text stream the denoiser embeds on its own and joins to the
     first (HunyuanImage's byT5 glyph tokens); None: none.
+
+    ``ip_image_embed_dim``: a UNet run with an IP-Adapter (``flopcalc.pipelines.ip_adapter``): the width of
+    the one image embedding per row it projects into image tokens (an IP-Adapter Plus: the width of the image
+    encoder's hidden states); None: no IP-Adapter. ``ip_resampler``: an IP-Adapter Plus's Resampler,
+    ``(encoder tokens, queries, width, heads)``; None: a plain adapter's ``ImageProjection``.
     """
 
     latent_height: Any = None
@@ -61,6 +66,8 @@ class RunShape:
     reference_tokens: Any = None
     perturbed: Any = None
     text_len_2: Any = None
+    ip_image_embed_dim: Any = None
+    ip_resampler: Any = None
 
 
 Assembler = Callable[[Config, RunShape], Node]

@@ -38,6 +38,25 @@ def timestep_label_embedding(name: str, dim: int, num_classes: int) -> Node:
                                 Node("class_embedder", ops.embedding(num_classes + 1, dim))))
 
 
+def ip_adapter_attention(attn2: Node, *, tokens: Any, heads: int, head_dim: int, ip_tokens: Any,
+                         context_dim: int) -> Node:
+    r"""``attn2`` with diffusers' ``IPAdapterAttnProcessor2_0`` (``models/attention_processor.py:4408-4617``),
+    which ``UNet2DConditionLoadersMixin._convert_ip_adapter_attn_to_diffusers`` (``loaders/unet.py:598-690``)
+    installs in every cross-attention as ``IPAdapterAttnProcessor2_0(hidden_size, cross_attention_dim,
+    num_tokens)``: the text attention as before, then per adapter ``to_k_ip.0`` / ``to_v_ip.0``
+    (``nn.Linear(cross_attention_dim, hidden_size, bias=False)``) on the :math:`m_{ip}` projected image tokens
+    and a second SDPA of the same queries over them (:4603-4617), added to the text attention before
+    ``to_out``. The processor is an ``nn.Module`` attribute of the ``Attention``, so its projections are
+    ``attn2.processor.to_k_ip.0`` / ``.to_v_ip.0``; its ``__call__`` is not a ``forward``, so the SDPA counts at
+    ``attn2``. :math:`\mathrm{MACs} = 2 m_{ip} d_c d_i + 2 h n m_{ip} d_h` more."""
+    inner = heads * head_dim
+
+    def projection(name: str) -> Node:
+        return Node(name, children=(Node("0", ops.linear(ip_tokens, context_dim, inner, bias=False)),))
+    processor = Node("processor", children=(projection("to_k_ip"), projection("to_v_ip")))
+    return Node(attn2.name, attn2.cost + ops.attention(tokens, ip_tokens, heads, head_dim), attn2.children + (processor,), formula=attn2.formula)
+
+
 @lru_cache(maxsize=1024)
 def cross_attention_block(
     *,
@@ -55,6 +74,7 @@ def cross_attention_block(
     num_embeds_ada_norm: int | None = None,
     identity_self_attention: bool = False,
     only_cross_attention: bool = False,
+    ip_tokens: Any = None,
 ) -> Node:
     """One ``BasicTransformerBlock``. ``only_cross_attention`` (the x4 upscaler's UNet): ``attn1`` attends
     to the context too (``cross_attention_dim if only_cross_attention``, ``attention.py:877``, called with
@@ -68,6 +88,9 @@ def cross_attention_block(
 
     ``identity_self_attention``: the perturbed row of perturbed-attention guidance, whose ``attn1``
     is the identity (:func:`~flopcalc.formulas.transformer_parts.identity_attention`).
+
+    ``ip_tokens``: an IP-Adapter's image tokens per row (``attn2`` runs ``IPAdapterAttnProcessor2_0``,
+    :func:`ip_adapter_attention`); None: no IP-Adapter.
     """
     if activation not in ("geglu", "gelu", "gelu-approximate"):
         raise ValueError(f"activation_fn {activation!r} is not supported")
@@ -90,8 +113,11 @@ def cross_attention_block(
     if context_dim is not None:
         if norm_type != "ada_norm_single":  # PixArt keeps norm2 for the MLP and attends un-normed
             children.append(Node("norm2", ln.cost))
-        children.append(cross_attention("attn2", tokens=tokens, dim=dim, context_tokens=context_tokens,
-                                        context_dim=context_dim, heads=heads, head_dim=head_dim, bias=attention_bias))
+        attn2 = cross_attention("attn2", tokens=tokens, dim=dim, context_tokens=context_tokens,
+                                context_dim=context_dim, heads=heads, head_dim=head_dim, bias=attention_bias)
+        children.append(attn2 if ip_tokens is None else ip_adapter_attention(attn2, tokens=tokens, heads=heads,
+                                                                             head_dim=head_dim, ip_tokens=ip_tokens,
+                                                                             context_dim=context_dim))
     if norm_type == "ada_norm_single":
         children += [Node("norm2", ln.cost), Node("scale_shift_table", ops.parameters(6 * dim))]
     else:

@@ -35,11 +35,12 @@ BLOCK_KINDS = block_kinds("spatial_transformer", "downsample", "upsample")
 @lru_cache(maxsize=1024)  # nodes are immutable; a UNet repeats the same few transformers
 def spatial_transformer(channels: int, heads: int, height: Any, width: Any, *, layers: int, context_tokens: Any,
                         context_dim: int, linear_projection: bool, identity_layers: frozenset[int] = frozenset(),
-                        only_cross_attention: bool = False) -> Node:
+                        only_cross_attention: bool = False, ip_tokens: Any = None) -> Node:
     """``Transformer2DModel(heads, channels // heads, in_channels=channels, num_layers=layers)``;
     ``identity_layers``: the ``transformer_blocks`` whose self-attention takes perturbed-attention
     guidance's identity path (the perturbed row of a PAG pipeline); with ``only_cross_attention`` its
-    blocks' ``attn1`` attends to the context too."""
+    blocks' ``attn1`` attends to the context too; ``ip_tokens``: an IP-Adapter's image tokens per row, read by
+    every ``attn2`` (:func:`~flopcalc.formulas.cross_attention_block.ip_adapter_attention`)."""
     head_dim = channels // heads
     inner = heads * head_dim
     n = height * width
@@ -47,7 +48,7 @@ def spatial_transformer(channels: int, heads: int, height: Any, width: Any, *, l
     proj_out = ops.linear(n, inner, channels) if linear_projection else ops.conv2d(inner, channels, 1, height, width)
     blocks = [cross_attention_block(dim=inner, heads=heads, head_dim=head_dim, tokens=n, context_tokens=context_tokens,
                                     context_dim=context_dim, identity_self_attention=k in identity_layers,
-                                    only_cross_attention=only_cross_attention)
+                                    only_cross_attention=only_cross_attention, ip_tokens=ip_tokens)
               for k in range(layers)]
     return Node(
         "attention",

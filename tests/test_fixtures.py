@@ -33,16 +33,36 @@ def _model_of(fixture: dict) -> str:
 
 @lru_cache(maxsize=None)
 def _report(model: str, height: int | None, width: int | None, frames: int | None, convention: str,
-            tiling: bool | None = None):
+            tiling: bool | None = None, ip_adapter: str | None = None):
     # strength turns on image-to-image so the VAE encoder is planned too; sizes are measured as given. A
     # pipeline that takes no strength (image-to-video: it encodes its image anyway) refuses it.
     kwargs = dict(height=height, width=width, num_frames=frames, resolution_binning=False, vae_tiling=tiling,
-                  convention=convention)
+                  convention=convention, **({"ip_adapter": ip_adapter} if ip_adapter else {}))
     try:
         return flopcalc.estimate(model, strength=1.0, **kwargs)
     except OptionError as exc:
         assert "--strength does not apply" in str(exc)
         return flopcalc.estimate(model, **kwargs)
+
+
+def _ip_adapter(fixture: dict) -> str | None:
+    """The IP-Adapter layout (flopcalc.pipelines.ip_adapter) a fixture was measured with: its settings' (the
+    image-embedding width ``ip_adapter``, a plus adapter's Resampler width ``ip_adapter_plus``), else that of a
+    Stable Diffusion (XL) folder saved after ``load_ip_adapter`` (it holds the adapter's ``image_encoder``)."""
+    from flopcalc.pipelines.ip_adapter import layout_for
+
+    folder = Path(_model_of(fixture))
+    s = fixture["settings"]
+    if "ip_adapter" in s:
+        unet = json.loads((folder / "unet" / "config.json").read_text())
+        return layout_for(s["ip_adapter"], unet["cross_attention_dim"], s.get("ip_adapter_plus"))
+    index = folder / "model_index.json"
+    if not index.exists() or not (folder / "image_encoder").is_dir() or json.loads(index.read_text())[
+            "_class_name"] not in ("StableDiffusionPipeline", "StableDiffusionXLPipeline"):
+        return None
+    encoder = json.loads((folder / "image_encoder" / "config.json").read_text())
+    unet = json.loads((folder / "unet" / "config.json").read_text())
+    return layout_for(encoder["projection_dim"], unet["cross_attention_dim"])
 
 
 def _tiled(fixture: dict) -> bool:
@@ -67,7 +87,7 @@ def _module_macs(comp, fixture: dict, module_path: str) -> int:
 def _component(fixture: dict, convention: str = "torch"):
     s = fixture["settings"]
     report = _report(_model_of(fixture), s.get("height"), s.get("width"), s.get("num_frames"), convention,
-                     True if _tiled(fixture) else None)
+                     True if _tiled(fixture) else None, _ip_adapter(fixture))
     built = fixture.get("built_class", fixture["class_name"])  # legacy Transformer2DModel → PixArt / DiT
     matches = [c for c in report.components if c.class_name == built and c.call == fixture["call"]
                and (c.component == fixture["component"] or len(report.components) == 1)]

@@ -251,7 +251,7 @@ def test_image_to_image_variants_apply_the_options_of_their_base_pipeline():
                                                                                           "max_sequence_length",
                                                                                           "vae_tiling"}
     assert pipeline_options("StableDiffusionImg2ImgPipeline") == pipeline_options("StableDiffusionPipeline") == {
-        "vae_tiling"}
+        "vae_tiling", "ip_adapter"}
 
 
 def test_register_pipeline_refuses_a_second_registration():

@@ -24,10 +24,11 @@ from flopcalc.config import (
     count_int, declare_keys, positive_int,
 )
 from flopcalc.cost import Node, module_list
-from flopcalc.errors import ConfigError, ResolutionError, UnknownArchitectureError
+from flopcalc.errors import ConfigError, OptionError, ResolutionError, UnknownArchitectureError
 from flopcalc.formulas import ops
 from flopcalc.formulas.conditioning import mlp_embedder
 from flopcalc.formulas.resnet_block import resnet_block
+from flopcalc.formulas.transformer_parts import cross_attention, feed_forward
 from flopcalc.formulas.unet_added_kv_blocks import added_kv_block, added_kv_mid_block, resnet_resample
 from flopcalc.formulas.unet_blocks import (
     downsample,
@@ -83,6 +84,59 @@ ADDED_KV_DOWN = ("SimpleCrossAttnDownBlock2D", "ResnetDownsampleBlock2D")
 ADDED_KV_UP = ("SimpleCrossAttnUpBlock2D", "ResnetUpsampleBlock2D")
 #: ``ImageProjection(num_image_text_embeds=32)`` (embeddings.py): the ``image_proj`` context is 32 vectors.
 IMAGE_PROJECTION_TOKENS = 32
+#: An IP-Adapter's ``ImageProjection`` makes 4 tokens of one image embedding (``num_image_text_embeds = 4``,
+#: loaders/unet.py:405, and ``num_image_text_embeds += [4]`` for its processors, :655).
+IP_ADAPTER_TOKENS = 4
+
+
+def ip_adapter_projection(config: Config, embed_dim: int, resampler: tuple | None = None) -> tuple[Node, int]:
+    """The ``encoder_hid_proj`` ``load_ip_adapter`` installs for one IP-Adapter (``loaders/unet.py:403-414,
+    519-538, 717-719``): ``MultiIPAdapterImageProjection([layer])`` (embeddings.py:2339-2376) with ``layer`` a
+    plain adapter's ``ImageProjection(cross_attention_dim, image_embed_dim, 4)`` (embeddings.py:1280-1300) on one
+    image embedding per row, or (``resampler``: ``(encoder tokens, queries, width, heads)``) an IP-Adapter Plus's
+    ``IPAdapterPlusImageProjection`` (:func:`ip_adapter_resampler`) on the image encoder's hidden states; and the
+    image tokens every ``attn2`` then reads. The UNet must have no ``encoder_hid_proj`` of its own
+    (``encoder_hid_dim_type`` null)."""
+    if config["encoder_hid_dim_type"] is not None or config["encoder_hid_dim"]:
+        raise OptionError(f"{config.component}: flopcalc models an IP-Adapter on a UNet without encoder_hid_proj "
+                          f"(this one has encoder_hid_dim_type {config['encoder_hid_dim_type']!r})")
+    cad = config["cross_attention_dim"]
+    if not isinstance(cad, int):
+        raise OptionError(f"{config.component}: an IP-Adapter needs one cross_attention_dim (the loader builds every "
+                          "processor with config.cross_attention_dim)")
+    if resampler is None:
+        layer, tokens = Node("0", children=(Node("image_embeds", ops.linear(1, embed_dim, IP_ADAPTER_TOKENS * cad)),
+                                            Node("norm", ops.layer_norm(IP_ADAPTER_TOKENS, cad)))), IP_ADAPTER_TOKENS
+    else:
+        layer, tokens = ip_adapter_resampler(embed_dim, cad, *resampler), resampler[1]
+    return Node("encoder_hid_proj", children=(Node("image_projection_layers", children=(layer,)),)), tokens
+
+
+#: ``IPAdapterPlusImageProjection``'s blocks and head width (``depth=4``, ``dim_head=64``: the loader passes neither,
+#: loaders/unet.py:533-539; embeddings.py:2035-2045).
+RESAMPLER_DEPTH, RESAMPLER_HEAD_DIM = 4, 64
+
+
+def ip_adapter_resampler(embed_dim: int, out_dim: int, tokens: int, queries: int, width: int, heads: int) -> Node:
+    """``IPAdapterPlusImageProjection(embed_dims, output_dims, hidden_dims=width, heads, num_queries)``
+    (embeddings.py:1986-2075) on ``tokens`` image-encoder hidden states of ``embed_dim``: ``latents`` (queries ×
+    width parameters), ``proj_in``, four blocks (``ln0`` on the states, ``ln1`` on the latents, ``attn``: the
+    latents attend to [states, latents], no biases; ``ff``: a LayerNorm and a GELU ``FeedForward`` ×4 without
+    biases), ``proj_out`` and ``norm_out`` on the queries."""
+    block = Node("0", children=(
+        Node("ln0", ops.layer_norm(tokens, width)),
+        Node("ln1", ops.layer_norm(queries, width)),
+        cross_attention("attn", tokens=queries, dim=width, context_tokens=tokens + queries, context_dim=width,
+                        heads=heads, head_dim=RESAMPLER_HEAD_DIM, bias=False, out_bias=False),
+        Node("ff", children=(Node("0", ops.layer_norm(queries, width)),
+                             feed_forward("1", queries, width, mult=4, bias=False))),
+    ))
+    return Node("0", ops.parameters(queries * width), children=(
+        Node("proj_in", ops.linear(tokens, embed_dim, width)),
+        module_list("layers", [block] * RESAMPLER_DEPTH),
+        Node("proj_out", ops.linear(queries, width, out_dim)),
+        Node("norm_out", ops.layer_norm(queries, out_dim)),
+    ))
 
 
 def _per_block(value: Any, n: int, key: str, component: str) -> list:
@@ -288,10 +342,14 @@ def unet_2d_condition(config: Config, shape: RunShape) -> Node:
     hint = (8 * h, 8 * w) if config["addition_embed_type"] == "image_hint" else None
 
     embeddings, temb = _embeddings(config, c0, t, hint)
+    ip_tokens = None
+    if shape.ip_image_embed_dim is not None:  # an IP-Adapter (unet_2d_condition.py:964-975)
+        projection, ip_tokens = ip_adapter_projection(config, shape.ip_image_embed_dim, shape.ip_resampler)
+        embeddings.append(projection)
 
     def attn(i: int, only_cross: bool) -> dict:
         return {"heads": heads[i], "context_tokens": t, "context_dim": cross[i], "linear_projection": linear,
-                "only_cross_attention": only_cross}
+                "only_cross_attention": only_cross, "ip_tokens": ip_tokens}
 
     def added_kv(i: int, up: bool = False) -> dict:
         return {"head_dim": head_dims[i], "context_tokens": t, "context_dim": cross[nb - 1 - i] if up else cross[i]}
@@ -376,7 +434,7 @@ def unet_2d_condition(config: Config, shape: RunShape) -> Node:
             resnet_channels=resnets,
             height=hh, width=ww, temb_channels=temb, scale_shift=scale_shift,
             attention={"heads": rev_heads[i], "context_tokens": t, "context_dim": rev_cross[i],
-                       "linear_projection": linear, "only_cross_attention": only[::-1][i]}
+                       "linear_projection": linear, "only_cross_attention": only[::-1][i], "ip_tokens": ip_tokens}
             if kind == "CrossAttnUpBlock2D" else None,
             transformer_layers=_per_layer(rev_tlpb[i], layers, "reverse_transformer_layers_per_block", comp),
             sampler=sampler, sampler_name="upsamplers",

@@ -247,7 +247,8 @@ def _latent(model: nn.Module, s: Mapping[str, int], channels_key: str = "in_chan
     )
 
 
-@input_builder("UNet2DConditionModel", settings=("height", "width", "text_len"), optional=("pag",))
+@input_builder("UNet2DConditionModel", settings=("height", "width", "text_len"), optional=("pag", "ip_adapter", "ip_adapter_plus",
+                                                                                   "ip_adapter_tokens"))
 def _unet_2d_condition_inputs(
     model: nn.Module, call: str, s: Mapping[str, int]
 ) -> dict[str, TensorSpec | None]:
@@ -291,6 +292,10 @@ def _unet_2d_condition_inputs(
         raise NotImplementedError("UNet2DConditionModel with class_embed_type / encoder_hid_dim_type")
     if _cfg(model, "num_class_embeds") is not None:  # x4 upscaler: class_labels = noise_level (an Embedding)
         inputs["class_labels"] = _ids(1)
+    if s.get("ip_adapter"):  # an IP-Adapter as load_ip_adapter installs it (flopcalc/measure/ip_adapter.py)
+        from flopcalc.measure.ip_adapter import attach
+
+        inputs = attach(model, s["ip_adapter"], inputs, s.get("ip_adapter_plus"), s.get("ip_adapter_tokens"))
     if s.get("pag"):  # perturbed-attention guidance: the PAG pipelines' processors and batch
         from flopcalc.measure.perturbed import perturb
 

@@ -82,7 +82,8 @@ def adapter_runs(components: Mapping[str, Any], s: Settings, passes: int) -> lis
 
 
 def _with_add_on(name: str, base_name: str, base: PlanFn, component: str,
-                 runs_of: Callable[[Mapping[str, Any], Settings, int], list[ComponentRun]]) -> PlanFn:
+                 runs_of: Callable[[Mapping[str, Any], Settings, int], list[ComponentRun]],
+                 refuses: Mapping[str, str] | None = None) -> PlanFn:
     def plan_fn(components: Mapping[str, Mapping[str, Any]], s: Settings,
                 index: Mapping[str, Any] | None = None) -> Plan:
         p = base(components, s, index=index)
@@ -96,12 +97,14 @@ def _with_add_on(name: str, base_name: str, base: PlanFn, component: str,
     plan_fn.__name__ = plan_fn.__qualname__ = f"{base.__name__}_with_{component}"
     plan_fn.__doc__ = (f"``{name}.__call__``: {base.__name__}'s runs and defaults plus the {component} (see the "
                        "module doc).")
-    return register_pipeline(name, options=tuple(pipeline_options(base_name)))(plan_fn)
+    return register_pipeline(name, options=tuple(o for o in pipeline_options(base_name) if o not in (refuses or {})),
+                             refuses=refuses)(plan_fn)
 
 
 sd_controlnet_pipeline = _with_add_on("StableDiffusionControlNetPipeline", "StableDiffusionPipeline", sd_pipeline,
                                       "controlnet", controlnet_runs)
 sdxl_controlnet_pipeline = _with_add_on("StableDiffusionXLControlNetPipeline", "StableDiffusionXLPipeline",
                                         sdxl_pipeline, "controlnet", controlnet_runs)
-_with_add_on("StableDiffusionAdapterPipeline", "StableDiffusionPipeline", sd_pipeline, "adapter", adapter_runs)
+_with_add_on("StableDiffusionAdapterPipeline", "StableDiffusionPipeline", sd_pipeline, "adapter", adapter_runs,
+             refuses={"ip_adapter": "its __call__ takes no ip_adapter_image (pipeline_stable_diffusion_adapter.py)"})
 _with_add_on("StableDiffusionXLAdapterPipeline", "StableDiffusionXLPipeline", sdxl_pipeline, "adapter", adapter_runs)

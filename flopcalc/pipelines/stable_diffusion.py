@@ -19,6 +19,7 @@ from flopcalc.pipelines.base import (
     text_runs,
     vae_scale_factor,
 )
+from flopcalc.pipelines.ip_adapter import with_ip_adapter  # declares the ip_adapter option
 
 
 def _unet_cfg_passes(components, s: Settings) -> int:
@@ -37,7 +38,7 @@ def _unet_defaults(components, s: Settings, steps: int, guidance: float) -> tupl
 
 
 @register_pipeline("StableDiffusionPipeline", denoisers=("UNet2DConditionModel",), component="unet",
-                   options=("vae_tiling",),
+                   options=("vae_tiling", "ip_adapter"),
                    when=lambda cfg: cfg.get("addition_embed_type") not in ("text_time", "image", "image_hint"))
 def sd_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                 index: Mapping[str, Any] | None = None) -> Plan:
@@ -52,12 +53,12 @@ def sd_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                       f"{s.batch_size} prompt(s)" + (" + negative" if passes == 2 else ""))
     runs += denoiser_run(components, "unet", s, f, 77, passes, kept_steps=denoising_steps_floored)
     runs += image_runs(components, s, f)
-    return Plan("StableDiffusionPipeline", s, passes, tuple(runs),
-                missing_notes(components, ["text_encoder", "unet", "vae"]))
+    return with_ip_adapter(Plan("StableDiffusionPipeline", s, passes, tuple(runs),
+                                missing_notes(components, ["text_encoder", "unet", "vae"])), components)
 
 
 @register_pipeline("StableDiffusionXLPipeline", denoisers=("UNet2DConditionModel",), component="unet",
-                   options=("vae_tiling",), when=lambda cfg: cfg.get("addition_embed_type") == "text_time"
+                   options=("vae_tiling", "ip_adapter"), when=lambda cfg: cfg.get("addition_embed_type") == "text_time"
                    and cfg.get("encoder_hid_dim_type") != "text_proj")  # text_proj: KolorsPipeline
 def sdxl_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                   index: Mapping[str, Any] | None = None) -> Plan:
@@ -79,4 +80,4 @@ def sdxl_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
     if passes == 2 and not encode_negative:
         notes.append("no negative prompt: SDXL uses zero negative embeddings (force_zeros_for_empty_prompt), "
                      "so the text encoders run once per prompt")
-    return Plan("StableDiffusionXLPipeline", s, passes, tuple(runs), tuple(notes))
+    return with_ip_adapter(Plan("StableDiffusionXLPipeline", s, passes, tuple(runs), tuple(notes)), components)
