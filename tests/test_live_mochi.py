@@ -1,0 +1,52 @@
+"""Live re-measurement of ``MochiTransformer3DModel``, built on the meta device and counted now, as ``MochiPipeline``
+calls it (a ``(num_frames − 1)//6 + 1``-frame latent, a 1-D timestep, the T5 states with an all-ones mask): on the
+card at a random size, frame count and text length, and on randomized configs (heads, head width, layers, text
+stream width, T5 width, time embedding width, channels, patch size).
+
+The seed is printed; ``FLOPCALC_SEED=N`` replays it. Bar: ``torch`` convention exact (total and every measured
+module path), parameters exact, ``thop`` convention exact.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from live_support import REPO, check_plan, random_size, write_config  # noqa: E402  (skips without torch)
+from flopcalc.pipelines import Settings  # noqa: E402
+
+pytestmark = pytest.mark.live
+
+CARD = REPO / "model_cards/mochi-1-preview"
+INDEX = json.loads((CARD / "model_index.json").read_text()) if CARD.exists() else None
+
+
+def test_card_at_random_size_and_frames(rng):
+    h, w, t, f = random_size(rng, 16, 16, 128), random_size(rng, 16, 16, 128), rng.randint(1, 64), rng.randint(1, 25)
+    check_plan(CARD / "transformer", "transformer",
+               Settings(height=h, width=w, num_frames=f, max_sequence_length=t),
+               {"height": h, "width": w, "text_len": t, "num_frames": f}, index=INDEX)
+
+
+def test_random_configs(rng, tmp_path):
+    for i in range(4):
+        heads = rng.randint(1, 4)
+        cfg = {
+            "_class_name": "MochiTransformer3DModel",
+            "patch_size": rng.choice([1, 2]),
+            "num_attention_heads": heads,
+            "attention_head_dim": rng.choice([8, 16, 24]),
+            "num_layers": rng.randint(1, 3),
+            "pooled_projection_dim": rng.choice([12, 24, 40]),
+            "in_channels": rng.choice([4, 12]),
+            "out_channels": rng.choice([None, 4, 8]),
+            "text_embed_dim": 8 * rng.randint(1, 5),
+            "time_embed_dim": rng.choice([16, 32]),
+            "max_sequence_length": 256,
+        }
+        unit = 8 * cfg["patch_size"]  # the latent (H/8) must split into whole patches
+        h, w, t, f = random_size(rng, unit, 8, 96), random_size(rng, unit, 8, 96), rng.randint(1, 40), rng.randint(1, 20)
+        check_plan(write_config(tmp_path, f"mochi{i}", cfg), "transformer",
+                   Settings(height=h, width=w, num_frames=f, max_sequence_length=t),
+                   {"height": h, "width": w, "text_len": t, "num_frames": f}, index=INDEX)
