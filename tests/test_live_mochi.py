@@ -50,3 +50,29 @@ def test_random_configs(rng, tmp_path):
         check_plan(write_config(tmp_path, f"mochi{i}", cfg), "transformer",
                    Settings(height=h, width=w, num_frames=f, max_sequence_length=t),
                    {"height": h, "width": w, "text_len": t, "num_frames": f}, index=INDEX)
+
+
+def test_vae_card_decode_at_random_size_and_frames(rng):
+    h, w, f = random_size(rng, 8, 8, 64), random_size(rng, 8, 8, 64), rng.randint(1, 25)
+    check_plan(CARD / "vae", "vae", Settings(height=h, width=w, num_frames=f),
+               {"height": h, "width": w, "num_frames": f}, index=INDEX, call="decode")
+
+
+def test_vae_random_configs(rng, tmp_path):
+    for i in range(3):
+        levels = rng.randint(2, 4)
+        cfg = {
+            "_class_name": "AutoencoderKLMochi",
+            "in_channels": rng.choice([15, 6]),
+            "out_channels": rng.choice([3, 1]),
+            "encoder_block_out_channels": [32 * rng.randint(1, 3) for _ in range(levels)],
+            "decoder_block_out_channels": [32 * rng.randint(1, 3) for _ in range(levels)],
+            "latent_channels": rng.choice([4, 12]),
+            "layers_per_block": [rng.randint(1, 2) for _ in range(levels + 1)],
+            "temporal_expansions": [rng.choice([1, 2, 3]) for _ in range(levels - 1)],
+            "spatial_expansions": [rng.choice([1, 2]) for _ in range(levels - 1)],
+            "add_attention_block": [rng.random() < 0.5 for _ in range(levels + 1)],
+        }
+        h, w, f = random_size(rng, 8, 8, 48), random_size(rng, 8, 8, 48), rng.randint(1, 13)
+        check_plan(write_config(tmp_path, f"mochi_vae{i}", cfg), "vae", Settings(height=h, width=w, num_frames=f),
+                   {"height": h, "width": w, "num_frames": f}, index=INDEX, call="decode")

@@ -112,3 +112,11 @@ _mochi_transformer_inputs.method_note = (  # type: ignore[attr-defined]
     "tokens) so that the processor's nonzero selection of valid text tokens runs on meta; RoPE's float32 autocast "
     "is a no-op on meta (autocast refuses the meta device type). No counted op is changed."
 )
+
+
+@input_builder("AutoencoderKLMochi", settings=("height", "width", "num_frames"), calls=("decode",))
+def _mochi_vae_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict[str, Any]:
+    """decode: z (1, latent_channels, (num_frames − 1)//6 + 1, H/8, W/8), as ``MochiPipeline`` decodes its latent."""
+    frames = (int(s["num_frames"]) - 1) // VAE_SCALE_TEMPORAL + 1
+    return {"z": TensorSpec((1, _cfg(model, "latent_channels"), frames, _div(s["height"], VAE_SCALE_SPATIAL, "height"),
+                            _div(s["width"], VAE_SCALE_SPATIAL, "width")))}
