@@ -18,9 +18,9 @@ from functools import reduce
 from typing import Any
 
 from flopcalc.config import FLAGS, LAYER_COUNTS, SIZE, SIZES, TEXT, Config, declare_keys, positive_int
-from flopcalc.cost import Node
-from flopcalc.errors import ConfigError
+from flopcalc.cost import Cost, Node
 from flopcalc.formulas import ops
+from flopcalc.errors import ConfigError
 from flopcalc.formulas.mochi_vae import mochi_decoder
 from flopcalc.registry import RunShape, register
 
@@ -80,26 +80,27 @@ def _structure(config: Config) -> dict[str, list[int]]:
     return {"dec": dec, "enc": enc, "layers": layers, "t": t_exp, "s": s_exp, "attention": attention}
 
 
-def _resnet_params(c: int) -> int:
-    """``MochiResnetBlock3D(c)``: two GroupNorms and two causal 3×3×3 convs with bias."""
-    return 2 * (2 * c) + 2 * (27 * c * c + c)
-
-
-def _encoder_params(st: Mapping[str, list], in_channels: int, latent_channels: int) -> int:
-    """``MochiEncoder3D`` (autoencoder_kl_mochi.py:437): ``proj_in``, ``block_in``, the down blocks (a strided causal
-    ``conv_in`` of kernel t×s×s, then resnets, each with a GroupNorm and a 4-linear ``Attention`` where
-    ``add_attention_block`` says), ``block_out``, ``norm_out`` and ``proj_out`` (no bias)."""
+def _encoder_weights(st: Mapping[str, list], in_channels: int, latent_channels: int) -> Cost:
+    """The weights of ``MochiEncoder3D`` (autoencoder_kl_mochi.py:437), each module as its op at zero positions (no
+    work: a decode does not run it): ``proj_in``, ``block_in``, the down blocks (a strided causal ``conv_in`` of kernel
+    t×s×s, then resnets, each followed by a GroupNorm and a four-linear ``Attention`` (q, k, v without bias;
+    ``to_out.0`` with) where ``add_attention_block`` says), ``block_out``, ``norm_out`` and ``proj_out`` (no bias).
+    A resnet: two GroupNorms and two causal 3×3×3 convs."""
     enc, layers, attention = st["enc"], st["layers"], st["attention"]
 
-    def stage(c: int, n: int, attn: bool) -> int:
-        return n * (_resnet_params(c) + ((2 * c + 4 * c * c + c) if attn else 0))
+    def stage(c: int, n: int, attn: bool) -> Cost:
+        resnet = ops.group_norm(c, 0) * 2 + ops.conv(c, c, 27, 0, thop_hooked=False) * 2
+        if attn:
+            resnet = resnet + ops.group_norm(c, 0) + ops.linear(0, c, c, bias=False) * 3 + ops.linear(0, c, c)
+        return resnet * n
 
-    total = in_channels * enc[0] + enc[0] + stage(enc[0], layers[0], attention[0])
+    total = ops.linear(0, in_channels, enc[0]) + stage(enc[0], layers[0], attention[0])
     for i in range(len(enc) - 1):
         t, s = st["t"][i], st["s"][i]
-        total += enc[i + 1] * enc[i] * t * s * s + enc[i + 1] + stage(enc[i + 1], layers[i + 1], attention[i + 1])
-    total += stage(enc[-1], layers[-1], attention[-1]) + 2 * enc[-1] + enc[-1] * 2 * latent_channels
-    return total
+        total = (total + ops.conv(enc[i], enc[i + 1], t * s * s, 0, thop_hooked=False)
+                 + stage(enc[i + 1], layers[i + 1], attention[i + 1]))
+    return (total + stage(enc[-1], layers[-1], attention[-1]) + ops.group_norm(enc[-1], 0)
+            + ops.linear(0, enc[-1], 2 * latent_channels, bias=False))
 
 
 @register("AutoencoderKLMochi", call="decode", role="vae", defaults=DEFAULTS, source=SOURCE, scale_factor=scale_factor)
@@ -112,5 +113,5 @@ def autoencoder_kl_mochi_decode(config: Config, shape: RunShape) -> Node:
                             block_out_channels=st["dec"], layers_per_block=st["layers"],
                             temporal_expansions=st["t"], spatial_expansions=st["s"], frames=frames,
                             height=shape.latent_height, width=shape.latent_width)
-    encoder = Node("encoder", ops.parameters(_encoder_params(st, positive_int(config, "in_channels"), z)))
+    encoder = Node("encoder", _encoder_weights(st, positive_int(config, "in_channels"), z))
     return Node("vae", children=(encoder, decoder), formula="autoencoder_kl_mochi_decode")
