@@ -89,3 +89,38 @@ def test_symbolic_law():
     values = dict(H=256, W=512, F=13, S=7, P=2, B=1, L=256)
     at = law.flops.subs({symbols[k]: v for k, v in values.items() if k in symbols})
     assert at == 2 * flopcalc.estimate(MODEL, height=256, width=512, num_frames=13, steps=7).macs
+
+
+@pytest.mark.parametrize("options", [dict(num_frames=13, steps=3), dict(num_frames=7, steps=2, guidance_scale=1.0)])
+def test_plan_is_the_real_call(options):
+    """The real ``MochiPipeline.__call__`` on a tiny transformer and VAE (prompt embeddings given): every transformer
+    forward (its batch rows and latent shape) and every ``vae.decode``, against the plan's runs."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("diffusers")
+    from diffusers import AutoencoderKLMochi, FlowMatchEulerDiscreteScheduler, MochiPipeline, MochiTransformer3DModel
+
+    torch.manual_seed(0)
+    transformer = MochiTransformer3DModel(num_attention_heads=2, attention_head_dim=8, num_layers=1,
+                                          pooled_projection_dim=16, text_embed_dim=16, time_embed_dim=16)
+    vae = AutoencoderKLMochi(encoder_block_out_channels=[32] * 4, decoder_block_out_channels=[32] * 4,
+                             layers_per_block=[1] * 5)  # latent 12 channels, 6x time, 8x space: the pipeline's own
+    pipe = MochiPipeline(scheduler=FlowMatchEulerDiscreteScheduler(), vae=vae, text_encoder=None, tokenizer=None,
+                         transformer=transformer)
+    pipe.set_progress_bar_config(disable=True)
+    forwards, decodes = [], []
+    transformer.register_forward_pre_hook(
+        lambda m, args, kwargs: forwards.append(tuple(kwargs["hidden_states"].shape)), with_kwargs=True)
+    vae.decoder.register_forward_pre_hook(lambda m, args: decodes.append(tuple(args[0].shape)))
+    embeds, mask = torch.zeros(1, 8, 16), torch.ones(1, 8, dtype=torch.bool)
+    steps = options.pop("steps")
+    guidance = options.pop("guidance_scale", 4.5)
+    pipe(prompt_embeds=embeds, prompt_attention_mask=mask, negative_prompt_embeds=embeds,
+         negative_prompt_attention_mask=mask, height=32, width=48, num_inference_steps=steps,
+         guidance_scale=guidance, output_type="pt", **options)
+    r = flopcalc.estimate(MODEL, height=32, width=48, steps=steps, guidance_scale=guidance, **options)
+    shape = r.component("transformer").shape
+    latent = (12, shape["latent_frames"], shape["latent_height"], shape["latent_width"])
+    assert forwards == [(r.passes, *latent)] * steps  # the guidance rows in one batched forward
+    assert _runs(r)["transformer.forward"] == steps * r.passes
+    vae_shape = r.component("vae").shape
+    assert decodes == [(1, 12, vae_shape["latent_frames"], vae_shape["latent_height"], vae_shape["latent_width"])]
