@@ -13,7 +13,9 @@ import json
 
 import pytest
 
-from live_support import REPO, check_plan, random_size, write_config  # noqa: E402  (skips without torch)
+from live_support import REPO, assert_runs_match, check_plan, measure, random_size, write_config  # noqa: E402
+from flopcalc.pipelines import plan  # noqa: E402
+from flopcalc.registry import assemble  # noqa: E402
 from flopcalc.pipelines import Settings  # noqa: E402
 
 pytestmark = pytest.mark.live
@@ -76,3 +78,16 @@ def test_vae_random_configs(rng, tmp_path):
         h, w, f = random_size(rng, 8, 8, 48), random_size(rng, 8, 8, 48), rng.randint(1, 13)
         check_plan(write_config(tmp_path, f"mochi_vae{i}", cfg), "vae", Settings(height=h, width=w, num_frames=f),
                    {"height": h, "width": w, "num_frames": f}, index=INDEX, call="decode")
+
+
+def test_vae_tiled_decode_as_planned(rng):
+    """``vae_tiling``: the plan's tile runs against the real ``tiled_decode`` (``enable_tiling()``) measured now."""
+    h, w, f = random_size(rng, 8, 264, 520), random_size(rng, 8, 264, 520), rng.randint(1, 13)
+    cfg = json.loads((CARD / "vae/config.json").read_text())
+    runs = [r for r in plan(INDEX, {"vae": cfg}, Settings(height=h, width=w, num_frames=f, vae_tiling=True)).runs
+            if r.call == "decode"]
+    assert len(runs) > 1 or runs[0].runs > 1  # more than one tile
+    fx = measure.measure_component(CARD / "vae", call="decode",
+                                   settings={"height": h, "width": w, "num_frames": f, "vae_tiling": 1})
+    trees = [(r.runs, assemble(cfg, r.shape, component="vae", call="decode")) for r in runs]
+    assert_runs_match(trees, trees[0][1].total.params, fx, f"{h}x{w}x{f}")

@@ -72,12 +72,34 @@ def test_vae_decode_closed_form():
 def test_refusals():
     with pytest.raises(OptionError):
         flopcalc.estimate(MODEL, strength=0.5)
-    with pytest.raises(OptionError):
-        flopcalc.estimate(MODEL, vae_tiling=True)
     with pytest.raises(OptionError, match="2 steps"):
         flopcalc.estimate(MODEL, steps=1)
     with pytest.raises(FlopcalcError, match="multiple of 8"):
         flopcalc.estimate(MODEL, height=484)
+
+
+def test_vae_tiling():
+    """``enable_tiling()``: 32-latent tiles every 24 (256 / 192 pixels over 8), each decoded with all its frames; a
+    latent within one tile decodes whole; no law for a tiled decode."""
+    from flopcalc.symbolic import symbolic_estimate
+
+    from flopcalc.pipelines import Settings, plan
+    from flopcalc.sources import resolve
+
+    source = resolve(MODEL)
+    decodes = [r for r in plan(source.model_index, source.components, Settings(vae_tiling=True)).runs
+               if r.call == "decode"]
+    # latent 60x106: rows range(0, 60, 24): 32, 32, 12; columns range(0, 106, 24): 32, 32, 32, 32, 10
+    assert {(r.shape.latent_height, r.shape.latent_width): r.runs for r in decodes} == {
+        (32, 32): 8, (32, 10): 2, (12, 32): 4, (12, 10): 1}
+    assert all(r.shape.latent_frames == 4 for r in decodes)
+    tiled = flopcalc.estimate(MODEL, vae_tiling=True)
+    assert tiled.component("vae").macs > flopcalc.estimate(MODEL).component("vae").macs  # overlaps cost extra
+    assert any("15 tiles" in n for n in tiled.notes)
+    small = flopcalc.estimate(MODEL, height=256, width=256, vae_tiling=True)
+    assert small.component("vae").runs == 1 and any("fits one tile" in n for n in small.notes)
+    with pytest.raises(FlopcalcError, match="tiled"):
+        symbolic_estimate(MODEL, vae_tiling=True)
 
 
 def test_symbolic_law():

@@ -4,7 +4,9 @@
 
 ``decode`` (autoencoder_kl_mochi.py:883) runs ``MochiDecoder3D`` on the latent in one call: tiling
 (``enable_tiling``) and framewise decoding (``_enable_framewise_decoding``) are off by default, and the pipeline
-turns neither on. ``drop_last_temporal_frames`` then slices the output (no counted work).
+turns neither on. ``drop_last_temporal_frames`` then slices the output (no counted work). With ``enable_tiling()``
+(``vae_tiling``), ``tiled_decode`` (line 1016) decodes every overlapping latent tile whole, all frames at once:
+:func:`decode_split`. Framewise decoding (a private switch) is not counted.
 
 The encoder (``MochiEncoder3D``: Fourier features, causal-attention down blocks) is loaded with the model but not run
 by a decode; the tree holds it as parameters only (``encoder``), counted exactly from the config. Its ``encode``
@@ -22,6 +24,7 @@ from flopcalc.cost import Cost, Node
 from flopcalc.formulas import ops
 from flopcalc.errors import ConfigError
 from flopcalc.formulas.mochi_vae import mochi_decoder
+from flopcalc.formulas.tiling import CallSplit, slices
 from flopcalc.registry import RunShape, register
 
 #: ``AutoencoderKLMochi.__init__`` keyword defaults (autoencoder_kl_mochi.py:680-694; latents_mean/std omitted:
@@ -39,6 +42,8 @@ DEFAULTS = {
     "add_attention_block": [False, True, True, True, True],
 }
 SOURCE = "diffusers/models/autoencoders/autoencoder_kl_mochi.py"
+#: ``tile_sample_min_height``/``_width`` and ``tile_sample_stride_height``/``_width`` (autoencoder_kl_mochi.py:765-768).
+TILE_SAMPLE_MIN, TILE_SAMPLE_STRIDE = 256, 192
 #: ``MochiChunkedGroupNorm3D(num_groups=32)`` and the encoder attentions' ``dim_head=32``.
 GROUPS = 32
 
@@ -56,6 +61,17 @@ def _get(values: Mapping[str, Any], key: str) -> Any:
 def scale_factor(values: Mapping[str, Any]) -> int:
     """``spatial_compression_ratio``: the product of ``spatial_expansions`` (autoencoder_kl_mochi.py:746)."""
     return reduce(lambda a, b: a * int(b), _get(values, "spatial_expansions"), 1)
+
+
+def decode_split(values: Mapping[str, Any], latent_h: Any, latent_w: Any, tiling: bool) -> CallSplit:
+    """How ``vae.decode`` runs (autoencoder_kl_mochi.py:883-891): with ``enable_tiling()``, when a latent side
+    exceeds ``tile_sample_min // spatial_compression_ratio``, ``tiled_decode`` on latent tiles of that size every
+    ``tile_sample_stride // ratio`` (lines 1033-1055), each decoded whole; else one call."""
+    f = scale_factor(values)
+    tile, stride = TILE_SAMPLE_MIN // f, TILE_SAMPLE_STRIDE // f
+    if not (tiling and (latent_w > tile or latent_h > tile)):
+        return CallSplit.of(None, latent_h, latent_w)
+    return CallSplit(None, slices(latent_h, tile, stride), slices(latent_w, tile, stride))
 
 
 def _structure(config: Config) -> dict[str, list[int]]:

@@ -6,18 +6,23 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Mapping
 
+from flopcalc.architectures import autoencoder_kl_mochi as mochi_vae
 from flopcalc.errors import OptionError
 from flopcalc.pipelines.base import (
+    ComponentRun,
     Plan,
     Settings,
     cfg_passes,
     check_divisible,
+    component_class,
     denoiser_run,
     missing_notes,
     register_pipeline,
     text_runs,
-    vae_runs,
+    tile_runs,
 )
+from flopcalc.pipelines.wan import _require_numeric
+from flopcalc.registry import RunShape
 
 #: ``MochiPipeline.__call__`` defaults (pipeline_mochi.py:446-468) and ``default_height``/``default_width``
 #: (lines 192-193).
@@ -33,7 +38,7 @@ TEXT_NOTE = ("every text token counted as valid: the transformer's joint attenti
 
 
 @register_pipeline("MochiPipeline", denoisers=("MochiTransformer3DModel",),
-                   options=("max_sequence_length", "num_frames"))
+                   options=("max_sequence_length", "num_frames", "vae_tiling"))
 def mochi_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                    index: Mapping[str, Any] | None = None) -> Plan:
     """``MochiPipeline.__call__`` (pipeline_mochi.py:446-720): 480×848, 19 frames (``(19 − 1) // 6 + 1 = 4`` latent
@@ -44,7 +49,8 @@ def mochi_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
     * The sigmas are ``linear_quadratic_schedule(steps, 0.025)`` (line 618): ``steps`` values, every one a
       timestep (none trimmed). Fewer than 2 steps divide by zero there (``linear_steps = steps // 2``).
     * ``vae.decode`` once per video on the whole latent (line 713): tiling and framewise decoding are off unless
-      enabled on the VAE."""
+      enabled on the VAE; ``vae_tiling`` (``pipe.vae.enable_tiling()``, as the pipeline's docstring example does)
+      decodes overlapping latent tiles (:func:`_decode_runs`)."""
     name = "MochiPipeline"
     if s.strength is not None:
         raise OptionError(f"--strength does not apply to {name}: it generates from noise")
@@ -63,6 +69,29 @@ def mochi_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                      f"{s.batch_size} prompt(s)" + (" + negative" if passes == 2 else ""))
     runs += denoiser_run(components, "transformer", s, VAE_SPATIAL, s.max_sequence_length, passes,
                          latent_frames=latent_frames)
-    runs += vae_runs(components, s, s.batch_size * s.num_images_per_prompt, s.height // VAE_SPATIAL,
-                     s.width // VAE_SPATIAL, latent_frames)
-    return Plan(name, s, passes, tuple(runs), tuple(notes))
+    decode, decode_notes = _decode_runs(components, s, s.batch_size * s.num_images_per_prompt, latent_frames)
+    return Plan(name, s, passes, tuple(runs + decode), tuple(notes + decode_notes))
+
+
+def _decode_runs(components: Mapping[str, Mapping[str, Any]], s: Settings, videos: int,
+                 latent_frames: Any) -> tuple[list[ComponentRun], list[str]]:
+    """``vae.decode`` of each video's latent: whole, or with ``vae_tiling`` one run per distinct tile shape (every
+    overlapping tile decoded in full, all frames at once), as ``AutoencoderKLMochi.decode_split`` says."""
+    if "vae" not in components:
+        return [], []
+    cls = component_class(components, "vae") or "?"
+    h, w = s.height // VAE_SPATIAL, s.width // VAE_SPATIAL
+    split = mochi_vae.decode_split(components["vae"], h, w, bool(s.vae_tiling))
+    if split.is_whole:
+        why = "the pipeline's default" if s.vae_tiling is None else (
+            "tiling asked for, but the latent fits one tile" if s.vae_tiling else "as asked")
+        return [ComponentRun("vae", cls, "decode", "vae_decoder",
+                             RunShape(latent_height=h, latent_width=w, latent_frames=latent_frames), videos,
+                             f"{videos} video(s)")], [f"VAE: the whole latent in one decode ({why})"]
+    _require_numeric(s)
+    runs = tile_runs("vae", cls, "decode", "vae_decoder", split, videos,
+                     lambda th, tw: RunShape(latent_height=th, latent_width=tw, latent_frames=latent_frames),
+                     lambda k, th, tw: f"{k} tile(s) of {th}×{tw} latent × {videos} video(s)")
+    return runs, [f"VAE: tiled decode (enable_tiling: {mochi_vae.TILE_SAMPLE_MIN}-pixel tiles every "
+                  f"{mochi_vae.TILE_SAMPLE_STRIDE}, overlaps counted in full): {split.calls} tiles per video, each "
+                  "decoded with all its frames"]

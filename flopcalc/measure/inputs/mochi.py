@@ -114,9 +114,13 @@ _mochi_transformer_inputs.method_note = (  # type: ignore[attr-defined]
 )
 
 
-@input_builder("AutoencoderKLMochi", settings=("height", "width", "num_frames"), calls=("decode",))
+@input_builder("AutoencoderKLMochi", settings=("height", "width", "num_frames"), calls=("decode",),
+               optional=("vae_tiling",))
 def _mochi_vae_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict[str, Any]:
-    """decode: z (1, latent_channels, (num_frames − 1)//6 + 1, H/8, W/8), as ``MochiPipeline`` decodes its latent."""
+    """decode: z (1, latent_channels, (num_frames − 1)//6 + 1, H/8, W/8), as ``MochiPipeline`` decodes its latent;
+    ``vae_tiling`` 1 (optional) calls ``enable_tiling()`` first."""
+    if s.get("vae_tiling"):
+        model.enable_tiling()
     frames = (int(s["num_frames"]) - 1) // VAE_SCALE_TEMPORAL + 1
     return {"z": TensorSpec((1, _cfg(model, "latent_channels"), frames, _div(s["height"], VAE_SCALE_SPATIAL, "height"),
                             _div(s["width"], VAE_SCALE_SPATIAL, "width")))}
