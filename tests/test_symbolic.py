@@ -42,7 +42,7 @@ def test_law_equals_numeric_estimate(card, convention, data):
     point = {
         "H": 64 * data.draw(st.integers(4, 32), label="H/64"),
         "W": 64 * data.draw(st.integers(4, 32), label="W/64"),
-        "S": data.draw(st.integers(1, 60), label="steps"),
+        "S": data.draw(st.integers(2, 60), label="steps"),  # Mochi's schedule needs 2 (diffusers divides by steps // 2)
         "B": data.draw(st.integers(1, 3), label="batch"),
     }
     kwargs = dict(height=point["H"], width=point["W"], steps=point["S"], batch_size=point["B"])
