@@ -78,7 +78,9 @@ def _random_config(rng: random.Random) -> dict:
         "out_channels": 3,
         "down_block_types": ["DownEncoderBlock2D"] * levels,
         "up_block_types": ["UpDecoderBlock2D"] * levels,
-        "block_out_channels": [groups * rng.randint(1, 4) for _ in range(levels)],
+        # at least two channels a group: a 1×1 edge tile of a one-channel group has one value per group, which
+        # GroupNorm refuses in the real module too
+        "block_out_channels": [groups * rng.randint(2, 4) for _ in range(levels)],
         "layers_per_block": rng.randint(1, 2),
         "latent_channels": rng.choice([4, 16]),
         "norm_num_groups": groups,
