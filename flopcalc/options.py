@@ -65,7 +65,7 @@ _DECLARED: dict[str, PipelineOption] = {}
 def pipeline_option(name: str, *, kind: str, help: str, refusal: str, bound: tuple[int, str] | None = None,
                     flag: str = "", metavar: str = "") -> PipelineOption:
     """Declare a family's option (once, in the family's pipeline module, before the plans naming it)."""
-    import inspect
+    import sys
 
     from flopcalc.pipelines.base import OPTIONAL, Settings
 
@@ -73,8 +73,8 @@ def pipeline_option(name: str, *, kind: str, help: str, refusal: str, bound: tup
         raise RuntimeError(f"option {name}: unknown kind {kind!r} (one of {', '.join(KINDS)})")
     if name in _DECLARED or name in OPTIONAL or name in Settings.__dataclass_fields__ or not name.isidentifier():
         raise RuntimeError(f"option {name!r} declared twice, or the name of a common option")
-    caller = inspect.getmodule(inspect.stack()[1].frame)
-    option = PipelineOption(name, kind, help, refusal, bound, caller.__name__ if caller else "", flag, metavar)
+    module = sys._getframe(1).f_globals.get("__name__", "")  # the declaring module (no source read)
+    option = PipelineOption(name, kind, help, refusal, bound, module, flag, metavar)
     _DECLARED[name] = option
     return option
 
