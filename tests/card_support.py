@@ -37,3 +37,12 @@ class Card:
     def fixture(self, filename: str) -> dict:
         """A measured fixture of the card's case."""
         return json.loads((FIXTURES / self.name / filename).read_text())
+
+
+def runs_by_call(report) -> dict[str, int]:
+    """``{"<component>.<call>": runs}`` of a report (a call split over several rows: their runs summed)."""
+    out: dict[str, int] = {}
+    for c in report.components:
+        key = f"{c.component}.{c.call}"
+        out[key] = out.get(key, 0) + c.runs
+    return out

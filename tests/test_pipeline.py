@@ -8,10 +8,7 @@ import pytest
 
 import flopcalc
 from flopcalc.errors import FlopcalcError, ResolutionError
-
-
-def _runs(report) -> dict[str, int]:
-    return {f"{c.component}.{c.call}": c.runs for c in report.components}
+from card_support import runs_by_call
 
 
 def test_flux_defaults_guidance_distilled_single_pass():
@@ -19,7 +16,7 @@ def test_flux_defaults_guidance_distilled_single_pass():
     s = r.settings
     assert (s.height, s.width, s.steps, s.guidance_scale, s.max_sequence_length) == (1024, 1024, 28, 3.5, 512)
     assert r.passes == 1
-    assert _runs(r) == {"text_encoder.forward": 1, "text_encoder_2.forward": 1, "transformer.forward": 28,
+    assert runs_by_call(r) == {"text_encoder.forward": 1, "text_encoder_2.forward": 1, "transformer.forward": 28,
                         "vae.decode": 1}
     t = r.component("transformer")
     assert t.shape == {"latent_height": 128, "latent_width": 128, "text_len": 512}
@@ -31,24 +28,24 @@ def test_flux_true_cfg_needs_a_negative_prompt():
     assert without.passes == 1 and any("no effect" in n for n in without.notes)
     with_neg = flopcalc.estimate("flux-dev", true_cfg_scale=4.0, negative_prompt=True)
     assert with_neg.passes == 2
-    assert _runs(with_neg)["transformer.forward"] == 56
-    assert _runs(with_neg)["text_encoder_2.forward"] == 2
+    assert runs_by_call(with_neg)["transformer.forward"] == 56
+    assert runs_by_call(with_neg)["text_encoder_2.forward"] == 2
 
 
 def test_sd3_cfg_doubles_denoiser_and_encodes_negative_prompt():
     r = flopcalc.estimate("sd3-medium")
     assert r.settings.guidance_scale == 7.0 and r.passes == 2
-    assert _runs(r) == {"text_encoder.forward": 2, "text_encoder_2.forward": 2, "text_encoder_3.forward": 2,
+    assert runs_by_call(r) == {"text_encoder.forward": 2, "text_encoder_2.forward": 2, "text_encoder_3.forward": 2,
                         "transformer.forward": 56, "vae.decode": 1}
     assert r.component("transformer").shape["text_len"] == 77 + 256
     assert r.component("text_encoder_3").shape["seq_len"] == 256
     no_cfg = flopcalc.estimate("sd3-medium", guidance_scale=1.0)
-    assert no_cfg.passes == 1 and _runs(no_cfg)["transformer.forward"] == 28
+    assert no_cfg.passes == 1 and runs_by_call(no_cfg)["transformer.forward"] == 28
 
 
 def test_batch_and_images_per_prompt():
     r = flopcalc.estimate("sd3.5-large", batch_size=3, num_images_per_prompt=2, steps=10)
-    runs = _runs(r)
+    runs = runs_by_call(r)
     assert runs["text_encoder.forward"] == 3 * 2  # prompts × (prompt + negative)
     assert runs["transformer.forward"] == 10 * 2 * 6
     assert runs["vae.decode"] == 6
@@ -72,7 +69,7 @@ def test_max_sequence_length_changes_t5_and_denoiser_text():
 
 def test_image_to_image_runs_encoder_and_strength_steps():
     r = flopcalc.estimate("flux-dev", strength=0.6, steps=28)
-    runs = _runs(r)
+    runs = runs_by_call(r)
     assert runs["vae.encode"] == 1
     # FluxImg2ImgPipeline.get_timesteps: t_start = int(max(28 − 28·0.6, 0)) = 11 → 17 steps run.
     assert runs["transformer.forward"] == 17
@@ -138,18 +135,18 @@ def test_sd_cfg_concatenates_uncond_and_encodes_empty_negative():
     s = r.settings
     assert (s.height, s.width, s.steps, s.guidance_scale) == (512, 512, 50, 7.5)
     assert r.passes == 2
-    assert _runs(r) == {"text_encoder.forward": 2, "unet.forward": 100, "vae.decode": 1}
+    assert runs_by_call(r) == {"text_encoder.forward": 2, "unet.forward": 100, "vae.decode": 1}
     assert r.component("unet").shape == {"latent_height": 64, "latent_width": 64, "text_len": 77}
 
 
 def test_sdxl_zero_negative_embeddings_unless_a_negative_prompt_is_given():
     r = flopcalc.estimate("sdxl-base")
     assert (r.settings.height, r.settings.guidance_scale, r.passes) == (1024, 5.0, 2)
-    assert _runs(r)["text_encoder.forward"] == 1 and _runs(r)["text_encoder_2.forward"] == 1
+    assert runs_by_call(r)["text_encoder.forward"] == 1 and runs_by_call(r)["text_encoder_2.forward"] == 1
     assert any("force_zeros_for_empty_prompt" in n for n in r.notes)
     neg = flopcalc.estimate("sdxl-base", negative_prompt=True)
-    assert _runs(neg)["text_encoder.forward"] == 2 and _runs(neg)["text_encoder_2.forward"] == 2
-    assert _runs(neg)["unet.forward"] == _runs(r)["unet.forward"] == 100
+    assert runs_by_call(neg)["text_encoder.forward"] == 2 and runs_by_call(neg)["text_encoder_2.forward"] == 2
+    assert runs_by_call(neg)["unet.forward"] == runs_by_call(r)["unet.forward"] == 100
 
 
 def test_pixart_resolution_binning_as_the_pipeline_does():
@@ -162,7 +159,7 @@ def test_pixart_resolution_binning_as_the_pipeline_does():
     assert (big.settings.height, big.settings.width) == (768, 1344) and not big.notes
     d = flopcalc.estimate("pixart-alpha-1024")
     assert (d.settings.steps, d.settings.guidance_scale, d.settings.max_sequence_length) == (20, 4.5, 120)
-    assert _runs(d) == {"text_encoder.forward": 2, "transformer.forward": 40, "vae.decode": 1}
+    assert runs_by_call(d) == {"text_encoder.forward": 2, "transformer.forward": 40, "vae.decode": 1}
 
 
 def test_legacy_transformer2d_configs_resolve_as_diffusers_remaps_them():
@@ -210,7 +207,7 @@ def test_sdxl_refiner_style_img2img_pipeline(tmp_path):
     r = flopcalc.estimate(_variant(tmp_path, "sdxl-base", "StableDiffusionXLImg2ImgPipeline", text_encoder=[None, None]))
     assert r.settings.strength == 0.3  # the pipeline's default
     # 50 steps at strength 0.3: t_start = int(50 − 15) = 35 → 15 steps, × 2 CFG passes
-    assert _runs(r) == {"text_encoder_2.forward": 1, "unet.forward": 30, "vae.encode": 1, "vae.decode": 1}
+    assert runs_by_call(r) == {"text_encoder_2.forward": 1, "unet.forward": 30, "vae.encode": 1, "vae.decode": 1}
     assert any("text_encoder is absent" in n for n in r.notes)
 
 

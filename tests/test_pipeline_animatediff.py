@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from card_support import Card
+from card_support import Card, runs_by_call
 
 import flopcalc
 from flopcalc.errors import ConfigError, OptionError, ResolutionError
@@ -18,10 +18,6 @@ from flopcalc.registry import RunShape, assemble
 
 REPO = Path(__file__).resolve().parent.parent
 AD = Card("animatediff-v1-5-3")
-
-
-def _runs(report) -> dict[str, int]:
-    return {f"{c.component}.{c.call}": c.runs for c in report.components}
 
 
 def _folder(tmp_path: Path, pipeline: str, *, controlnet: dict | None = None) -> Path:
@@ -51,7 +47,7 @@ def test_defaults_as_the_pipeline_runs_them():
     assert (s.height, s.width, s.num_frames, s.steps, s.guidance_scale) == (512, 512, 16, 50, 7.5)
     assert r.passes == 2
     # CLIP on the prompt and the negative prompt; the UNet per step on the doubled batch; one decode per frame
-    assert _runs(r) == {"text_encoder.forward": 2, "unet.forward": 100, "vae.decode": 16}
+    assert runs_by_call(r) == {"text_encoder.forward": 2, "unet.forward": 100, "vae.decode": 16}
     unet = r.component("unet")
     assert unet.class_name == "UNetMotionModel"
     assert unet.shape == {"latent_height": 64, "latent_width": 64, "text_len": 77, "latent_frames": 16}
@@ -61,18 +57,18 @@ def test_defaults_as_the_pipeline_runs_them():
 def test_mlenergy_v2_setting():
     # ML.ENERGY v2 (leaderboard benchmark/diffusion/text-to-video): 25 steps, 16 frames, the pipeline's size and CFG
     r = flopcalc.estimate("animatediff-v1-5-3", steps=25, num_frames=16, batch_size=4)
-    assert _runs(r) == {"text_encoder.forward": 8, "unet.forward": 25 * 2 * 4, "vae.decode": 16 * 4}
+    assert runs_by_call(r) == {"text_encoder.forward": 8, "unet.forward": 25 * 2 * 4, "vae.decode": 16 * 4}
 
 
 def test_guidance_off_and_batch():
     r = flopcalc.estimate("animatediff-v1-5-3", guidance_scale=1.0, batch_size=3, num_frames=8, steps=10)
     assert r.passes == 1
-    assert _runs(r) == {"text_encoder.forward": 3, "unet.forward": 30, "vae.decode": 24}
+    assert runs_by_call(r) == {"text_encoder.forward": 3, "unet.forward": 30, "vae.decode": 24}
 
 
 def test_videos_per_prompt_is_overwritten():
     r = flopcalc.estimate("animatediff-v1-5-3", num_images_per_prompt=3)
-    assert _runs(r)["unet.forward"] == 100 and r.settings.num_images_per_prompt == 1
+    assert runs_by_call(r)["unet.forward"] == 100 and r.settings.num_images_per_prompt == 1
     assert any("num_videos_per_prompt 3 is ignored" in n for n in r.notes)
 
 
@@ -100,7 +96,7 @@ def test_video_to_video(tmp_path):
     # encode_video encodes every input frame, decode_latents decodes every frame
     r = flopcalc.estimate(str(_folder(tmp_path, "AnimateDiffVideoToVideoPipeline")), num_frames=12)
     assert r.settings.strength == 0.8
-    assert _runs(r) == {"text_encoder.forward": 2, "vae.encode": 12, "unet.forward": 80, "vae.decode": 12}
+    assert runs_by_call(r) == {"text_encoder.forward": 2, "vae.encode": 12, "unet.forward": 80, "vae.decode": 12}
     assert r.component("vae", "encode").shape == {"height": 512, "width": 512}
 
 
@@ -110,7 +106,7 @@ def test_controlnet_runs_per_frame(tmp_path, guess):
     # doubled CFG batch, or the conditional half in guess mode (global_pool_conditions)
     folder = _folder(tmp_path, "AnimateDiffControlNetPipeline", controlnet=_controlnet(global_pool_conditions=guess))
     r = flopcalc.estimate(str(folder), steps=20, num_frames=8)
-    assert _runs(r) == {"text_encoder.forward": 2, "controlnet.forward": 20 * (1 if guess else 2) * 8,
+    assert runs_by_call(r) == {"text_encoder.forward": 2, "controlnet.forward": 20 * (1 if guess else 2) * 8,
                         "unet.forward": 40, "vae.decode": 8}
     assert r.component("controlnet").shape == {"latent_height": 64, "latent_width": 64, "text_len": 77}
 
@@ -118,7 +114,7 @@ def test_controlnet_runs_per_frame(tmp_path, guess):
 def test_video_to_video_controlnet(tmp_path):
     folder = _folder(tmp_path, "AnimateDiffVideoToVideoControlNetPipeline", controlnet=_controlnet())
     r = flopcalc.estimate(str(folder), steps=20, strength=0.5, num_frames=4)
-    assert _runs(r) == {"text_encoder.forward": 2, "vae.encode": 4, "controlnet.forward": 10 * 2 * 4,
+    assert runs_by_call(r) == {"text_encoder.forward": 2, "vae.encode": 4, "controlnet.forward": 10 * 2 * 4,
                         "unet.forward": 20, "vae.decode": 4}
 
 
@@ -164,11 +160,11 @@ def test_sdxl_defaults_as_the_pipeline_runs_them():
     s = r.settings
     assert r.pipeline == "AnimateDiffSDXLPipeline"
     assert (s.height, s.width, s.num_frames, s.steps, s.guidance_scale) == (1024, 1024, 16, 50, 5.0)
-    assert _runs(r) == {"text_encoder.forward": 1, "text_encoder_2.forward": 1, "unet.forward": 100,
+    assert runs_by_call(r) == {"text_encoder.forward": 1, "text_encoder_2.forward": 1, "unet.forward": 100,
                         "vae.decode": 16}
     assert any("force_zeros_for_empty_prompt" in n for n in r.notes)
     r = flopcalc.estimate("animatediff-sdxl-beta", negative_prompt=True, steps=25, batch_size=2)
-    assert _runs(r) == {"text_encoder.forward": 4, "text_encoder_2.forward": 4, "unet.forward": 100,
+    assert runs_by_call(r) == {"text_encoder.forward": 4, "text_encoder_2.forward": 4, "unet.forward": 100,
                         "vae.decode": 32}
 
 

@@ -13,6 +13,7 @@ from flopcalc.api import estimate_configs
 from flopcalc.errors import ConfigError, FlopcalcError, OptionError, ResolutionError
 from flopcalc.pipelines import Settings
 from flopcalc.sources import resolve
+from card_support import runs_by_call
 
 REPO = Path(__file__).resolve().parent.parent
 CARD = REPO / "model_cards/chroma1-hd"
@@ -22,10 +23,6 @@ def _configs() -> tuple[dict, dict]:
     """The card's ``model_index.json`` and component configs, as flopcalc reads them."""
     source = resolve(CARD.name)
     return dict(source.model_index), {name: dict(cfg) for name, cfg in source.components.items()}
-
-
-def _runs(report) -> dict[str, int]:
-    return {f"{c.component}.{c.call}": c.runs for c in report.components}
 
 
 def _plan(settings: Settings, *, index_class: str = "ChromaPipeline", **overrides):
@@ -40,7 +37,7 @@ def test_defaults_run_cfg_as_two_forwards_and_encode_the_negative_prompt():
     assert r.pipeline == "ChromaPipeline"
     assert (s.height, s.width, s.steps, s.guidance_scale, s.max_sequence_length) == (1024, 1024, 35, 5.0, 512)
     assert r.passes == 2
-    assert _runs(r) == {"text_encoder.forward": 2, "transformer.forward": 70, "vae.decode": 1}
+    assert runs_by_call(r) == {"text_encoder.forward": 2, "transformer.forward": 70, "vae.decode": 1}
     assert r.component("text_encoder").shape == {"seq_len": 512}
     assert r.component("transformer").shape == {"latent_height": 128, "latent_width": 128, "text_len": 512}
     assert r.component("vae").shape == {"latent_height": 128, "latent_width": 128}
@@ -50,7 +47,7 @@ def test_defaults_run_cfg_as_two_forwards_and_encode_the_negative_prompt():
 def test_guidance_off_is_one_pass_and_no_negative_prompt():
     r = _plan(Settings(guidance_scale=1.0, negative_prompt=True))
     assert r.passes == 1
-    assert _runs(r) == {"text_encoder.forward": 1, "transformer.forward": 35, "vae.decode": 1}
+    assert runs_by_call(r) == {"text_encoder.forward": 1, "transformer.forward": 35, "vae.decode": 1}
     assert any("negative prompt is ignored" in n for n in r.notes)
 
 
@@ -62,7 +59,7 @@ def test_true_cfg_scale_is_refused_guidance_scale_runs_cfg(pipeline):
 
 def test_batch_and_images_per_prompt():
     r = _plan(Settings(batch_size=2, num_images_per_prompt=3, steps=10))
-    assert _runs(r) == {"text_encoder.forward": 4, "transformer.forward": 10 * 2 * 6, "vae.decode": 6}
+    assert runs_by_call(r) == {"text_encoder.forward": 4, "transformer.forward": 10 * 2 * 6, "vae.decode": 6}
 
 
 def test_max_sequence_length_is_capped_at_512():
@@ -83,7 +80,7 @@ def test_image_to_image_encodes_the_input_and_skips_the_first_steps():
     r = _plan(Settings(), index_class="ChromaImg2ImgPipeline")
     assert r.pipeline == "ChromaImg2ImgPipeline" and r.settings.strength == 0.9
     # get_timesteps: t_start = int(max(35 − 35·0.9, 0)) = 3 → 32 steps run.
-    assert _runs(r) == {"text_encoder.forward": 2, "vae.encode": 1, "transformer.forward": 64, "vae.decode": 1}
+    assert runs_by_call(r) == {"text_encoder.forward": 2, "vae.encode": 1, "transformer.forward": 64, "vae.decode": 1}
     assert r.component("vae", "encode").shape == {"height": 1024, "width": 1024}
 
 

@@ -13,6 +13,7 @@ from flopcalc.api import estimate_configs
 from flopcalc.errors import FlopcalcError, ResolutionError
 from flopcalc.pipelines import Settings, plan
 from flopcalc.sources import resolve
+from card_support import runs_by_call
 
 REPO = Path(__file__).resolve().parent.parent
 CARD = REPO / "model_cards/cogvideox-2b"
@@ -30,10 +31,6 @@ def _plan(settings: Settings, **overrides):
     return estimate_configs(index, components, settings)
 
 
-def _runs(report) -> dict[str, int]:
-    return {f"{c.component}.{c.call}": c.runs for c in report.components}
-
-
 def test_defaults_480x720_49_frames_cfg_on_a_doubled_batch():
     r = flopcalc.estimate("cogvideox-2b")
     s = r.settings
@@ -41,7 +38,7 @@ def test_defaults_480x720_49_frames_cfg_on_a_doubled_batch():
         (480, 720, 49, 50, 6.0, 226)
     assert s.vae_tiling is False
     assert r.passes == 2
-    assert _runs(r) == {"text_encoder.forward": 2, "transformer.forward": 100, "vae.decode": 1}
+    assert runs_by_call(r) == {"text_encoder.forward": 2, "transformer.forward": 100, "vae.decode": 1}
     assert r.component("text_encoder").shape == {"seq_len": 226}
     assert r.component("transformer").shape == {"latent_height": 60, "latent_width": 90, "latent_frames": 13,
                                                 "text_len": 226}
@@ -52,12 +49,12 @@ def test_defaults_480x720_49_frames_cfg_on_a_doubled_batch():
 def test_guidance_one_runs_one_pass_and_encodes_the_prompt_once():
     r = flopcalc.estimate("cogvideox-2b", guidance_scale=1.0, batch_size=3)
     assert r.passes == 1
-    assert _runs(r) == {"text_encoder.forward": 3, "transformer.forward": 150, "vae.decode": 3}
+    assert runs_by_call(r) == {"text_encoder.forward": 3, "transformer.forward": 150, "vae.decode": 3}
 
 
 def test_num_videos_per_prompt_is_overwritten_with_one():
     r = flopcalc.estimate("cogvideox-2b", num_images_per_prompt=4)
-    assert _runs(r)["transformer.forward"] == 100 and _runs(r)["vae.decode"] == 1
+    assert runs_by_call(r)["transformer.forward"] == 100 and runs_by_call(r)["vae.decode"] == 1
     assert any("num_videos_per_prompt 4 is ignored" in n for n in r.notes)
 
 
@@ -153,7 +150,7 @@ def test_tiled_encode_runs_per_pixel_tile_shape():
 
 def test_strength_plans_the_video_encode():
     r = flopcalc.estimate("cogvideox-2b", strength=0.5)
-    assert _runs(r) == {"text_encoder.forward": 2, "vae.encode": 1, "transformer.forward": 50, "vae.decode": 1}
+    assert runs_by_call(r) == {"text_encoder.forward": 2, "vae.encode": 1, "transformer.forward": 50, "vae.decode": 1}
     assert r.component("vae", "encode").shape == {"height": 480, "width": 720, "frames": 49}
 
 

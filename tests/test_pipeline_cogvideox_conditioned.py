@@ -15,17 +15,13 @@ from flopcalc.api import estimate_configs
 from flopcalc.errors import FlopcalcError, OptionError, ResolutionError
 from flopcalc.pipelines import Settings
 
-from card_support import Card
+from card_support import Card, runs_by_call
 
 REPO = Path(__file__).resolve().parent.parent
 I2V = Card("cogvideox-5b-i2v")
 T2V = Card("cogvideox-2b")
 I2V15 = REPO / "validation/configs/cogvideox1.5-5b-i2v-transformer/config.json"
 FIXTURES = REPO / "validation/fixtures"
-
-
-def _runs(report) -> dict[str, int]:
-    return {f"{c.component}.{c.call}": c.runs for c in report.components}
 
 
 def _with(card: Card, pipeline: str, settings: Settings, **overrides):
@@ -47,7 +43,7 @@ def test_i2v_defaults_encode_the_image_once_and_double_the_channels():
     assert (s.height, s.width, s.num_frames, s.steps, s.guidance_scale, s.max_sequence_length, s.strength) == \
         (480, 720, 49, 50, 6.0, 226, None)
     assert r.passes == 2
-    assert _runs(r) == {"text_encoder.forward": 2, "vae.encode": 1, "transformer.forward": 100, "vae.decode": 1}
+    assert runs_by_call(r) == {"text_encoder.forward": 2, "vae.encode": 1, "transformer.forward": 100, "vae.decode": 1}
     assert r.component("vae", "encode").shape == {"height": 480, "width": 720, "frames": 1}
     assert r.component("transformer").shape == {"latent_height": 60, "latent_width": 90, "latent_frames": 13,
                                                 "text_len": 226}
@@ -70,7 +66,7 @@ def test_i2v_runs_are_the_measured_ones():
 
 def test_i2v_batch_encodes_one_image_per_prompt_and_forces_one_video_per_prompt():
     r = flopcalc.estimate(I2V.name, batch_size=3, num_images_per_prompt=2, steps=10, guidance_scale=1.0)
-    assert _runs(r) == {"text_encoder.forward": 3, "vae.encode": 3, "transformer.forward": 30, "vae.decode": 3}
+    assert runs_by_call(r) == {"text_encoder.forward": 3, "vae.encode": 3, "transformer.forward": 30, "vae.decode": 3}
     assert any("num_videos_per_prompt 2 is ignored" in n for n in r.notes)
 
 
@@ -139,7 +135,7 @@ def test_v2v_defaults_strength_0_8_encode_the_video_and_keep_40_steps():
     s = r.settings
     assert r.pipeline == "CogVideoXVideoToVideoPipeline"
     assert (s.height, s.width, s.num_frames, s.steps, s.strength) == (480, 720, 49, 50, 0.8)
-    assert _runs(r) == {"text_encoder.forward": 2, "vae.encode": 1, "transformer.forward": 80, "vae.decode": 1}
+    assert runs_by_call(r) == {"text_encoder.forward": 2, "vae.encode": 1, "transformer.forward": 80, "vae.decode": 1}
     assert r.component("vae", "encode").shape == {"height": 480, "width": 720, "frames": 49}
     assert any("input video's length sets num_frames" in n for n in r.notes)
 
@@ -147,7 +143,7 @@ def test_v2v_defaults_strength_0_8_encode_the_video_and_keep_40_steps():
 def test_v2v_floors_the_kept_steps_and_encodes_one_video_per_prompt():
     r = _with(T2V, "CogVideoXVideoToVideoPipeline", Settings(steps=7, strength=0.5, batch_size=2, num_frames=13))
     # get_timesteps: min(int(7 · 0.5), 7) = 3 steps
-    assert _runs(r) == {"text_encoder.forward": 4, "vae.encode": 2, "transformer.forward": 12, "vae.decode": 2}
+    assert runs_by_call(r) == {"text_encoder.forward": 4, "vae.encode": 2, "transformer.forward": 12, "vae.decode": 2}
     assert r.component("vae", "encode").shape["frames"] == 13
     assert not any("input video's length" in n for n in r.notes)
 
@@ -170,11 +166,11 @@ def test_fun_control_encodes_the_control_video_and_concatenates_it():
     s = r.settings
     assert r.pipeline == "CogVideoXFunControlPipeline"
     assert (s.height, s.width, s.num_frames, s.steps, s.guidance_scale, s.strength) == (480, 720, 49, 50, 6.0, None)
-    assert _runs(r) == {"text_encoder.forward": 2, "vae.encode": 1, "transformer.forward": 100, "vae.decode": 1}
+    assert runs_by_call(r) == {"text_encoder.forward": 2, "vae.encode": 1, "transformer.forward": 100, "vae.decode": 1}
     assert r.component("vae", "encode").shape == {"height": 480, "width": 720, "frames": 49}
     assert any("control video's length sets num_frames" in n for n in r.notes)
     r2 = _with(T2V, "CogVideoXFunControlPipeline", Settings(batch_size=2, num_frames=13, guidance_scale=1.0), **FUN)
-    assert _runs(r2) == {"text_encoder.forward": 2, "vae.encode": 2, "transformer.forward": 100, "vae.decode": 2}
+    assert runs_by_call(r2) == {"text_encoder.forward": 2, "vae.encode": 2, "transformer.forward": 100, "vae.decode": 2}
     assert r2.component("transformer").shape["latent_frames"] == 4
 
 

@@ -8,14 +8,7 @@ import pytest
 
 import flopcalc
 from flopcalc.errors import FlopcalcError, OptionError
-
-
-def _runs(report) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for c in report.components:
-        key = f"{c.component}.{c.call}"
-        out[key] = out.get(key, 0) + c.runs
-    return out
+from card_support import runs_by_call
 
 
 def test_text_to_image_defaults():
@@ -24,7 +17,7 @@ def test_text_to_image_defaults():
     # pipeline_cosmos2_text2image.py:455-472
     assert (s.height, s.width, s.steps, s.guidance_scale, s.max_sequence_length) == (768, 1360, 35, 7.0, 512)
     assert r.pipeline == "Cosmos2TextToImagePipeline" and r.passes == 2
-    assert _runs(r) == {"text_encoder.forward": 2, "transformer.forward": 70, "vae.decode": 1}
+    assert runs_by_call(r) == {"text_encoder.forward": 2, "transformer.forward": 70, "vae.decode": 1}
     assert r.component("transformer").shape == {"latent_height": 96, "latent_width": 170, "text_len": 512}
     assert r.component("vae").shape == {"latent_height": 96, "latent_width": 170, "latent_frames": 1}
     assert any("CosmosSafetyChecker" in n for n in r.notes)
@@ -47,7 +40,7 @@ def test_video_to_world_defaults_and_per_token_modulation():
     # pipeline_cosmos2_video2world.py:515-538
     assert (s.height, s.width, s.num_frames, s.steps, s.guidance_scale) == (704, 1280, 93, 35, 7.0)
     assert r.pipeline == "Cosmos2VideoToWorldPipeline" and r.passes == 2
-    assert _runs(r) == {"text_encoder.forward": 2, "vae.encode": 1, "transformer.forward": 70, "vae.decode": 1}
+    assert runs_by_call(r) == {"text_encoder.forward": 2, "vae.encode": 1, "transformer.forward": 70, "vae.decode": 1}
     shape = r.component("transformer").shape
     assert shape["latent_frames"] == shape["timestep_tokens"] == 24
     assert r.component("vae", "encode").shape == {"height": 704, "width": 1280, "frames": 93}
@@ -59,7 +52,7 @@ def test_video_to_world_defaults_and_per_token_modulation():
 
 def test_guidance_off_and_refusals():
     r = flopcalc.estimate("cosmos-predict2-2b-text2image", guidance_scale=1.0)
-    assert r.passes == 1 and _runs(r)["transformer.forward"] == 35
+    assert r.passes == 1 and runs_by_call(r)["transformer.forward"] == 35
     with pytest.raises(OptionError):
         flopcalc.estimate("cosmos-predict2-2b-text2image", num_frames=9)
     with pytest.raises(OptionError):

@@ -13,6 +13,7 @@ from flopcalc.api import estimate_configs
 from flopcalc.errors import ConfigError, OptionError, ResolutionError
 from flopcalc.pipelines import Settings
 from flopcalc.sources import resolve
+from card_support import runs_by_call
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -21,10 +22,6 @@ def _configs(card: str) -> tuple[dict, dict]:
     """The card's ``model_index.json`` and component configs, as flopcalc reads them."""
     source = resolve(card)
     return dict(source.model_index), {name: dict(cfg) for name, cfg in source.components.items()}
-
-
-def _runs(report) -> dict[str, int]:
-    return {f"{c.component}.{c.call}": c.runs for c in report.components}
 
 
 def _plan(settings: Settings, card: str = "flux2-dev", index: dict | None = None, **overrides):
@@ -42,7 +39,7 @@ def test_dev_defaults_one_embedded_guidance_pass():
     assert r.pipeline == "Flux2Pipeline"
     assert (s.height, s.width, s.steps, s.guidance_scale, s.max_sequence_length) == (1024, 1024, 50, 4.0, 512)
     assert r.passes == 1
-    assert _runs(r) == {"text_encoder.forward": 1, "transformer.forward": 50, "vae.decode": 1}
+    assert runs_by_call(r) == {"text_encoder.forward": 1, "transformer.forward": 50, "vae.decode": 1}
     assert r.component("text_encoder").shape == {"seq_len": 512}
     assert r.component("transformer").shape == {"latent_height": 128, "latent_width": 128, "text_len": 512}
     assert r.component("vae").shape == {"latent_height": 128, "latent_width": 128}
@@ -51,7 +48,7 @@ def test_dev_defaults_one_embedded_guidance_pass():
 
 def test_dev_guidance_and_negative_prompt_add_no_pass():
     r = _plan(Settings(guidance_scale=7.0, negative_prompt=True))
-    assert r.passes == 1 and _runs(r) == {"text_encoder.forward": 1, "transformer.forward": 50, "vae.decode": 1}
+    assert r.passes == 1 and runs_by_call(r) == {"text_encoder.forward": 1, "transformer.forward": 50, "vae.decode": 1}
     assert any("takes no negative prompt" in n for n in r.notes)
 
 
@@ -64,7 +61,7 @@ def test_true_cfg_scale_is_refused(card):
 
 def test_batch_images_per_prompt_and_text_length():
     r = _plan(Settings(batch_size=2, num_images_per_prompt=3, steps=10, max_sequence_length=128))
-    assert _runs(r) == {"text_encoder.forward": 2, "transformer.forward": 10 * 6, "vae.decode": 6}
+    assert runs_by_call(r) == {"text_encoder.forward": 2, "transformer.forward": 10 * 6, "vae.decode": 6}
     assert r.component("transformer").shape["text_len"] == 128 and r.component("text_encoder").shape == {"seq_len": 128}
 
 
@@ -77,7 +74,7 @@ def test_sizes_must_divide_by_16():
 
 def test_strength_is_estimated_as_image_to_image_with_a_note():
     r = _plan(Settings(strength=0.5))
-    assert _runs(r) == {"text_encoder.forward": 1, "vae.encode": 1, "transformer.forward": 25, "vae.decode": 1}
+    assert runs_by_call(r) == {"text_encoder.forward": 1, "vae.encode": 1, "transformer.forward": 25, "vae.decode": 1}
     assert any("no image-to-image mode" in n for n in r.notes)
 
 
@@ -112,7 +109,7 @@ def test_klein_distilled_defaults_four_steps_one_pass():
     r = flopcalc.estimate("flux2-klein-9b")
     assert r.pipeline == "Flux2KleinPipeline"
     assert (r.settings.steps, r.settings.max_sequence_length) == (4, 512) and r.passes == 1
-    assert _runs(r) == {"text_encoder.forward": 1, "transformer.forward": 4, "vae.decode": 1}
+    assert runs_by_call(r) == {"text_encoder.forward": 1, "transformer.forward": 4, "vae.decode": 1}
     assert r.component("text_encoder").class_name == "Qwen3ForCausalLM"
     assert any("step-distilled" in n for n in r.notes)
 
@@ -120,9 +117,9 @@ def test_klein_distilled_defaults_four_steps_one_pass():
 def test_klein_base_runs_cfg_as_two_forwards_and_encodes_the_empty_negative_prompt():
     r = _plan(Settings(), "flux2-klein-9b", index={"is_distilled": False})
     assert (r.settings.steps, r.settings.guidance_scale, r.passes) == (50, 4.0, 2)
-    assert _runs(r) == {"text_encoder.forward": 2, "transformer.forward": 100, "vae.decode": 1}
+    assert runs_by_call(r) == {"text_encoder.forward": 2, "transformer.forward": 100, "vae.decode": 1}
     r = _plan(Settings(guidance_scale=1.0), "flux2-klein-9b", index={"is_distilled": False})
-    assert r.passes == 1 and _runs(r)["text_encoder.forward"] == 1
+    assert r.passes == 1 and runs_by_call(r)["text_encoder.forward"] == 1
 
 
 def test_klein_refuses_what_it_cannot_count_exactly():

@@ -16,10 +16,7 @@ from flopcalc.errors import OptionError, ResolutionError
 from flopcalc.pipelines import Settings
 from flopcalc.pipelines.flux_kontext import PREFERRED_KONTEXT_RESOLUTIONS, max_area_size, preferred_resolution
 from flopcalc.sources import resolve
-
-
-def _runs(report) -> dict[str, int]:
-    return {f"{c.component}.{c.call}": c.runs for c in report.components}
+from card_support import runs_by_call
 
 
 def _as(card: str, pipeline: str, **settings):
@@ -37,7 +34,7 @@ def test_kontext_defaults():
     s = r.settings
     assert (s.height, s.width, s.steps, s.guidance_scale, s.max_sequence_length) == (1024, 1024, 28, 3.5, 512)
     assert r.pipeline == "FluxKontextPipeline" and r.passes == 1
-    assert _runs(r) == {"text_encoder.forward": 1, "text_encoder_2.forward": 1, "vae.encode": 1,
+    assert runs_by_call(r) == {"text_encoder.forward": 1, "text_encoder_2.forward": 1, "vae.encode": 1,
                         "transformer.forward": 28, "vae.decode": 1}
     # 64×64 packed tokens generated + 64×64 of the 1024² input image, in one sequence
     assert r.component("transformer").shape == {"latent_height": 128, "latent_width": 128, "text_len": 512,
@@ -90,7 +87,7 @@ def test_kontext_true_cfg_and_batches():
                           num_images_per_prompt=3)
     assert r.passes == 2
     # prompts and negatives encoded; one input image per prompt encoded, then repeated per image
-    assert _runs(r) == {"text_encoder.forward": 4, "text_encoder_2.forward": 4, "vae.encode": 2,
+    assert runs_by_call(r) == {"text_encoder.forward": 4, "text_encoder_2.forward": 4, "vae.encode": 2,
                         "transformer.forward": 28 * 2 * 6, "vae.decode": 6}
 
 
@@ -109,7 +106,7 @@ def test_kontext_inpaint():
     # the image resized to its preferred resolution, and the output with it (max_area overwritten)
     r = _as("flux-kontext-dev", "FluxKontextInpaintPipeline", height=768, width=1344, batch_size=2)
     assert (r.settings.height, r.settings.width, r.settings.steps, r.settings.strength) == (800, 1328, 28, 1.0)
-    assert _runs(r) == {"text_encoder.forward": 2, "text_encoder_2.forward": 2, "vae.encode": 4,
+    assert runs_by_call(r) == {"text_encoder.forward": 2, "text_encoder_2.forward": 2, "vae.encode": 4,
                         "transformer.forward": 56, "vae.decode": 2}
     assert r.component("vae", "encode").shape == {"height": 800, "width": 1328}
     assert r.component("transformer").shape == {"latent_height": 100, "latent_width": 166, "text_len": 512,
@@ -127,7 +124,7 @@ def test_fill_defaults_and_encodes():
     assert (s.height, s.width, s.steps, s.guidance_scale, s.strength) == (1024, 1024, 50, 30.0, 1.0)
     assert r.passes == 1
     # the image and the masked image, each encoded once per input image
-    assert _runs(r) == {"text_encoder.forward": 2, "text_encoder_2.forward": 2, "vae.encode": 4,
+    assert runs_by_call(r) == {"text_encoder.forward": 2, "text_encoder_2.forward": 2, "vae.encode": 4,
                         "transformer.forward": 50 * 4, "vae.decode": 4}
     assert r.component("transformer").shape == {"latent_height": 128, "latent_width": 128, "text_len": 512}
     x = r.component("transformer").tree.find("x_embedder")
@@ -148,7 +145,7 @@ def test_inpaint_defaults():
     s = r.settings
     assert (s.steps, s.guidance_scale, s.strength) == (28, 7.0, 0.6)
     # get_timesteps: 28 − int(28 − 16.8) = 17 steps; image and masked image encoded
-    assert _runs(r) == {"text_encoder.forward": 1, "text_encoder_2.forward": 1, "vae.encode": 2,
+    assert runs_by_call(r) == {"text_encoder.forward": 1, "text_encoder_2.forward": 1, "vae.encode": 2,
                         "transformer.forward": 17, "vae.decode": 1}
     cfg = _as("flux-dev", "FluxInpaintPipeline", true_cfg_scale=2.0, negative_prompt=True, strength=1.0)
     assert cfg.passes == 2 and cfg.component("transformer").runs == 56 and cfg.component("text_encoder").runs == 2
@@ -162,7 +159,7 @@ def test_control_defaults_and_encodes():
     s = r.settings
     assert (s.height, s.width, s.steps, s.guidance_scale, s.strength) == (1024, 1024, 28, 3.5, None)
     # prepare_image repeats the control image to all 6 images before vae.encode
-    assert _runs(r) == {"text_encoder.forward": 2, "text_encoder_2.forward": 2, "vae.encode": 6,
+    assert runs_by_call(r) == {"text_encoder.forward": 2, "text_encoder_2.forward": 2, "vae.encode": 6,
                         "transformer.forward": 28 * 6, "vae.decode": 6}
     x = r.component("transformer").tree.find("x_embedder")
     assert x.total.linear == 64 * 64 * 128 * 3072
@@ -177,7 +174,7 @@ def test_control_img2img():
     s = r.settings
     assert (s.steps, s.guidance_scale, s.strength) == (28, 7.0, 0.6)
     # 2 control images (repeated before encoding) + 1 input image
-    assert _runs(r) == {"text_encoder.forward": 1, "text_encoder_2.forward": 1, "vae.encode": 3,
+    assert runs_by_call(r) == {"text_encoder.forward": 1, "text_encoder_2.forward": 1, "vae.encode": 3,
                         "transformer.forward": 17 * 2, "vae.decode": 2}
 
 
@@ -185,7 +182,7 @@ def test_control_inpaint():
     r = _as("flux-depth-dev", "FluxControlInpaintPipeline", batch_size=2)
     assert (r.settings.steps, r.settings.guidance_scale, r.settings.strength) == (28, 7.0, 0.6)
     # 2 control images + 2 × (image, masked image)
-    assert _runs(r) == {"text_encoder.forward": 2, "text_encoder_2.forward": 2, "vae.encode": 6,
+    assert runs_by_call(r) == {"text_encoder.forward": 2, "text_encoder_2.forward": 2, "vae.encode": 6,
                         "transformer.forward": 17 * 2, "vae.decode": 2}
 
 
@@ -208,7 +205,7 @@ def test_controlnet_runs_once_per_step_and_image():
     assert (s.height, s.width, s.steps, s.guidance_scale) == (1024, 1024, 28, 7.0)
     assert r.passes == 2
     # the negative pass reuses the ControlNet's residuals; the control image is encoded per image
-    assert _runs(r) == {"text_encoder.forward": 2, "text_encoder_2.forward": 2, "vae.encode": 2,
+    assert runs_by_call(r) == {"text_encoder.forward": 2, "text_encoder_2.forward": 2, "vae.encode": 2,
                         "controlnet.forward": 28 * 2, "transformer.forward": 28 * 2 * 2, "vae.decode": 2}
     assert r.component("controlnet").shape == {"latent_height": 128, "latent_width": 128, "text_len": 512}
     assert any("ControlNet-Union" in n for n in r.notes)
@@ -232,7 +229,7 @@ def test_controlnet_union_mode_token_and_blocks():
 
 def test_xlabs_controlnet_reads_pixels():
     r = _controlnet_pipeline("flux-controlnet-xlabs", height=768, width=1344)
-    assert "vae.encode" not in _runs(r)
+    assert "vae.encode" not in runs_by_call(r)
     assert r.component("controlnet").shape == {"latent_height": 96, "latent_width": 168, "text_len": 512,
                                                "height": 768, "width": 1344}
     hint = r.component("controlnet").tree.find("input_hint_block")
@@ -258,12 +255,12 @@ def test_controlnet_img2img_and_inpaint():
     s = r.settings
     assert (s.steps, s.guidance_scale, s.strength, s.true_cfg_scale) == (28, 7.0, 0.6, None)
     # 17 kept steps (28 − int(11.2)); 2 control images + 1 input image encoded; no negative pass
-    assert _runs(r) == {"text_encoder.forward": 1, "text_encoder_2.forward": 1, "vae.encode": 3,
+    assert runs_by_call(r) == {"text_encoder.forward": 1, "text_encoder_2.forward": 1, "vae.encode": 3,
                         "controlnet.forward": 17 * 2, "transformer.forward": 17 * 2, "vae.decode": 2}
     assert any("takes no negative prompt" in n for n in r.notes)
     inpaint = _controlnet_pipeline("flux-controlnet-xlabs", "FluxControlNetInpaintPipeline", strength=1.0)
     # the XLabs net reads pixels: only the image and the masked image are encoded
-    assert _runs(inpaint) == {"text_encoder.forward": 1, "text_encoder_2.forward": 1, "vae.encode": 2,
+    assert runs_by_call(inpaint) == {"text_encoder.forward": 1, "text_encoder_2.forward": 1, "vae.encode": 2,
                               "controlnet.forward": 28, "transformer.forward": 28, "vae.decode": 1}
     with pytest.raises(OptionError, match="--true-cfg-scale does not apply to FluxControlNetInpaintPipeline"):
         _controlnet_pipeline("flux-controlnet-union", "FluxControlNetInpaintPipeline", true_cfg_scale=2.0)

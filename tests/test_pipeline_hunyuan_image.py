@@ -13,6 +13,7 @@ from flopcalc.errors import ConfigError, FlopcalcError, OptionError, ResolutionE
 from flopcalc.pipelines import Settings
 from flopcalc.registry import RunShape, assemble
 from flopcalc.sources import resolve
+from card_support import runs_by_call
 
 REPO = Path(__file__).resolve().parent.parent
 CARD = REPO / "model_cards/hunyuanimage-2.1"
@@ -21,10 +22,6 @@ CARD = REPO / "model_cards/hunyuanimage-2.1"
 def _configs() -> tuple[dict, dict]:
     source = resolve(CARD.name)
     return dict(source.model_index), {name: dict(cfg) for name, cfg in source.components.items()}
-
-
-def _runs(report) -> dict[str, int]:
-    return {f"{c.component}.{c.call}": c.runs for c in report.components}
 
 
 def _plan(settings: Settings, *, index: dict | None = None, **overrides):
@@ -38,7 +35,7 @@ def test_card_defaults_2048_50_steps_one_pass():
     s = r.settings
     assert (s.height, s.width, s.steps, s.guidance_scale) == (2048, 2048, 50, None)
     assert r.passes == 1
-    assert _runs(r) == {"text_encoder.forward": 1, "transformer.forward": 50, "vae.decode": 1}
+    assert runs_by_call(r) == {"text_encoder.forward": 1, "transformer.forward": 50, "vae.decode": 1}
     assert r.component("text_encoder").shape == {"seq_len": 1000 + 34}
     assert r.component("transformer").shape == {"latent_height": 64, "latent_width": 64, "text_len": 1000,
                                                 "text_len_2": 128}
@@ -52,7 +49,7 @@ def test_a_named_guider_runs_cfg_and_encodes_the_negative_prompt():
     guided = {**index, "guider": ["diffusers", "AdaptiveProjectedMixGuidance"]}
     r = _plan(Settings(batch_size=2), index=guided)
     assert r.passes == 2
-    assert _runs(r) == {"text_encoder.forward": 4, "transformer.forward": 50 * 2 * 2, "vae.decode": 2}
+    assert runs_by_call(r) == {"text_encoder.forward": 4, "transformer.forward": 50 * 2 * 2, "vae.decode": 2}
     assert any("AdaptiveProjectedMixGuidance" in n and "not read" in n for n in r.notes)
     off = _plan(Settings(guidance_scale=1.0), index=guided)
     assert off.passes == 1
@@ -85,7 +82,7 @@ def test_options_it_does_not_apply_are_refused():
 
 def test_steps_and_strength():
     r = _plan(Settings(steps=20, strength=0.5, height=1024, width=1024))
-    assert _runs(r) == {"text_encoder.forward": 1, "transformer.forward": 10, "vae.encode": 1, "vae.decode": 1}
+    assert runs_by_call(r) == {"text_encoder.forward": 1, "transformer.forward": 10, "vae.encode": 1, "vae.decode": 1}
     assert any("no HunyuanImage image-to-image pipeline" in n for n in r.notes)
 
 

@@ -11,7 +11,7 @@ from flopcalc.api import estimate_configs
 from flopcalc.errors import FlopcalcError, OptionError
 from flopcalc.pipelines import Settings
 
-from card_support import Card
+from card_support import Card, runs_by_call
 
 CARD = Card("hunyuanvideo")
 NAME = "HunyuanSkyreelsImageToVideoPipeline"
@@ -23,17 +23,13 @@ def _plan(settings: Settings, in_channels: int = 32):
     return estimate_configs({**CARD.index(), "_class_name": NAME}, components, settings)
 
 
-def _runs(report) -> dict[str, int]:
-    return {f"{c.component}.{c.call}": c.runs for c in report.components}
-
-
 def test_defaults_one_pass_without_a_negative_prompt():
     r = _plan(Settings())
     s = r.settings
     assert r.pipeline == NAME
     assert (s.height, s.width, s.num_frames, s.steps, s.true_cfg_scale, s.guidance_scale) == (544, 960, 97, 50, 6.0, 1.0)
     assert r.passes == 1
-    assert _runs(r) == {"text_encoder.forward": 1, "text_encoder_2.forward": 1, "vae.encode": 1,
+    assert runs_by_call(r) == {"text_encoder.forward": 1, "text_encoder_2.forward": 1, "vae.encode": 1,
                         "transformer.forward": 50, "vae.decode": 1}
     encode = r.component("vae", "encode").shape
     assert (encode["height"], encode["width"], encode["frames"]) == (544, 960, 1)
@@ -45,7 +41,7 @@ def test_defaults_one_pass_without_a_negative_prompt():
 def test_true_cfg_with_a_negative_prompt_and_one_image_per_video():
     r = _plan(Settings(negative_prompt=True, batch_size=2, num_images_per_prompt=2, steps=10))
     assert r.passes == 2
-    assert _runs(r) == {"text_encoder.forward": 4, "text_encoder_2.forward": 4, "vae.encode": 4,
+    assert runs_by_call(r) == {"text_encoder.forward": 4, "text_encoder_2.forward": 4, "vae.encode": 4,
                         "transformer.forward": 80, "vae.decode": 4}
 
 

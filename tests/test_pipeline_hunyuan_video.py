@@ -16,16 +16,13 @@ from flopcalc.errors import FlopcalcError, ResolutionError
 from flopcalc.formulas.hunyuan_video import dual_stream_block, single_block, token_refiner_block
 from flopcalc.formulas.hunyuan_video_vae import tiles
 from flopcalc.pipelines import Settings
+from card_support import runs_by_call
 
 REPO = Path(__file__).resolve().parent.parent
 CARD = REPO / "model_cards/hunyuanvideo"
 FIXTURES = sorted(p for case in ("hunyuanvideo", "hunyuanvideo-text")
                   for p in (REPO / "validation/fixtures" / case).glob("*.json"))
 VAE_PARAMS = 246_478_803  # encoder + decoder + quant convs, measured (vae-decode fixtures)
-
-
-def _runs(report) -> dict[str, int]:
-    return {f"{c.component}.{c.call}": c.runs for c in report.components}
 
 
 def _config(name: str) -> dict:
@@ -41,7 +38,7 @@ def test_defaults():
     assert (s.height, s.width, s.num_frames, s.steps, s.guidance_scale, s.true_cfg_scale, s.max_sequence_length) == (
         720, 1280, 129, 50, 6.0, 1.0, 256)
     assert r.passes == 1
-    assert _runs(r) == {"text_encoder.forward": 1, "text_encoder_2.forward": 1, "transformer.forward": 50,
+    assert runs_by_call(r) == {"text_encoder.forward": 1, "text_encoder_2.forward": 1, "transformer.forward": 50,
                         "vae.decode": 1}
     assert r.component("text_encoder").shape == {"seq_len": 256 + 95}
     assert r.component("text_encoder_2").shape == {"seq_len": 77}
@@ -61,7 +58,7 @@ def test_guidance_is_an_embedding_true_cfg_needs_a_negative_prompt():
     r = flopcalc.estimate("hunyuanvideo", true_cfg_scale=4.0, negative_prompt=True, batch_size=2,
                           num_images_per_prompt=3)
     assert r.passes == 2
-    assert _runs(r) == {"text_encoder.forward": 4, "text_encoder_2.forward": 4, "transformer.forward": 50 * 2 * 6,
+    assert runs_by_call(r) == {"text_encoder.forward": 4, "text_encoder_2.forward": 4, "transformer.forward": 50 * 2 * 6,
                         "vae.decode": 6}
     ignored = flopcalc.estimate("hunyuanvideo", negative_prompt=True)
     assert ignored.passes == 1 and any("negative prompt is ignored" in n for n in ignored.notes)
@@ -116,7 +113,7 @@ def test_vae_tiling_modes():
 
 def test_strength_encodes_the_input_video():
     r = flopcalc.estimate("hunyuanvideo", strength=0.5)
-    assert _runs(r) == {"text_encoder.forward": 1, "text_encoder_2.forward": 1, "transformer.forward": 25,
+    assert runs_by_call(r) == {"text_encoder.forward": 1, "text_encoder_2.forward": 1, "transformer.forward": 25,
                         "vae.encode": 1, "vae.decode": 1}
     assert r.component("vae", "encode").shape["frames"] == 129
     assert any("no video-to-video mode" in n for n in r.notes)

@@ -14,7 +14,7 @@ from flopcalc.errors import FlopcalcError, OptionError
 from flopcalc.pipelines import Settings
 from flopcalc.pipelines.hunyuan_video_i2v import llava_tokens, text_tokens
 
-from card_support import FIXTURES, Card
+from card_support import Card, FIXTURES, runs_by_call
 
 CARD = Card("hunyuanvideo-i2v")
 NAME = "HunyuanVideoImageToVideoPipeline"
@@ -27,10 +27,6 @@ def _plan(settings: Settings, text_encoder=None, **transformer):
     if text_encoder is not None:
         components["text_encoder"] = {**components["text_encoder"], **text_encoder}
     return estimate_configs(CARD.index(), components, settings)
-
-
-def _runs(report) -> dict[str, int]:
-    return {f"{c.component}.{c.call}": c.runs for c in report.components}
 
 
 def test_text_tokens_follow_the_prompt_template():
@@ -50,7 +46,7 @@ def test_defaults_token_replace():
     assert (s.height, s.width, s.num_frames, s.steps, s.guidance_scale, s.true_cfg_scale,
             s.max_sequence_length) == (720, 1280, 129, 50, 1.0, 1.0, 256)
     assert r.passes == 1
-    assert _runs(r) == {"text_encoder.forward": 1, "text_encoder_2.forward": 1, "vae.encode": 1,
+    assert runs_by_call(r) == {"text_encoder.forward": 1, "text_encoder_2.forward": 1, "vae.encode": 1,
                         "transformer.forward": 50, "vae.decode": 1}
     assert r.component("text_encoder").shape["seq_len"] == 934
     encode = r.component("vae", "encode").shape
@@ -74,7 +70,7 @@ def test_true_cfg_only_with_a_negative_prompt():
     assert any("has no effect without a negative prompt" in n for n in r.notes)
     r = _plan(Settings(negative_prompt=True, true_cfg_scale=4.0, batch_size=2, num_images_per_prompt=2, steps=10))
     assert r.passes == 2
-    assert _runs(r) == {"text_encoder.forward": 4, "text_encoder_2.forward": 4, "vae.encode": 4,
+    assert runs_by_call(r) == {"text_encoder.forward": 4, "text_encoder_2.forward": 4, "vae.encode": 4,
                         "transformer.forward": 80, "vae.decode": 4}
     r = _plan(Settings(negative_prompt=True))
     assert r.passes == 1

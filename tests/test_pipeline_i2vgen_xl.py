@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import pytest
-from card_support import Card
+from card_support import Card, runs_by_call
 
 import flopcalc
 from flopcalc.architectures.i2vgen_xl import context_tokens
@@ -14,17 +14,13 @@ from flopcalc.registry import RunShape, assemble
 I2V = Card("i2vgen-xl")
 
 
-def _runs(report) -> dict[str, int]:
-    return {f"{c.component}.{c.call}": c.runs for c in report.components}
-
-
 def test_defaults_as_the_pipeline_runs_them():
     # pipeline_i2vgen_xl.py:512: 704 × 1280, 16 frames, 50 steps, guidance 9.0, decode_chunk_size 1
     r = flopcalc.estimate("i2vgen-xl")
     s = r.settings
     assert r.pipeline == "I2VGenXLPipeline"
     assert (s.height, s.width, s.num_frames, s.steps, s.guidance_scale) == (704, 1280, 16, 50, 9.0)
-    assert _runs(r) == {"text_encoder.forward": 2, "image_encoder.forward": 1, "vae.encode": 1,
+    assert runs_by_call(r) == {"text_encoder.forward": 2, "image_encoder.forward": 1, "vae.encode": 1,
                         "unet.forward": 100, "vae.decode": 16}
     assert r.component("image_encoder").shape == {"height": 224, "width": 224}
     assert r.component("vae", "encode").shape == {"height": 704, "width": 1280}
@@ -36,7 +32,7 @@ def test_mlenergy_v2_setting_batch_and_videos_per_prompt():
     # ML.ENERGY v2 image-to-video: 25 steps, 16 frames; the images and prompts encoded once each, the videos
     # (num_videos_per_prompt, kept by this pipeline) denoised and decoded
     r = flopcalc.estimate("i2vgen-xl", steps=25, num_frames=16, batch_size=2, num_images_per_prompt=3)
-    assert _runs(r) == {"text_encoder.forward": 4, "image_encoder.forward": 2, "vae.encode": 2,
+    assert runs_by_call(r) == {"text_encoder.forward": 4, "image_encoder.forward": 2, "vae.encode": 2,
                         "unet.forward": 25 * 2 * 6, "vae.decode": 16 * 6}
 
 
@@ -44,7 +40,7 @@ def test_refusals():
     with pytest.raises(OptionError, match="--strength does not apply to I2VGenXLPipeline"):
         flopcalc.estimate("i2vgen-xl", strength=0.5)
     r = flopcalc.estimate("i2vgen-xl", guidance_scale=1.0)
-    assert r.passes == 1 and _runs(r)["text_encoder.forward"] == 1
+    assert r.passes == 1 and runs_by_call(r)["text_encoder.forward"] == 1
 
 
 def test_context_is_text_plus_image_latent_tokens_plus_image_tokens():

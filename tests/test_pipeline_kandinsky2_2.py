@@ -14,16 +14,13 @@ import flopcalc
 from flopcalc.api import estimate_configs
 from flopcalc.errors import OptionError, ResolutionError
 from flopcalc.pipelines import Settings
+from card_support import runs_by_call
 
 REPO = Path(__file__).resolve().parent.parent
 CARD = REPO / "model_cards" / "kandinsky-2.2"
 PRIOR = REPO / "validation" / "configs" / "kandinsky-2.2-prior"
 CONTROLNET = REPO / "validation" / "configs" / "kandinsky-2.2-controlnet-tiny"
 INPAINT = REPO / "validation" / "configs" / "kandinsky-2.2-inpaint-tiny"
-
-
-def _runs(report) -> dict[str, int]:
-    return {f"{c.component}.{c.call}": c.runs for c in report.components}
 
 
 def _configs(folder: Path, names: tuple[str, ...]) -> dict[str, dict]:
@@ -43,7 +40,7 @@ def test_combined_defaults_prior_then_decoder():
     s = r.settings
     assert r.pipeline == "KandinskyV22CombinedPipeline" and r.passes == 2
     assert (s.height, s.width, s.steps, s.guidance_scale) == (512, 512, 100, 4.0)
-    assert _runs(r) == {"prior_text_encoder.forward": 2, "prior_prior.forward": 50, "prior_image_encoder.forward": 1,
+    assert runs_by_call(r) == {"prior_text_encoder.forward": 2, "prior_prior.forward": 50, "prior_image_encoder.forward": 1,
                         "unet.forward": 200, "movq.decode": 1}
     assert r.component("unet").shape == {"latent_height": 64, "latent_width": 64, "text_len": 32}
     assert r.component("prior_prior").shape == {"seq_len": 77}
@@ -55,7 +52,7 @@ def test_ml_energy_v2_settings_25_decoder_steps():
     """ML.ENERGY v2 ran AutoPipelineForText2Image (this combined pipeline) at 25 steps: the decoder's; the
     prior keeps its own 25."""
     r = flopcalc.estimate("kandinsky-2.2", steps=25, batch_size=4)
-    assert _runs(r) == {"prior_text_encoder.forward": 8, "prior_prior.forward": 200, "prior_image_encoder.forward": 1,
+    assert runs_by_call(r) == {"prior_text_encoder.forward": 8, "prior_prior.forward": 200, "prior_image_encoder.forward": 1,
                         "unet.forward": 200, "movq.decode": 4}
 
 
@@ -63,7 +60,7 @@ def test_negative_prompt_joins_the_prior_batch_and_no_zero_image():
     """``prompt = prompt + negative_prompt``: the prior runs on both; get_zero_embed is not called; the
     decoder still makes one image per prompt."""
     r = flopcalc.estimate("kandinsky-2.2", negative_prompt=True, num_images_per_prompt=2)
-    assert _runs(r) == {"prior_text_encoder.forward": 4, "prior_prior.forward": 25 * 2 * 4,
+    assert runs_by_call(r) == {"prior_text_encoder.forward": 4, "prior_prior.forward": 25 * 2 * 4,
                         "unet.forward": 100 * 2 * 2, "movq.decode": 2}
 
 
@@ -71,18 +68,18 @@ def test_size_rounds_up_to_64_and_guidance_one_is_one_pass():
     r = flopcalc.estimate("kandinsky-2.2", height=700, width=1000, guidance_scale=1.0)
     assert (r.settings.height, r.settings.width) == (704, 1024)
     assert r.component("unet").shape["latent_height"] == 88 and r.passes == 1
-    assert _runs(r)["unet.forward"] == 100 and _runs(r)["prior_prior.forward"] == 50  # the prior keeps its CFG
+    assert runs_by_call(r)["unet.forward"] == 100 and runs_by_call(r)["prior_prior.forward"] == 50  # the prior keeps its CFG
     assert any("rounds the size up" in n for n in r.notes)
 
 
 def test_img2img_combined_floors_the_steps_and_encodes_once():
     r = flopcalc.estimate("kandinsky-2.2", strength=0.3, steps=25)
     assert r.pipeline == "KandinskyV22Img2ImgCombinedPipeline"
-    assert _runs(r)["unet.forward"] == int(25 * 0.3) * 2 and _runs(r)["movq.encode"] == 1
+    assert runs_by_call(r)["unet.forward"] == int(25 * 0.3) * 2 and runs_by_call(r)["movq.encode"] == 1
     default = estimate_configs({"_class_name": "KandinskyV22Img2ImgCombinedPipeline"},
                                _configs(CARD, ("unet", "movq", "prior_prior", "prior_text_encoder",
                                                "prior_image_encoder")), Settings())
-    assert default.settings.strength == 0.3 and _runs(default)["unet.forward"] == 30 * 2
+    assert default.settings.strength == 0.3 and runs_by_call(default)["unet.forward"] == 30 * 2
     with pytest.raises(ResolutionError, match="multiple of 64"):
         flopcalc.estimate("kandinsky-2.2", strength=0.5, height=700, width=512)
 
@@ -91,7 +88,7 @@ def test_inpaint_combined_encodes_the_masked_image():
     r = estimate_configs({"_class_name": "KandinskyV22InpaintCombinedPipeline"},
                          _configs(CARD, ("unet", "movq", "prior_prior", "prior_text_encoder", "prior_image_encoder")),
                          Settings(height=768, width=768))
-    assert _runs(r) == {"prior_text_encoder.forward": 2, "prior_prior.forward": 50, "prior_image_encoder.forward": 1,
+    assert runs_by_call(r) == {"prior_text_encoder.forward": 2, "prior_prior.forward": 50, "prior_image_encoder.forward": 1,
                         "unet.forward": 200, "movq.encode": 1, "movq.decode": 1}
     with pytest.raises(OptionError, match="--strength does not apply"):
         estimate_configs({"_class_name": "KandinskyV22InpaintCombinedPipeline"}, _configs(CARD, ("unet",)),
@@ -101,28 +98,28 @@ def test_inpaint_combined_encodes_the_masked_image():
 def test_decoder_pipelines_alone():
     index, comps = _decoder("KandinskyV22Pipeline")
     r = estimate_configs(index, comps, Settings())
-    assert _runs(r) == {"unet.forward": 200, "movq.decode": 1}
+    assert runs_by_call(r) == {"unet.forward": 200, "movq.decode": 1}
     assert any("come from KandinskyV22PriorPipeline" in n for n in r.notes)
     index, comps = _decoder("KandinskyV22Img2ImgPipeline")
     r = estimate_configs(index, comps, Settings(steps=50, batch_size=2))
-    assert _runs(r) == {"unet.forward": 15 * 2 * 2, "movq.encode": 2, "movq.decode": 2}
+    assert runs_by_call(r) == {"unet.forward": 15 * 2 * 2, "movq.encode": 2, "movq.decode": 2}
 
 
 def test_prior_pipeline_and_emb2emb():
     r = flopcalc.estimate(str(PRIOR))
     assert r.pipeline == "KandinskyV22PriorPipeline"
-    assert _runs(r) == {"text_encoder.forward": 2, "prior.forward": 50, "image_encoder.forward": 1}
+    assert runs_by_call(r) == {"text_encoder.forward": 2, "prior.forward": 50, "image_encoder.forward": 1}
     e = flopcalc.estimate(str(PRIOR), strength=0.3)
     assert e.pipeline == "KandinskyV22PriorEmb2EmbPipeline"
-    assert _runs(e) == {"text_encoder.forward": 2, "prior.forward": 7 * 2, "image_encoder.forward": 2}
+    assert runs_by_call(e) == {"text_encoder.forward": 2, "prior.forward": 7 * 2, "image_encoder.forward": 2}
     n = flopcalc.estimate(str(PRIOR), negative_prompt=True, guidance_scale=1.0)
-    assert _runs(n) == {"text_encoder.forward": 2, "prior.forward": 25 * 2}
+    assert runs_by_call(n) == {"text_encoder.forward": 2, "prior.forward": 25 * 2}
 
 
 def test_inpaint_runs_every_step_on_the_nine_channel_unet():
     r = flopcalc.estimate(str(INPAINT))
     assert r.pipeline == "KandinskyV22InpaintPipeline"
-    assert _runs(r) == {"unet.forward": 200}
+    assert runs_by_call(r) == {"unet.forward": 200}
     assert r.component("unet").shape == {"latent_height": 64, "latent_width": 64, "text_len": 32}
     with pytest.raises(OptionError):
         flopcalc.estimate(str(INPAINT), strength=0.5)
@@ -133,12 +130,12 @@ def test_inpaint_runs_every_step_on_the_nine_channel_unet():
 def test_controlnet_counts_the_hint_block_every_step():
     r = flopcalc.estimate(str(CONTROLNET), height=512, width=768)
     assert r.pipeline == "KandinskyV22ControlnetPipeline"
-    assert _runs(r) == {"unet.forward": 200, "movq.decode": 1}
+    assert runs_by_call(r) == {"unet.forward": 200, "movq.decode": 1}
     hint = r.component("unet").tree.find("add_embedding.input_hint_block")
     assert hint is not None and hint.per_item.macs("torch") > 0
     i2i = flopcalc.estimate(str(CONTROLNET), strength=0.5, height=512, width=512)
     assert i2i.pipeline == "KandinskyV22ControlnetImg2ImgPipeline"
-    assert _runs(i2i) == {"unet.forward": 100, "movq.encode": 1, "movq.decode": 1}
+    assert runs_by_call(i2i) == {"unet.forward": 100, "movq.encode": 1, "movq.decode": 1}
 
 
 def test_decoder_unet_is_not_planned_as_stable_diffusion():

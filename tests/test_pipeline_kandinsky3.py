@@ -13,12 +13,9 @@ from flopcalc.api import estimate_configs
 from flopcalc.errors import ConfigError, FlopcalcError, ResolutionError
 from flopcalc.pipelines import Settings
 from flopcalc.pipelines.kandinsky3 import downscale_height_and_width, img2img_steps
+from card_support import runs_by_call
 
 CARD = Path(__file__).resolve().parent.parent / "model_cards" / "kandinsky-3"
-
-
-def _runs(report) -> dict[str, int]:
-    return {f"{c.component}.{c.call}": c.runs for c in report.components}
 
 
 def _components() -> dict[str, dict]:
@@ -34,7 +31,7 @@ def test_defaults_cfg_on_a_doubled_batch_without_encoding_a_negative_prompt():
     s = r.settings
     assert (s.height, s.width, s.steps, s.guidance_scale) == (1024, 1024, 25, 3.0)
     assert r.pipeline == "Kandinsky3Pipeline" and r.passes == 2
-    assert _runs(r) == {"text_encoder.forward": 1, "unet.forward": 50, "movq.decode": 1}
+    assert runs_by_call(r) == {"text_encoder.forward": 1, "unet.forward": 50, "movq.decode": 1}
     assert r.component("text_encoder").shape == {"seq_len": 128}
     assert r.component("unet").shape == {"latent_height": 128, "latent_width": 128, "text_len": 128}
     assert r.component("movq").shape == {"latent_height": 128, "latent_width": 128}
@@ -43,10 +40,10 @@ def test_defaults_cfg_on_a_doubled_batch_without_encoding_a_negative_prompt():
 
 def test_negative_prompt_is_encoded_and_no_cfg_is_one_pass():
     r = flopcalc.estimate("kandinsky-3", negative_prompt=True)
-    assert _runs(r)["text_encoder.forward"] == 2
+    assert runs_by_call(r)["text_encoder.forward"] == 2
     one = flopcalc.estimate("kandinsky-3", guidance_scale=1.0, negative_prompt=True)
     assert one.passes == 1
-    assert _runs(one) == {"text_encoder.forward": 1, "unet.forward": 25, "movq.decode": 1}
+    assert runs_by_call(one) == {"text_encoder.forward": 1, "unet.forward": 25, "movq.decode": 1}
 
 
 def test_sizes_round_up_to_a_multiple_of_64_as_the_pipeline_does():
@@ -71,7 +68,7 @@ def test_the_unet_sees_the_cut_context_the_encoder_always_128():
 
 def test_batch_and_images_per_prompt():
     r = flopcalc.estimate("kandinsky-3", batch_size=3, num_images_per_prompt=2, steps=10, negative_prompt=True)
-    assert _runs(r) == {"text_encoder.forward": 6, "unet.forward": 10 * 2 * 6, "movq.decode": 6}
+    assert runs_by_call(r) == {"text_encoder.forward": 6, "unet.forward": 10 * 2 * 6, "movq.decode": 6}
 
 
 def test_image_to_image_defaults_and_step_rule():
@@ -80,7 +77,7 @@ def test_image_to_image_defaults_and_step_rule():
     comps = _components()
     r = estimate_configs({**_index(), "_class_name": "Kandinsky3Img2ImgPipeline"}, comps, Settings(height=768, width=1344))
     assert r.pipeline == "Kandinsky3Img2ImgPipeline" and r.settings.strength == 0.3
-    assert _runs(r) == {"text_encoder.forward": 1, "unet.forward": 7 * 2, "movq.encode": 1, "movq.decode": 1}
+    assert runs_by_call(r) == {"text_encoder.forward": 1, "unet.forward": 7 * 2, "movq.encode": 1, "movq.decode": 1}
     assert r.component("unet").shape["latent_height"] == 96 and r.component("unet").shape["latent_width"] == 168
     enc = next(c for c in r.components if c.call == "encode")
     assert enc.shape == {"height": 768, "width": 1344}
@@ -98,7 +95,7 @@ def test_image_to_image_sizes_must_reach_the_unet_grid():
 
 def test_strength_on_the_text_to_image_pipeline_plans_the_encoder():
     r = flopcalc.estimate("kandinsky-3", height=512, width=512, strength=1.0)
-    assert _runs(r) == {"text_encoder.forward": 1, "unet.forward": 50, "movq.encode": 1, "movq.decode": 1}
+    assert runs_by_call(r) == {"text_encoder.forward": 1, "unet.forward": 50, "movq.encode": 1, "movq.decode": 1}
 
 
 def test_bare_unet_and_movq_configs():

@@ -13,6 +13,7 @@ from flopcalc.errors import ConfigError, ResolutionError
 from flopcalc.pipelines import Settings
 from flopcalc.pipelines.ltx import tile_sides, tiles
 from flopcalc.sources import resolve
+from card_support import runs_by_call
 
 REPO = Path(__file__).resolve().parent.parent
 CARD = REPO / "model_cards/ltx-video"
@@ -40,14 +41,6 @@ def _pieces(settings: Settings, call: str, **kw):
     return [r for r in plan(index, components, report.settings).runs if r.component == "vae" and r.call == call]
 
 
-def _runs(report) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for c in report.components:
-        key = f"{c.component}.{c.call}"
-        out[key] = out.get(key, 0) + c.runs
-    return out
-
-
 # --------------------------------------------------------------------------- defaults and guidance
 
 
@@ -58,7 +51,7 @@ def test_defaults_are_the_signature_s():
         (512, 704, 161, 50, 3.0, 128)
     assert r.pipeline == "LTXPipeline" and r.passes == 2
     # CFG on a doubled batch: 2 passes; the negative prompt ("") is encoded by T5 too.
-    assert _runs(r) == {"text_encoder.forward": 2, "transformer.forward": 100, "vae.decode": 1}
+    assert runs_by_call(r) == {"text_encoder.forward": 2, "transformer.forward": 100, "vae.decode": 1}
     assert r.component("text_encoder").shape == {"seq_len": 128}
     # 161 frames → (161 − 1)//8 + 1 = 21 latent frames of 512/32 × 704/32.
     assert r.component("transformer").shape == {"latent_height": 16, "latent_width": 22, "latent_frames": 21,
@@ -70,13 +63,13 @@ def test_defaults_are_the_signature_s():
 def test_no_guidance_is_one_pass_and_no_negative_prompt():
     r = _plan(Settings(guidance_scale=1.0))
     assert r.passes == 1
-    assert _runs(r) == {"text_encoder.forward": 1, "transformer.forward": 50, "vae.decode": 1}
+    assert runs_by_call(r) == {"text_encoder.forward": 1, "transformer.forward": 50, "vae.decode": 1}
 
 
 def test_batch_videos_per_prompt_steps_and_text_length():
     r = _plan(Settings(batch_size=2, num_images_per_prompt=3, steps=10, max_sequence_length=64))
     # T5 runs per prompt (and per negative prompt), embeddings are repeated per video.
-    assert _runs(r) == {"text_encoder.forward": 2 * 2, "transformer.forward": 10 * 2 * 6, "vae.decode": 6}
+    assert runs_by_call(r) == {"text_encoder.forward": 2 * 2, "transformer.forward": 10 * 2 * 6, "vae.decode": 6}
     assert r.component("text_encoder").shape == {"seq_len": 64}
     assert r.component("transformer").shape["text_len"] == 64
 
@@ -161,7 +154,7 @@ def test_vae_tiling_decodes_overlapping_tiles_in_full():
 
 def test_strength_encodes_the_input_video():
     r = _plan(Settings(strength=0.5, num_frames=25))
-    assert _runs(r) == {"text_encoder.forward": 2, "vae.encode": 1, "transformer.forward": 25 * 2, "vae.decode": 1}
+    assert runs_by_call(r) == {"text_encoder.forward": 2, "vae.encode": 1, "transformer.forward": 25 * 2, "vae.decode": 1}
     assert r.component("vae", "encode").shape == {"height": 512, "width": 704, "frames": 25}
     assert any("no strength" in n for n in r.notes)
     pieces = _pieces(Settings(strength=1.0, height=736, width=1024, num_frames=9, vae_tiling=True), "encode")

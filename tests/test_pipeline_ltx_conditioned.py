@@ -14,16 +14,12 @@ from flopcalc.api import estimate_configs
 from flopcalc.errors import OptionError, ResolutionError
 from flopcalc.pipelines import Settings
 
-from card_support import Card
+from card_support import Card, runs_by_call
 
 REPO = Path(__file__).resolve().parent.parent
 CARD = Card("ltx-video-0.9.5")
 I2V = REPO / "validation/configs/ltx-video-0.9.5-i2v"
 FIXTURES = REPO / "validation/fixtures"
-
-
-def _runs(report) -> dict[str, int]:
-    return {f"{c.component}.{c.call}": c.runs for c in report.components}
 
 
 def _i2v(settings: Settings):
@@ -37,7 +33,7 @@ def _fixture(name: str) -> dict:
 def test_card_0_9_5_runs_ltx_pipeline_with_its_timestep_conditioned_vae():
     r = flopcalc.estimate(CARD.name)
     assert r.pipeline == "LTXPipeline"
-    assert _runs(r) == {"text_encoder.forward": 2, "transformer.forward": 100, "vae.decode": 1}
+    assert runs_by_call(r) == {"text_encoder.forward": 2, "transformer.forward": 100, "vae.decode": 1}
     assert CARD.config("vae")["timestep_conditioning"] is True
     decode = json.loads((FIXTURES / "ltx-video-0.9.5/vae-decode-512x704.json").read_text())
     assert decode["inputs"]["temb"] == [1]  # decode_timestep into the decoder's timestep embedders
@@ -50,7 +46,7 @@ def test_i2v_defaults_encode_the_image_and_give_every_token_a_timestep():
     assert r.pipeline == "LTXImageToVideoPipeline"
     assert (s.height, s.width, s.num_frames, s.steps, s.guidance_scale, s.max_sequence_length) == \
         (512, 704, 161, 50, 3.0, 128)
-    assert _runs(r) == {"text_encoder.forward": 2, "vae.encode": 1, "transformer.forward": 100, "vae.decode": 1}
+    assert runs_by_call(r) == {"text_encoder.forward": 2, "vae.encode": 1, "transformer.forward": 100, "vae.decode": 1}
     assert r.component("vae", "encode").shape == {"height": 512, "width": 704, "frames": 1}
     t = r.component("transformer").shape
     assert t["timestep_tokens"] == 21 * 16 * 22
@@ -70,7 +66,7 @@ def test_i2v_folder_and_frames():
 
 def test_i2v_batch_encodes_one_image_per_prompt():
     r = _i2v(Settings(batch_size=2, num_images_per_prompt=3, steps=4, guidance_scale=1.0))
-    assert _runs(r) == {"text_encoder.forward": 2, "vae.encode": 2, "transformer.forward": 24, "vae.decode": 6}
+    assert runs_by_call(r) == {"text_encoder.forward": 2, "vae.encode": 2, "transformer.forward": 24, "vae.decode": 6}
 
 
 def test_i2v_takes_no_strength():
@@ -90,7 +86,7 @@ def test_condition_pipeline_defaults_are_text_to_video_on_256_tokens():
     assert r.pipeline == "LTXConditionPipeline"
     assert (s.height, s.width, s.num_frames, s.steps, s.guidance_scale, s.max_sequence_length) == \
         (512, 704, 161, 50, 3.0, 256)
-    assert _runs(r) == {"text_encoder.forward": 2, "transformer.forward": 100, "vae.decode": 1}
+    assert runs_by_call(r) == {"text_encoder.forward": 2, "transformer.forward": 100, "vae.decode": 1}
     t = r.component("transformer")
     assert "timestep_tokens" not in t.shape and t.shape["text_len"] == 256
     fixture = json.loads((FIXTURES / "ltx-video-0.9.7-dev/transformer-512x704.json").read_text())
@@ -106,7 +102,7 @@ def test_condition_items_encode_once_each_and_add_tokens_away_from_frame_0():
     is trimmed to 41 frames (min(49, 121 − 80), 8k + 1) and appends its first 2 latent frames as tokens; every
     token then gets a timestep."""
     r = flopcalc.estimate(DEV.name, conditions=[(1, 0), (49, 80)], num_frames=121)
-    assert _runs(r) == {"text_encoder.forward": 2, "vae.encode": 1, "transformer.forward": 100, "vae.decode": 1}
+    assert runs_by_call(r) == {"text_encoder.forward": 2, "vae.encode": 1, "transformer.forward": 100, "vae.decode": 1}
     encode = r.component("vae", "encode")
     assert len(encode.tree.children) == 2 and "1 run(s) of 2 piece shapes" in encode.why
     assert "conditioning image #1 (frame_index 0)" in encode.why and "conditioning video #2 (frame_index 80)" in encode.why
@@ -142,7 +138,7 @@ def test_upsample_pipeline_encodes_upsamples_and_decodes_at_twice_the_size():
     s = r.settings
     assert r.pipeline == "LTXLatentUpsamplePipeline"
     assert (s.height, s.width, s.num_frames) == (512, 704, 161)
-    assert _runs(r) == {"vae.encode": 1, "latent_upsampler.forward": 1, "vae.decode": 1}
+    assert runs_by_call(r) == {"vae.encode": 1, "latent_upsampler.forward": 1, "vae.decode": 1}
     assert r.component("vae", "encode").shape == {"height": 512, "width": 704, "frames": 161}
     assert r.component("latent_upsampler").shape == {"latent_height": 16, "latent_width": 22, "latent_frames": 21}
     assert r.component("vae", "decode").shape == {"latent_height": 32, "latent_width": 44, "latent_frames": 21}
@@ -154,7 +150,7 @@ def test_upsample_pipeline_encodes_upsamples_and_decodes_at_twice_the_size():
 
 def test_upsample_pipeline_ignores_denoising_options_and_batches_videos():
     r = flopcalc.estimate(UPSCALER.name, steps=4, guidance_scale=2.0, batch_size=2)
-    assert _runs(r) == {"vae.encode": 2, "latent_upsampler.forward": 2, "vae.decode": 2}
+    assert runs_by_call(r) == {"vae.encode": 2, "latent_upsampler.forward": 2, "vae.decode": 2}
     assert r.flops == 2 * flopcalc.estimate(UPSCALER.name).flops
     assert any("steps, guidance_scale ignored" in n for n in r.notes)
     with pytest.raises(OptionError, match="--strength does not apply to LTXLatentUpsamplePipeline"):

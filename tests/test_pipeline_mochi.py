@@ -8,12 +8,9 @@ import pytest
 
 import flopcalc
 from flopcalc.errors import FlopcalcError, OptionError
+from card_support import runs_by_call
 
 MODEL = "mochi-1-preview"
-
-
-def _runs(report) -> dict[str, int]:
-    return {f"{c.component}.{c.call}": c.runs for c in report.components}  # one row per call here
 
 
 def test_defaults():
@@ -24,7 +21,7 @@ def test_defaults():
         (480, 848, 19, 64, 4.5, 256)
     assert r.pipeline == "MochiPipeline" and r.passes == 2
     # negative prompt encoded too; one batched forward of 2 rows per step (line 647); one decode (line 713)
-    assert _runs(r) == {"text_encoder.forward": 2, "transformer.forward": 128, "vae.decode": 1}
+    assert runs_by_call(r) == {"text_encoder.forward": 2, "transformer.forward": 128, "vae.decode": 1}
     # latent: (19 - 1) // 6 + 1 = 4 frames of 480/8 x 848/8 (lines 402-404)
     assert r.component("transformer").shape == {"latent_height": 60, "latent_width": 106, "text_len": 256,
                                                 "latent_frames": 4}
@@ -35,7 +32,7 @@ def test_defaults():
 def test_steps_are_not_trimmed_and_frames_floor():
     # linear_quadratic_schedule(steps, 0.025) gives `steps` sigmas, each one timestep
     r = flopcalc.estimate(MODEL, steps=7, num_frames=24, guidance_scale=1.0)
-    assert r.passes == 1 and _runs(r)["transformer.forward"] == 7
+    assert r.passes == 1 and runs_by_call(r)["transformer.forward"] == 7
     assert r.component("transformer").shape["latent_frames"] == (24 - 1) // 6 + 1
 
 
@@ -143,6 +140,6 @@ def test_plan_is_the_real_call(options):
     shape = r.component("transformer").shape
     latent = (12, shape["latent_frames"], shape["latent_height"], shape["latent_width"])
     assert forwards == [(r.passes, *latent)] * steps  # the guidance rows in one batched forward
-    assert _runs(r)["transformer.forward"] == steps * r.passes
+    assert runs_by_call(r)["transformer.forward"] == steps * r.passes
     vae_shape = r.component("vae").shape
     assert decodes == [(1, 12, vae_shape["latent_frames"], vae_shape["latent_height"], vae_shape["latent_width"])]

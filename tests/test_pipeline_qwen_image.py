@@ -12,6 +12,7 @@ from flopcalc.api import estimate_configs
 from flopcalc.errors import FlopcalcError, ResolutionError
 from flopcalc.pipelines import Settings
 from flopcalc.sources import resolve
+from card_support import runs_by_call
 
 REPO = Path(__file__).resolve().parent.parent
 CARD = REPO / "model_cards/qwen-image"
@@ -21,10 +22,6 @@ def _configs() -> tuple[dict, dict]:
     """The card's ``model_index.json`` and component configs, as flopcalc reads them."""
     source = resolve(CARD.name)
     return dict(source.model_index), {name: dict(cfg) for name, cfg in source.components.items()}
-
-
-def _runs(report) -> dict[str, int]:
-    return {f"{c.component}.{c.call}": c.runs for c in report.components}
 
 
 def _plan(settings: Settings, *, index_class: str = "QwenImagePipeline", **overrides):
@@ -40,7 +37,7 @@ def test_defaults_one_pass_without_a_negative_prompt():
     assert (s.height, s.width, s.steps, s.true_cfg_scale, s.max_sequence_length) == (1024, 1024, 50, 4.0, 512)
     assert s.guidance_scale is None
     assert r.passes == 1
-    assert _runs(r) == {"transformer.forward": 50, "vae.decode": 1}
+    assert runs_by_call(r) == {"transformer.forward": 50, "vae.decode": 1}
     assert r.component("transformer").shape == {"latent_height": 128, "latent_width": 128, "text_len": 512}
     assert r.component("vae").shape == {"latent_height": 128, "latent_width": 128}
     assert any("no effect without a negative prompt" in n for n in r.notes)
@@ -61,7 +58,7 @@ def test_card_text_encoder_sees_the_template_tokens_too():
 def test_true_cfg_needs_a_negative_prompt_and_runs_two_forwards():
     r = _plan(Settings(negative_prompt=True))
     assert r.passes == 2
-    assert _runs(r) == {"transformer.forward": 100, "vae.decode": 1}
+    assert runs_by_call(r) == {"transformer.forward": 100, "vae.decode": 1}
     off = _plan(Settings(negative_prompt=True, true_cfg_scale=1.0))
     assert off.passes == 1 and any("negative prompt is ignored" in n for n in off.notes)
 
@@ -95,7 +92,7 @@ def test_sizes_must_divide_by_16():
 
 def test_batch_and_images_per_prompt():
     r = _plan(Settings(batch_size=2, num_images_per_prompt=3, steps=10, negative_prompt=True))
-    assert _runs(r) == {"transformer.forward": 10 * 2 * 6, "vae.decode": 6}
+    assert runs_by_call(r) == {"transformer.forward": 10 * 2 * 6, "vae.decode": 6}
 
 
 def test_guidance_distilled_transformer_needs_guidance_scale_and_adds_no_pass():
@@ -110,7 +107,7 @@ def test_image_to_image_encodes_the_input_and_skips_the_first_steps():
     r = _plan(Settings(), index_class="QwenImageImg2ImgPipeline")
     assert r.pipeline == "QwenImageImg2ImgPipeline" and r.settings.strength == 0.6
     # get_timesteps: t_start = int(max(50 − 50·0.6, 0)) = 20 → 30 steps run.
-    assert _runs(r) == {"vae.encode": 1, "transformer.forward": 30, "vae.decode": 1}
+    assert runs_by_call(r) == {"vae.encode": 1, "transformer.forward": 30, "vae.decode": 1}
     assert r.component("vae", "encode").shape == {"height": 1024, "width": 1024}
 
 

@@ -13,13 +13,9 @@ from flopcalc.formulas.qwen2_5_vision import segment_lengths, window_sides
 from flopcalc.pipelines import Settings
 from flopcalc.pipelines.qwen_image_edit import calculate_dimensions, condition_image, smart_resize
 
-from card_support import Card
+from card_support import Card, runs_by_call
 
 CARD = Card("qwen-image-edit")
-
-
-def _runs(report) -> dict[str, int]:
-    return {f"{c.component}.{c.call}": c.runs for c in report.components}
 
 
 def _estimate(pipeline: str, **settings):
@@ -32,7 +28,7 @@ def test_edit_defaults():
     assert r.pipeline == "QwenImageEditPipeline"
     assert (s.height, s.width, s.steps, s.true_cfg_scale, s.max_sequence_length) == (1024, 1024, 50, 4.0, 512)
     assert r.passes == 1  # true CFG needs a negative prompt
-    assert _runs(r) == {"text_encoder.forward": 1, "transformer.forward": 50, "vae.encode": 1, "vae.decode": 1}
+    assert runs_by_call(r) == {"text_encoder.forward": 1, "transformer.forward": 50, "vae.encode": 1, "vae.decode": 1}
     # 1024² → smart_resize 1036² → 74×74 patches, 37×37 = 1369 merged tokens; 64 dropped + 1369 + 512 kept
     assert r.component("text_encoder").shape == {"seq_len": 64 + 1369 + 512, "height": 1036, "width": 1036,
                                                  "frames": 1}
@@ -44,7 +40,7 @@ def test_edit_defaults():
 def test_edit_true_cfg_encodes_the_negative_prompt_with_the_image():
     r = flopcalc.estimate("qwen-image-edit", negative_prompt=True, batch_size=2)
     assert r.passes == 2
-    assert _runs(r) == {"text_encoder.forward": 4, "transformer.forward": 200, "vae.encode": 2, "vae.decode": 2}
+    assert runs_by_call(r) == {"text_encoder.forward": 4, "transformer.forward": 200, "vae.encode": 2, "vae.decode": 2}
 
 
 def test_edit_size_rules():
@@ -77,7 +73,7 @@ def test_plus_images_at_384_squared_area():
     assert r.component("text_encoder").shape == {"seq_len": 64 + 3 * tokens + 512, "height": 392, "width": 392,
                                                  "frames": 3}
     assert r.component("transformer").shape["reference_tokens"] == 3 * 64 * 64
-    assert _runs(r)["vae.encode"] == 3
+    assert runs_by_call(r)["vae.encode"] == 3
 
 
 def test_plus_refuses_several_prompts_and_edit_refuses_input_images():
@@ -130,7 +126,7 @@ def test_edit_inpaint_strength_and_two_encodes():
     r = _estimate("QwenImageEditInpaintPipeline")
     assert r.pipeline == "QwenImageEditInpaintPipeline" and r.settings.strength == 0.6
     # get_timesteps: 50 − int(50 − 30) = 30 steps; the image and the masked image encoded
-    assert _runs(r) == {"text_encoder.forward": 1, "transformer.forward": 30, "vae.encode": 2, "vae.decode": 1}
+    assert runs_by_call(r) == {"text_encoder.forward": 1, "transformer.forward": 30, "vae.encode": 2, "vae.decode": 1}
     assert r.component("transformer").shape["reference_tokens"] == 64 * 64
     assert r.component("text_encoder").shape["seq_len"] == 64 + 1369 + 512
 
@@ -141,7 +137,7 @@ def test_edit_inpaint_output_is_the_images_calculated_size():
     ref_w, ref_h = calculate_dimensions(1024 * 1024, 1000 / 500)
     assert (r.settings.height, r.settings.width) == (ref_h // 16 * 16, ref_w // 16 * 16)
     assert r.component("vae", "encode").shape == {"height": ref_h, "width": ref_w}
-    assert _runs(r)["transformer.forward"] == 45
+    assert runs_by_call(r)["transformer.forward"] == 45
 
 
 def test_2509_card_runs_edit_plus():
@@ -150,4 +146,4 @@ def test_2509_card_runs_edit_plus():
     assert r.component("text_encoder").shape == {"seq_len": 64 + 2 * 180 + 512, "height": 280, "width": 504,
                                                  "frames": 2}
     assert r.component("transformer").shape["reference_tokens"] == 2 * 48 * 84
-    assert _runs(r) == {"text_encoder.forward": 1, "transformer.forward": 50, "vae.encode": 2, "vae.decode": 1}
+    assert runs_by_call(r) == {"text_encoder.forward": 1, "transformer.forward": 50, "vae.encode": 2, "vae.decode": 1}

@@ -7,6 +7,7 @@ from __future__ import annotations
 from flopcalc.api import estimate_configs
 from flopcalc.pipelines import Settings
 from flopcalc.sources import resolve
+from card_support import runs_by_call
 
 
 def _plan(settings: Settings):
@@ -15,22 +16,18 @@ def _plan(settings: Settings):
                             settings)
 
 
-def _runs(report) -> dict[str, int]:
-    return {f"{c.component}.{c.call}": c.runs for c in report.components}
-
-
 def test_defaults():
     r = _plan(Settings())
     assert r.pipeline == "QwenImageInpaintPipeline" and r.settings.strength == 0.6
     # get_timesteps: init 50 · 0.6 = 30, t_start int(20) → 30 steps; no negative prompt: one pass
-    assert _runs(r) == {"text_encoder.forward": 1, "transformer.forward": 30, "vae.encode": 2, "vae.decode": 1}
+    assert runs_by_call(r) == {"text_encoder.forward": 1, "transformer.forward": 30, "vae.encode": 2, "vae.decode": 1}
     assert r.component("vae", "encode").shape == {"height": 1024, "width": 1024}
 
 
 def test_true_cfg_batch_and_strength():
     r = _plan(Settings(negative_prompt=True, batch_size=2, num_images_per_prompt=3, strength=0.33))
     # init 16.5, t_start int(33.5) = 33 → 17 steps × 2 passes × 6 images; 2 images + 2 masked images encoded
-    assert _runs(r) == {"text_encoder.forward": 4, "transformer.forward": 17 * 2 * 6, "vae.encode": 4,
+    assert runs_by_call(r) == {"text_encoder.forward": 4, "transformer.forward": 17 * 2 * 6, "vae.encode": 4,
                         "vae.decode": 6}
 
 

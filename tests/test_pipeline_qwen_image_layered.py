@@ -9,12 +9,9 @@ import pytest
 
 import flopcalc
 from flopcalc.errors import FlopcalcError, OptionError
+from card_support import runs_by_call
 
 FOLDER = str(Path(__file__).resolve().parent.parent / "validation/configs/qwen-image-layered")
-
-
-def _runs(report) -> dict[str, int]:
-    return {f"{c.component}.{c.call}": c.runs for c in report.components}
 
 
 def test_defaults_four_layers_at_640():
@@ -22,7 +19,7 @@ def test_defaults_four_layers_at_640():
     assert r.pipeline == "QwenImageLayeredPipeline"
     s = r.settings
     assert (s.height, s.width, s.steps, s.layers, s.max_sequence_length) == (640, 640, 50, 4, 512)
-    assert _runs(r) == {"text_encoder.forward": 1, "transformer.forward": 50, "vae.encode": 1, "vae.decode": 4}
+    assert runs_by_call(r) == {"text_encoder.forward": 1, "transformer.forward": 50, "vae.encode": 1, "vae.decode": 4}
     assert r.component("text_encoder").shape == {"seq_len": 512 + 34}
     assert r.component("transformer").shape == {"latent_height": 80, "latent_width": 80, "text_len": 512,
                                                 "latent_frames": 5, "reference_tokens": 40 * 40}
@@ -34,7 +31,7 @@ def test_layers_and_aspect_ratio():
     # calculate_dimensions(640², 1664/960): 832 × 480
     assert (r.settings.height, r.settings.width) == (480, 832)
     assert r.passes == 2
-    assert _runs(r) == {"text_encoder.forward": 4, "transformer.forward": 200, "vae.encode": 2, "vae.decode": 4}
+    assert runs_by_call(r) == {"text_encoder.forward": 4, "transformer.forward": 200, "vae.encode": 2, "vae.decode": 4}
     assert r.component("transformer").shape["latent_frames"] == 3
     assert r.component("transformer").shape["reference_tokens"] == 30 * 52
 

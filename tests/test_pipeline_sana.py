@@ -13,12 +13,9 @@ from flopcalc.api import estimate_configs
 from flopcalc.errors import ConfigError, FlopcalcError, ResolutionError
 from flopcalc.pipelines import Settings
 from flopcalc.pipelines.sana import sana_binned_size
+from card_support import runs_by_call
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-def _runs(report) -> dict[str, int]:
-    return {f"{c.component}.{c.call}": c.runs for c in report.components}
 
 
 def _config(card: str, component: str) -> dict:
@@ -33,7 +30,7 @@ def test_defaults_1024_binned_to_512_20_steps_cfg(card):
     assert (s.height, s.width, s.steps, s.guidance_scale, s.max_sequence_length) == (512, 512, 20, 4.5, 300)
     assert any("1024×1024 is generated at 512×512" in n for n in r.notes)
     assert r.passes == 2
-    assert _runs(r) == {"text_encoder.forward": 2, "transformer.forward": 40, "vae.decode": 1}
+    assert runs_by_call(r) == {"text_encoder.forward": 2, "transformer.forward": 40, "vae.decode": 1}
     assert r.component("text_encoder").shape == {"seq_len": 300}
     assert r.component("transformer").shape == {"latent_height": 16, "latent_width": 16, "text_len": 300}
     assert r.component("vae").shape == {"latent_height": 16, "latent_width": 16}
@@ -69,12 +66,12 @@ def test_binning_table_follows_transformer_sample_size():
 def test_no_cfg_runs_the_denoiser_once_and_encodes_no_negative():
     r = flopcalc.estimate("sana-1.6b-512", guidance_scale=1.0, steps=4)
     assert r.passes == 1
-    assert _runs(r) == {"text_encoder.forward": 1, "transformer.forward": 4, "vae.decode": 1}
+    assert runs_by_call(r) == {"text_encoder.forward": 1, "transformer.forward": 4, "vae.decode": 1}
 
 
 def test_batch_images_and_text_length():
     r = flopcalc.estimate("sana-600m-512", batch_size=2, num_images_per_prompt=3, max_sequence_length=120)
-    assert _runs(r) == {"text_encoder.forward": 4, "transformer.forward": 20 * 2 * 6, "vae.decode": 6}
+    assert runs_by_call(r) == {"text_encoder.forward": 4, "transformer.forward": 20 * 2 * 6, "vae.decode": 6}
     assert r.component("text_encoder").shape == {"seq_len": 120}
     assert r.component("transformer").shape["text_len"] == 120
 
@@ -104,7 +101,7 @@ def test_bare_transformer_runs_under_sana_pipeline_with_factor_32():
 
 def test_image_to_image_plans_the_dc_ae_encoder():
     r = flopcalc.estimate("sana-600m-512", height=512, width=512, strength=0.5)
-    assert _runs(r)["vae.encode"] == 1 and _runs(r)["transformer.forward"] == 10 * 2
+    assert runs_by_call(r)["vae.encode"] == 1 and runs_by_call(r)["transformer.forward"] == 10 * 2
     assert r.component("vae", "encode").shape == {"height": 512, "width": 512}
 
 

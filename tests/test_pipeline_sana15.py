@@ -16,11 +16,7 @@ import flopcalc
 from flopcalc.api import estimate_configs
 from flopcalc.pipelines import Settings
 
-from card_support import Card
-
-
-def _runs(report) -> dict[str, int]:
-    return {f"{c.component}.{c.call}": c.runs for c in report.components}
+from card_support import Card, runs_by_call
 
 
 @pytest.mark.parametrize("card, layers", [("sana-1.5-1.6b", 20), ("sana-1.5-4.8b", 60)])
@@ -29,7 +25,7 @@ def test_defaults_1024_20_steps_cfg(card, layers):
     s = r.settings
     assert (s.height, s.width, s.steps, s.guidance_scale, s.max_sequence_length) == (1024, 1024, 20, 4.5, 300)
     assert r.passes == 2 and r.pipeline == "SanaPipeline"
-    assert _runs(r) == {"text_encoder.forward": 2, "transformer.forward": 40, "vae.decode": 1}
+    assert runs_by_call(r) == {"text_encoder.forward": 2, "transformer.forward": 40, "vae.decode": 1}
     assert r.component("transformer").shape == {"latent_height": 32, "latent_width": 32, "text_len": 300}
     assert sum(b.count for b in r.component("transformer").tree.find("transformer_blocks").children) == layers
 

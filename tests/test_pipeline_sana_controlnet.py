@@ -14,7 +14,7 @@ from flopcalc.api import estimate_configs
 from flopcalc.errors import OptionError
 from flopcalc.pipelines import Settings
 
-from card_support import Card
+from card_support import Card, runs_by_call
 
 REPO = Path(__file__).resolve().parent.parent
 CONTROLNET = json.loads((REPO / "validation/configs/sana-controlnet-hed-1.6b/config.json").read_text())
@@ -28,22 +28,18 @@ def _pipeline(**settings):
                             Settings.make(**settings))
 
 
-def _runs(report) -> dict[str, int]:
-    return {f"{c.component}.{c.call}": c.runs for c in report.components}
-
-
 def test_defaults_controlnet_every_step_on_the_cfg_batch():
     r = _pipeline()
     assert r.pipeline == "SanaControlNetPipeline"
     assert (r.settings.height, r.settings.width, r.settings.steps, r.passes) == (1024, 1024, 20, 2)
-    assert _runs(r) == {"text_encoder.forward": 2, "controlnet.forward": 40, "transformer.forward": 40,
+    assert runs_by_call(r) == {"text_encoder.forward": 2, "controlnet.forward": 40, "transformer.forward": 40,
                         "vae.encode": 2, "vae.decode": 1}
     assert r.component("controlnet").shape == r.component("transformer").shape
 
 
 def test_control_image_encodes_follow_images_and_guidance():
     r = _pipeline(batch_size=2, num_images_per_prompt=3, guidance_scale=1.0, steps=4)
-    assert _runs(r) == {"text_encoder.forward": 2, "controlnet.forward": 24, "transformer.forward": 24,
+    assert runs_by_call(r) == {"text_encoder.forward": 2, "controlnet.forward": 24, "transformer.forward": 24,
                         "vae.encode": 6, "vae.decode": 6}
 
 

@@ -11,13 +11,9 @@ from flopcalc.api import estimate_configs
 from flopcalc.errors import ConfigError, FlopcalcError
 from flopcalc.pipelines import Settings
 
-from card_support import Card
+from card_support import Card, runs_by_call
 
 CARD = Card("sana-sprint-1.6b")
-
-
-def _runs(report) -> dict[str, int]:
-    return {f"{c.component}.{c.call}": c.runs for c in report.components}
 
 
 def _estimate(pipeline: str, **settings):
@@ -30,7 +26,7 @@ def test_defaults_two_steps_one_pass_prompt_once():
     assert r.pipeline == "SanaSprintPipeline"
     assert (s.height, s.width, s.steps, s.guidance_scale, s.max_sequence_length) == (1024, 1024, 2, 4.5, 300)
     assert r.passes == 1
-    assert _runs(r) == {"text_encoder.forward": 1, "transformer.forward": 2, "vae.decode": 1}
+    assert runs_by_call(r) == {"text_encoder.forward": 1, "transformer.forward": 2, "vae.decode": 1}
     assert r.component("transformer").shape == {"latent_height": 32, "latent_width": 32, "text_len": 300}
     assert any("embedded" in n for n in r.notes) and any("complex human instruction" in n for n in r.notes)
 
@@ -48,7 +44,7 @@ def test_guidance_is_a_second_timestep_mlp_not_a_pass():
 
 def test_other_step_counts_run_once_per_step_with_a_note():
     r = flopcalc.estimate("sana-sprint-1.6b", steps=4, batch_size=2, num_images_per_prompt=3)
-    assert _runs(r) == {"text_encoder.forward": 2, "transformer.forward": 4 * 6, "vae.decode": 6}
+    assert runs_by_call(r) == {"text_encoder.forward": 2, "transformer.forward": 4 * 6, "vae.decode": 6}
     assert any("intermediate_timesteps=None" in n for n in r.notes)
     assert not any("intermediate_timesteps" in n for n in flopcalc.estimate("sana-sprint-1.6b").notes)
 
@@ -75,17 +71,17 @@ def test_needs_a_guidance_embedding_transformer():
 
 def test_negative_prompt_is_not_taken():
     r = flopcalc.estimate("sana-sprint-1.6b", negative_prompt=True)
-    assert r.passes == 1 and _runs(r)["text_encoder.forward"] == 1
+    assert r.passes == 1 and runs_by_call(r)["text_encoder.forward"] == 1
     assert any("takes none" in n for n in r.notes)
 
 
 def test_img2img_strength_0_6_keeps_both_steps_and_encodes_the_image():
     r = _estimate("SanaSprintImg2ImgPipeline")
     assert r.pipeline == "SanaSprintImg2ImgPipeline" and r.settings.strength == 0.6
-    assert _runs(r) == {"text_encoder.forward": 1, "transformer.forward": 2, "vae.encode": 1, "vae.decode": 1}
+    assert runs_by_call(r) == {"text_encoder.forward": 1, "transformer.forward": 2, "vae.encode": 1, "vae.decode": 1}
     assert r.component("vae", "encode").shape == {"height": 1024, "width": 1024}
-    assert _runs(_estimate("SanaSprintImg2ImgPipeline", strength=0.4))["transformer.forward"] == 1
-    assert _runs(_estimate("SanaSprintImg2ImgPipeline", strength=0.01, steps=2))["transformer.forward"] == 1
+    assert runs_by_call(_estimate("SanaSprintImg2ImgPipeline", strength=0.4))["transformer.forward"] == 1
+    assert runs_by_call(_estimate("SanaSprintImg2ImgPipeline", strength=0.01, steps=2))["transformer.forward"] == 1
 
 
 # --------------------------------------------------------------------------- diffusers' own scheduler
@@ -112,7 +108,7 @@ def test_forwards_match_diffusers_scheduler(steps, strength):
     expected = _scm_forwards(steps, strength)
     pipeline = "SanaSprintPipeline" if strength is None else "SanaSprintImg2ImgPipeline"
     assert expected >= 1
-    assert _runs(_estimate(pipeline, steps=steps, strength=strength))["transformer.forward"] == expected
+    assert runs_by_call(_estimate(pipeline, steps=steps, strength=strength))["transformer.forward"] == expected
 
 
 def test_default_scheduler_refuses_other_step_counts():

@@ -14,14 +14,7 @@ import flopcalc
 from flopcalc.errors import ConfigError, FlopcalcError, OptionError
 from flopcalc.pipelines import Settings
 from flopcalc.pipelines.skyreels_v2 import forcing_windows, timestep_matrix_rows
-
-
-def _runs(report) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for c in report.components:
-        key = f"{c.component}.{c.call}"
-        out[key] = out.get(key, 0) + c.runs
-    return out
+from card_support import runs_by_call
 
 
 # --------------------------------------------------------------------------- defaults
@@ -34,7 +27,7 @@ def test_t2v_defaults_are_the_pipelines():
     assert (s.height, s.width, s.num_frames, s.steps, s.guidance_scale, s.max_sequence_length) == (
         544, 960, 97, 50, 6.0, 512)
     assert r.pipeline == "SkyReelsV2Pipeline" and r.passes == 2
-    assert _runs(r) == {"text_encoder.forward": 2, "transformer.forward": 100, "vae.decode": 1}
+    assert runs_by_call(r) == {"text_encoder.forward": 2, "transformer.forward": 100, "vae.decode": 1}
     assert r.component("transformer").shape == {"latent_height": 68, "latent_width": 120, "text_len": 512,
                                                  "latent_frames": 25}
     assert r.component("vae").shape == {"latent_height": 68, "latent_width": 120, "latent_frames": 25}
@@ -46,7 +39,7 @@ def test_diffusion_forcing_defaults_run_every_frame_every_step():
     time embedder (25 rows instead of 1)."""
     df = flopcalc.estimate("skyreels-v2-df-14b-720p")
     assert df.pipeline == "SkyReelsV2DiffusionForcingPipeline" and df.passes == 2
-    assert _runs(df) == {"text_encoder.forward": 2, "transformer.forward": 100, "vae.decode": 1}
+    assert runs_by_call(df) == {"text_encoder.forward": 2, "transformer.forward": 100, "vae.decode": 1}
     shape = df.component("transformer").shape
     assert shape["latent_frames"] == shape["timestep_tokens"] == 25
     t2v = flopcalc.estimate("skyreels-v2-t2v-14b-720p")
@@ -70,7 +63,7 @@ def test_i2v_defaults():
     s = r.settings
     assert (s.height, s.width, s.num_frames, s.steps, s.guidance_scale) == (544, 960, 97, 50, 5.0)  # i2v.py:486-490
     assert r.pipeline == "SkyReelsV2ImageToVideoPipeline" and r.passes == 2
-    assert _runs(r) == {"text_encoder.forward": 2, "image_encoder.forward": 1, "vae.encode": 1,
+    assert runs_by_call(r) == {"text_encoder.forward": 2, "image_encoder.forward": 1, "vae.encode": 1,
                         "transformer.forward": 100, "vae.decode": 1}
     assert r.component("transformer").shape["image_tokens"] == 257
     assert r.component("vae", "encode").shape == {"height": 544, "width": 960, "frames": 97}
@@ -78,7 +71,7 @@ def test_i2v_defaults():
 
 def test_guidance_off_is_one_pass():
     r = flopcalc.estimate("skyreels-v2-t2v-14b-720p", guidance_scale=1.0)
-    assert r.passes == 1 and _runs(r)["transformer.forward"] == 50 and _runs(r)["text_encoder.forward"] == 1
+    assert r.passes == 1 and runs_by_call(r)["transformer.forward"] == 50 and runs_by_call(r)["text_encoder.forward"] == 1
 
 
 def test_frames_rounded_and_sizes_checked():
@@ -135,7 +128,7 @@ def test_long_video_windows():
     decoded latent is 25 + 20 + 20 frames."""
     r = flopcalc.estimate("skyreels-v2-df-14b-720p", num_frames=257, overlap_history=17, ar_step=5,
                           causal_block_size=5)
-    assert _runs(r)["transformer.forward"] == (70 + 65 + 65) * 2
+    assert runs_by_call(r)["transformer.forward"] == (70 + 65 + 65) * 2
     assert r.component("vae").shape["latent_frames"] == 65
     windows = forcing_windows(65, 50, ar_step=5, causal_block_size=5, base_latent_frames=25, overlap_latent_frames=5)
     assert [(w.frames, w.forwards, w.kept) for w in windows] == [(25, 70, 25), (25, 65, 20), (25, 65, 20)]
@@ -338,5 +331,5 @@ def test_diffusion_forcing_image_to_video_defaults():
     index = {**source.model_index, "_class_name": "SkyReelsV2DiffusionForcingImageToVideoPipeline"}
     r = estimate_configs(index, dict(source.components), Settings())
     assert r.settings.guidance_scale == 5.0 and r.passes == 2  # df_i2v.py:655
-    assert _runs(r) == {"text_encoder.forward": 2, "vae.encode": 1, "transformer.forward": 100, "vae.decode": 1}
+    assert runs_by_call(r) == {"text_encoder.forward": 2, "vae.encode": 1, "transformer.forward": 100, "vae.decode": 1}
     assert r.component("vae", "encode").shape == {"height": 544, "width": 960, "frames": 1}

@@ -15,12 +15,9 @@ from flopcalc.api import estimate_configs
 from flopcalc.errors import ConfigError, FlopcalcError, OptionError, ResolutionError
 from flopcalc.pipelines import Settings
 from flopcalc.pipelines.stable_cascade import decoder_latent_side, prior_latent_side
+from card_support import runs_by_call
 
 CARDS = Path(__file__).resolve().parent.parent / "model_cards"
-
-
-def _runs(report) -> dict[str, int]:
-    return {f"{c.component}.{c.call}": c.runs for c in report.components}
 
 
 def _folder(card: str) -> tuple[dict, dict[str, dict]]:
@@ -42,7 +39,7 @@ def test_prior_defaults_cfg_and_conditioning_tokens():
     s = r.settings
     assert r.pipeline == "StableCascadePriorPipeline"
     assert (s.height, s.width, s.steps, s.guidance_scale) == (1024, 1024, 20, 4.0) and r.passes == 2
-    assert _runs(r) == {"text_encoder.forward": 2, "prior.forward": 40}
+    assert runs_by_call(r) == {"text_encoder.forward": 2, "prior.forward": 40}
     assert r.component("text_encoder").shape == {"seq_len": 77}
     assert r.component("prior").shape == {"latent_height": 24, "latent_width": 24, "text_len": 77, "image_tokens": 1}
     # the 77 text tokens + 4 pooled + 4 image tokens are the keys beside the 576 positions of every attention
@@ -53,9 +50,9 @@ def test_prior_defaults_cfg_and_conditioning_tokens():
 
 def test_prior_without_cfg_and_batches():
     one = flopcalc.estimate("stable-cascade-prior", guidance_scale=1.0)
-    assert one.passes == 1 and _runs(one) == {"text_encoder.forward": 1, "prior.forward": 20}
+    assert one.passes == 1 and runs_by_call(one) == {"text_encoder.forward": 1, "prior.forward": 20}
     r = flopcalc.estimate("stable-cascade-prior", batch_size=2, num_images_per_prompt=3, steps=5)
-    assert _runs(r) == {"text_encoder.forward": 4, "prior.forward": 5 * 2 * 6}
+    assert runs_by_call(r) == {"text_encoder.forward": 4, "prior.forward": 5 * 2 * 6}
 
 
 def test_decoder_defaults_no_cfg_and_the_vqgan():
@@ -63,14 +60,14 @@ def test_decoder_defaults_no_cfg_and_the_vqgan():
     s = r.settings
     assert r.pipeline == "StableCascadeDecoderPipeline"
     assert (s.steps, s.guidance_scale) == (10, 0.0) and r.passes == 1
-    assert _runs(r) == {"text_encoder.forward": 1, "decoder.forward": 10, "vqgan.decode": 1}
+    assert runs_by_call(r) == {"text_encoder.forward": 1, "decoder.forward": 10, "vqgan.decode": 1}
     assert r.component("decoder").shape == {"latent_height": 256, "latent_width": 256, "text_len": 77}
     assert r.component("vqgan").shape == {"latent_height": 256, "latent_width": 256}
     # the decoder sees only the pooled text (clip_seq tokens): no text mapper in its config
     assert r.component("decoder").tree.find("clip_norm") is not None
     assert r.component("decoder").tree.find("down_blocks.2.2.kv_mapper.1").per_item.linear == 4 * 1280 * 1280
     cfg = flopcalc.estimate("stable-cascade-decoder", guidance_scale=2.0, batch_size=2)
-    assert cfg.passes == 2 and _runs(cfg) == {"text_encoder.forward": 4, "decoder.forward": 40, "vqgan.decode": 2}
+    assert cfg.passes == 2 and runs_by_call(cfg) == {"text_encoder.forward": 4, "decoder.forward": 40, "vqgan.decode": 2}
 
 
 def test_combined_runs_each_stage_with_its_own_defaults():
@@ -79,14 +76,14 @@ def test_combined_runs_each_stage_with_its_own_defaults():
     assert r.pipeline == "StableCascadeCombinedPipeline"
     assert (s.height, s.width, s.steps, s.guidance_scale) == (512, 512, 60, 4.0)
     # the decoder pipeline gets the prior's prompt embeddings: its text_encoder never runs
-    assert _runs(r) == {"prior_text_encoder.forward": 2, "prior_prior.forward": 120, "decoder.forward": 12,
+    assert runs_by_call(r) == {"prior_text_encoder.forward": 2, "prior_prior.forward": 120, "decoder.forward": 12,
                         "vqgan.decode": 1}
     assert r.component("prior_prior").shape["latent_height"] == 12
     assert r.component("decoder").shape["latent_height"] == 128
     assert any("text_encoder does not run" in n for n in r.notes)
     # --steps / --guidance-scale are the prior's; the decoder keeps 12 steps at one pass
     r2 = flopcalc.estimate("stable-cascade", steps=20, guidance_scale=1.0, batch_size=2)
-    assert _runs(r2) == {"prior_text_encoder.forward": 2, "prior_prior.forward": 40, "decoder.forward": 24,
+    assert runs_by_call(r2) == {"prior_text_encoder.forward": 2, "prior_prior.forward": 40, "decoder.forward": 24,
                          "vqgan.decode": 2}
 
 
@@ -128,8 +125,8 @@ def test_bare_unets_run_under_their_stage_pipeline():
     _, comps = _folder("stable-cascade")
     prior = estimate_configs(None, {"prior": comps["prior_prior"]}, Settings())
     decoder = estimate_configs(None, {"decoder": comps["decoder"]}, Settings())
-    assert prior.pipeline.startswith("StableCascadePriorPipeline") and _runs(prior) == {"prior.forward": 40}
-    assert decoder.pipeline.startswith("StableCascadeDecoderPipeline") and _runs(decoder) == {"decoder.forward": 10}
+    assert prior.pipeline.startswith("StableCascadePriorPipeline") and runs_by_call(prior) == {"prior.forward": 40}
+    assert decoder.pipeline.startswith("StableCascadeDecoderPipeline") and runs_by_call(decoder) == {"decoder.forward": 10}
 
 
 def test_a_decoder_config_as_the_prior_is_refused():
@@ -151,13 +148,13 @@ def test_no_image_to_image_and_no_law():
 def test_reference_images_run_the_image_encoder_once_each():
     r = flopcalc.estimate("stable-cascade-prior", reference_images=3, batch_size=2)
     # encode_image: each image once at batch 1 (repeated over the batch after, zeros for the negative)
-    assert _runs(r) == {"text_encoder.forward": 4, "image_encoder.forward": 3, "prior.forward": 80}
+    assert runs_by_call(r) == {"text_encoder.forward": 4, "image_encoder.forward": 3, "prior.forward": 80}
     assert r.component("image_encoder").shape == {"height": 224, "width": 224}
     assert r.component("prior").shape["image_tokens"] == 3
     attn = r.component("prior").tree.find("down_blocks.0.2.attention.to_k")
     assert attn.per_item.linear == (576 + 77 + 4 + 3 * 4) * 2048 * 2048
     c = flopcalc.estimate("stable-cascade", reference_images=1)
-    assert _runs(c)["prior_image_encoder.forward"] == 1
+    assert runs_by_call(c)["prior_image_encoder.forward"] == 1
     with pytest.raises(OptionError, match="reference-images"):
         flopcalc.estimate("stable-cascade-decoder", reference_images=1)
     with pytest.raises(OptionError, match="reference-images"):

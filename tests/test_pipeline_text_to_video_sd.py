@@ -8,17 +8,13 @@ import json
 from pathlib import Path
 
 import pytest
-from card_support import Card
+from card_support import Card, runs_by_call
 
 import flopcalc
 from flopcalc.errors import ConfigError, OptionError
 from flopcalc.registry import RunShape, assemble
 
 MS = Card("modelscope-t2v-1.7b")
-
-
-def _runs(report) -> dict[str, int]:
-    return {f"{c.component}.{c.call}": c.runs for c in report.components}
 
 
 def _folder(tmp_path: Path, pipeline: str, **unet) -> Path:
@@ -35,7 +31,7 @@ def test_defaults_as_the_pipeline_runs_them():
     s = r.settings
     assert r.pipeline == "TextToVideoSDPipeline"
     assert (s.height, s.width, s.num_frames, s.steps, s.guidance_scale) == (256, 256, 16, 50, 9.0)
-    assert _runs(r) == {"text_encoder.forward": 2, "unet.forward": 100, "vae.decode": 16}
+    assert runs_by_call(r) == {"text_encoder.forward": 2, "unet.forward": 100, "vae.decode": 16}
     assert r.component("unet").shape == {"latent_height": 32, "latent_width": 32, "text_len": 77,
                                          "latent_frames": 16}
 
@@ -43,14 +39,14 @@ def test_defaults_as_the_pipeline_runs_them():
 def test_mlenergy_v2_setting_and_batch():
     # ML.ENERGY v2: 25 steps, 16 frames, default size and guidance; batches up to 16
     r = flopcalc.estimate("modelscope-t2v-1.7b", steps=25, num_frames=16, batch_size=16)
-    assert _runs(r) == {"text_encoder.forward": 32, "unet.forward": 25 * 2 * 16, "vae.decode": 16 * 16}
+    assert runs_by_call(r) == {"text_encoder.forward": 32, "unet.forward": 25 * 2 * 16, "vae.decode": 16 * 16}
 
 
 def test_refusals_and_overrides():
     with pytest.raises(OptionError, match="--strength does not apply to TextToVideoSDPipeline"):
         flopcalc.estimate("modelscope-t2v-1.7b", strength=0.5)
     r = flopcalc.estimate("modelscope-t2v-1.7b", num_images_per_prompt=2, guidance_scale=1.0)
-    assert r.passes == 1 and _runs(r)["unet.forward"] == 50
+    assert r.passes == 1 and runs_by_call(r)["unet.forward"] == 50
     assert any("num_videos_per_prompt 2 is ignored" in n for n in r.notes)
 
 
@@ -66,7 +62,7 @@ def test_video_to_video(tmp_path):
     # frame encoded (one vae.encode of B·F frames)
     r = flopcalc.estimate(str(_folder(tmp_path, "VideoToVideoSDPipeline")), num_frames=24)
     assert (r.settings.strength, r.settings.guidance_scale) == (0.6, 15.0)
-    assert _runs(r) == {"text_encoder.forward": 2, "vae.encode": 24, "unet.forward": 60, "vae.decode": 24}
+    assert runs_by_call(r) == {"text_encoder.forward": 2, "vae.encode": 24, "unet.forward": 60, "vae.decode": 24}
 
 
 def test_2d_layers_per_frame_and_the_temporal_layers():

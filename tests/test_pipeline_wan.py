@@ -14,6 +14,7 @@ from flopcalc.api import estimate_configs
 from flopcalc.errors import ConfigError, FlopcalcError, ResolutionError
 from flopcalc.pipelines import Settings
 from flopcalc.sources import resolve
+from card_support import runs_by_call
 
 REPO = Path(__file__).resolve().parent.parent
 CARD = REPO / "model_cards/wan2.1-t2v-1.3b"
@@ -43,14 +44,6 @@ def _pieces(settings: Settings, call: str, **kw):
     return [r for r in plan(index, components, report.settings).runs if r.component == "vae" and r.call == call]
 
 
-def _runs(report) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for c in report.components:
-        key = f"{c.component}.{c.call}"
-        out[key] = out.get(key, 0) + c.runs
-    return out
-
-
 # --------------------------------------------------------------------------- defaults and guidance
 
 
@@ -61,7 +54,7 @@ def test_defaults_are_the_pipelines():
         480, 832, 81, 50, 5.0, 512)
     assert r.pipeline == "WanPipeline" and r.passes == 2
     # CFG: two separate transformer forwards per step; the negative prompt ("") is encoded too
-    assert _runs(r) == {"text_encoder.forward": 2, "transformer.forward": 100, "vae.decode": 1}
+    assert runs_by_call(r) == {"text_encoder.forward": 2, "transformer.forward": 100, "vae.decode": 1}
     assert r.component("text_encoder").shape == {"seq_len": 512}
     assert r.component("transformer").shape == {"latent_height": 60, "latent_width": 104, "text_len": 512,
                                                  "latent_frames": 21}
@@ -72,14 +65,14 @@ def test_defaults_are_the_pipelines():
 def test_no_guidance_one_pass_and_no_negative_prompt():
     r = _plan(Settings(guidance_scale=1.0, negative_prompt=True))
     assert r.passes == 1
-    assert _runs(r) == {"text_encoder.forward": 1, "transformer.forward": 50, "vae.decode": 1}
+    assert runs_by_call(r) == {"text_encoder.forward": 1, "transformer.forward": 50, "vae.decode": 1}
     assert any("negative prompt is ignored" in n for n in r.notes)
 
 
 def test_batch_and_videos_per_prompt():
     r = _plan(Settings(batch_size=3, num_images_per_prompt=2, steps=10))
     # prompts encoded once each (+ negative); embeddings repeated per video
-    assert _runs(r) == {"text_encoder.forward": 3 * 2, "transformer.forward": 10 * 2 * 3 * 2, "vae.decode": 6}
+    assert runs_by_call(r) == {"text_encoder.forward": 3 * 2, "transformer.forward": 10 * 2 * 3 * 2, "vae.decode": 6}
 
 
 def test_text_length_follows_max_sequence_length():
@@ -156,11 +149,11 @@ def test_tiled_encode_for_video_to_video():
 
 def test_strength_plans_the_video_to_video_run():
     r = _plan(Settings(strength=0.8))
-    assert _runs(r) == {"text_encoder.forward": 2, "transformer.forward": 40 * 2, "vae.encode": 1, "vae.decode": 1}
+    assert runs_by_call(r) == {"text_encoder.forward": 2, "transformer.forward": 40 * 2, "vae.encode": 1, "vae.decode": 1}
     assert r.component("vae", "encode").shape == {"height": 480, "width": 832, "frames": 81}
     assert any("WanVideoToVideoPipeline" in n for n in r.notes)
     # get_timesteps: int(steps · strength), not diffusers' image-to-image rounding
-    assert _runs(_plan(Settings(strength=0.33)))["transformer.forward"] == 16 * 2
+    assert runs_by_call(_plan(Settings(strength=0.33)))["transformer.forward"] == 16 * 2
 
 
 def test_video_to_video_keeps_the_input_frame_count():
@@ -173,7 +166,7 @@ def test_video_to_video_keeps_the_input_frame_count():
 def test_video_to_video_pipeline_defaults():
     r = _plan(Settings(num_images_per_prompt=3), index={"_class_name": "WanVideoToVideoPipeline"})
     assert r.pipeline == "WanVideoToVideoPipeline" and r.settings.strength == 0.8
-    assert _runs(r)["transformer.forward"] == 40 * 2
+    assert runs_by_call(r)["transformer.forward"] == 40 * 2
     assert any("forces num_videos_per_prompt" in n for n in r.notes)
 
 

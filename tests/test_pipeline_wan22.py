@@ -13,6 +13,7 @@ from flopcalc.errors import ConfigError, FlopcalcError
 from flopcalc.pipelines import Settings
 from flopcalc.pipelines.wan import expert_steps, flow_unipc_timesteps
 from flopcalc.sources import resolve
+from card_support import runs_by_call
 
 A14B, TI2V = "wan2.2-t2v-a14b", "wan2.2-ti2v-5b"
 
@@ -23,10 +24,6 @@ def _plan(card: str, settings: Settings, *, index: dict | None = None, drop: tup
     return estimate_configs({**source.model_index, **(index or {})}, components, settings)
 
 
-def _runs(report) -> dict[str, int]:
-    return {f"{c.component}.{c.call}": c.runs for c in report.components}
-
-
 # --------------------------------------------------------------------------- two experts
 
 
@@ -35,7 +32,7 @@ def test_a14b_defaults_split_the_steps_at_the_boundary():
     s = r.settings
     assert (s.height, s.width, s.num_frames, s.steps, s.guidance_scale) == (480, 832, 81, 50, 5.0)
     # 50 flow-sigma timesteps (shift 3): t = 999, 993, ..., the first 16 at or above 875
-    assert _runs(r) == {"text_encoder.forward": 2, "transformer.forward": 16 * 2, "transformer_2.forward": 34 * 2,
+    assert runs_by_call(r) == {"text_encoder.forward": 2, "transformer.forward": 16 * 2, "transformer_2.forward": 34 * 2,
                         "vae.decode": 1}
     assert r.component("transformer").macs_per_run == r.component("transformer_2").macs_per_run
     assert any("transformer on the 16 step(s)" in n for n in r.notes)
@@ -71,7 +68,7 @@ def test_split_equals_diffusers_scheduler():
             high = sum(1 for t in scheduler.timesteps if t >= boundary)  # WanPipeline.__call__'s test
             assert expert_steps(flow_unipc_timesteps(steps, 3.0), ratio) == (high, steps - high)
             r = _plan(A14B, Settings(steps=steps), index={"boundary_ratio": ratio})
-            runs = _runs(r)
+            runs = runs_by_call(r)
             assert runs.get("transformer.forward", 0) == 2 * high
             assert runs.get("transformer_2.forward", 0) == 2 * (steps - high)
 
@@ -79,17 +76,17 @@ def test_split_equals_diffusers_scheduler():
 def test_a14b_without_guidance_runs_one_pass_per_expert():
     r = _plan(A14B, Settings(guidance_scale=1.0, steps=40))
     assert r.passes == 1
-    assert _runs(r) == {"text_encoder.forward": 1, "transformer.forward": 13, "transformer_2.forward": 27,
+    assert runs_by_call(r) == {"text_encoder.forward": 1, "transformer.forward": 13, "transformer_2.forward": 27,
                         "vae.decode": 1}
 
 
 def test_a14b_video_to_video_splits_the_kept_timesteps():
     # strength 0.5 of 50 steps keeps the last 25 timesteps, all below 875: transformer_2 only
     r = _plan(A14B, Settings(strength=0.5))
-    assert _runs(r) == {"text_encoder.forward": 2, "transformer_2.forward": 25 * 2, "vae.encode": 1,
+    assert runs_by_call(r) == {"text_encoder.forward": 2, "transformer_2.forward": 25 * 2, "vae.encode": 1,
                         "vae.decode": 1}
     r = _plan(A14B, Settings(strength=0.8))  # the last 40 timesteps: 6 of them ≥ 875
-    assert _runs(r)["transformer.forward"] == 6 * 2 and _runs(r)["transformer_2.forward"] == 34 * 2
+    assert runs_by_call(r)["transformer.forward"] == 6 * 2 and runs_by_call(r)["transformer_2.forward"] == 34 * 2
 
 
 def test_a14b_law_is_refused():
@@ -107,7 +104,7 @@ def test_expert_configuration_errors():
         _plan(A14B, Settings(), index={"boundary_ratio": None})
     # listed but its config absent: the rest is counted and the missing expert named
     r = _plan(A14B, Settings(), drop=("transformer_2",))
-    assert "transformer_2.forward" not in _runs(r)
+    assert "transformer_2.forward" not in runs_by_call(r)
     assert any(n.startswith("transformer_2 is absent") for n in r.notes)
 
 
@@ -116,7 +113,7 @@ def test_expert_configuration_errors():
 
 def test_ti2v_defaults_expand_the_timestep_per_token():
     r = flopcalc.estimate(TI2V)
-    assert _runs(r) == {"text_encoder.forward": 2, "transformer.forward": 100, "vae.decode": 1}
+    assert runs_by_call(r) == {"text_encoder.forward": 2, "transformer.forward": 100, "vae.decode": 1}
     # 16× VAE: latent 30×52, 21 latent frames; one timestep per 2×2 patch of every latent frame
     assert r.component("transformer").shape == {"latent_height": 30, "latent_width": 52, "text_len": 512,
                                                 "latent_frames": 21, "timestep_tokens": 21 * 15 * 26}
@@ -160,7 +157,7 @@ def test_i2v_a14b_defaults_encode_the_image_video_once_and_split_at_0_9():
     r = flopcalc.estimate(I2V)
     assert r.pipeline == "WanImageToVideoPipeline" and r.passes == 2
     # boundary 0.9: 13 of the 50 timesteps (999 … 901) are ≥ 900
-    assert _runs(r) == {"text_encoder.forward": 2, "vae.encode": 1, "transformer.forward": 13 * 2,
+    assert runs_by_call(r) == {"text_encoder.forward": 2, "vae.encode": 1, "transformer.forward": 13 * 2,
                         "transformer_2.forward": 37 * 2, "vae.decode": 1}
     # the image followed by 80 zero frames, at the output size
     assert r.component("vae", "encode").shape == {"height": 480, "width": 832, "frames": 81}
@@ -172,7 +169,7 @@ def test_i2v_a14b_defaults_encode_the_image_video_once_and_split_at_0_9():
 
 def test_i2v_batch_encodes_the_image_once():
     r = flopcalc.estimate(I2V, batch_size=3, num_images_per_prompt=2, steps=10, num_frames=17)
-    runs = _runs(r)
+    runs = runs_by_call(r)
     assert runs["vae.encode"] == 1 and runs["vae.decode"] == 6 and runs["text_encoder.forward"] == 6
     assert runs["transformer.forward"] + runs["transformer_2.forward"] == 10 * 2 * 6
     assert r.component("vae", "encode").shape["frames"] == 17
@@ -208,7 +205,7 @@ I2V21 = "wan2.1-i2v-14b-480p"
 def test_wan21_i2v_defaults():
     r = flopcalc.estimate(I2V21)
     assert r.pipeline == "WanImageToVideoPipeline"
-    assert _runs(r) == {"text_encoder.forward": 2, "image_encoder.forward": 1, "vae.encode": 1,
+    assert runs_by_call(r) == {"text_encoder.forward": 2, "image_encoder.forward": 1, "vae.encode": 1,
                         "transformer.forward": 100, "vae.decode": 1}
     assert r.component("image_encoder").shape == {"height": 224, "width": 224}
     # hidden_states[-2] of ViT-H/14 at 224²: 16² patches + the class token
@@ -220,7 +217,7 @@ def test_wan21_i2v_defaults():
 
 def test_wan21_i2v_image_encoder_runs_once_per_call():
     r = flopcalc.estimate(I2V21, batch_size=2, num_images_per_prompt=2, steps=4, num_frames=5)
-    assert _runs(r)["image_encoder.forward"] == 1 and _runs(r)["transformer.forward"] == 4 * 2 * 4
+    assert runs_by_call(r)["image_encoder.forward"] == 1 and runs_by_call(r)["transformer.forward"] == 4 * 2 * 4
 
 
 def test_context_split_is_pythons_slicing_at_512():

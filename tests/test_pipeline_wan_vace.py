@@ -13,7 +13,7 @@ from flopcalc.api import estimate_configs
 from flopcalc.errors import OptionError
 from flopcalc.pipelines import Settings
 
-from card_support import Card
+from card_support import Card, runs_by_call
 
 REPO = Path(__file__).resolve().parent.parent
 WAN = Card("wan2.1-t2v-1.3b")
@@ -26,17 +26,13 @@ def _plan(settings: Settings):
                             {**WAN.components(), "transformer": VACE}, settings)
 
 
-def _runs(report) -> dict[str, int]:
-    return {f"{c.component}.{c.call}": c.runs for c in report.components}
-
-
 def test_defaults_encode_the_inactive_and_reactive_videos_and_run_the_vace_branch():
     r = _plan(Settings())
     s = r.settings
     assert r.pipeline == "WanVACEPipeline"
     assert (s.height, s.width, s.num_frames, s.steps, s.guidance_scale, s.max_sequence_length) == \
         (480, 832, 81, 50, 5.0, 512)
-    assert _runs(r) == {"text_encoder.forward": 2, "vae.encode": 2, "transformer.forward": 100, "vae.decode": 1}
+    assert runs_by_call(r) == {"text_encoder.forward": 2, "vae.encode": 2, "transformer.forward": 100, "vae.decode": 1}
     assert r.component("vae", "encode").shape == {"height": 480, "width": 832, "frames": 81}
     t = r.component("transformer")
     assert t.shape == {"latent_height": 60, "latent_width": 104, "latent_frames": 21, "text_len": 512}
@@ -49,7 +45,7 @@ def test_defaults_encode_the_inactive_and_reactive_videos_and_run_the_vace_branc
 def test_frames_round_and_guidance_one_runs_one_pass():
     r = _plan(Settings(num_frames=79, guidance_scale=1.0, steps=10))  # 79 // 4 · 4 + 1
     assert r.settings.num_frames == 77 and r.passes == 1
-    assert _runs(r) == {"text_encoder.forward": 1, "vae.encode": 2, "transformer.forward": 10, "vae.decode": 1}
+    assert runs_by_call(r) == {"text_encoder.forward": 1, "vae.encode": 2, "transformer.forward": 10, "vae.decode": 1}
 
 
 def test_one_video_only_and_no_strength():

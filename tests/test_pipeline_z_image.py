@@ -13,6 +13,7 @@ from flopcalc.api import estimate_configs
 from flopcalc.errors import ConfigError, OptionError, ResolutionError
 from flopcalc.pipelines import Settings
 from flopcalc.sources import resolve
+from card_support import runs_by_call
 
 REPO = Path(__file__).resolve().parent.parent
 CARD = REPO / "model_cards/z-image-turbo"
@@ -22,10 +23,6 @@ FIXTURES = REPO / "validation/fixtures/z-image-turbo"
 def _configs() -> tuple[dict, dict]:
     source = resolve(CARD.name)
     return dict(source.model_index), {name: dict(cfg) for name, cfg in source.components.items()}
-
-
-def _runs(report) -> dict[str, int]:
-    return {f"{c.component}.{c.call}": c.runs for c in report.components}
 
 
 def _plan(settings: Settings, *, index_class: str = "ZImagePipeline", **overrides):
@@ -40,7 +37,7 @@ def test_defaults_are_the_turbo_model_card_settings_one_pass():
     assert r.pipeline == "ZImagePipeline"
     assert (s.height, s.width, s.steps, s.guidance_scale, s.max_sequence_length) == (1024, 1024, 9, 0.0, 512)
     assert r.passes == 1
-    assert _runs(r) == {"text_encoder.forward": 1, "transformer.forward": 9, "vae.decode": 1}
+    assert runs_by_call(r) == {"text_encoder.forward": 1, "transformer.forward": 9, "vae.decode": 1}
     assert r.component("text_encoder").shape == {"seq_len": 512}
     assert r.component("transformer").shape == {"latent_height": 128, "latent_width": 128, "text_len": 512}
     assert any("Z-Image-Turbo's settings" in n for n in r.notes)
@@ -51,7 +48,7 @@ def test_any_positive_guidance_runs_cfg_on_a_doubled_batch_with_the_negative_pro
     for scale in (1.0, 5.0):
         r = _plan(Settings(guidance_scale=scale, steps=50))
         assert r.passes == 2 and not any("Turbo" in n for n in r.notes)
-        assert _runs(r) == {"text_encoder.forward": 2, "transformer.forward": 100, "vae.decode": 1}
+        assert runs_by_call(r) == {"text_encoder.forward": 2, "transformer.forward": 100, "vae.decode": 1}
 
 
 def test_negative_prompt_without_guidance_is_ignored():
@@ -72,7 +69,7 @@ def test_max_sequence_length_sets_the_encoder_and_caption_lengths():
 
 def test_batch_and_images_per_prompt():
     r = _plan(Settings(batch_size=2, num_images_per_prompt=3, guidance_scale=2.0))
-    assert _runs(r) == {"text_encoder.forward": 4, "transformer.forward": 9 * 2 * 6, "vae.decode": 6}
+    assert runs_by_call(r) == {"text_encoder.forward": 4, "transformer.forward": 9 * 2 * 6, "vae.decode": 6}
 
 
 def test_sizes_must_divide_by_16():
@@ -182,5 +179,5 @@ def test_image_to_image_encodes_the_input_and_skips_the_first_steps():
     r = _plan(Settings(), index_class="ZImageImg2ImgPipeline")
     assert r.pipeline == "ZImageImg2ImgPipeline" and r.settings.strength == 0.6
     # get_timesteps: t_start = int(max(9 − 9·0.6, 0)) = 3 → 6 steps run.
-    assert _runs(r) == {"text_encoder.forward": 1, "vae.encode": 1, "transformer.forward": 6, "vae.decode": 1}
+    assert runs_by_call(r) == {"text_encoder.forward": 1, "vae.encode": 1, "transformer.forward": 6, "vae.decode": 1}
     assert r.component("vae", "encode").shape == {"height": 1024, "width": 1024}
