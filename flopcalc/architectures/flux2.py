@@ -8,6 +8,11 @@ timestep (and, when ``guidance_embeds``, guidance) embedding runs once per sampl
 double-stream and ``num_single_layers`` single-stream blocks (:mod:`flopcalc.formulas.flux2`),
 ``norm_out`` and ``proj_out`` on the image tokens. Every linear is bias-free. Rotary tables
 (``Flux2PosEmbed``) and the sinusoidal projections are parameter-free with no counted work.
+
+With reference images the pipelines append their packed latents' tokens (``RunShape.reference_tokens``)
+to the image tokens (``torch.cat([latents, image_latents], dim=1)``, pipeline_flux2.py:971), and
+``forward`` runs on all ``N + reference_tokens`` of them, ``x_embedder`` to ``proj_out``
+(transformer_flux2.py:1318-1424; the pipeline keeps the first ``N`` outputs).
 """
 
 from __future__ import annotations
@@ -76,6 +81,8 @@ def flux2_transformer(config: Config, shape: RunShape) -> Node:
     patch = positive_int(config, "patch_size")
     channels = positive_int(config, "timestep_guidance_channels")
     n = ops.exact_div(shape.latent_height, PACKING) * ops.exact_div(shape.latent_width, PACKING)
+    if shape.reference_tokens is not None:
+        n = n + shape.reference_tokens
     t = shape.text_len
 
     embed = [mlp_embedder("timestep_embedder", channels, dim, bias=False)]

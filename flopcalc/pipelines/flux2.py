@@ -1,27 +1,50 @@
 """FLUX.2 pipelines (diffusers ``pipelines/flux2``): ``Flux2Pipeline`` (FLUX.2-dev) and
-``Flux2KleinPipeline`` (FLUX.2 [klein]), text-to-image.
+``Flux2KleinPipeline`` (FLUX.2 [klein]), text-to-image and reference-image conditioned.
 
 Both encode the prompt once, padded (``padding="max_length"``) to ``max_sequence_length`` (512)
 tokens, run the whole text encoder on it and stack three intermediate layers' hidden states as the
 transformer's text tokens (so the transformer sees all ``max_sequence_length`` of them); both
 patchify the ``in_channels/4 × H/8 × W/8`` latent 2×2 (sides floor to multiples of
 ``vae_scale_factor · 2`` = 16 with a warning; flopcalc asks for a size that divides) and decode it
-once. Reference images (``image=``, the editing mode: each one VAE-encoded and its tokens appended
-to the transformer's image stream at every step) and caption upsampling (``caption_upsample_temperature``:
-a ``generate`` call of the text encoder) are not modelled: flopcalc counts the text-to-image call.
+once.
+
+Reference images (``image=``, one or a list; ``--reference-images R``), as ``__call__`` handles them
+(pipeline_flux2.py:883-905, pipeline_flux2_klein.py:762-784; line numbers of diffusers 0.42.1):
+
+* each must be at least 64 px a side with an aspect ratio of at most 8 (``check_image_input``,
+  flux2/image_processor.py:68-105); one above 1024² pixels is resized to about 1024² pixels
+  (``_resize_to_target_area``, image_processor.py:108-115: ``scale = sqrt(1024² / (w·h))``, each side
+  ``int(side · scale)``), then each side floored to ``vae_scale_factor · 2`` = 16 and cropped to it.
+  flopcalc assumes every reference has the generated size (what ``__call__`` also generates when no
+  height and width are given: the first reference's size) and applies these rules to it;
+* ``prepare_image_latents`` (pipeline_flux2.py:654-687) VAE-encodes each reference on its own, at
+  batch 1 (``_encode_vae_image``: ``vae.encode``, ``sample_mode="argmax"``, 2×2 patchify and the
+  ``bn`` running-statistics normalisation, elementwise), whatever the batch: the packed latents are
+  concatenated along the sequence and repeated over the batch (``repeat(batch_size, 1, 1)``);
+* each reference's ids carry its own time offset (``_prepare_image_ids``, :407-454: ``T = 10 + 10·i``);
+  every transformer forward, the guided and (klein's classifier-free guidance) the negative one
+  alike, runs on ``torch.cat([latents, image_latents], dim=1)`` (:971, klein :847 and :866-876) and
+  keeps the first ``latents.size(1)`` outputs; the decode is unchanged.
+
+Caption upsampling (``caption_upsample_temperature``: a ``generate`` call of the text encoder, which
+sees the references) is not modelled.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import Any, Mapping
 
-from flopcalc.errors import ConfigError
+from flopcalc.errors import ConfigError, OptionError, ResolutionError
+from flopcalc.pipelines import stable_cascade  # noqa: F401  (declares the reference_images option)
 from flopcalc.pipelines.base import (
+    ComponentRun,
     Plan,
     Settings,
     cfg_passes,
     check_divisible,
+    component_class,
     denoiser_run,
     image_runs,
     missing_notes,
@@ -29,6 +52,8 @@ from flopcalc.pipelines.base import (
     text_runs,
     vae_scale_factor,
 )
+from flopcalc.pipelines.flux_kontext import _with_reference_tokens
+from flopcalc.registry import RunShape
 
 #: ``Flux2Pipeline.default_sample_size`` (and Klein's): 128 latent pixels → 1024² with the 8× VAE.
 DEFAULT_SAMPLE_SIZE = 128
@@ -42,12 +67,16 @@ KLEIN_STEPS, KLEIN_GUIDANCE = 50, 4.0
 #: release notes and the flux2 repository's model table); the pipeline ignores guidance for them.
 KLEIN_DISTILLED_STEPS = 4
 #: The options both pipelines apply beyond the common ones.
-OPTIONS = ("max_sequence_length",)
+OPTIONS = ("max_sequence_length", "reference_images")
+#: ``__call__`` resizes a reference image above this many pixels to about this many (pipeline_flux2.py:895-896).
+REFERENCE_MAX_AREA = 1024 * 1024
+#: ``check_image_input`` defaults (flux2/image_processor.py:68-70): a reference's smallest side and largest aspect.
+REFERENCE_MIN_SIDE, REFERENCE_MAX_ASPECT = 64, 8
 NO_TRUE_CFG = {"true_cfg_scale": "its __call__ takes no true_cfg_scale (FLUX.2-dev's guidance is embedded; "
                                  "klein runs classifier-free guidance through guidance_scale)"}
-IMAGE_TO_IMAGE_NOTE = ("{name} has no image-to-image mode (a given image conditions as reference tokens, not "
-                       "modelled): strength is estimated as the image-to-image pipelines run it (the input image "
-                       "VAE-encoded once, the last `strength` of the schedule)")
+IMAGE_TO_IMAGE_NOTE = ("{name} has no image-to-image mode (a given image conditions as reference tokens: "
+                       "--reference-images): strength is estimated as the image-to-image pipelines run it (the "
+                       "input image VAE-encoded once, the last `strength` of the schedule)")
 
 
 def _size(components: Mapping[str, Any], s: Settings) -> tuple[int, Settings]:
@@ -56,6 +85,49 @@ def _size(components: Mapping[str, Any], s: Settings) -> tuple[int, Settings]:
                 max_sequence_length=s.max_sequence_length or MAX_SEQUENCE_LENGTH)
     check_divisible(s.height, s.width, f * 2, "FLUX.2 height and width (patchified 2×2 latents)")
     return f, s
+
+
+def reference_size(height: int, width: int, multiple_of: int) -> tuple[int, int]:
+    """A reference image of ``height × width`` pixels as ``__call__`` encodes it (pipeline_flux2.py:893-902):
+    above :data:`REFERENCE_MAX_AREA` pixels resized by ``_resize_to_target_area`` (image_processor.py:108-115:
+    ``scale = math.sqrt(target_area / (w·h))``, ``int(w·scale)``, ``int(h·scale)``), then each side floored to
+    ``multiple_of`` (``vae_scale_factor · 2``). Refused where ``check_image_input`` refuses the image."""
+    if min(height, width) < REFERENCE_MIN_SIDE or max(height / width, width / height) > REFERENCE_MAX_ASPECT:
+        raise ResolutionError(f"a FLUX.2 reference image of {height}×{width} (the generated size, as flopcalc assumes "
+                              f"it) is refused by the pipeline's check_image_input: each side at least "
+                              f"{REFERENCE_MIN_SIDE} px, aspect ratio at most {REFERENCE_MAX_ASPECT}:1")
+    if width * height > REFERENCE_MAX_AREA:
+        scale = math.sqrt(REFERENCE_MAX_AREA / (width * height))
+        width, height = int(width * scale), int(height * scale)
+    return height // multiple_of * multiple_of, width // multiple_of * multiple_of
+
+
+def _with_references(plan: Plan, components: Mapping[str, Any], s: Settings, f: int) -> Plan:
+    """``plan`` conditioned on ``s.reference_images`` references of the generated size: each VAE-encoded
+    once at batch 1 (``prepare_image_latents``, before the denoising loop), and their packed latents'
+    tokens appended to every transformer forward (every step and guidance pass)."""
+    refs = s.reference_images
+    if not refs:
+        return plan
+    if s.strength is not None:
+        raise OptionError(f"--strength does not apply to {plan.pipeline} with reference images: it has no "
+                          "image-to-image mode (--strength alone estimates one); a given image is a reference")
+    if s.symbolic and s.height * s.width > REFERENCE_MAX_AREA:
+        raise OptionError(f"no closed-form law for FLUX.2 references above {REFERENCE_MAX_AREA} pixels: "
+                          "__call__ resizes them by a square root and int() (_resize_to_target_area); use the "
+                          "numeric estimate, or a size of at most 1024² pixels")
+    ref_h, ref_w = reference_size(s.height, s.width, f * 2)
+    tokens = refs * ((ref_h // (f * 2)) * (ref_w // (f * 2)))
+    encodes = [ComponentRun("vae", component_class(components, "vae") or "?", "encode", "vae_encoder",
+                            RunShape(height=ref_h, width=ref_w), refs,
+                            f"{refs} reference image(s) at {ref_h}×{ref_w}, once each at batch 1")
+               ] if "vae" in components else []
+    plan = _with_reference_tokens(plan, tokens)
+    at = next((i for i, r in enumerate(plan.runs) if r.role != "text_encoder"), len(plan.runs))
+    notes = [f"{refs} reference image(s), assumed {s.height}×{s.width} (the generated size), encoded at "
+             f"{ref_h}×{ref_w}" + (f" (resized to about {REFERENCE_MAX_AREA} pixels)" if (ref_h, ref_w) != (
+                 s.height, s.width) else "") + f": {tokens} reference tokens in every transformer forward"]
+    return replace(plan, runs=plan.runs[:at] + tuple(encodes) + plan.runs[at:], notes=plan.notes + tuple(notes))
 
 
 @register_pipeline("Flux2Pipeline", denoisers=("Flux2Transformer2DModel",), options=OPTIONS, refuses=NO_TRUE_CFG)
@@ -80,7 +152,7 @@ def flux2_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
     runs = text_runs(components, [("text_encoder", s.max_sequence_length)], s.batch_size, f"{s.batch_size} prompt(s)")
     runs += denoiser_run(components, "transformer", s, f, s.max_sequence_length, passes)
     runs += image_runs(components, s, f)
-    return Plan("Flux2Pipeline", s, passes, tuple(runs), tuple(notes))
+    return _with_references(Plan("Flux2Pipeline", s, passes, tuple(runs), tuple(notes)), components, s, f)
 
 
 def _is_distilled(index: Mapping[str, Any] | None) -> bool:
@@ -128,4 +200,4 @@ def flux2_klein_pipeline(components: Mapping[str, Mapping[str, Any]], s: Setting
                      f"{s.batch_size} prompt(s)" + (" + negative \"\"" if cfg else ""))
     runs += denoiser_run(components, "transformer", s, f, s.max_sequence_length, passes)
     runs += image_runs(components, s, f)
-    return Plan("Flux2KleinPipeline", s, passes, tuple(runs), tuple(notes))
+    return _with_references(Plan("Flux2KleinPipeline", s, passes, tuple(runs), tuple(notes)), components, s, f)

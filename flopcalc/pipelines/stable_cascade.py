@@ -41,7 +41,8 @@ from flopcalc.registry import RunShape
 from flopcalc.options import COUNT, pipeline_option
 
 pipeline_option("reference_images", kind=COUNT, bound=(64, "reference images"),
-                help="Stable Cascade prior: reference images CLIP-encoded as conditioning (default none)",
+                help="reference images conditioning the generation (Stable Cascade prior: CLIP-encoded; FLUX.2: "
+                     "VAE-encoded tokens appended at every step; default none)",
                 refusal="it takes no reference images to condition on")
 
 #: CLIP tokenizer ``model_max_length``: ``encode_prompt`` pads to it.

@@ -27,17 +27,46 @@ VAE_SCALE_FACTOR = 8
 PACKING = 2
 
 
-@input_builder("Flux2Transformer2DModel", settings=("height", "width", "text_len"))
+def _reference_ids_shape(s: Mapping[str, int], in_channels: int) -> tuple[int, ...] | None:
+    """The shape of the reference images' position ids as ``Flux2Pipeline.prepare_image_latents`` builds
+    them (pipeline_flux2.py:654-687): ``reference_images`` latents of the reference size
+    (``reference_height`` × ``reference_width``, default the generated size), patchified to
+    ``(1, in_channels, side/16, side/16)``, their ids from the pipeline's own ``_prepare_image_ids`` (run on
+    the CPU: one ``(T = 10 + 10·i, h, w, 0)`` row per token, reference after reference). None: no references."""
+    import torch
+    from diffusers import Flux2Pipeline
+
+    refs = s.get("reference_images")
+    if not refs:
+        return None
+    height, width = s.get("reference_height", s["height"]), s.get("reference_width", s["width"])
+    grid = (_exact_div(height, VAE_SCALE_FACTOR * PACKING, "reference_height"),
+            _exact_div(width, VAE_SCALE_FACTOR * PACKING, "reference_width"))
+    latents = [torch.zeros(1, in_channels, *grid) for _ in range(refs)]
+    return tuple(Flux2Pipeline._prepare_image_ids(latents).shape)
+
+
+@input_builder("Flux2Transformer2DModel", settings=("height", "width", "text_len"),
+               optional=("reference_images", "reference_height", "reference_width"))
 def _flux2_transformer_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict[str, TensorSpec]:
     """As ``Flux2Pipeline`` calls it at batch 1 (text-to-image): hidden_states (1, (H/16)(W/16),
     in_channels), encoder_hidden_states (1, text_len, joint_attention_dim), timestep (1,), img_ids
     (1, (H/16)(W/16), 4), txt_ids (1, text_len, 4), and guidance (1,) when the model embeds it
-    (``Flux2Pipeline`` always passes it; ``Flux2KleinPipeline`` passes None to its unguided models)."""
+    (``Flux2Pipeline`` always passes it; ``Flux2KleinPipeline`` passes None to its unguided models).
+
+    With ``reference_images`` R (the ``image=`` references, each ``reference_height`` × ``reference_width``
+    pixels, default the generated size) the reference latents' tokens and ids follow the generated ones
+    (``torch.cat([latents, image_latents], dim=1)``, ``torch.cat([latent_ids, image_latent_ids], dim=1)``,
+    pipeline_flux2.py:970-972): hidden_states and img_ids get ``R · (h/16)(w/16)`` more rows."""
+    in_channels = _cfg(model, "in_channels")
     tokens = (_exact_div(s["height"], VAE_SCALE_FACTOR * PACKING, "height")
               * _exact_div(s["width"], VAE_SCALE_FACTOR * PACKING, "width"))
+    reference_ids = _reference_ids_shape(s, in_channels)
+    if reference_ids is not None:
+        tokens += reference_ids[1]
     text_len = s["text_len"]
     inputs = {
-        "hidden_states": TensorSpec((1, tokens, _cfg(model, "in_channels"))),
+        "hidden_states": TensorSpec((1, tokens, in_channels)),
         "encoder_hidden_states": TensorSpec((1, text_len, _cfg(model, "joint_attention_dim"))),
         "timestep": TensorSpec((1,)),
         "img_ids": TensorSpec((1, tokens, 4)),
