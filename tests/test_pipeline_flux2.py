@@ -147,3 +147,187 @@ def test_block_closed_forms():
     assert sp.expand(single.macs("torch") - (big_l * d * (3 * d + 2 * f) + 2 * h * big_l**2 * dh
                                              + big_l * (d + f) * d)) == 0
     assert flux2_modulation("m", d, 2).total.macs("torch") == 6 * d**2
+
+
+# --------------------------------------------------------------------------- reference images (image=)
+
+
+@pytest.mark.parametrize("card", ["flux2-dev", "flux2-klein-9b"])
+def test_references_are_encoded_once_each_and_extend_every_transformer_forward(card):
+    """``prepare_image_latents`` (pipeline_flux2.py:654-687) encodes each reference once at batch 1 and repeats the
+    packed latents over the batch; every forward sees ``R·(h/16)(w/16)`` more tokens; the rest is unchanged."""
+    plain = _plan(Settings(batch_size=2, num_images_per_prompt=2), card)
+    r = _plan(Settings.make(batch_size=2, num_images_per_prompt=2, reference_images=3), card)
+    assert runs_by_call(r) == {**runs_by_call(plain), "vae.encode": 3}
+    assert [c.component + "." + c.call for c in r.components][:2] == ["text_encoder.forward", "vae.encode"]
+    assert r.component("vae", "encode").shape == {"height": 1024, "width": 1024}
+    assert r.component("transformer").shape == {**plain.component("transformer").shape, "reference_tokens": 3 * 4096}
+    assert r.component("vae", "decode").shape == plain.component("vae", "decode").shape
+    assert r.component("text_encoder").macs == plain.component("text_encoder").macs
+    assert any("3 reference image(s), assumed 1024×1024" in n for n in r.notes)
+
+
+def test_klein_negative_pass_also_sees_the_references():
+    """Under classifier-free guidance the negative forward runs on the same ``latent_model_input`` and
+    ``latent_image_ids`` (pipeline_flux2_klein.py:866-876): both passes carry the reference tokens."""
+    r = _plan(Settings.make(reference_images=1), "flux2-klein-9b", index={"is_distilled": False})
+    assert r.passes == 2 and runs_by_call(r) == {"text_encoder.forward": 2, "vae.encode": 1,
+                                                 "transformer.forward": 100, "vae.decode": 1}
+    assert r.component("transformer").shape["reference_tokens"] == 4096
+
+
+@pytest.mark.parametrize("size, encoded", [
+    ((1024, 1024), (1024, 1024)),   # at the cap: as given
+    ((768, 1344), (768, 1344)),     # below it
+    ((2048, 2048), (1024, 1024)),   # scale 1/2
+    ((1024, 1040), (1008, 1024)),   # int(1024·0.99228) = 1016 → 1008, int(1040·0.99228) = 1031 → 1024
+    ((1536, 2048), (880, 1168)),    # int(886.8) = 886 → 880, int(1182.4) = 1182 → 1168
+])
+def test_reference_size_follows_the_call_resize_rule(size, encoded):
+    from flopcalc.pipelines.flux2 import reference_size
+
+    assert reference_size(*size, 16) == encoded
+    r = _plan(Settings.make(height=size[0], width=size[1], reference_images=2))
+    assert r.component("vae", "encode").shape == {"height": encoded[0], "width": encoded[1]}
+    assert r.component("transformer").shape["reference_tokens"] == 2 * (encoded[0] // 16) * (encoded[1] // 16)
+
+
+def test_reference_size_is_the_image_processors():
+    """``reference_size`` against the pipeline's own ``Flux2ImageProcessor._resize_to_target_area`` on a PIL image
+    of each size (then floored to 16, as ``__call__`` does), over random sizes around and above the cap."""
+    import random
+
+    pil = pytest.importorskip("PIL.Image")
+    processor = pytest.importorskip("diffusers.pipelines.flux2.image_processor")
+    from flopcalc.pipelines.flux2 import REFERENCE_MAX_AREA, reference_size
+
+    rng = random.Random(0)
+    for _ in range(200):
+        h, w = 16 * rng.randint(8, 200), 16 * rng.randint(8, 200)
+        if max(h / w, w / h) > 8:
+            continue
+        img = pil.new("RGB", (w, h))
+        if w * h > REFERENCE_MAX_AREA:
+            img = processor.Flux2ImageProcessor._resize_to_target_area(img, REFERENCE_MAX_AREA)
+        iw, ih = img.size
+        assert reference_size(h, w, 16) == (ih // 16 * 16, iw // 16 * 16), (h, w)
+
+
+def test_references_the_pipeline_refuses_are_refused():
+    """``check_image_input`` (flux2/image_processor.py:68-105): sides of at least 64 px, aspect ratio at most 8."""
+    with pytest.raises(ResolutionError, match="at least 64 px"):
+        _plan(Settings.make(height=48, width=256, reference_images=1))
+    with pytest.raises(ResolutionError, match="aspect ratio at most 8"):
+        _plan(Settings.make(height=64, width=576, reference_images=1))
+    assert _plan(Settings(height=48, width=256)).component("transformer")  # without references: fine
+
+
+def test_references_refuse_strength_and_other_pipelines_refuse_references():
+    with pytest.raises(OptionError, match="--strength does not apply to Flux2Pipeline with reference images"):
+        _plan(Settings.make(strength=0.5, reference_images=1))
+    with pytest.raises(OptionError, match="--reference-images does not apply to FluxPipeline"):
+        flopcalc.estimate("flux-dev", reference_images=1)
+
+
+def test_symbolic_law_with_references():
+    """A law holds for references at most 1024² pixels (no resize: the reference is H × W); above, the
+    resize's square root and ``int()`` have no closed form and the law is refused."""
+    sp = pytest.importorskip("sympy")
+    from flopcalc.symbolic import symbolic_estimate
+
+    law = symbolic_estimate("flux2-dev", reference_images=2, height=512, width=768)
+    symbols = {x.name: x for x in law.flops.free_symbols}
+    for h, w, steps in ((512, 768, 50), (1024, 1024, 7), (256, 1024, 3)):
+        values = {"H": h, "W": w, "S": steps, "P": 1, "B": 1, "L": 512}
+        at = law.flops.subs({symbols[k]: v for k, v in values.items() if k in symbols})
+        assert at == 2 * flopcalc.estimate("flux2-dev", height=h, width=w, steps=steps, reference_images=2).macs
+    assert sp.Poly(law.flops, symbols["H"]).degree() == 2  # attention over (N + reference tokens)²
+    with pytest.raises(OptionError, match="no closed-form law for FLUX.2 references above"):
+        symbolic_estimate("flux2-dev", reference_images=1, height=2048, width=1024)
+
+
+def _tiny_pipeline(klein: bool):
+    """A tiny Flux2 / Flux2Klein pipeline (8× VAE, no text encoder: prompt embeddings are given) with hooks
+    recording every transformer forward's ``hidden_states`` and ``img_ids``, every VAE encode and decode."""
+    torch = pytest.importorskip("torch")
+    diffusers = pytest.importorskip("diffusers")
+    torch.manual_seed(0)
+    transformer = diffusers.Flux2Transformer2DModel(
+        in_channels=16, num_layers=1, num_single_layers=1, attention_head_dim=16, num_attention_heads=2,
+        joint_attention_dim=32, timestep_guidance_channels=16, axes_dims_rope=(4, 4, 4, 4), guidance_embeds=not klein)
+    vae = diffusers.AutoencoderKLFlux2(block_out_channels=(8, 8, 8, 8), layers_per_block=1, latent_channels=4,
+                                       norm_num_groups=4)
+    cls = diffusers.Flux2KleinPipeline if klein else diffusers.Flux2Pipeline
+    pipe = cls(scheduler=diffusers.FlowMatchEulerDiscreteScheduler(), vae=vae, text_encoder=None, tokenizer=None,
+               transformer=transformer)
+    pipe.set_progress_bar_config(disable=True)
+    seen = {"forward": [], "ids": [], "encode": [], "decode": []}
+
+    def forward_hook(module, args, kwargs):
+        seen["forward"].append(tuple(kwargs["hidden_states"].shape))
+        seen["ids"].append(kwargs["img_ids"])
+
+    transformer.register_forward_pre_hook(forward_hook, with_kwargs=True)
+    vae.encoder.register_forward_pre_hook(lambda m, a: seen["encode"].append(tuple(a[0].shape)))
+    vae.decoder.register_forward_pre_hook(lambda m, a: seen["decode"].append(tuple(a[0].shape)))
+    components = {name: json.loads(json.dumps({"_class_name": type(model).__name__, **model.config}))
+                  for name, model in (("transformer", transformer), ("vae", vae))}  # as config.json holds them
+    return torch, pipe, seen, {"_class_name": cls.__name__}, components
+
+
+@pytest.mark.parametrize("klein, refs, batch", [(False, 1, 1), (False, 2, 2), (True, 2, 1)])
+def test_plan_is_the_real_call_with_references(klein, refs, batch):
+    """The real ``Flux2Pipeline`` / ``Flux2KleinPipeline.__call__`` (klein: base model, classifier-free
+    guidance) on a tiny transformer and VAE with ``refs`` reference images of the generated size: the VAE
+    encodes each reference once at batch 1, every transformer forward (both guidance passes) runs on the
+    generated tokens plus ``refs`` references' tokens with each reference's time offset, one decode."""
+    torch, pipe, seen, index, components = _tiny_pipeline(klein)
+    height, width, steps = 64, 96, 2
+    pil = pytest.importorskip("PIL.Image")
+    embeds = torch.zeros(batch, 8, 32)
+    extra = {"negative_prompt_embeds": embeds} if klein else {}
+    pipe(prompt_embeds=embeds, image=[pil.new("RGB", (width, height))] * refs, height=height, width=width,
+         num_inference_steps=steps, output_type="pt", **extra)
+    r = estimate_configs(index, components, Settings.make(height=height, width=width, steps=steps, batch_size=batch,
+                                                          max_sequence_length=8, reference_images=refs))
+    counts = runs_by_call(r)
+    shape = r.component("transformer").shape
+    tokens = (shape["latent_height"] // 2) * (shape["latent_width"] // 2) + shape["reference_tokens"]
+    assert seen["forward"] == [(batch, tokens, 16)] * (steps * r.passes)
+    assert counts["transformer.forward"] == steps * r.passes * batch
+    assert r.passes == (2 if klein else 1)
+    assert seen["encode"] == [(1, 3, r.component("vae", "encode").shape["height"],
+                               r.component("vae", "encode").shape["width"])] * refs == [(1, 3, height, width)] * refs
+    assert counts["vae.encode"] == refs
+    # each reference's ids: T = 10 + 10·i after the generated tokens' T = 0 (_prepare_image_ids)
+    reference_t = seen["ids"][0][0, tokens - shape["reference_tokens"]:, 0]
+    per = shape["reference_tokens"] // refs
+    assert [set(reference_t[i * per:(i + 1) * per].tolist()) for i in range(refs)] == [{10 + 10 * i} for i in range(refs)]
+    decode = r.component("vae", "decode").shape
+    assert seen["decode"] == [(batch, 4, decode["latent_height"], decode["latent_width"])]
+    assert counts["vae.decode"] == batch
+
+
+def test_capped_reference_in_the_real_call():
+    """A reference above 1024² pixels, through the real ``__call__`` up to the VAE (``_encode_vae_image`` replaced
+    by a recorder returning the latent of the image it is given, so the tiny models need not run at 1M pixels):
+    the image the VAE would encode and the tokens every forward sees are the plan's."""
+    torch, pipe, seen, index, components = _tiny_pipeline(False)
+    pil = pytest.importorskip("PIL.Image")
+    height, width = 1024, 1040
+    encoded = []
+
+    def record(image, generator):
+        encoded.append(tuple(image.shape))
+        return torch.zeros(1, 16, image.shape[2] // 16, image.shape[3] // 16)
+
+    pipe._encode_vae_image = record
+    pipe(prompt_embeds=torch.zeros(1, 8, 32), image=pil.new("RGB", (width, height)), height=height, width=width,
+         num_inference_steps=1, output_type="latent")
+    r = estimate_configs(index, components, Settings.make(height=height, width=width, steps=1, max_sequence_length=8,
+                                                          reference_images=1))
+    enc = r.component("vae", "encode").shape
+    assert encoded == [(1, 3, enc["height"], enc["width"])] == [(1, 3, 1008, 1024)]
+    shape = r.component("transformer").shape
+    assert seen["forward"] == [(1, (shape["latent_height"] // 2) * (shape["latent_width"] // 2)
+                                + shape["reference_tokens"], 16)]
