@@ -3,7 +3,7 @@ text path of ``Mistral3ForConditionalGeneration`` built on the meta device and c
 FLUX.2-dev card at a random size and text length (as ``Flux2Pipeline`` plans them) and on randomized
 configs (every structural key the assemblers read: heads, head width, rotary axes, double- and
 single-stream layer counts, MLP ratio, channels in and out, patch size, text width, timestep channels,
-guidance embedding; the VAE's widths, decoder widths, depth, latent channels, quant convs, mid-block
+guidance embedding, reference images (``--reference-images``); the VAE's widths, decoder widths, depth, latent channels, quant convs, mid-block
 attention; Mistral-3's text geometry, head width, GQA, vocabulary, tying, and the parameter-only Pixtral
 tower and projector).
 
@@ -55,6 +55,27 @@ def test_card_text_encoder_and_vae_at_random_settings(rng):
     _check(CARD / "vae", "vae", Settings(height=h, width=w, strength=1.0), {"height": h, "width": w}, call="encode")
 
 
+def test_card_transformers_with_reference_images(rng):
+    """``--reference-images R`` on both cards' transformers: the generated tokens followed by R references' tokens
+    (each reference the generated size, or resized to about 1024² pixels above it), measured with the ids the
+    pipeline's ``_prepare_image_ids`` builds."""
+    from flopcalc.pipelines.flux2 import reference_size
+
+    klein = REPO / "model_cards/flux2-klein-9b"
+    for card, index in ((CARD, INDEX), (klein, json.loads((klein / "model_index.json").read_text()))):
+        refs, t = rng.randint(1, 3), rng.randint(1, 512)
+        h, w = random_size(rng, 16, 64, 1024), random_size(rng, 16, 64, 1024)
+        check_plan(card / "transformer", "transformer", Settings.make(height=h, width=w, max_sequence_length=t,
+                                                                      reference_images=refs),
+                   {"height": h, "width": w, "text_len": t, "reference_images": refs}, index=index, thop=False)
+    h, w = random_size(rng, 16, 1040, 1536), random_size(rng, 16, 1040, 1536)  # above the cap: resized
+    ref_h, ref_w = reference_size(h, w, 16)
+    assert ref_h * ref_w <= 1024 * 1024 < h * w
+    _check(CARD / "transformer", "transformer", Settings.make(height=h, width=w, reference_images=1),
+           {"height": h, "width": w, "text_len": 512, "reference_images": 1, "reference_height": ref_h,
+            "reference_width": ref_w}, thop=False)
+
+
 # --------------------------------------------------------------------------- randomized configs
 
 
@@ -77,8 +98,13 @@ def test_random_flux2_transformer_configs(rng, tmp_path):
             "guidance_embeds": rng.random() < 0.5,
         }
         h, w, t = random_size(rng, 16, 32, 256), random_size(rng, 16, 32, 256), rng.randint(1, 40)
-        _check(write_config(tmp_path, f"flux2_{i}", cfg), "transformer",
-               Settings(height=h, width=w, max_sequence_length=t), {"height": h, "width": w, "text_len": t})
+        folder = write_config(tmp_path, f"flux2_{i}", cfg)
+        _check(folder, "transformer", Settings(height=h, width=w, max_sequence_length=t),
+               {"height": h, "width": w, "text_len": t})
+        # with reference images (at least 64 px a side, as check_image_input asks)
+        h, w, refs = random_size(rng, 16, 64, 256), random_size(rng, 16, 64, 256), rng.randint(1, 3)
+        _check(folder, "transformer", Settings.make(height=h, width=w, max_sequence_length=t, reference_images=refs),
+               {"height": h, "width": w, "text_len": t, "reference_images": refs})
 
 
 def test_random_autoencoder_kl_flux2_configs(rng, tmp_path):
