@@ -139,7 +139,8 @@ def flux2_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
     transformer forward and no negative prompt is ever encoded. The Mistral-3 text encoder
     (``Mistral3ForConditionalGeneration``) runs on the prompt in its chat template with the system
     message, padded to ``max_sequence_length`` (512) tokens; ``hidden_states[10, 20, 30]`` are stacked
-    (3 × 5120 = ``joint_attention_dim``), but all layers and ``lm_head`` run."""
+    (3 × 5120 = ``joint_attention_dim``), but all layers and ``lm_head`` run. ``--reference-images R``: see the
+    module docstring (:func:`_with_references`)."""
     f, s = _size(components, s)
     s = replace(s, steps=s.steps or DEV_STEPS,
                 guidance_scale=DEV_GUIDANCE if s.guidance_scale is None else s.guidance_scale)
@@ -174,7 +175,8 @@ def flux2_klein_pipeline(components: Mapping[str, Mapping[str, Any]], s: Setting
     the negative prompt "" too and runs a second, separate transformer forward per step. Defaults: for a
     step-distilled checkpoint (model_index.json ``is_distilled: true``: FLUX.2 [klein] 4B / 9B) 4 steps,
     guidance ignored (one pass); for the base models ``__call__``'s 50 steps and ``guidance_scale`` 4.0
-    (two passes)."""
+    (two passes). ``--reference-images R`` as for ``Flux2Pipeline``; the negative forward runs on the same
+    reference tokens (pipeline_flux2_klein.py:866-876)."""
     distilled = _is_distilled(index)
     transformer = components.get("transformer")
     if transformer is not None and transformer["guidance_embeds"]:

@@ -2,7 +2,8 @@
 ``Flux2Transformer2DModel``, ``AutoencoderKLFlux2`` and the text path of ``Mistral3ForConditionalGeneration``.
 
 Nothing needs help on meta: the rotary tables (``Flux2PosEmbed``) are computed from the position ids
-as they are. The VAE takes ``AutoencoderKL``'s inputs (the latent ``(1, latent_channels, H/8, W/8)``
+as they are (their values never change a count: the meta ids are zeros of the pipeline's shapes; with
+reference images those shapes come from the pipeline's own ``_prepare_image_ids``). The VAE takes ``AutoencoderKL``'s inputs (the latent ``(1, latent_channels, H/8, W/8)``
 for decode, the image for encode): the pipelines' batch-norm (de)normalisation and 2×2 (un)patchify
 around it are elementwise reshapes outside the module.
 
