@@ -2,7 +2,8 @@
 
 Symbols: ``H``, ``W`` image height and width in pixels, ``S`` denoising steps, ``P`` denoiser
 (guidance) passes per step, ``B`` prompts in the batch, ``L`` text tokens (the pipeline's
-``max_sequence_length``, where the model has one), ``F`` video frames (video pipelines).
+``max_sequence_length``, where the model has one), ``F`` video frames (video pipelines), ``R`` reference
+images (the family option ``reference_images``, where a pipeline's law holds for any count: FLUX.2).
 
 How: the pipeline plan runs on :class:`Tracked` integers, ints that also carry the sympy
 expression they stand for, so ``s.height // f`` becomes ``H/8`` and ``steps × passes × images``
@@ -28,6 +29,7 @@ from flopcalc.pipelines import Counting, Settings, plan
 from flopcalc.registry import RunShape, assemble
 
 H, W, S, P, B, L, F = sp.symbols("H W S P B L F", positive=True, integer=True)
+R = sp.Symbol("R", positive=True, integer=True)
 SYMBOL_TEXT = {
     "H": "image height (pixels)",
     "W": "image width (pixels)",
@@ -36,6 +38,7 @@ SYMBOL_TEXT = {
     "B": "prompts in the batch",
     "L": "text tokens (max_sequence_length)",
     "F": "video frames (num_frames)",
+    "R": "reference images (--reference-images)",
 }
 
 
@@ -124,7 +127,7 @@ class SymbolicReport:
         """The symbol values of the settings the plan's branches were taken at."""
         s = self.settings
         known = {"H": s.height, "W": s.width, "S": s.steps, "B": s.batch_size, "L": s.max_sequence_length,
-                 "F": s.num_frames}
+                 "F": s.num_frames, "R": dict(s.extra).get("reference_images")}
         out = {k: v for k, v in known.items() if k in self.symbols and v is not None}
         if "P" in self.symbols:
             out["P"] = self.passes
@@ -191,7 +194,8 @@ def _tracked(s: Settings) -> Settings:
     symbols = {"height": H, "width": W, "steps": S, "batch_size": B, "max_sequence_length": L, "num_frames": F}
     values: dict[str, Any] = {key: Tracked(getattr(s, key), sym) for key, sym in symbols.items()
                               if getattr(s, key) is not None}
-    return replace(s, counting=SYMBOLIC, **values)
+    extra = tuple((k, Tracked(v, R) if k == "reference_images" else v) for k, v in s.extra)  # checked already
+    return replace(s, counting=SYMBOLIC, extra=extra, **values)
 
 
 # --------------------------------------------------------------------------- structure
@@ -218,4 +222,4 @@ def structure(component: SymbolicComponent) -> list[Term]:
 
 
 __all__ = ["symbolic_estimate", "SymbolicReport", "SymbolicComponent", "Tracked", "structure", "H", "W", "S", "P",
-           "B", "L", "F"]
+           "B", "L", "F", "R"]

@@ -237,18 +237,22 @@ def test_references_refuse_strength_and_other_pipelines_refuse_references():
 
 
 def test_symbolic_law_with_references():
-    """A law holds for references at most 1024² pixels (no resize: the reference is H × W); above, the
-    resize's square root and ``int()`` have no closed form and the law is refused."""
+    """A law in ``R`` (reference images) as well, for references of at most 1024² pixels (no resize: each is
+    H × W): R encodes, and (N + R·N)-token transformer forwards; above the cap the resize's square root and
+    ``int()`` have no closed form and the law is refused."""
     sp = pytest.importorskip("sympy")
     from flopcalc.symbolic import symbolic_estimate
 
     law = symbolic_estimate("flux2-dev", reference_images=2, height=512, width=768)
     symbols = {x.name: x for x in law.flops.free_symbols}
-    for h, w, steps in ((512, 768, 50), (1024, 1024, 7), (256, 1024, 3)):
-        values = {"H": h, "W": w, "S": steps, "P": 1, "B": 1, "L": 512}
+    assert {"H", "W", "S", "B", "L", "R"} <= set(symbols) and law.representative()["R"] == 2
+    for h, w, steps, refs in ((512, 768, 50, 2), (1024, 1024, 7, 1), (256, 1024, 3, 3), (64, 64, 2, 5)):
+        values = {"H": h, "W": w, "S": steps, "P": 1, "B": 1, "L": 512, "R": refs}
         at = law.flops.subs({symbols[k]: v for k, v in values.items() if k in symbols})
-        assert at == 2 * flopcalc.estimate("flux2-dev", height=h, width=w, steps=steps, reference_images=2).macs
-    assert sp.Poly(law.flops, symbols["H"]).degree() == 2  # attention over (N + reference tokens)²
+        assert at == 2 * flopcalc.estimate("flux2-dev", height=h, width=w, steps=steps, reference_images=refs).macs
+    assert sp.Poly(law.flops, symbols["R"]).degree() == 2  # attention over (N + R·N)²
+    assert {(c.component, c.call): c.runs for c in law.components}[("vae", "encode")] == symbols["R"]
+    assert "R" not in symbolic_estimate("flux2-dev").symbols
     with pytest.raises(OptionError, match="no closed-form law for FLUX.2 references above"):
         symbolic_estimate("flux2-dev", reference_images=1, height=2048, width=1024)
 

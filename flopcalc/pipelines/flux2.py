@@ -124,9 +124,12 @@ def _with_references(plan: Plan, components: Mapping[str, Any], s: Settings, f: 
                ] if "vae" in components else []
     plan = _with_reference_tokens(plan, tokens)
     at = next((i for i, r in enumerate(plan.runs) if r.role != "text_encoder"), len(plan.runs))
+    resized = (ref_h, ref_w) != (s.height, s.width)
     notes = [f"{refs} reference image(s), assumed {s.height}×{s.width} (the generated size), encoded at "
-             f"{ref_h}×{ref_w}" + (f" (resized to about {REFERENCE_MAX_AREA} pixels)" if (ref_h, ref_w) != (
-                 s.height, s.width) else "") + f": {tokens} reference tokens in every transformer forward"]
+             f"{ref_h}×{ref_w}" + (f" (resized to about {REFERENCE_MAX_AREA} pixels)" if resized else "")
+             + f": {tokens} reference tokens in every transformer forward"
+             + ("" if resized else f" (a symbolic law in H, W holds up to H·W = {REFERENCE_MAX_AREA}: larger "
+                                   "references are resized)")]
     return replace(plan, runs=plan.runs[:at] + tuple(encodes) + plan.runs[at:], notes=plan.notes + tuple(notes))
 
 
