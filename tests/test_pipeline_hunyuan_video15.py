@@ -10,7 +10,7 @@ import pytest
 
 import flopcalc
 from flopcalc.api import estimate_configs
-from flopcalc.errors import ConfigError, OptionError, ResolutionError
+from flopcalc.errors import ConfigError, FlopcalcError, OptionError, ResolutionError
 from flopcalc.pipelines import Settings
 from flopcalc.pipelines.hunyuan_video15 import crop_sizes, default_size
 from flopcalc.registry import RunShape, assemble
@@ -157,3 +157,20 @@ def test_image_to_video_encodes_the_image_with_siglip_once():
     r = estimate_configs(i2v, {"transformer": TRANSFORMER, "image_encoder": small}, Settings())
     assert r.component("transformer").shape["image_tokens"] == 256
     assert not any("image_encoder is absent" in n for n in r.notes)
+
+
+def test_image_to_video_card_defaults():
+    """Card hunyuanvideo-1.5-480p-i2v: the text-to-video card's components plus FLUX.1-Redux-dev's SigLIP; 16:9
+    without an image size; the bucket is a step function of the image's size, so no law."""
+    from flopcalc.symbolic import symbolic_estimate
+
+    r = flopcalc.estimate("hunyuanvideo-1.5-480p-i2v")
+    assert r.pipeline == "HunyuanVideo15ImageToVideoPipeline"
+    assert (r.settings.height, r.settings.width, r.settings.num_frames) == (480, 848, 121)
+    assert {(c.component, c.call): c.runs for c in r.components} == {
+        ("image_encoder", "forward"): 1, ("text_encoder", "forward"): 2, ("transformer", "forward"): 100,
+        ("vae", "encode"): 1, ("vae", "decode"): 1}
+    assert r.component("image_encoder").shape == {"seq_len": 729, "height": 384, "width": 384}
+    with pytest.raises(FlopcalcError, match="no closed-form law"):
+        symbolic_estimate("hunyuanvideo-1.5-480p-i2v")
+

@@ -6,7 +6,7 @@ from dataclasses import replace
 from typing import Any, Mapping
 
 from flopcalc.architectures.siglip import siglip_patches
-from flopcalc.errors import ResolutionError
+from flopcalc.errors import FlopcalcError, ResolutionError
 from flopcalc.pipelines.hunyuan_image import glyph_runs, guider_class
 from flopcalc.registry import RunShape
 from flopcalc.pipelines.base import (
@@ -133,7 +133,13 @@ def hunyuan_video15_i2v_pipeline(components: Mapping[str, Mapping[str, Any]], s:
     (``encode_image``, line 776 → ``_get_image_embeds``, line 391: the ``feature_extractor`` resizes it to the
     encoder's ``image_size``², and ``last_hidden_state`` is repeated over the batch): its
     ``(image_size / patch_size)²`` states (729 for SigLIP so400m-patch14-384) replace the zero image tokens
-    the transformer embeds."""
+    the transformer embeds.
+
+    The bucket is a step function of the image's height and width: no closed-form law in H and W."""
+    if s.symbolic:
+        raise FlopcalcError("HunyuanVideo15ImageToVideoPipeline sizes the video as the target_size bucket nearest the "
+                            "input image's aspect, a step function of its height and width: no closed-form law in H "
+                            "and W; use the numeric estimate")
     f = config_value(components, "vae", "spatial_compression_ratio", SPATIAL)
     target = config_value(components, "transformer", "target_size", 640)
     h, w = default_size(target, f, s.height, s.width) if s.height and s.width else default_size(target, f)
