@@ -7,7 +7,8 @@ device and counted now:
 * the cards' byT5 glyph encoder (``T5EncoderModel``, the reconstructed ``text_encoder_2``) as the plans run it
   with ``glyph_prompts``: 256 tokens (HunyuanVideo 1.5) and 128 (HunyuanImage 2.1);
 * the SigLIP ``image_encoder`` of ``HunyuanVideo15ImageToVideoPipeline`` (FLUX.1-Redux-dev's) as its plan runs
-  it, against the measured fixture (no torch needed for that one).
+  it, against the measured fixture (no torch needed for that one);
+* the padding masks the pipelines pass (Qwen's, byT5's as floats) leave the count unchanged (tiny CPU copies).
 
 The seed is printed; ``FLOPCALC_SEED=N`` replays it. Bar: ``torch`` convention exact (total and every measured
 module path), parameters exact, ``thop`` convention exact.
@@ -93,3 +94,26 @@ def test_the_image_to_video_image_encoder_is_the_measured_siglip():
     (comp,) = report.components
     assert comp.runs == 1
     assert_matches_measurement(comp, fx, "HunyuanVideo 1.5 I2V image_encoder vs flux1-redux-dev/image_encoder-L729")
+
+
+@pytest.mark.live
+def test_the_pipelines_padding_masks_do_not_change_the_count(rng):
+    """HunyuanVideo 1.5 passes the Qwen tokenizer's padding mask to ``Qwen2_5_VLTextModel`` and byT5's as floats
+    (``attention_mask.float()``, pipeline_hunyuan_video1_5.py:319); the fixtures are measured without: tiny
+    real-weight CPU copies counted both ways."""
+    import torch
+    from transformers import Qwen2_5_VLTextConfig, Qwen2_5_VLTextModel, T5Config, T5EncoderModel
+
+    qwen = Qwen2_5_VLTextModel(Qwen2_5_VLTextConfig(
+        hidden_size=32, num_attention_heads=4, num_key_value_heads=2, intermediate_size=48, num_hidden_layers=2,
+        vocab_size=100, rope_scaling={"rope_type": "default", "mrope_section": [2, 1, 1]})).eval()
+    byt5 = T5EncoderModel(T5Config(d_model=24, d_kv=8, num_heads=2, d_ff=40, num_layers=2, vocab_size=100,
+                                   feed_forward_proj="gated-gelu")).eval()
+    seq = rng.randint(4, 40)
+    ids = torch.randint(0, 100, (1, seq))
+    mask = torch.ones(1, seq, dtype=torch.int64)
+    mask[0, rng.randint(1, seq - 1):] = 0  # right padding, as both tokenizers pad
+    for model, given in ((qwen, mask), (byt5, mask.float())):
+        plain = measure.count_torch(model, {"input_ids": ids})["flops"]
+        masked = measure.count_torch(model, {"input_ids": ids, "attention_mask": given})["flops"]
+        assert plain == masked, f"seed {SEED}: {type(model).__name__} seq {seq}"
