@@ -40,8 +40,33 @@ def test_card_defaults_2048_50_steps_one_pass():
     assert r.component("transformer").shape == {"latent_height": 64, "latent_width": 64, "text_len": 1000,
                                                 "text_len_2": 128}
     assert r.component("vae").shape == {"latent_height": 64, "latent_width": 64}
-    assert any("byT5" in n and "quoted text" in n for n in r.notes)
-    assert any("text_encoder_2" in n and "config.json is not there" in n for n in r.notes)
+    assert any("byT5" in n and "quoted text: none assumed" in n for n in r.notes)  # the bundled byT5 is not run
+
+
+def test_glyph_prompts_run_byt5_once_per_prompt_with_quoted_text():
+    """``encode_prompt`` (pipeline_hunyuanimage.py:352-368): byT5 on each prompt with quoted text, batch 1 at the
+    128-token ``tokenizer_2_max_length``; not on the negative prompt (taken without quotes), not per image."""
+    index, _ = _configs()
+    guided = {**index, "guider": ["diffusers", "AdaptiveProjectedMixGuidance"]}
+    r = _plan(Settings.make(batch_size=3, num_images_per_prompt=2, glyph_prompts=2), index=guided)
+    assert runs_by_call(r)["text_encoder_2.forward"] == 2
+    assert runs_by_call(r)["text_encoder.forward"] == 6  # 3 prompts + 3 negative
+    assert r.component("text_encoder_2").shape == {"seq_len": 128}
+    assert r.component("text_encoder_2").class_name == "T5EncoderModel"
+    assert any("quoted text of 2 prompt(s)" in n for n in r.notes)
+    with pytest.raises(OptionError, match="more than the batch"):
+        _plan(Settings.make(batch_size=1, glyph_prompts=2))
+    with pytest.raises(OptionError):  # a pipeline without a byT5 glyph encoder refuses it
+        flopcalc.estimate("flux-dev", glyph_prompts=1)
+
+
+def test_an_ocr_guider_takes_over_when_a_prompt_has_quoted_text():
+    """Line 677: non-zero glyph embeddings select ``ocr_guider`` (when the index names one) over ``guider``."""
+    index, _ = _configs()
+    ocr = {**index, "ocr_guider": ["diffusers", "AdaptiveProjectedMixGuidance"]}
+    assert _plan(Settings(), index=ocr).passes == 1  # no quoted text: guider (null here): no guidance
+    r = _plan(Settings.make(glyph_prompts=1), index=ocr)
+    assert r.passes == 2 and runs_by_call(r)["text_encoder.forward"] == 2
 
 
 def test_a_named_guider_runs_cfg_and_encodes_the_negative_prompt():

@@ -10,7 +10,7 @@ import pytest
 
 import flopcalc
 from flopcalc.api import estimate_configs
-from flopcalc.errors import ConfigError, OptionError, ResolutionError
+from flopcalc.errors import ConfigError, FlopcalcError, OptionError, ResolutionError
 from flopcalc.pipelines import Settings
 from flopcalc.pipelines.hunyuan_video15 import crop_sizes, default_size
 from flopcalc.registry import RunShape, assemble
@@ -37,8 +37,24 @@ def test_defaults_480x848_121_frames_50_steps_cfg():
     vae = r.component("vae")
     assert vae.runs == 1 and vae.call == "decode"
     assert vae.shape == {"latent_height": 30, "latent_width": 53, "latent_frames": 31}
-    assert any("text_encoder (Qwen2_5_VLTextModel)" in n and "not there" in n for n in r.notes)
+    te = r.component("text_encoder")  # Qwen2.5-VL-7B's language model: prompt and negative, 1000 + 108 tokens
+    assert (te.class_name, te.runs, te.shape) == ("Qwen2_5_VLTextModel", 2, {"seq_len": 1108})
+    assert te.tree.find("lm_head") is None and te.tree.find("layers") is not None
     assert any("ClassifierFreeGuidance" in n and "not read" in n for n in r.notes)
+    assert "text_encoder_2" not in {c.component for c in r.components}  # byT5: no quoted text by default
+    assert any("byT5" in n and "none assumed" in n for n in r.notes)
+
+
+def test_glyph_prompts_run_byt5_on_256_tokens_per_prompt_with_quoted_text():
+    """``_get_byt5_prompt_embeds`` (pipeline_hunyuan_video1_5.py:289-331): one batch-1 forward per prompt with
+    quoted text, padded to ``tokenizer_2_max_length`` 256; the transformer's shapes do not change."""
+    r = flopcalc.estimate(str(FOLDER), batch_size=2, glyph_prompts=1, steps=2, num_frames=5)
+    glyph = r.component("text_encoder_2")
+    assert (glyph.class_name, glyph.runs, glyph.shape) == ("T5EncoderModel", 1, {"seq_len": 256})
+    assert r.component("text_encoder").runs == 4
+    assert r.component("transformer").shape["text_len_2"] == 256
+    with pytest.raises(OptionError, match="more than the batch"):
+        flopcalc.estimate(str(FOLDER), glyph_prompts=2)
 
 
 def test_guidance_one_disables_cfg_and_no_guider_means_one_pass():
@@ -121,4 +137,40 @@ def test_image_to_video_snaps_to_the_image_bucket_and_encodes_one_frame():
     assert {(c.component, c.call): c.runs for c in r.components} == {
         ("transformer", "forward"): 100, ("vae", "encode"): 1, ("vae", "decode"): 1}
     assert r.component("vae", "encode").shape == {"height": r.settings.height, "width": r.settings.width, "frames": 1}
-    assert any("SiglipVisionModel" in n and "not counted" in n for n in r.notes)
+    assert any("image_encoder is absent" in n for n in r.notes)
+
+
+def test_image_to_video_encodes_the_image_with_siglip_once():
+    """``encode_image`` (pipeline_hunyuan_video1_5_image2video.py:404-419, called at line 776): the SigLIP
+    ``image_encoder`` (FLUX.1-Redux-dev's so400m-patch14-384 in the original release) once per call on the
+    feature extractor's 384² pixels; its 729 states are the transformer's image tokens."""
+    i2v = {**INDEX, "_class_name": "HunyuanVideo15ImageToVideoPipeline",
+           "image_encoder": ["transformers", "SiglipVisionModel"],
+           "feature_extractor": ["transformers", "SiglipImageProcessor"]}
+    siglip = json.loads((REPO / "validation/configs/flux1-redux-dev/image_encoder/config.json").read_text())
+    r = estimate_configs(i2v, {"transformer": TRANSFORMER, "image_encoder": siglip}, Settings(batch_size=2))
+    enc = r.component("image_encoder")
+    assert (enc.class_name, enc.runs, enc.shape) == ("SiglipVisionModel", 1,
+                                                     {"seq_len": 729, "height": 384, "width": 384})
+    assert r.component("transformer").shape["image_tokens"] == 729
+    small = {**siglip, "image_size": 224}  # 16² = 256 patches: the transformer embeds what the encoder gives
+    r = estimate_configs(i2v, {"transformer": TRANSFORMER, "image_encoder": small}, Settings())
+    assert r.component("transformer").shape["image_tokens"] == 256
+    assert not any("image_encoder is absent" in n for n in r.notes)
+
+
+def test_image_to_video_card_defaults():
+    """Card hunyuanvideo-1.5-480p-i2v: the text-to-video card's components plus FLUX.1-Redux-dev's SigLIP; 16:9
+    without an image size; the bucket is a step function of the image's size, so no law."""
+    from flopcalc.symbolic import symbolic_estimate
+
+    r = flopcalc.estimate("hunyuanvideo-1.5-480p-i2v")
+    assert r.pipeline == "HunyuanVideo15ImageToVideoPipeline"
+    assert (r.settings.height, r.settings.width, r.settings.num_frames) == (480, 848, 121)
+    assert {(c.component, c.call): c.runs for c in r.components} == {
+        ("image_encoder", "forward"): 1, ("text_encoder", "forward"): 2, ("transformer", "forward"): 100,
+        ("vae", "encode"): 1, ("vae", "decode"): 1}
+    assert r.component("image_encoder").shape == {"seq_len": 729, "height": 384, "width": 384}
+    with pytest.raises(FlopcalcError, match="no closed-form law"):
+        symbolic_estimate("hunyuanvideo-1.5-480p-i2v")
+

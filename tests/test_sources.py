@@ -54,7 +54,7 @@ def _expected_components(folder: Path) -> dict[str, dict]:
         if value[1].endswith(("Scheduler", "Tokenizer", "TokenizerFast", "FeatureExtractor", "ImageProcessor",
                               "Processor", "SafetyChecker")):  # Processor: FLUX.2-dev's PixtralProcessor
             continue
-        if not (folder / key / "config.json").exists():  # named missing in the report (hunyuanimage-2.1's byT5)
+        if not (folder / key / "config.json").exists():  # named missing in the report
             continue
         out[key] = _load(folder / key / "config.json")
     return out

@@ -3,6 +3,8 @@
 * ``Gemma2Model`` (``models/gemma2/modeling_gemma2.py``): SANA, Lumina-Image-2.0;
 * ``GemmaModel`` (``models/gemma/modeling_gemma.py``): Lumina-Next;
 * ``Qwen2_5_VLForConditionalGeneration`` (``models/qwen2_5_vl/modeling_qwen2_5_vl.py``): Qwen-Image;
+* ``Qwen2_5_VLTextModel`` (same file, line 745): HunyuanVideo 1.5's text encoder, the language model alone
+  (the conversion script keeps ``.language_model`` of Qwen2.5-VL-7B-Instruct: no vision tower, no ``lm_head``);
 * ``BertModel`` (``models/bert/modeling_bert.py``): HunyuanDiT's first text encoder.
 
 Each pipeline runs the whole module on the padded prompt (``seq_len`` tokens, the mask never
@@ -120,6 +122,9 @@ declare_keys("Qwen2_5_VLForConditionalGeneration", {
     "text_config": Nested(QWEN2_5_VL_TEXT_KEYS) | NULL, "vision_config": Nested(QWEN2_5_VL_VISION_KEYS) | NULL,
 })
 
+#: Every config key ``Qwen2_5_VLTextModel`` reads (a ``Qwen2_5_VLTextConfig``: the text keys at the top level).
+declare_keys("Qwen2_5_VLTextModel", QWEN2_5_VL_TEXT_KEYS)
+
 
 @register("Gemma2Model", role="text_encoder", defaults=GEMMA2_DEFAULTS,
           source="transformers/models/gemma2/modeling_gemma2.py", kaplan=GEMMA_KAPLAN)
@@ -192,19 +197,7 @@ def qwen2_5_vl_text_path(config: Config, shape: RunShape) -> Node:
     n = shape.seq_len
     text = _sub_config(config, "text_config", QWEN2_5_VL_TEXT_DEFAULTS, fallback_to_top=True)
     d, vocab = positive_int(text, "hidden_size"), positive_int(text, "vocab_size")
-    heads = positive_int(text, "num_attention_heads")
-    if d % heads:
-        raise ConfigError(f"{config.component}/config.json: hidden_size {d} is not a multiple of "
-                          f"num_attention_heads {heads}")
-    head_dim = d // heads
-    layer = decoder_layer(tokens=n, dim=d, heads=heads, kv_heads=_kv_heads(text, heads), head_dim=head_dim,
-                          d_ff=positive_int(text, "intermediate_size"), qkv_bias=True, out_bias=False)
-    language_model = Node("language_model", children=(
-        Node("embed_tokens", ops.embedding(vocab, d)),
-        module_list("layers", [layer] * count_int(text, "num_hidden_layers")),
-        Node("norm", ops.rms_norm(n, d)),
-        rotary_embedding("rotary_emb", n, head_dim, axes=3),
-    ))
+    language_model = Node("language_model", children=_qwen2_5_vl_language_model(text, n))
     lm_head = ops.linear(n, d, vocab, bias=False)
     if config.get("tie_word_embeddings") or text.get("tie_word_embeddings"):
         lm_head = replace(lm_head, params=0)  # the embedding's weight, counted once
@@ -214,6 +207,39 @@ def qwen2_5_vl_text_path(config: Config, shape: RunShape) -> Node:
                                 language_model)),
         Node("lm_head", lm_head),
     ), formula="qwen2_5_vl_text")
+
+
+def _qwen2_5_vl_language_model(text: Config, n: Any) -> tuple[Node, ...]:
+    """``Qwen2_5_VLTextModel``'s modules (modeling_qwen2_5_vl.py:753-765) on ``n`` tokens: ``embed_tokens`` (a
+    lookup), ``num_hidden_layers`` decoder layers (q/k/v biases, bias-free ``o_proj``, head width
+    hidden/heads), the final ``norm`` and the mRoPE tables (three position rows)."""
+    d = positive_int(text, "hidden_size")
+    heads = positive_int(text, "num_attention_heads")
+    if d % heads:
+        raise ConfigError(f"{text.component}/config.json: hidden_size {d} is not a multiple of "
+                          f"num_attention_heads {heads}")
+    head_dim = d // heads
+    layer = decoder_layer(tokens=n, dim=d, heads=heads, kv_heads=_kv_heads(text, heads), head_dim=head_dim,
+                          d_ff=positive_int(text, "intermediate_size"), qkv_bias=True, out_bias=False)
+    return (
+        Node("embed_tokens", ops.embedding(positive_int(text, "vocab_size"), d)),
+        module_list("layers", [layer] * count_int(text, "num_hidden_layers")),
+        Node("norm", ops.rms_norm(n, d)),
+        rotary_embedding("rotary_emb", n, head_dim, axes=3),
+    )
+
+
+@register("Qwen2_5_VLTextModel", role="text_encoder", defaults=QWEN2_5_VL_TEXT_DEFAULTS,
+          source="transformers/models/qwen2_5_vl/modeling_qwen2_5_vl.py",
+          kaplan=KaplanShape(lambda c: (count_int(c, "num_hidden_layers"), positive_int(c, "hidden_size")),
+                             embeddings=("embed_tokens",)))
+def qwen2_5_vl_text_model(config: Config, shape: RunShape) -> Node:
+    """``Qwen2_5_VLTextModel.forward`` (modeling_qwen2_5_vl.py:774): the language model of
+    ``Qwen2_5_VLForConditionalGeneration`` alone, on all ``seq_len`` tokens. HunyuanVideo 1.5 keeps
+    ``hidden_states[-3]``, but every layer and the final norm run (``output_hidden_states`` only
+    collects them); there is no ``lm_head``."""
+    return Node("text_encoder", children=_qwen2_5_vl_language_model(config, shape.seq_len),
+                formula="qwen2_5_vl_text_model")
 
 
 def _sub_config(config: Config, key: str, defaults: Mapping[str, Any], *, fallback_to_top: bool) -> Config:
@@ -341,4 +367,7 @@ loading_rules("GemmaModel", buffers=_gemma_buffers, source="transformers/models/
 # lm_head: the output embeddings (and the last parameter), kept out of a quantizer by get_keys_to_not_convert
 loading_rules("Qwen2_5_VLForConditionalGeneration", buffers=_qwen2_5_vl_buffers, not_quantized=("lm_head",),
               source="transformers/models/qwen2_5_vl/modeling_qwen2_5_vl.py")
+loading_rules("Qwen2_5_VLTextModel", source="transformers/models/qwen2_5_vl/modeling_qwen2_5_vl.py:765",
+              buffers=lambda c: rotary_buffers("rotary_emb", positive_int(c, "hidden_size")
+                                               // positive_int(c, "num_attention_heads")))
 loading_rules("BertModel", buffers=_bert_buffers, source="transformers/models/bert/modeling_bert.py")

@@ -5,8 +5,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Mapping
 
-from flopcalc.errors import FlopcalcError
+from flopcalc.errors import FlopcalcError, OptionError
+from flopcalc.options import INDEX, pipeline_option
 from flopcalc.pipelines.base import (
+    ComponentRun,
     Plan,
     Settings,
     cfg_passes,
@@ -34,14 +36,41 @@ DEFAULT_STEPS = 50
 #: ``AdaptiveProjectedMixGuidance.guidance_scale`` default (guiders/adaptive_projected_guidance_mix.py:67).
 GUIDER_SCALE = 3.5
 
+pipeline_option("glyph_prompts", kind=INDEX, bound=(4096, "prompts"),
+                help="HunyuanImage 2.1 / HunyuanVideo 1.5: prompts of the batch with quoted text, whose glyph text "
+                     "the byT5 text_encoder_2 encodes (default 0: none)",
+                refusal="it has no byT5 glyph encoder run on quoted text (HunyuanImage 2.1's, HunyuanVideo 1.5's)")
 
-def guider_class(index: Mapping[str, Any] | None) -> str | None:
-    """The class the index names for ``guider`` (None: absent or ``[null, null]``); its config is not read."""
-    entry = (index or {}).get("guider")
+
+def guider_class(index: Mapping[str, Any] | None, name: str = "guider") -> str | None:
+    """The class the index names for ``name`` (None: absent or ``[null, null]``); its config is not read."""
+    entry = (index or {}).get(name)
     return entry[1] if isinstance(entry, list) and len(entry) == 2 and entry[1] else None
 
 
-@register_pipeline("HunyuanImagePipeline", denoisers=("HunyuanImageTransformer2DModel",))
+def glyph_runs(components: Mapping[str, Mapping[str, Any]], s: Settings, tokens: int,
+               extra: str = "") -> tuple[list[ComponentRun], str]:
+    """byT5 (``text_encoder_2``) as HunyuanImage 2.1 and HunyuanVideo 1.5 run it (``encode_prompt``): each prompt's
+    quoted text (``extract_glyph_text``: '...', "...", ‘...’, “...”) is formatted as ``Text "..."``, padded to
+    ``tokens`` and encoded, one batch-1 forward per prompt that has any; a prompt without quoted text gets
+    zero glyph embeddings and no forward. ``glyph_prompts`` (default 0) of the ``batch_size`` prompts have
+    quoted text; the negative prompt (diffusers' default: empty) is taken to have none. The transformer
+    embeds the ``tokens`` glyph tokens either way (``extra``: what else it embeds regardless). Returns the
+    runs and the note saying so."""
+    n = s.glyph_prompts or 0
+    if n > s.batch_size:
+        raise OptionError(f"glyph_prompts {n} is more than the batch's {s.batch_size} prompt(s)")
+    either = f"the transformer embeds its {tokens} glyph tokens{extra} either way"
+    if not n:
+        return [], ("text_encoder_2 (byT5) runs only on a prompt with quoted text: none assumed (--glyph-prompts N "
+                    f"for N such prompts), not run; {either}")
+    runs = text_runs(components, [("text_encoder_2", tokens)], n, f"{n} prompt(s) with quoted text (one each)")
+    where = "" if runs else " (text_encoder_2 is absent: not counted)"
+    return runs, (f"text_encoder_2 (byT5) encodes the quoted text of {n} prompt(s), {tokens} tokens each{where}; "
+                  f"the negative prompt is taken to have none; {either}")
+
+
+@register_pipeline("HunyuanImagePipeline", denoisers=("HunyuanImageTransformer2DModel",), options=("glyph_prompts",))
 def hunyuan_image_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                            index: Mapping[str, Any] | None = None) -> Plan:
     """``HunyuanImagePipeline.__call__`` (pipeline_hunyuanimage.py:505): 2048² default
@@ -58,14 +87,17 @@ def hunyuan_image_pipeline(components: Mapping[str, Mapping[str, Any]], s: Setti
 
     Text (lines 223-258): the prompt, wrapped in a 34-token system template, is padded to 1000 + 34 tokens
     and encoded by Qwen2.5-VL; the template's states are dropped, so the transformer sees 1000 tokens. byT5
-    (``text_encoder_2``) encodes only quoted text in the prompt (``extract_glyph_text``, line 352); without
-    it the pipeline passes 128 zero glyph tokens, which the transformer still embeds and attends to. The
-    plan assumes a prompt without quoted text: byT5 is not run.
+    (``text_encoder_2``) encodes only quoted text in the prompt (``extract_glyph_text``, lines 64 and 352-368:
+    :func:`glyph_runs`, 128 tokens); without it the pipeline passes 128 zero glyph tokens, which the
+    transformer still embeds and attends to. By default no prompt has quoted text: byT5 is not run;
+    ``glyph_prompts`` N runs it on N prompts, and then an ``ocr_guider`` named in the index replaces the
+    guider (line 677: any non-zero glyph embedding selects it).
 
     Latents: ``H/32 × W/32`` (``prepare_latents`` floors; ``check_inputs`` wants multiples of 64, which
     flopcalc asks for)."""
     f = config_value(components, "vae", "spatial_compression_ratio", VAE_SCALE_FACTOR)
-    guider = guider_class(index)
+    glyph, glyph_note = glyph_runs(components, s, GLYPH_TOKENS)
+    guider = (s.glyph_prompts and guider_class(index, "ocr_guider")) or guider_class(index)
     s = replace(s, height=s.height or DEFAULT_SAMPLE_SIZE * f, width=s.width or DEFAULT_SAMPLE_SIZE * f,
                 steps=s.steps or DEFAULT_STEPS)
     check_divisible(s.height, s.width, f * 2, "HunyuanImage height and width (check_inputs)")
@@ -88,13 +120,12 @@ def hunyuan_image_pipeline(components: Mapping[str, Mapping[str, Any]], s: Setti
     if distilled and guider is None and s.guidance_scale is None:
         raise FlopcalcError("distilled_guidance_scale is required for a guidance-distilled HunyuanImage transformer")
     passes = cfg_passes(s, cfg)
-    notes.append("text_encoder_2 (byT5) runs only on quoted text in the prompt: not assumed, not counted; the "
-                 f"transformer embeds its {GLYPH_TOKENS} zero glyph tokens either way")
+    notes.append(glyph_note)
     if s.strength is not None:
         notes.append("diffusers has no HunyuanImage image-to-image pipeline: estimated as the text-to-image "
                      "pipeline with the input image VAE-encoded and the last `strength` of the schedule run")
     runs = text_runs(components, [("text_encoder", TEXT_TOKENS + TEMPLATE_TOKENS)], s.batch_size * passes,
-                     f"{s.batch_size} prompt(s)" + (" + negative" if cfg else ""))
+                     f"{s.batch_size} prompt(s)" + (" + negative" if cfg else "")) + glyph
     runs += [replace(r, shape=replace(r.shape, text_len_2=GLYPH_TOKENS))
              for r in denoiser_run(components, "transformer", s, f, TEXT_TOKENS, passes)]
     runs += vae_runs(components, s, s.batch_size * s.num_images_per_prompt, s.height // f, s.width // f)

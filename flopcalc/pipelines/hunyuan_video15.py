@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Mapping
 
-from flopcalc.errors import ResolutionError
-from flopcalc.pipelines.hunyuan_image import guider_class
+from flopcalc.architectures.siglip import siglip_patches
+from flopcalc.errors import FlopcalcError, ResolutionError
+from flopcalc.pipelines.hunyuan_image import glyph_runs, guider_class
 from flopcalc.registry import RunShape
 from flopcalc.pipelines.base import (
     ComponentRun,
@@ -66,7 +67,7 @@ def default_size(target_size: int, patch: int, height: int = DEFAULT_ASPECT[0],
 
 
 @register_pipeline("HunyuanVideo15Pipeline", denoisers=("HunyuanVideo15Transformer3DModel",),
-                   options=("num_frames",))
+                   options=("num_frames", "glyph_prompts"))
 def hunyuan_video15_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                              index: Mapping[str, Any] | None = None) -> Plan:
     """``HunyuanVideo15Pipeline.__call__`` (pipeline_hunyuan_video1_5.py:546): 121 frames, 50 steps
@@ -79,9 +80,12 @@ def hunyuan_video15_pipeline(components: Mapping[str, Mapping[str, Any]], s: Set
     read: the class default ``guidance_scale`` 7.5 (or ``guidance_scale``), > 1: two passes. Without a
     guider in the index: one pass.
 
-    Text: Qwen2.5-VL encodes the prompt in a chat template padded to 1000 + 108 tokens and the first 108 are
-    cropped: the transformer sees 1000; byT5 encodes only quoted text (not assumed: not run), and the
-    transformer embeds its 256 zero glyph tokens and 729 zero image tokens either way."""
+    Text (``_get_mllm_prompt_embeds``, line 241): ``text_encoder`` (Qwen2.5-VL-7B's language model,
+    ``Qwen2_5_VLTextModel``) encodes the prompt in a chat template padded to 1000 + 108 tokens, all its layers
+    run (it keeps ``hidden_states[-3]``), and the first 108 are cropped: the transformer sees 1000. byT5
+    encodes only quoted text (``_get_byt5_prompt_embeds``, line 289: :func:`~.hunyuan_image.glyph_runs`, 256
+    tokens; none by default, ``glyph_prompts`` N for N prompts), and the transformer embeds its 256 glyph tokens
+    and 729 zero image tokens either way."""
     f = config_value(components, "vae", "spatial_compression_ratio", SPATIAL)
     ft = config_value(components, "vae", "temporal_compression_ratio", TEMPORAL)
     if (s.height is None) != (s.width is None):
@@ -102,32 +106,40 @@ def hunyuan_video15_pipeline(components: Mapping[str, Mapping[str, Any]], s: Set
         notes.append("guidance_scale is ignored: no guider in the index")
     if s.negative_prompt and not cfg:
         notes.append("the negative prompt is ignored without guidance (as in HunyuanVideo15Pipeline)")
-    notes.append("text_encoder_2 (byT5) runs only on quoted text in the prompt: not assumed, not counted; the "
-                 f"transformer embeds its {GLYPH_TOKENS} zero glyph tokens and {IMAGE_TOKENS} zero image tokens "
-                 "either way")
+    glyph, glyph_note = glyph_runs(components, s, GLYPH_TOKENS, f" and {IMAGE_TOKENS} zero image tokens")
+    notes.append(glyph_note)
     if s.strength is not None:
         notes.append("HunyuanVideo15Pipeline has no video-to-video mode: strength is estimated as the image-to-image "
                      "pipelines run it (the input video VAE-encoded once, the last strength of the schedule)")
     passes = cfg_passes(s, cfg)
     frames = (s.num_frames - 1) // ft + 1
     runs = text_runs(components, [("text_encoder", TEXT_TOKENS + TEMPLATE_TOKENS)], s.batch_size * passes,
-                     f"{s.batch_size} prompt(s)" + (" + negative" if cfg else ""))
+                     f"{s.batch_size} prompt(s)" + (" + negative" if cfg else "")) + glyph
     runs += [replace(r, shape=replace(r.shape, text_len_2=GLYPH_TOKENS, image_tokens=IMAGE_TOKENS))
              for r in denoiser_run(components, "transformer", s, f, TEXT_TOKENS, passes, latent_frames=frames)]
     runs += vae_runs(components, s, s.batch_size * s.num_images_per_prompt, s.height // f, s.width // f, frames)
     return Plan("HunyuanVideo15Pipeline", s, passes, tuple(runs), tuple(notes))
 
 
-@register_pipeline("HunyuanVideo15ImageToVideoPipeline", options=("num_frames",))
+@register_pipeline("HunyuanVideo15ImageToVideoPipeline", options=("num_frames", "glyph_prompts"))
 def hunyuan_video15_i2v_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                                  index: Mapping[str, Any] | None = None) -> Plan:
     """``HunyuanVideo15ImageToVideoPipeline.__call__`` (pipeline_hunyuan_video1_5_image2video.py:652): as the
     text-to-video plan, but the video's size is always the bucket of ``target_size`` nearest the input
     image's aspect (line 756: ``calculate_default_height_width`` of the image's size; ``height`` / ``width``
     here are the input image's, 16:9 without them), the image is VAE-encoded once as one frame
-    (``prepare_cond_latents_and_mask`` → ``_get_image_latents``, line 386) and its SigLIP states, from the
-    ``image_encoder``, replace the zero image tokens (same 729 tokens: the transformer's work is unchanged).
-    The image encoder (``SiglipVisionModel``) has no formula in flopcalc: not counted, said so."""
+    (``prepare_cond_latents_and_mask`` → ``_get_image_latents``, line 386), and the ``image_encoder``
+    (``SiglipVisionModel``, FLUX.1-Redux-dev's in the original release) encodes it once per call
+    (``encode_image``, line 776 → ``_get_image_embeds``, line 391: the ``feature_extractor`` resizes it to the
+    encoder's ``image_size``², and ``last_hidden_state`` is repeated over the batch): its
+    ``(image_size / patch_size)²`` states (729 for SigLIP so400m-patch14-384) replace the zero image tokens
+    the transformer embeds.
+
+    The bucket is a step function of the image's height and width: no closed-form law in H and W."""
+    if s.symbolic:
+        raise FlopcalcError("HunyuanVideo15ImageToVideoPipeline sizes the video as the target_size bucket nearest the "
+                            "input image's aspect, a step function of its height and width: no closed-form law in H "
+                            "and W; use the numeric estimate")
     f = config_value(components, "vae", "spatial_compression_ratio", SPATIAL)
     target = config_value(components, "transformer", "target_size", 640)
     h, w = default_size(target, f, s.height, s.width) if s.height and s.width else default_size(target, f)
@@ -138,9 +150,15 @@ def hunyuan_video15_i2v_pipeline(components: Mapping[str, Mapping[str, Any]], s:
                               RunShape(height=h, width=w, frames=1), 1, "1 input image (one frame)")
         runs.insert(next(i for i, r in enumerate(runs) if r.component == "vae"), encode)
     notes = [n for n in plan.notes if not n.startswith("text_encoder_2 (byT5)")]
-    notes.append("text_encoder_2 (byT5) runs only on quoted text in the prompt: not assumed, not counted; the "
-                 f"transformer embeds its {GLYPH_TOKENS} zero glyph tokens either way")
+    notes.append(glyph_runs(components, plan.settings, GLYPH_TOKENS)[1])
     given = f"{s.height}×{s.width}" if s.height and s.width else "of unknown size: 16:9 assumed"
     notes.append(f"the input image ({given}) is resized to the {h}×{w} bucket of target_size {target}")
-    notes.append("image_encoder (SiglipVisionModel, once per call, 729 tokens) has no formula in flopcalc: not counted")
+    notes += missing_notes(components, ["image_encoder"])
+    if "image_encoder" in components:
+        cfg = components["image_encoder"]
+        size, tokens = cfg["image_size"], siglip_patches(cfg)
+        runs.insert(0, ComponentRun("image_encoder", component_class(components, "image_encoder") or "?", "forward",
+                                    "image_encoder", RunShape(seq_len=tokens, height=size, width=size), 1,
+                                    f"1 input image at {size}×{size} (encode_image)"))
+        runs = [replace(r, shape=replace(r.shape, image_tokens=tokens)) if r.role == "denoiser" else r for r in runs]
     return Plan("HunyuanVideo15ImageToVideoPipeline", plan.settings, plan.passes, tuple(runs), tuple(notes))

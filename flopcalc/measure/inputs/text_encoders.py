@@ -1,5 +1,5 @@
 """Input builders for the LLM / BERT text encoders (``Gemma2Model``, ``GemmaModel``,
-``Qwen2_5_VLForConditionalGeneration``, ``BertModel``): token ids ``(1, seq_len)``, batch 1.
+``Qwen2_5_VLForConditionalGeneration``, ``Qwen2_5_VLTextModel``, ``BertModel``): token ids ``(1, seq_len)``, batch 1.
 
 The pipelines also pass the tokenizer's attention mask. A padding mask never changes the dense
 matmuls that are counted (padded tokens count in full), so the fixtures record:
@@ -7,7 +7,7 @@ matmuls that are counted (padded tokens count in full), so the fixtures record:
 * ``Gemma2Model`` (eager attention: transformers 5 refuses SDPA for Gemma-2's soft-capping):
   an all-ones ``attention_mask`` ``(1, seq_len)`` as SANA / Lumina-Image-2.0 pass it; the eager
   mask code runs on meta.
-* ``GemmaModel``, ``Qwen2_5_VLForConditionalGeneration``, ``BertModel`` (SDPA): no mask
+* ``GemmaModel``, ``Qwen2_5_VLForConditionalGeneration``, ``Qwen2_5_VLTextModel``, ``BertModel`` (SDPA): no mask
   (``attention_mask`` passed as the constant ``None``, which the fixture's method names). With a
   padding mask their SDPA mask preparation calls ``Tensor.item()``, which meta tensors refuse.
   Without a mask Qwen2.5-VL's language model builds the text-only positions itself
@@ -35,7 +35,7 @@ def _gemma2_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict[st
     return {"input_ids": TensorSpec(shape, torch.int64), "attention_mask": TensorSpec(shape, torch.int64)}
 
 
-@input_builder("GemmaModel", "BertModel", "XLMRobertaModel", settings=("seq_len",))
+@input_builder("GemmaModel", "BertModel", "XLMRobertaModel", "Qwen2_5_VLTextModel", settings=("seq_len",))
 def _sdpa_text_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict[str, TensorSpec | None]:
     """Token ids ``(1, seq_len)`` int64; ``attention_mask`` the constant ``None`` (see module doc)."""
     return {"input_ids": TensorSpec((1, int(s["seq_len"])), torch.int64), "attention_mask": None}
