@@ -79,13 +79,15 @@ def expert_params(dim: int) -> int:
 def moe_feed_forward(name: str, tokens: Any, dim: int, routed: int, active: int) -> Node:
     r"""``MOEFeedForwardSwiGLU`` in eval on ``tokens`` tokens: the gate (``F.linear`` d → E, softmax,
     top-k), the routed experts (``k·tokens`` rows of one expert in all, see the module doc; the
-    parameters of all E), the shared expert (``hidden_dim // 2``) on every token. ``routed`` 0: a plain
+    parameters of all E, of which the E − k a token's gate does not pick are its ``idle_params``), the
+    shared expert (``hidden_dim // 2``) on every token. ``routed`` 0: a plain
     SwiGLU of width ``f(4d)`` (the block's ``num_routed_experts == 0`` branch)."""
     if routed == 0:
         return swiglu(name, tokens, dim, 4 * dim)
     gate = ops.linear(tokens, dim, routed, bias=False, thop_hooked=False) + Cost(
         elementwise=ops.SOFTMAX_OPS * tokens * routed)
-    experts = expert_cost(active * tokens, dim) + expert_cost(0, dim) * (routed - 1)
+    experts = (expert_cost(active * tokens, dim) + expert_cost(0, dim) * (routed - 1)
+               + Cost(idle_params=(routed - active) * expert_params(dim)))
     return Node(name, children=(
         swiglu("shared_experts", tokens, dim, 4 * dim // 2),
         Node("experts", experts, formula="routed_experts"),
@@ -160,7 +162,3 @@ def out_embed(name: str, *, tokens: Any, dim: int, out_features: int) -> Node:
         _modulation(dim, 2),
     ))
 
-
-def inactive_expert_params(dim: int, routed: int, active: int) -> int:
-    """Parameters of one MoE layer's routed experts that a token does not use: :math:`(E - k)\\,3 d f_r`."""
-    return (routed - active) * expert_params(dim) if routed else 0

@@ -30,7 +30,7 @@ from flopcalc.errors import ConfigError
 from flopcalc.formulas import ops
 from flopcalc.formulas.conditioning import mlp_embedder
 from flopcalc.formulas.hidream import (
-    dual_stream_block, inactive_expert_params, out_embed, single_stream_block,
+    dual_stream_block, out_embed, single_stream_block,
 )
 from flopcalc.registry import RunShape, register
 
@@ -149,11 +149,3 @@ def hidream_image_transformer(config: Config, shape: RunShape) -> Node:
         module_list("caption_projection", projections),
     ), formula="hidream_image_transformer")
 
-
-def inactive_params(config: Config) -> int:
-    """Parameters a token does not use: in each of the ``num_layers + num_single_layers`` MoE layers, the
-    ``E − k`` routed experts its gate did not pick."""
-    routed, active = experts(config)
-    blocks = count_int(config, "num_layers") + count_int(config, "num_single_layers")
-    heads, head_dim = positive_int(config, "num_attention_heads"), positive_int(config, "attention_head_dim")
-    return blocks * inactive_expert_params(heads * head_dim, routed, active)
