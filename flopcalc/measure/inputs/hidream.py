@@ -32,6 +32,7 @@ import torch
 from torch import nn
 
 from flopcalc.measure.harness import TensorSpec, _cfg, _exact_div as _div, input_builder, model_builder
+from flopcalc.measure.inputs.hunyuan_video import _llama_inputs
 
 #: ``HiDreamImagePipeline.vae_scale_factor`` with the FLUX VAE (``2 ** (len(block_out_channels) - 1)``).
 VAE_SCALE = 8
@@ -127,3 +128,9 @@ def _transformer_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> di
         "encoder_hidden_states_llama3": TensorSpec((layers, 1, s["text_len_2"], llama_dim)),
         "pooled_embeds": TensorSpec((1, _cfg(model, "text_emb_dim"))),
     }
+
+
+#: ``text_encoder_4`` (``LlamaForCausalLM``, Llama-3.1-8B-Instruct): token ids ``(1, seq_len)``; the pipeline's
+#: padding mask and ``output_hidden_states`` / ``output_attentions`` (:309-314) change no counted matmul and are
+#: left out, as for HunyuanVideo's ``LlamaModel`` (the SDPA mask preparation reads data on meta).
+input_builder("LlamaForCausalLM", settings=("seq_len",))(_llama_inputs)
