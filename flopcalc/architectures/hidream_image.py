@@ -114,7 +114,11 @@ def _llama_layers(config: Config, blocks: int) -> list[int]:
     return list(layers)
 
 
-@register("HiDreamImageTransformer2DModel", role="denoiser", defaults=DEFAULTS,
+#: A shape every config can take, for parameter counts: no tokens (any patch size divides an empty latent).
+NOMINAL = RunShape(latent_height=0, latent_width=0, text_len=0, text_len_2=0)
+
+
+@register("HiDreamImageTransformer2DModel", role="denoiser", defaults=DEFAULTS, nominal=NOMINAL,
           source="diffusers/models/transformers/transformer_hidream_image.py")
 def hidream_image_transformer(config: Config, shape: RunShape) -> Node:
     heads, head_dim = positive_int(config, "num_attention_heads"), positive_int(config, "attention_head_dim")
