@@ -30,7 +30,8 @@ routed to it, every expert has the same shape, and the :math:`k n` (token, exper
 them, so the experts' matmuls sum to :math:`k n` rows of one expert. Which expert gets how many rows is
 data-dependent: the tree gives ``experts`` their sum (and all :math:`E` experts' parameters), not a split.
 ``E = 0`` builds a plain SwiGLU ``ff_i`` of width :math:`f_r`. The gate is ``F.linear`` (no thop hook);
-its softmax and top-k, the routing weights' products and ``scatter_reduce_`` are not matmuls. The q/k
+its weight is a bare ``nn.Parameter``; its softmax and top-k, the routing weights' products and
+``scatter_reduce_`` are not matmuls. The q/k
 ``nn.RMSNorm`` span the whole inner width; the rotary products and the padding mask on the keys are
 elementwise.
 """
@@ -84,7 +85,8 @@ def moe_feed_forward(name: str, tokens: Any, dim: int, routed: int, active: int)
     SwiGLU of width ``f(4d)`` (the block's ``num_routed_experts == 0`` branch)."""
     if routed == 0:
         return swiglu(name, tokens, dim, 4 * dim)
-    gate = ops.linear(tokens, dim, routed, bias=False, thop_hooked=False) + Cost(
+    # a bare weight used by F.linear (no nn.Linear: no thop hook, nothing a weight quantizer converts)
+    gate = ops.matmul(tokens, dim, routed) + ops.parameters(routed * dim) + Cost(
         elementwise=ops.SOFTMAX_OPS * tokens * routed)
     experts = (expert_cost(active * tokens, dim) + expert_cost(0, dim) * (routed - 1)
                + Cost(idle_params=(routed - active) * expert_params(dim)))

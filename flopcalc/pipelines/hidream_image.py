@@ -28,7 +28,7 @@ CLIP_TOKENS = 218
 CLIP_ENCODERS = ("text_encoder", "text_encoder_2")
 NO_LAW = ("HiDreamImagePipeline rescales every size to the area of (default_sample_size · vae_scale_factor)², "
           "floored to multiples of 2·vae_scale_factor, by a square root in floating point, and the transformer pads "
-          "a non-square latent to max_resolution's patches: the count has no closed form in H and W")
+          "a non-square latent to max_resolution's patches: there is no closed-form law in H and W")
 #: ``HiDreamImagePipeline`` has no image-to-image call.
 NO_STRENGTH = ("--strength does not apply to HiDreamImagePipeline: its __call__ takes no image or strength "
                "(text-to-image only)")
