@@ -12,36 +12,13 @@ from __future__ import annotations
 
 import pytest
 
+import test_live_hidream as live  # noqa: E402  (a module, so that pytest collects its tests there only)
 from live_support import SEED, measure, write_config  # noqa: E402  (skips without torch)
 
 pytestmark = pytest.mark.live
 
 #: Module depth of the comparison: ``double_stream_blocks.0.block.ff_i.experts`` (the routed experts' sum).
 DEPTH = 5
-
-
-def _random_config(rng, sparse: bool) -> dict:
-    """``sparse``: fewer experts per token than experts (k < E), so that the real gate's split can be uneven."""
-    heads, axes = rng.randint(1, 3), rng.choice([[8, 4, 4], [4, 6, 6]])
-    dual, single = rng.randint(1, 2), rng.randint(0, 2)
-    routed = rng.randint(2, 5) if sparse else rng.randint(1, 5)
-    return {
-        "_class_name": "HiDreamImageTransformer2DModel",
-        "patch_size": rng.choice([1, 2]),
-        "in_channels": rng.choice([4, 8]),
-        "out_channels": None,
-        "num_layers": dual,
-        "num_single_layers": single,
-        "attention_head_dim": sum(axes),
-        "num_attention_heads": heads,
-        "caption_channels": [rng.choice([8, 12]), rng.choice([10, 16])],
-        "text_emb_dim": rng.choice([6, 20]),
-        "num_routed_experts": routed,
-        "num_activated_experts": rng.randint(1, routed - 1) if sparse else rng.randint(1, routed),
-        "axes_dims_rope": axes,
-        "max_resolution": [16, 16],
-        "llama_layers": [rng.randint(0, 2) for _ in range(dual + single)],
-    }
 
 
 def _real_inputs(model, fixture_inputs: dict) -> dict:
@@ -58,9 +35,9 @@ def test_even_routing_counts_what_the_real_routing_counts(rng, tmp_path):
 
     uneven = 0
     for i in range(4):
-        cfg = _random_config(rng, sparse=i < 3)
+        cfg = live.random_transformer(rng, sparse=i < 3, dual_min=1)
         folder = write_config(tmp_path, f"transformer{i}", cfg)
-        side = cfg["max_resolution"][0]  # latent pixels: a non-square latent is padded to max_resolution's patches
+        side = min(cfg["max_resolution"])  # latent pixels: a non-square latent is padded to max_resolution's patches
         h, w = rng.choice([(side, side), (side, side // 2), (side // 2, side), (side // 2, side // 2)])
         settings = {"height": 8 * h, "width": 8 * w, "text_len": rng.randint(1, 6),
                     "text_len_2": rng.randint(1, 6)}

@@ -69,12 +69,16 @@ def test_card_llama_at_random_length(rng):
 # --------------------------------------------------------------------------- randomized configs
 
 
-def _random_transformer(rng) -> dict:
+def random_transformer(rng, *, sparse: bool = False, dual_min: int = 0) -> dict:
+    """A random ``HiDreamImageTransformer2DModel`` config (also ``tests/test_hidream_moe.py``'s). ``sparse``: 2 to 4
+    routed experts with fewer active per token (the real gate's split can then be uneven); ``dual_min``: the
+    fewest dual-stream blocks (a non-square latent needs one)."""
     heads, axes = rng.randint(1, 3), rng.choice([[8, 4, 4], [4, 6, 6], [16, 8, 8]])
-    dual, single = rng.randint(0, 2), rng.randint(0, 2)
+    dual, single = rng.randint(dual_min, 2), rng.randint(0, 2)
     if dual + single == 0:
         single = 1
-    routed = rng.choice([0, 1, 2, 3, 4])
+    routed = rng.randint(2, 4) if sparse else rng.choice([0, 1, 2, 3, 4])
+    active = rng.randint(1, routed - 1) if sparse else rng.randint(1, max(routed, 1))
     return {
         "_class_name": "HiDreamImageTransformer2DModel",
         "patch_size": rng.choice([1, 2]),
@@ -87,7 +91,7 @@ def _random_transformer(rng) -> dict:
         "caption_channels": [rng.choice([8, 12]), rng.choice([10, 16])],
         "text_emb_dim": rng.choice([6, 20]),
         "num_routed_experts": routed,
-        "num_activated_experts": rng.randint(1, max(routed, 1)),
+        "num_activated_experts": active,
         "axes_dims_rope": axes,
         "max_resolution": [rng.choice([16, 24]), rng.choice([16, 24])],
         "llama_layers": [rng.randint(0, 3) for _ in range(dual + single)],
@@ -96,7 +100,7 @@ def _random_transformer(rng) -> dict:
 
 def test_random_hidream_transformer_configs(rng, tmp_path):
     for i in range(5):
-        cfg = _random_transformer(rng)
+        cfg = random_transformer(rng)
         folder = write_config(tmp_path, f"transformer{i}", cfg)
         p = cfg["patch_size"]
         rows, cols = cfg["max_resolution"]
@@ -113,7 +117,7 @@ def test_random_hidream_transformer_configs(rng, tmp_path):
 
 
 def test_no_dual_stream_block_refuses_a_non_square_latent_as_the_model_fails(tmp_path):
-    cfg = {**_random_transformer(__import__("random").Random(SEED)), "num_layers": 0, "num_single_layers": 1,
+    cfg = {**random_transformer(__import__("random").Random(SEED)), "num_layers": 0, "num_single_layers": 1,
            "llama_layers": [0], "max_resolution": [16, 16], "patch_size": 2}
     with pytest.raises(ConfigError, match="num_layers is 0"):
         assemble(cfg, RunShape(latent_height=8, latent_width=16, text_len=2, text_len_2=2), component="x")
