@@ -2,9 +2,9 @@ r"""HiDream-I1's sparse DiT blocks: dual-stream and single-stream blocks whose i
 mixture of experts.
 
 Mirrors diffusers 0.42.1 ``models/transformers/transformer_hidream_image.py``:
-``HiDreamImageFeedForwardSwiGLU`` (:20-40), ``HiDreamAttention`` / ``HiDreamAttnProcessor`` (:136-270),
-``MoEGate`` (:274-338), ``MOEFeedForwardSwiGLU`` (:342-401), ``HiDreamImageSingleTransformerBlock``
-(:414-478), ``HiDreamImageTransformerBlock`` (:481-569), ``HiDreamImageOutEmbed`` (:64-75).
+``HiDreamImageFeedForwardSwiGLU`` (:20-40), ``HiDreamAttention`` / ``HiDreamAttnProcessor`` (:137-270),
+``MoEGate`` (:274-338), ``MOEFeedForwardSwiGLU`` (:342-404), ``HiDreamImageSingleTransformerBlock``
+(:418-484), ``HiDreamImageTransformerBlock`` (:487-577), ``HiDreamImageOutEmbed`` (:64-75).
 
 Symbols: width :math:`d = h d_h`; SwiGLU width :math:`f(x) = 256\lceil \lfloor 2x/3 \rfloor / 256\rceil`
 (``multiple_of`` 256), :math:`f_r = f(4d)` for a routed expert and the text stream's feed-forward,

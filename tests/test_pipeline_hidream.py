@@ -84,7 +84,7 @@ def test_the_transformer_runs_on_4096_patches_square_or_not():
 
 
 def test_guidance_at_most_one_runs_one_pass_and_encodes_no_negative_prompt():
-    """``do_classifier_free_guidance`` is ``guidance_scale > 1`` (:662): HiDream-I1-Dev / -Fast run at 0."""
+    """``do_classifier_free_guidance`` is ``guidance_scale > 1`` (:659-660): HiDream-I1-Dev / -Fast run at 0."""
     for scale, passes in ((0.0, 1), (1.0, 1), (1.5, 2)):
         r = _plan(Settings(guidance_scale=scale, steps=28))
         assert r.passes == passes

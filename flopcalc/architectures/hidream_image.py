@@ -34,7 +34,7 @@ from flopcalc.formulas.hidream import (
 )
 from flopcalc.registry import RunShape, register
 
-#: ``HiDreamImageTransformer2DModel.__init__`` keyword defaults (transformer_hidream_image.py:577-594).
+#: ``HiDreamImageTransformer2DModel.__init__`` keyword defaults (transformer_hidream_image.py:607-624).
 DEFAULTS = {
     "patch_size": None,
     "in_channels": 64,

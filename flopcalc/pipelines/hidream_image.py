@@ -21,7 +21,7 @@ from flopcalc.pipelines.base import (
 
 #: ``HiDreamImagePipeline.__init__``: ``default_sample_size = 128`` (latent pixels), so 1024² with the VAE's 8.
 DEFAULT_SAMPLE_SIZE = 128
-#: ``__call__`` defaults (pipeline_hidream_image.py:677-703), HiDream-I1-Full's settings.
+#: ``__call__`` defaults (pipeline_hidream_image.py:684, 686, 705), HiDream-I1-Full's settings.
 DEFAULT_STEPS, DEFAULT_GUIDANCE, DEFAULT_MAX_SEQUENCE_LENGTH = 50, 5.0, 128
 #: ``_get_clip_prompt_embeds`` pads the CLIP prompts to ``min(max_sequence_length, 218)`` tokens (:256).
 CLIP_TOKENS = 218
@@ -59,15 +59,15 @@ def _clip_tokens(components: Mapping[str, Any], tokens: int) -> None:
                    options=("max_sequence_length",))
 def hidream_image_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                            index: Mapping[str, Any] | None = None) -> Plan:
-    """``HiDreamImagePipeline.__call__`` (pipeline_hidream_image.py:675-991) with its defaults, which are
+    """``HiDreamImagePipeline.__call__`` (pipeline_hidream_image.py:676-991) with its defaults, which are
     HiDream-I1-Full's: 50 steps, ``guidance_scale`` 5.0, ``max_sequence_length`` 128, 1024².
 
     Size (:810-817): the requested size (default ``128 · vae_scale_factor`` a side) is rescaled to the
     area of 1024², aspect kept, sides floored to multiples of 16 (:func:`run_size`); ``prepare_latents``
     makes the ``H/8 × W/8`` latent. The transformer pads a non-square latent to ``max_seq`` patches.
 
-    Text (``encode_prompt``, :320-488): once per prompt, and under classifier-free guidance
-    (``guidance_scale > 1``, :662) once more for the negative prompt ("" by default) — CLIP-L
+    Text (``encode_prompt``, :320-517): once per prompt, and under classifier-free guidance
+    (``guidance_scale > 1``, :659-660) once more for the negative prompt ("" by default) — CLIP-L
     (``text_encoder``) and CLIP-G (``text_encoder_2``) on ``min(max_sequence_length, 218)`` tokens (their
     pooled, projected outputs feed ``pooled_embeds``), T5 (``text_encoder_3``) and Llama-3.1
     (``text_encoder_4``, ``LlamaForCausalLM``: every layer's hidden state is kept, and ``lm_head`` runs on

@@ -9,7 +9,7 @@ the T5 hidden states ``(1, T, caption_channels[0])``, the stacked Llama hidden s
 ``(layers, 1, L, caption_channels[1])`` (``max(llama_layers) + 1`` layers: ``forward`` indexes them by
 ``llama_layers``) and the pooled CLIP embedding ``(1, text_emb_dim)``.
 
-Help on meta: in eval, ``MOEFeedForwardSwiGLU.moe_infer`` (transformer_hidream_image.py:384-401) routes
+Help on meta: in eval, ``MOEFeedForwardSwiGLU.moe_infer`` (transformer_hidream_image.py:386-404) routes
 with ``flat_expert_indices.bincount().cpu().numpy()``, data a meta tensor does not hold. The model
 builder replaces each MoE layer's ``moe_infer`` by :func:`even_moe_infer`, the same computation with the
 ``k·n`` (token, expert) rows dealt out evenly over the experts instead of by the gate's choice. Each
