@@ -94,6 +94,9 @@ class Cost:
     #: parameters of the largest single module (or bare parameter) inside: a maximum, not a sum. What
     #: ``enable_sequential_cpu_offload()`` holds at once (accelerate moves one module's direct weights at a time).
     largest_module: Any = 0
+    #: parameters among ``params`` that one token's forward does not use: a mixture of experts' routed experts
+    #: its gate does not pick (``E − k`` of them per MoE layer). ``params − idle_params``: the active parameters.
+    idle_params: Any = 0
 
     def __add__(self, other: Cost) -> Cost:
         return Cost(
@@ -111,6 +114,7 @@ class Cost:
             self.linear_packed + other.linear_packed,
             self.linear_layers + other.linear_layers,
             larger(self.largest_module, other.largest_module),
+            self.idle_params + other.idle_params,
         )
 
     def __mul__(self, k: Any) -> Cost:
@@ -129,6 +133,7 @@ class Cost:
             self.linear_packed * k,
             self.linear_layers * k,
             self.largest_module,  # k copies of a module: the largest is still one of them
+            self.idle_params * k,
         )
 
     __rmul__ = __mul__
@@ -148,7 +153,7 @@ class Cost:
 ZERO = Cost()
 #: The fields that describe a module's parameters rather than the work of a forward.
 WEIGHT_FIELDS = ("params", "linear_weights", "linear_rows", "linear_blocks", "linear_packed",
-                 "linear_layers", "largest_module")
+                 "linear_layers", "largest_module", "idle_params")
 
 
 def work_only(cost: Cost) -> Cost:
@@ -158,7 +163,7 @@ def work_only(cost: Cost) -> Cost:
 
 def total_of(costs: Iterable[Cost]) -> Cost:
     """Σ costs, field by field (one object, no intermediate sums: this is the hot loop)."""
-    lin = conv = att = fn = tx = el = par = sc = lw = lr = lb = lp = ll = big = 0
+    lin = conv = att = fn = tx = el = par = sc = lw = lr = lb = lp = ll = big = idle = 0
     for c in costs:
         lin += c.linear
         conv += c.conv
@@ -174,7 +179,8 @@ def total_of(costs: Iterable[Cost]) -> Cost:
         lp += c.linear_packed
         ll += c.linear_layers
         big = larger(big, c.largest_module)
-    return Cost(lin, conv, att, fn, tx, el, par, sc, lw, lr, lb, lp, ll, big)
+        idle += c.idle_params
+    return Cost(lin, conv, att, fn, tx, el, par, sc, lw, lr, lb, lp, ll, big, idle)
 
 
 @dataclass(frozen=True)

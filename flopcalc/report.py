@@ -111,6 +111,8 @@ def _component_dict(c: ComponentEstimate, total: int, per_block: bool, origins: 
         "per_run": {k: v for k, v in c.per_run.as_dict().items() if k not in WEIGHT_FIELDS},
         "config": _origin_dict(origins.get(c.component)),
     }
+    if c.per_run.idle_params:  # a mixture of experts: the parameters one token uses
+        out["active_params"] = c.params - c.per_run.idle_params
     if c.measured:
         out["measure_seconds"] = c.measure_seconds
     if per_block:
@@ -178,7 +180,9 @@ def component_rows(report: Report) -> list[tuple[str, ...]]:
         cls = c.class_name + (f".{c.call}" if c.call != "forward" else "")
         if c.measured:
             cls += f" (measured, {c.measure_seconds:.2f} s)"
-        rows.append((c.component, cls, origin_status(report, c.component), str(c.runs), format_params(c.params),
+        params = format_params(c.params) + (f" ({format_params(c.params - c.per_run.idle_params)} active)"
+                                            if c.per_run.idle_params else "")
+        rows.append((c.component, cls, origin_status(report, c.component), str(c.runs), params,
                      f"{2 * c.macs_per_run / 1e9:,.2f}", f"{c.flops / 1e12:,.3f}",
                      f"{100 * c.macs / total if total else 0:.1f}%"))
     rows.append(("total", "", "", "", format_params(report.params), "", f"{report.flops / 1e12:,.3f}", "100.0%"))

@@ -130,9 +130,9 @@ def test_without_measure_the_error_points_to_it(tmp_path):
 def test_an_unplanned_pipeline_cannot_be_measured(tmp_path):
     folder = _flux_with_xlmr(tmp_path)
     index = json.loads((folder / "model_index.json").read_text())
-    # (ZImagePipeline, the pipeline this test named first, has a plan now)
-    (folder / "model_index.json").write_text(json.dumps({**index, "_class_name": "HiDreamImagePipeline"}))
-    with pytest.raises(UnplannedPipelineError, match=r"HiDreamImagePipeline.*not supported.*--measure cannot stand in "
+    # (ZImagePipeline and HiDreamImagePipeline, the pipelines this test named before, have plans now)
+    (folder / "model_index.json").write_text(json.dumps({**index, "_class_name": "AllegroPipeline"}))
+    with pytest.raises(UnplannedPipelineError, match=r"AllegroPipeline.*not supported.*--measure cannot stand in "
                                                      r"for a plan"):
         estimate(str(folder), measure=True)
 

@@ -1,5 +1,6 @@
 """``LlamaModel`` (transformers ``models/llama/modeling_llama.py``): HunyuanVideo's text encoder
-(the text tower of llava-llama-3-8b).
+(the text tower of llava-llama-3-8b); ``LlamaForCausalLM``: HiDream-I1's ``text_encoder_4``
+(Llama-3.1-8B-Instruct).
 
 ``HunyuanVideoPipeline._get_llama_prompt_embeds`` calls the whole model with
 ``output_hidden_states=True`` and keeps ``hidden_states[-(num_hidden_layers_to_skip + 1)]`` (the
@@ -16,6 +17,7 @@ tables (``position_ids[..., None] * inv_freq``) are a broadcast product: no coun
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import lru_cache
 from typing import Any
 
@@ -82,9 +84,9 @@ def _heads(config: Config) -> tuple[int, int, int]:
     return heads, kv, head_dim
 
 
-#: Every config key ``LlamaModel`` reads (assemblers and pipeline plan), as
+#: Every config key ``LlamaModel`` and ``LlamaForCausalLM`` read (assemblers and pipeline plans), as
 #: :func:`flopcalc.config.declare_keys` validates it.
-declare_keys("LlamaModel", {
+declare_keys(("LlamaModel", "LlamaForCausalLM"), {
     "hidden_size": SIZE, "intermediate_size": SIZE, "num_attention_heads": SIZE,
     "num_key_value_heads": SIZE | NULL, "head_dim": SIZE | NULL, "num_hidden_layers": LAYERS,
     "vocab_size": SIZE, "attention_bias": FLAG, "mlp_bias": FLAG, "tie_word_embeddings": FLAG,
@@ -117,3 +119,25 @@ def llama_model(config: Config, shape: RunShape) -> Node:
 
 loading_rules("LlamaModel", buffers=lambda c: rotary_buffers("rotary_emb", _heads(c)[2]),
               source="transformers/models/llama/modeling_llama.py (LlamaRotaryEmbedding)")
+
+
+@register("LlamaForCausalLM", role="text_encoder", defaults={**DEFAULTS, "tie_word_embeddings": False},
+          source="transformers/models/llama/modeling_llama.py",
+          kaplan=KaplanShape(_kaplan_layers, embeddings=("embed_tokens", "lm_head")))
+def llama_for_causal_lm(config: Config, shape: RunShape) -> Node:
+    """``LlamaForCausalLM``: ``model`` (a :func:`llama_model`) and ``lm_head`` d → vocabulary on every token
+    (``forward``'s ``logits_to_keep=0`` keeps them all: HiDream's ``_get_llama3_prompt_embeds`` reads only the
+    hidden states, but the logits are computed), its weight the token embedding's when ``tie_word_embeddings``.
+    ``output_attentions=True`` (HiDream passes it) returns the attention maps: the same two matmuls."""
+    n = shape.seq_len
+    d, vocab = positive_int(config, "hidden_size"), positive_int(config, "vocab_size")
+    lm_head = ops.linear(n, d, vocab, bias=False)
+    if boolean(config, "tie_word_embeddings"):
+        lm_head = replace(lm_head, params=0)  # model.embed_tokens' weight, counted once
+    model = replace(llama_model(config, shape), name="model")
+    return Node("text_encoder", children=(model, Node("lm_head", lm_head)), formula="llama_for_causal_lm")
+
+
+# lm_head holds the last parameter: transformers' get_keys_to_not_convert keeps it out of a quantizer
+loading_rules("LlamaForCausalLM", buffers=lambda c: rotary_buffers("model.rotary_emb", _heads(c)[2]),
+              not_quantized=("lm_head",), source="transformers/models/llama/modeling_llama.py (LlamaRotaryEmbedding)")
