@@ -25,7 +25,7 @@ def _memory(model: str, settings: dict[str, Any]) -> str:
     est = memory(model, **settings)
     rows = [("component", "class", "dtype", "params", "kept fp32", "buffer bytes", "weights GiB")]
     for c in est.components:
-        rows.append((c.component, c.class_name, c.dtype, f"{c.params:,}", f"{c.params_fp32:,}" if c.params_fp32 else "",
+        rows.append((c.component if c.runs else f"{c.component} (not run)", c.class_name, c.dtype, f"{c.params:,}", f"{c.params_fp32:,}" if c.params_fp32 else "",
                      f"{c.buffer_bytes:,}" if c.buffer_bytes else "", gib(c.bytes)))
     rows.append(("total", "", "", "", "", "", gib(est.weights_bytes)))
     largest = max(est.components, key=lambda c: c.bytes)

@@ -6,8 +6,10 @@ offload modes, and whether that fits a GPU of the table.
 * activations: the estimated peak of each measured text encoder, denoiser forward and VAE decode
   (:mod:`flopcalc.activations`, with its leave-one-out error), for the fused attention kernel and the
   math path, × the samples per forward, in the component's dtype;
-* at the peak: ``none`` (``pipe.to("cuda")``): every component's weights + the largest activation peak;
-  ``model`` (``enable_model_cpu_offload()``): one component at a time, the largest weights + activations;
+* at the peak: ``none`` (``pipe.to("cuda")``): every component's weights + the largest activation peak, also of
+  the components ``from_pretrained`` loads that these settings never run (``ComponentWeights.runs`` False);
+  ``model`` (``enable_model_cpu_offload()``): one component at a time, the largest weights + activations (a
+  component that never runs is never moved to the GPU);
   ``sequential`` (``enable_sequential_cpu_offload()``, ``pipeline_utils.py:1349``): accelerate's ``cpu_offload``
   hooks every module with direct tensors (``hooks.py`` ``attach_align_device_hook``) and moves only those
   tensors to the GPU for that module's forward (``AlignDevicesHook.pre_forward`` / ``post_forward``); buffers stay
@@ -89,6 +91,11 @@ class MemoryEstimate:
     def buffer_bytes(self) -> int:
         return sum(c.buffer_bytes for c in self.components)
 
+    @property
+    def running(self) -> tuple[ComponentWeights, ...]:
+        """The components the pipeline runs at these settings (offload moves only these to the GPU)."""
+        return tuple(c for c in self.components if c.runs)
+
     def _held(self, c: ComponentWeights) -> int:
         """What the offload mode holds on the GPU while ``c`` runs, beyond what stays there throughout."""
         return c.largest_module_bytes if self.offload == "sequential" else c.bytes
@@ -97,15 +104,15 @@ class MemoryEstimate:
     def resident_bytes(self) -> int:
         """Weights on the GPU at the peak under the offload mode."""
         if self.offload == "model":
-            return max((c.bytes for c in self.components), default=0)
+            return max((c.bytes for c in self.running), default=0)
         if self.offload == "sequential":
-            return self.buffer_bytes + max((c.largest_module_bytes for c in self.components), default=0)
+            return self.buffer_bytes + max((c.largest_module_bytes for c in self.running), default=0)
         return self.weights_bytes
 
     @property
     def resident_components(self) -> tuple[str, ...]:
-        if self.offload != "none" and self.components:
-            return (max(self.components, key=self._held).component,)
+        if self.offload != "none" and self.running:
+            return (max(self.running, key=self._held).component,)
         return tuple(c.component for c in self.components)
 
     def activation_bytes(self, component: str) -> int:
@@ -116,10 +123,10 @@ class MemoryEstimate:
     def peak_bytes(self) -> int:
         """Weights resident + activations at the worst moment of the run."""
         if self.offload == "model":
-            return max((c.bytes + self.activation_bytes(c.component) for c in self.components), default=0)
+            return max((c.bytes + self.activation_bytes(c.component) for c in self.running), default=0)
         if self.offload == "sequential":
             return self.buffer_bytes + max((c.largest_module_bytes + self.activation_bytes(c.component)
-                                            for c in self.components), default=0)
+                                            for c in self.running), default=0)
         return self.weights_bytes + max((self.activation_bytes(c.component) for c in self.components), default=0)
 
     @property
@@ -190,14 +197,15 @@ def memory(model: str, *, height: int | None = None, width: int | None = None, n
     whole = {(c.component, c.call): c for c in plan(replace(settings, vae_tiling=False)).components} if vae_tiling \
         else {}
     names = list(dict.fromkeys(c.component for c in report.components))
-    unknown = sorted(set(dtype_of or {}) - set(names))
+    idle, notes = _loaded_not_run(source, names)
+    unknown = sorted(set(dtype_of or {}) - set(names) - set(idle))
     if unknown:
         raise FlopcalcError(f"--dtype-of names {', '.join(unknown)}, not components of {source.name}: "
-                            f"{', '.join(names)}")
-    weights = tuple(component_weights(source.components[n], component=n, dtype=(dtype_of or {}).get(n, dtype))
-                    for n in names)
+                            f"{', '.join(names + idle)}")
+    weights = tuple(replace(component_weights(source.components[n], component=n, dtype=(dtype_of or {}).get(n, dtype)),
+                            runs=n not in idle) for n in names + idle)
     dtypes = {w.component: w.dtype for w in weights}
-    acts, notes = [], []
+    acts = []
     for c in report.components:
         if c.role not in ("text_encoder", "denoiser", "vae_decoder"):
             continue
@@ -233,3 +241,25 @@ def memory(model: str, *, height: int | None = None, width: int | None = None, n
     run = {"height": s.height, "width": s.width, "num_frames": s.num_frames, "batch_size": batch_size}
     return MemoryEstimate(source.name, report.pipeline, offload, weights, tuple(acts), attention, run, key, name, mem,
                           tuple(notes))
+
+
+def _loaded_not_run(source: Any, running: list[str]) -> tuple[list[str], list[str]]:
+    """The components ``from_pretrained`` loads (their config is in the source and their class is counted) that
+    the plan does not run at these settings, and a note for each of them and for those not counted."""
+    from flopcalc.config import class_name_of
+    from flopcalc.registry import registered
+
+    known = {a.class_name for a in registered()}
+    idle, notes = [], []
+    for name, cfg in source.components.items():
+        if name in running:
+            continue
+        cls = class_name_of(cfg)
+        if cls in known:
+            idle.append(name)
+            notes.append(f"{name} ({cls}): loaded by from_pretrained but not run at these settings: its weights are "
+                         "resident without offload, never moved to the GPU with offload")
+        else:
+            notes.append(f"{name} ({cls}): loaded by from_pretrained, not run; its weights are not in the totals (no formula "
+                         f"for {cls})")
+    return idle, notes

@@ -22,7 +22,7 @@ def gib(n: int) -> str:
 def _table(est: MemoryEstimate) -> str:
     rows = [("component", "class", "dtype", "params", "kept fp32", "quantized", "buffer bytes", "weights GiB")]
     for c in est.components:
-        rows.append((c.component, c.class_name, c.dtype, f"{c.params:,}", f"{c.params_fp32:,}" if c.params_fp32 else "",
+        rows.append((c.component if c.runs else f"{c.component} (not run)", c.class_name, c.dtype, f"{c.params:,}", f"{c.params_fp32:,}" if c.params_fp32 else "",
                      f"{c.quantized_params:,}" if c.quantized_params else "",
                      f"{c.buffer_bytes:,}" if c.buffer_bytes else "", gib(c.bytes)))
     rows.append(("total", "", "", f"{sum(c.params for c in est.components):,}", "", "", "", gib(est.weights_bytes)))

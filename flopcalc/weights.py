@@ -112,6 +112,9 @@ class ComponentWeights:
     quantized_layers: int = 0
     largest_module_params: int = 0  # the largest single module's own parameters (sequential offload)
     largest_module_bytes: int = 0
+    #: False for a component ``from_pretrained`` loads that the pipeline does not run at these settings (byT5
+    #: without quoted text, the combined Stable Cascade decoder's text encoder): resident without offload only
+    runs: bool = True
 
     @property
     def bytes(self) -> int:
@@ -124,7 +127,7 @@ class ComponentWeights:
                 "buffer_bytes": self.buffer_bytes, "bytes": self.bytes, "linear_params": self.linear_params,
                 "quantized_params": self.quantized_params,
                 "quantized_layers": self.quantized_layers, "largest_module_params": self.largest_module_params,
-                "largest_module_bytes": self.largest_module_bytes}
+                "largest_module_bytes": self.largest_module_bytes, "runs": self.runs}
 
 
 def _fp32_params(tree: Node, keep: tuple[str, ...]) -> int:

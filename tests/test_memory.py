@@ -138,3 +138,18 @@ def test_html_sections():
     page = sections("flux-dev", height=512, width=512)
     assert "Memory: weights" in page and "Activation peaks" in page and "Training: FLOPs per sample" in page
     assert "not validated" in sections("sana-600m-512")
+
+
+def test_a_component_loaded_but_not_run_is_resident_only_without_offload():
+    """HunyuanImage 2.1 loads its byT5 glyph encoder, which runs only on a prompt with quoted text (none by
+    default): pipe.to('cuda') holds it, enable_model_cpu_offload() never moves it."""
+    none = memory("hunyuanimage-2.1")
+    byt5 = next(c for c in none.components if c.component == "text_encoder_2")
+    assert not byt5.runs and byt5.params > 0
+    assert none.weights_bytes == sum(c.bytes for c in none.components)
+    assert "text_encoder_2" in none.resident_components
+    assert any(n.startswith("text_encoder_2 (T5EncoderModel): loaded by from_pretrained") for n in none.notes)
+    model = memory("hunyuanimage-2.1", offload="model")
+    assert model.resident_bytes == max(c.bytes for c in model.components if c.runs)
+    assert byt5.component not in model.resident_components
+    assert memory("hunyuanimage-2.1", dtype_of={"text_encoder_2": "fp32"}).weights_bytes > none.weights_bytes
