@@ -33,8 +33,10 @@ FIXTURES = HERE / "fixtures" / "activations"
 
 def jobs() -> list[tuple[str, dict, str, dict[str, int], str]]:
     """``(case, entry, attention, size settings, fixture suffix)``: an image or video call at each of its sizes
-    (``height``/``width``), a text encoder at each of its ``seq_lens`` (``seq_len``), a video call that runs at
-    one size only at each of its ``frame_counts`` (``num_frames``, at its one ``sizes`` entry)."""
+    (``height``/``width``; with ``reference_at_size``, also ``reference_height``/``reference_width``: an input
+    image at the output size, as FLUX.1 Kontext's pipeline plans it), a text encoder at each of its ``seq_lens``
+    (``seq_len``), a video call that runs at one size only at each of its ``frame_counts`` (``num_frames``, at its
+    one ``sizes`` entry)."""
     with open(MANIFEST, encoding="utf-8") as fh:
         spec = yaml.safe_load(fh)
     out = []
@@ -46,7 +48,9 @@ def jobs() -> list[tuple[str, dict, str, dict[str, int], str]]:
                 (h, w), = entry["sizes"]
                 points = [({"height": h, "width": w, "num_frames": f}, f"F{f}-{h}x{w}") for f in entry["frame_counts"]]
             else:
-                points = [({"height": h, "width": w}, f"{h}x{w}") for h, w in entry.get("sizes", spec["sizes"])]
+                points = [({"height": h, "width": w} | ({"reference_height": h, "reference_width": w}
+                                                       if entry.get("reference_at_size") else {}), f"{h}x{w}")
+                          for h, w in entry.get("sizes", spec["sizes"])]
             for attention in ("math", "fused"):
                 for point, suffix in points:
                     out.append((case, {**entry, "root": c["root"]}, attention, point, suffix))
