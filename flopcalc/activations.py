@@ -7,7 +7,7 @@ component as ``c0 + c1·n + c2·n²`` in the latent positions ``n`` (height × w
 encoder's sequence length) by
 ``validation/fit_activations.py``, which writes ``flopcalc/data/activation_fit.json`` with each fit's
 leave-one-out error. An estimate is given only for configs measured (matched by the keys the architecture
-reads, :func:`config_key`); at batch B it is
+reads, :func:`config_key`, and by the inputs the call is fed, :func:`form`); at batch B it is
 B × the batch-1 peak (activations scale with the batch), in the activation dtype's bytes.
 """
 
@@ -76,22 +76,37 @@ class ActivationPeak:
 
 def positions(shape: Mapping[str, Any]) -> int:
     """The n a fit is in: latent positions (height × width × frames) of a denoiser or VAE call, a text encoder's
-    sequence length."""
+    sequence length. A decode planned with ``frames`` and no ``latent_frames`` decodes that many latent frames
+    (Stable Video Diffusion's temporal decoder: no temporal compression, every frame in one chunk)."""
     if "latent_height" not in shape:
         return shape["seq_len"]
-    return shape["latent_height"] * shape["latent_width"] * (shape.get("latent_frames") or 1)
+    return shape["latent_height"] * shape["latent_width"] * (shape.get("latent_frames") or shape.get("frames") or 1)
 
 
-def fit_key(class_name: str, call: str, config: Mapping[str, Any], *, tiled: bool = False) -> str:
-    """The key of a fit: the class, the call (``decode:tiled`` for a decode in spatial tiles) and the config."""
-    return f"{class_name}.{call}{':tiled' if tiled else ''}:{config_key(config)}"
+#: Run-shape fields that change what a denoiser is fed, not its size (``flopcalc.registry.RunShape``): one config
+#: run with and without one of them peaks differently (SkyReels V2 14B: one timestep per latent frame under the
+#: diffusion-forcing pipeline holds per-token modulation tensors, 2.4 × the fused peak of the text-to-video call).
+FORM_FIELDS = ("image_tokens", "timestep_tokens", "reference_tokens", "text_len_2", "ip_image_embed_dim")
+
+
+def form(shape: Mapping[str, Any]) -> tuple[str, ...]:
+    """The :data:`FORM_FIELDS` a run shape sets: the inputs beyond the latent and the text that the call is fed."""
+    return tuple(f for f in FORM_FIELDS if shape.get(f) is not None)
+
+
+def fit_key(class_name: str, call: str, config: Mapping[str, Any], *, tiled: bool = False,
+            fed: tuple[str, ...] = ()) -> str:
+    """The key of a fit: the class, the call (``decode:tiled`` for a decode in spatial tiles; ``forward[image_tokens]``
+    for a call fed the inputs :func:`form` names) and the config."""
+    inputs = f"[{','.join(fed)}]" if fed else ""
+    return f"{class_name}.{call}{':tiled' if tiled else ''}{inputs}:{config_key(config)}"
 
 
 def activation_peak(class_name: str, call: str, config: Mapping[str, Any], shape: Mapping[str, Any],
                     attention: str, *, tiled: bool = False) -> ActivationPeak | None:
     """The fitted peak of ``class_name.call`` on the latent ``shape`` (a plan's RunShape fields; for a tiled
     decode, the whole latent's), or None when this config was not measured."""
-    entry = _fits().get(fit_key(class_name, call, config, tiled=tiled))
+    entry = _fits().get(fit_key(class_name, call, config, tiled=tiled, fed=form(shape)))
     if entry is None or attention not in entry:
         return None
     fit = entry[attention]

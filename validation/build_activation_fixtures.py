@@ -5,7 +5,8 @@
     python validation/build_activation_fixtures.py --check    # re-measure and compare, write nothing
     python validation/build_activation_fixtures.py --only sd1.5  # one case (repeatable)
 
-Fixtures: ``validation/fixtures/activations/<case>/<component>[-<call>]-<attention>-<H>x<W>.json``, rendered
+Fixtures: ``validation/fixtures/activations/<case>/<component>[-<call>]-<attention>-[F<frames>-]<H>x<W>.json``
+(``L<seq_len>`` for a text encoder), rendered
 as the other fixtures (keys sorted, no timestamps). Never edit them by hand.
 """
 
@@ -32,7 +33,10 @@ FIXTURES = HERE / "fixtures" / "activations"
 
 def jobs() -> list[tuple[str, dict, str, dict[str, int], str]]:
     """``(case, entry, attention, size settings, fixture suffix)``: an image or video call at each of its sizes
-    (``height``/``width``), a text encoder at each of its ``seq_lens`` (``seq_len``)."""
+    (``height``/``width``; with ``reference_at_size``, also ``reference_height``/``reference_width``: an input
+    image at the output size, as FLUX.1 Kontext's pipeline plans it), a text encoder at each of its ``seq_lens``
+    (``seq_len``), a video call that runs at one size only at each of its ``frame_counts`` (``num_frames``, at its
+    one ``sizes`` entry)."""
     with open(MANIFEST, encoding="utf-8") as fh:
         spec = yaml.safe_load(fh)
     out = []
@@ -40,8 +44,13 @@ def jobs() -> list[tuple[str, dict, str, dict[str, int], str]]:
         for entry in c["components"]:
             if "seq_lens" in entry:
                 points = [({"seq_len": n}, f"L{n}") for n in entry["seq_lens"]]
+            elif "frame_counts" in entry:
+                (h, w), = entry["sizes"]
+                points = [({"height": h, "width": w, "num_frames": f}, f"F{f}-{h}x{w}") for f in entry["frame_counts"]]
             else:
-                points = [({"height": h, "width": w}, f"{h}x{w}") for h, w in entry.get("sizes", spec["sizes"])]
+                points = [({"height": h, "width": w} | ({"reference_height": h, "reference_width": w}
+                                                       if entry.get("reference_at_size") else {}), f"{h}x{w}")
+                          for h, w in entry.get("sizes", spec["sizes"])]
             for attention in ("math", "fused"):
                 for point, suffix in points:
                     out.append((case, {**entry, "root": c["root"]}, attention, point, suffix))

@@ -9,8 +9,9 @@ live activation elements at batch 1 is fitted by least squares as
 
 the form of a network whose widest tensors grow with n and whose attention scores grow with n² (c2 ≈ 0 on the
 fused path). The error is leave-one-out: each size predicted by the fit of the others; the largest relative
-error is what ``flopcalc memory`` prints beside the estimate. Fits are keyed by the component's class, call
-and config content (keys not starting with ``_``), so they apply to the measured models only.
+error is what ``flopcalc memory`` prints beside the estimate. Fits are keyed by the component's class, call,
+the inputs it is fed beyond latent and text (``flopcalc.activations.form``) and the config's declared keys, so
+they apply to the measured models only.
 
     python validation/fit_activations.py           # write flopcalc/data/activation_fit.json
     python validation/fit_activations.py --check   # recompute, compare, write nothing
@@ -40,19 +41,20 @@ def card_of(case: str) -> str:
         return Path(yaml.safe_load(fh)["cases"][case]["root"]).name
 
 
-def positions(fx: dict) -> tuple[int, str]:
-    """n of a fixture and the class flopcalc plans for it, from flopcalc's own plan of that call (the same n and
-    class the tool looks up); a text encoder's n is its sequence length."""
+def positions(fx: dict) -> tuple[int, str, tuple[str, ...]]:
+    """n of a fixture, the class flopcalc plans for it and the inputs beyond latent and text it is fed
+    (``flopcalc.activations.form``), from flopcalc's own plan of that call (the same n, class and form the tool
+    looks up); a text encoder's n is its sequence length."""
+    from flopcalc.activations import form, positions as latent_positions
     from flopcalc.api import estimate
 
     s = fx["settings"]
     if "height" not in s:  # the class the card's plan loads (e.g. Qwen3Model from a Qwen3ForCausalLM checkpoint)
-        return s["seq_len"], estimate(card_of(fx["case"])).component(fx["component"], fx["call"]).class_name
+        return s["seq_len"], estimate(card_of(fx["case"])).component(fx["component"], fx["call"]).class_name, ()
     report = estimate(card_of(fx["case"]), height=s["height"], width=s["width"], num_frames=s.get("num_frames"),
                       resolution_binning=False)  # the default steps: every expert of a two-expert model runs
     comp = report.component(fx["component"], fx["call"])
-    return comp.shape["latent_height"] * comp.shape["latent_width"] * (comp.shape.get("latent_frames") or 1), \
-        comp.class_name
+    return latent_positions(comp.shape), comp.class_name, form(comp.shape)
 
 
 def fit(ns: list[int], peaks: list[int]) -> list[float]:
@@ -75,11 +77,11 @@ def loo_error(ns: list[int], peaks: list[int]) -> float:
     return worst
 
 
-def fit_key(class_name: str, call: str, config: dict, *, tiled: bool) -> str:
+def fit_key(class_name: str, call: str, config: dict, *, tiled: bool, fed: tuple[str, ...]) -> str:
     sys.path.insert(0, str(REPO_ROOT))
     from flopcalc.activations import fit_key as key
 
-    return key(class_name, call, config, tiled=tiled)
+    return key(class_name, call, config, tiled=tiled, fed=fed)
 
 
 def build() -> dict:
@@ -90,15 +92,16 @@ def build() -> dict:
     out: dict[str, dict] = {}
     for (case, component, call, attention), fixtures in sorted(groups.items()):
         planned = [positions(fx) for fx in fixtures]
-        ns = [n for n, _ in planned]
+        ns = [n for n, _, _ in planned]
         peaks = [fx["peak_elements"] for fx in fixtures]
         order = sorted(range(len(ns)), key=ns.__getitem__)
         ns, peaks = [ns[i] for i in order], [peaks[i] for i in order]
         folder = REPO_ROOT / "model_cards" / card_of(case) / component
         key = fit_key(planned[0][1], call, json.loads((folder / "config.json").read_text(encoding="utf-8")),
-                      tiled=bool(fixtures[0]["settings"].get("vae_tiling")))
-        entry = out.setdefault(key, {"measured_on": f"{card_of(case)}/{component}", "settings": {
-            k: v for k, v in fixtures[0]["settings"].items() if k not in ("height", "width", "seq_len")}})
+                      tiled=bool(fixtures[0]["settings"].get("vae_tiling")), fed=planned[0][2])
+        entry = out.setdefault(key, {"measured_on": f"{card_of(case)}/{component}", "settings": {  # those held fixed
+            k: v for k, v in fixtures[0]["settings"].items()
+            if k not in ("height", "width", "seq_len") and all(fx["settings"].get(k) == v for fx in fixtures)}})
         entry[attention] = {"coef": fit(ns, peaks), "loo_max_rel_error": loo_error(ns, peaks),
                             "n_range": [ns[0], ns[-1]], "points": [[n, p] for n, p in zip(ns, peaks)]}
     return out

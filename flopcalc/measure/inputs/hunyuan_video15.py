@@ -22,6 +22,7 @@ answered operations is a matmul. Whatever the masks hold, the joined sequence ha
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -41,18 +42,21 @@ _CASTS = (torch.Tensor.bool, torch.Tensor.float, torch.Tensor.long, torch.Tensor
 
 
 class KnownValues(TorchFunctionMode):
-    """Tracks tensors whose every element equals a known value (see the module doc)."""
+    """Tracks tensors whose every element equals a known value (see the module doc). It holds them weakly: a
+    tensor the model frees is freed (the activation peaks of validation/measure_activations.py run through this
+    mode), and its entry goes with it, so that a later tensor given the same ``id`` is not taken for it."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.values: dict[int, tuple[torch.Tensor, float]] = {}  # id → (the tensor, kept alive; its value)
+        self.values: dict[int, tuple[weakref.ref, float]] = {}  # id → (a weak reference to the tensor, its value)
 
     def know(self, tensor: torch.Tensor, value: float) -> None:
-        self.values[id(tensor)] = (tensor, value)
+        key = id(tensor)
+        self.values[key] = (weakref.ref(tensor, lambda _, key=key: self.values.pop(key, None)), value)
 
     def value(self, tensor) -> float | None:
         entry = self.values.get(id(tensor)) if isinstance(tensor, torch.Tensor) else None
-        return None if entry is None else entry[1]
+        return None if entry is None or entry[0]() is not tensor else entry[1]
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
