@@ -8,7 +8,8 @@ live activation elements at batch 1 is fitted by least squares as
                                    or a text encoder's sequence length,
 
 the form of a network whose widest tensors grow with n and whose attention scores grow with n² (c2 ≈ 0 on the
-fused path). The error is leave-one-out: each size predicted by the fit of the others; the largest relative
+fused path). A call whose n its config fixes (Kandinsky 2.2's PriorTransformer: num_embeddings text states and
+its additional embeddings at every image size) is measured at that n and fitted by the constant it measured. The error is leave-one-out: each size predicted by the fit of the others; the largest relative
 error is what ``flopcalc memory`` prints beside the estimate. Fits are keyed by the component's class, call
 and config content (keys not starting with ``_``), so they apply to the measured models only.
 
@@ -56,6 +57,9 @@ def positions(fx: dict) -> tuple[int, str]:
 
 
 def fit(ns: list[int], peaks: list[int]) -> list[float]:
+    """``[c0, c1, c2]``; a call whose n its config fixes (measured at that one n) is the constant ``[peak, 0, 0]``."""
+    if len(set(ns)) == 1:
+        return [float(np.mean(peaks)), 0.0, 0.0]
     x = np.array(ns, dtype=float)
     a = np.stack([np.ones_like(x), x, x * x], axis=1)
     coef, *_ = np.linalg.lstsq(a, np.array(peaks, dtype=float), rcond=None)
@@ -67,6 +71,10 @@ def predict(coef: list[float], n: int) -> float:
 
 
 def loo_error(ns: list[int], peaks: list[int]) -> float:
+    """The largest relative error of each point predicted by the fit of the others; at a fixed n (nothing to leave
+    out: the call never runs at another size) the spread of the measurements about their mean."""
+    if len(set(ns)) == 1:
+        return max(abs(float(np.mean(peaks)) - p) / p for p in peaks)
     worst = 0.0
     for i in range(len(ns)):
         rest = [j for j in range(len(ns)) if j != i]
