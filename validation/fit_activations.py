@@ -8,7 +8,9 @@ live activation elements at batch 1 is fitted by least squares as
                                    or a text encoder's sequence length,
 
 the form of a network whose widest tensors grow with n and whose attention scores grow with n² (c2 ≈ 0 on the
-fused path). A call whose n its config fixes (Kandinsky 2.2's PriorTransformer: num_embeddings text states and
+fused path). On the math path, where the peak moves from the widest non-attention layer (the fused path's peak,
+measured equal at the smaller sizes) to the attention's scores (above it at the larger sizes), the law is the larger
+of two such quadratics, each fitted to its own sizes (:func:`law`). A call whose n its config fixes (Kandinsky 2.2's PriorTransformer: num_embeddings text states and
 its additional embeddings at every image size) is measured at that n and fitted by the constant it measured. The error is leave-one-out: each size predicted by the fit of the others; the largest relative
 error is what ``flopcalc memory`` prints beside the estimate. Fits are keyed by the component's class, call
 and config content (keys not starting with ``_``), so they apply to the measured models only.
@@ -70,16 +72,35 @@ def predict(coef: list[float], n: int) -> float:
     return coef[0] + coef[1] * n + coef[2] * n * n
 
 
-def loo_error(ns: list[int], peaks: list[int]) -> float:
-    """The largest relative error of each point predicted by the fit of the others; at a fixed n (nothing to leave
-    out: the call never runs at another size) the spread of the measurements about their mean."""
+def law(ns: list[int], peaks: list[int], fused: list[int] | None = None) -> dict[str, list[float]]:
+    """The fitted law of one call and attention path: ``{"coef": [c0, c1, c2]}``. On the math path (``fused``: the
+    fused path's peaks at the same n), when at one or more sizes the peak equals the fused one (no score matrix is
+    live at the peak: the widest non-attention layer holds it) and at three or more it exceeds it (the scores and
+    their softmax do), the peak is the larger of two phases: ``{"coef": <the fused peaks' law>, "attention_coef":
+    <the law of the exceeding peaks>}`` (a single quadratic cannot follow the peak moving from one to the other)."""
+    if fused is not None:
+        over = [i for i in range(len(ns)) if peaks[i] > fused[i]]
+        if len({ns[i] for i in over}) >= 3 and any(peaks[i] == fused[i] for i in range(len(ns))) and \
+                all(peaks[i] >= fused[i] for i in range(len(ns))):
+            return {"coef": fit(ns, fused), "attention_coef": fit([ns[i] for i in over], [peaks[i] for i in over])}
+    return {"coef": fit(ns, peaks)}
+
+
+def evaluate(model: dict[str, list[float]], n: int) -> float:
+    """A law's peak at n: the larger of its phases."""
+    return max(predict(model[k], n) for k in ("coef", "attention_coef") if k in model)
+
+
+def loo_error(ns: list[int], peaks: list[int], fused: list[int] | None = None) -> float:
+    """The largest relative error of each point predicted by the law fitted (:func:`law`) to the others; at a fixed
+    n (nothing to leave out: the call never runs at another size) the spread of the measurements about their mean."""
     if len(set(ns)) == 1:
         return max(abs(float(np.mean(peaks)) - p) / p for p in peaks)
     worst = 0.0
     for i in range(len(ns)):
         rest = [j for j in range(len(ns)) if j != i]
-        coef = fit([ns[j] for j in rest], [peaks[j] for j in rest])
-        worst = max(worst, abs(predict(coef, ns[i]) - peaks[i]) / peaks[i])
+        model = law([ns[j] for j in rest], [peaks[j] for j in rest], None if fused is None else [fused[j] for j in rest])
+        worst = max(worst, abs(evaluate(model, ns[i]) - peaks[i]) / peaks[i])
     return worst
 
 
@@ -107,7 +128,10 @@ def build() -> dict:
                       tiled=bool(fixtures[0]["settings"].get("vae_tiling")))
         entry = out.setdefault(key, {"measured_on": f"{card_of(case)}/{component}", "settings": {
             k: v for k, v in fixtures[0]["settings"].items() if k not in ("height", "width", "seq_len")}})
-        entry[attention] = {"coef": fit(ns, peaks), "loo_max_rel_error": loo_error(ns, peaks),
+        # "fused" sorts before "math": the math path's law can use the fused peaks at the same sizes
+        fused = [p for n, p in entry["fused"]["points"]] if attention == "math" and "fused" in entry and \
+            [n for n, _ in entry["fused"]["points"]] == ns else None
+        entry[attention] = {**law(ns, peaks, fused), "loo_max_rel_error": loo_error(ns, peaks, fused),
                             "n_range": [ns[0], ns[-1]], "points": [[n, p] for n, p in zip(ns, peaks)]}
     return out
 
