@@ -84,16 +84,26 @@ def positions(shape: Mapping[str, Any]) -> int:
     return shape["latent_height"] * shape["latent_width"] * (shape.get("latent_frames") or 1)
 
 
-def fit_key(class_name: str, call: str, config: Mapping[str, Any], *, tiled: bool = False) -> str:
-    """The key of a fit: the class, the call (``decode:tiled`` for a decode in spatial tiles) and the config."""
-    return f"{class_name}.{call}{':tiled' if tiled else ''}:{config_key(config)}"
+def fit_key(class_name: str, call: str, config: Mapping[str, Any], *, tiled: bool = False,
+            single_frame: bool = False) -> str:
+    """The key of a fit: the class, the call (``decode:tiled`` for a decode in spatial tiles; ``:single-frame`` for
+    a video module run on one latent frame, an image: no temporal chunks, a law of its own) and the config."""
+    return f"{class_name}.{call}{':tiled' if tiled else ''}{':single-frame' if single_frame else ''}:" \
+           f"{config_key(config)}"
+
+
+def single_frame(shape: Mapping[str, Any]) -> bool:
+    """Whether a planned call runs a video module on one latent frame (Cosmos Predict2 text-to-image's Wan VAE)."""
+    return shape.get("latent_frames") == 1
 
 
 def activation_peak(class_name: str, call: str, config: Mapping[str, Any], shape: Mapping[str, Any],
                     attention: str, *, tiled: bool = False) -> ActivationPeak | None:
     """The fitted peak of ``class_name.call`` on the latent ``shape`` (a plan's RunShape fields; for a tiled
     decode, the whole latent's), or None when this config was not measured."""
-    entry = _fits().get(fit_key(class_name, call, config, tiled=tiled))
+    keys = [fit_key(class_name, call, config, tiled=tiled, single_frame=True)] if single_frame(shape) else []
+    keys.append(fit_key(class_name, call, config, tiled=tiled))  # else the multi-frame fit, with its frames note
+    entry = next((_fits()[k] for k in keys if k in _fits()), None)
     if entry is None or attention not in entry:
         return None
     fit = entry[attention]

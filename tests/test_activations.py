@@ -137,3 +137,25 @@ def test_x4_upscaler_unet_is_measured_on_the_latent_flopcalc_plans():
         shape = estimate("sd-x4-upscaler", height=s["height"], width=s["width"]).component("unet").shape
         n = shape["latent_height"] * shape["latent_width"]
         assert fx["input_elements"] == cfg["in_channels"] * n + s["text_len"] * cfg["cross_attention_dim"] + 1
+
+
+def test_a_video_module_on_one_frame_has_a_fit_of_its_own():
+    """Cosmos Predict2 text-to-image decodes one latent frame with a Wan 2.1 VAE: no temporal chunks, a law of its
+    own, keyed single-frame. The same config's video fit, followed in latent positions down to one frame, would say
+    a fraction of it; a one-frame run of a config measured only on video falls back to its video fit, with a note."""
+    from flopcalc.activations import _fits, fit_key
+    from flopcalc.memory import memory
+
+    card = "cosmos-predict2-2b-text2image"
+    cfg = json.loads((REPO / "model_cards" / card / "vae" / "config.json").read_text(encoding="utf-8"))
+    comp = estimate(card).component("vae", "decode")
+    assert comp.shape["latent_frames"] == 1
+    image = activation_peak(comp.class_name, "decode", cfg, comp.shape, "fused")
+    assert image.measured_on == f"{card}/vae" and not image.extrapolated
+    video = _fits().get(fit_key(comp.class_name, "decode", cfg))
+    if video is not None:  # the same config measured on video: its law at the same positions says far less
+        same_n = {**comp.shape, "latent_frames": None}  # not a one-frame shape: the video fit's key
+        assert activation_peak(comp.class_name, "decode", cfg, same_n, "fused").elements < 0.5 * image.elements
+    wan = memory("wan2.1-t2v-1.3b", num_frames=1)
+    (vae,) = [a for a in wan.activations if a.component == "vae"]
+    assert vae.fused.num_frames == 81 and any("fitted at 81 frames, run with 1" in n for n in wan.notes)

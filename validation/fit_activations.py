@@ -25,6 +25,7 @@ import argparse
 import json
 import sys
 from collections import defaultdict
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -46,16 +47,30 @@ def card_of(case: str) -> str:
 def positions(fx: dict) -> tuple[int, str]:
     """n of a fixture and the class flopcalc plans for it, from flopcalc's own plan of that call (the same n and
     class the tool looks up); a text encoder's n is its sequence length."""
+    n, class_name, _ = planned(fx)
+    return n, class_name
+
+
+def planned(fx: dict) -> tuple[int, str, bool]:
+    """:func:`positions` and whether the plan runs the call on one latent frame (its fit is keyed as such)."""
+    s = fx["settings"]
+    return _planned(card_of(fx["case"]), fx["component"], fx["call"], s.get("seq_len"), s.get("height"),
+                    s.get("width"), s.get("num_frames"))
+
+
+@lru_cache(maxsize=None)
+def _planned(card: str, component: str, call: str, seq_len: int | None, height: int | None, width: int | None,
+             num_frames: int | None) -> tuple[int, str, bool]:
+    from flopcalc.activations import single_frame
     from flopcalc.api import estimate
 
-    s = fx["settings"]
-    if "height" not in s:  # the class the card's plan loads (e.g. Qwen3Model from a Qwen3ForCausalLM checkpoint)
-        return s["seq_len"], estimate(card_of(fx["case"])).component(fx["component"], fx["call"]).class_name
-    report = estimate(card_of(fx["case"]), height=s["height"], width=s["width"], num_frames=s.get("num_frames"),
+    if height is None:  # the class the card's plan loads (e.g. Qwen3Model from a Qwen3ForCausalLM checkpoint)
+        return seq_len, estimate(card).component(component, call).class_name, False
+    report = estimate(card, height=height, width=width, num_frames=num_frames,
                       resolution_binning=False)  # the default steps: every expert of a two-expert model runs
-    comp = report.component(fx["component"], fx["call"])
+    comp = report.component(component, call)
     return comp.shape["latent_height"] * comp.shape["latent_width"] * (comp.shape.get("latent_frames") or 1), \
-        comp.class_name
+        comp.class_name, single_frame(comp.shape)
 
 
 def fit(ns: list[int], peaks: list[int]) -> list[float]:
@@ -104,11 +119,11 @@ def loo_error(ns: list[int], peaks: list[int], fused: list[int] | None = None) -
     return worst
 
 
-def fit_key(class_name: str, call: str, config: dict, *, tiled: bool) -> str:
+def fit_key(class_name: str, call: str, config: dict, *, tiled: bool, single_frame: bool = False) -> str:
     sys.path.insert(0, str(REPO_ROOT))
     from flopcalc.activations import fit_key as key
 
-    return key(class_name, call, config, tiled=tiled)
+    return key(class_name, call, config, tiled=tiled, single_frame=single_frame)
 
 
 def build() -> dict:
@@ -118,14 +133,14 @@ def build() -> dict:
         groups[(fx["case"], fx["component"], fx["call"], fx["attention"])].append(fx)
     out: dict[str, dict] = {}
     for (case, component, call, attention), fixtures in sorted(groups.items()):
-        planned = [positions(fx) for fx in fixtures]
-        ns = [n for n, _ in planned]
+        plans = [planned(fx) for fx in fixtures]
+        ns = [n for n, _, _ in plans]
         peaks = [fx["peak_elements"] for fx in fixtures]
         order = sorted(range(len(ns)), key=ns.__getitem__)
         ns, peaks = [ns[i] for i in order], [peaks[i] for i in order]
         folder = REPO_ROOT / "model_cards" / card_of(case) / component
-        key = fit_key(planned[0][1], call, json.loads((folder / "config.json").read_text(encoding="utf-8")),
-                      tiled=bool(fixtures[0]["settings"].get("vae_tiling")))
+        key = fit_key(plans[0][1], call, json.loads((folder / "config.json").read_text(encoding="utf-8")),
+                      tiled=bool(fixtures[0]["settings"].get("vae_tiling")), single_frame=plans[0][2])
         entry = out.setdefault(key, {"measured_on": f"{card_of(case)}/{component}", "settings": {
             k: v for k, v in fixtures[0]["settings"].items() if k not in ("height", "width", "seq_len")}})
         # "fused" sorts before "math": the math path's law can use the fused peaks at the same sizes
