@@ -159,3 +159,15 @@ def test_a_video_module_on_one_frame_has_a_fit_of_its_own():
     wan = memory("wan2.1-t2v-1.3b", num_frames=1)
     (vae,) = [a for a in wan.activations if a.component == "vae"]
     assert vae.fused.num_frames == 81 and any("fitted at 81 frames, run with 1" in n for n in wan.notes)
+
+
+def test_cases_measuring_one_config_pool_their_points():
+    """HunyuanImage 2.1's Qwen2.5-VL (1000 + 34 template tokens) is Qwen-Image's config: its one point at 1034 tokens
+    extends that fit, whose other points stay Qwen-Image's, instead of replacing it."""
+    from flopcalc.memory import memory
+
+    cfg = json.loads((REPO / "model_cards" / "hunyuanimage-2.1" / "text_encoder" / "config.json").read_text())
+    comp = estimate("hunyuanimage-2.1").component("text_encoder")
+    peak = activation_peak(comp.class_name, "forward", cfg, comp.shape, "fused")
+    assert peak.measured_on == "qwen-image/text_encoder" and peak.n_range[1] == comp.shape["seq_len"] == 1034
+    assert not [n for n in memory("hunyuanimage-2.1").notes if "text_encoder" in n]

@@ -127,27 +127,41 @@ def fit_key(class_name: str, call: str, config: dict, *, tiled: bool, single_fra
 
 
 def build() -> dict:
+    """One law per fit key and attention path. Cases measuring one config (cards that share it, or a case adding
+    sizes to another's) pool their points; they must agree on the settings and on the peak at a shared n."""
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for path in sorted(FIXTURES.glob("*/*.json")):
         fx = json.loads(path.read_text(encoding="utf-8"))
         groups[(fx["case"], fx["component"], fx["call"], fx["attention"])].append(fx)
-    out: dict[str, dict] = {}
+    pooled: dict[str, dict] = {}
     for (case, component, call, attention), fixtures in sorted(groups.items()):
         plans = [planned(fx) for fx in fixtures]
-        ns = [n for n, _, _ in plans]
-        peaks = [fx["peak_elements"] for fx in fixtures]
-        order = sorted(range(len(ns)), key=ns.__getitem__)
-        ns, peaks = [ns[i] for i in order], [peaks[i] for i in order]
         folder = REPO_ROOT / "model_cards" / card_of(case) / component
         key = fit_key(plans[0][1], call, json.loads((folder / "config.json").read_text(encoding="utf-8")),
                       tiled=bool(fixtures[0]["settings"].get("vae_tiling")), single_frame=plans[0][2])
-        entry = out.setdefault(key, {"measured_on": f"{card_of(case)}/{component}", "settings": {
-            k: v for k, v in fixtures[0]["settings"].items() if k not in ("height", "width", "seq_len")}})
-        # "fused" sorts before "math": the math path's law can use the fused peaks at the same sizes
-        fused = [p for n, p in entry["fused"]["points"]] if attention == "math" and "fused" in entry and \
-            [n for n, _ in entry["fused"]["points"]] == ns else None
-        entry[attention] = {**law(ns, peaks, fused), "loo_max_rel_error": loo_error(ns, peaks, fused),
-                            "n_range": [ns[0], ns[-1]], "points": [[n, p] for n, p in zip(ns, peaks)]}
+        settings = {k: v for k, v in fixtures[0]["settings"].items() if k not in ("height", "width", "seq_len")}
+        entry = pooled.setdefault(key, {"settings": settings})
+        if entry["settings"] != settings:
+            raise ValueError(f"{key}: {case}/{component} is measured with {settings}, {next(iter(entry['sources']))} "
+                             f"with {entry['settings']}: one config, one set of settings")
+        points = entry.setdefault(attention, {})
+        sources = entry.setdefault("sources", {})  # measured_on: the card that gives the most points (the first)
+        sources[f"{card_of(case)}/{component}"] = sources.get(f"{card_of(case)}/{component}", 0) + len(fixtures)
+        for (n, _, _), fx in zip(plans, fixtures):
+            if points.setdefault(n, fx["peak_elements"]) != fx["peak_elements"]:
+                raise ValueError(f"{key}: two peaks measured at n = {n} ({case}/{component} and another case)")
+    out: dict[str, dict] = {}
+    for key, entry in pooled.items():
+        sources = entry["sources"]
+        out[key] = {"measured_on": max(sources, key=lambda s: (sources[s], -list(sources).index(s))),
+                    "settings": entry["settings"]}
+        for attention in sorted(a for a in entry if a in ("fused", "math")):  # fused first: the math law uses it
+            ns = sorted(entry[attention])
+            peaks = [entry[attention][n] for n in ns]
+            fused = [entry["fused"][n] for n in ns] if attention == "math" and sorted(entry.get("fused", ())) == ns \
+                else None
+            out[key][attention] = {**law(ns, peaks, fused), "loo_max_rel_error": loo_error(ns, peaks, fused),
+                                   "n_range": [ns[0], ns[-1]], "points": [[n, p] for n, p in zip(ns, peaks)]}
     return out
 
 
