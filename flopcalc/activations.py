@@ -4,7 +4,9 @@ Method: the peak of live floating activation elements of the real module was mea
 device at five sizes, with the attention's math path (the N×N score matrix materialised) and with the fused
 kernel (none), by ``validation/measure_activations.py`` (``validation/fixtures/activations``); and fitted per
 component as ``c0 + c1·n + c2·n²`` in the latent positions ``n`` (height × width × frames of the latent; a text
-encoder's sequence length) by
+encoder's sequence length; a call whose n its config fixes, as Kandinsky 2.2's prior, by its one measured peak) —
+on the math path, where the peak moves from the widest non-attention layer at small n to the score matrix at large
+n, the larger of two such quadratics (``coef``, ``attention_coef``), each fitted to its own sizes — by
 ``validation/fit_activations.py``, which writes ``flopcalc/data/activation_fit.json`` with each fit's
 leave-one-out error. An estimate is given only for configs measured (matched by the keys the architecture
 reads, :func:`config_key`, and by the inputs the call is fed, :func:`form`); at batch B it is
@@ -95,23 +97,33 @@ def form(shape: Mapping[str, Any]) -> tuple[str, ...]:
 
 
 def fit_key(class_name: str, call: str, config: Mapping[str, Any], *, tiled: bool = False,
-            fed: tuple[str, ...] = ()) -> str:
-    """The key of a fit: the class, the call (``decode:tiled`` for a decode in spatial tiles; ``forward[image_tokens]``
+            single_frame: bool = False, fed: tuple[str, ...] = ()) -> str:
+    """The key of a fit: the class, the call (``decode:tiled`` for a decode in spatial tiles; ``:single-frame`` for
+    a video module run on one latent frame, an image: no temporal chunks, a law of its own; ``forward[image_tokens]``
     for a call fed the inputs :func:`form` names) and the config."""
     inputs = f"[{','.join(fed)}]" if fed else ""
-    return f"{class_name}.{call}{':tiled' if tiled else ''}{inputs}:{config_key(config)}"
+    return f"{class_name}.{call}{':tiled' if tiled else ''}{':single-frame' if single_frame else ''}{inputs}:" \
+           f"{config_key(config)}"
+
+
+def single_frame(shape: Mapping[str, Any]) -> bool:
+    """Whether a planned call runs a video module on one latent frame (Cosmos Predict2 text-to-image's Wan VAE)."""
+    return shape.get("latent_frames") == 1
 
 
 def activation_peak(class_name: str, call: str, config: Mapping[str, Any], shape: Mapping[str, Any],
                     attention: str, *, tiled: bool = False) -> ActivationPeak | None:
     """The fitted peak of ``class_name.call`` on the latent ``shape`` (a plan's RunShape fields; for a tiled
     decode, the whole latent's), or None when this config was not measured."""
-    entry = _fits().get(fit_key(class_name, call, config, tiled=tiled, fed=form(shape)))
+    fed = form(shape)
+    keys = [fit_key(class_name, call, config, tiled=tiled, single_frame=True, fed=fed)] if single_frame(shape) else []
+    keys.append(fit_key(class_name, call, config, tiled=tiled, fed=fed))  # else the multi-frame fit, with its note
+    entry = next((_fits()[k] for k in keys if k in _fits()), None)
     if entry is None or attention not in entry:
         return None
     fit = entry[attention]
     n = positions(shape)
-    c0, c1, c2 = fit["coef"]
-    elements = max(0, round(c0 + c1 * n + c2 * n * n))
+    phases = [fit[k] for k in ("coef", "attention_coef") if k in fit]
+    elements = max(0, round(max(c0 + c1 * n + c2 * n * n for c0, c1, c2 in phases)))
     return ActivationPeak(attention, elements, fit["loo_max_rel_error"], n, tuple(fit["n_range"]), entry["measured_on"],
                           entry["settings"].get("text_len"), entry["settings"].get("num_frames"))

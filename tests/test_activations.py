@@ -111,3 +111,107 @@ def test_a_temporal_decoder_fit_counts_the_frames_it_decodes():
     dec = next(a for a in m.activations if a.call == "decode")
     assert dec.fused.n == 72 * 128 * 14 and dec.fused.num_frames == 25
     assert any(n.startswith("vae.decode: fitted at 25 frames, run with 14") for n in m.notes)
+def _pair(case: str, stem: str) -> tuple[list[int], list[int], list[int]]:
+    """``(n, math peaks, fused peaks)`` of one measured call, by the n flopcalc plans, sorted by n."""
+    sys.path.insert(0, str(REPO / "validation"))
+    from fit_activations import positions
+
+    peaks: dict[str, dict[int, int]] = {"math": {}, "fused": {}}
+    for path in (REPO / "validation" / "fixtures" / "activations" / case).glob(f"{stem}-*.json"):
+        fx = json.loads(path.read_text(encoding="utf-8"))
+        peaks[fx["attention"]][positions(fx)[0]] = fx["peak_elements"]
+    ns = sorted(peaks["math"])
+    assert ns == sorted(peaks["fused"])
+    return ns, [peaks["math"][n] for n in ns], [peaks["fused"][n] for n in ns]
+
+
+def test_math_law_follows_the_peak_from_the_convolutions_to_the_scores():
+    """Stable Cascade's decoder: up to 1280² the math peak is the fused one (its full-resolution blocks), above it the
+    20-head scores over the latent / 8 hold it. One quadratic misses that by far; the two-phase law does not."""
+    sys.path.insert(0, str(REPO / "validation"))
+    from fit_activations import law, loo_error
+
+    ns, math, fused = _pair("stable-cascade", "decoder")
+    assert any(m == f for m, f in zip(math, fused)) and sum(m > f for m, f in zip(math, fused)) >= 3
+    assert loo_error(ns, math) > STATED_ERROR
+    assert loo_error(ns, math, fused) < 1e-3
+    assert set(law(ns, math, fused)) == {"coef", "attention_coef"}
+    assert set(law(ns, fused)) == {"coef"}  # the fused path is one phase
+
+
+def test_a_call_whose_size_its_config_fixes_is_its_measured_constant():
+    """Kandinsky 2.2's prior sees 77 text states + 4 embeddings at every image size: one measured point, its peak."""
+    from flopcalc.memory import memory
+
+    fx = json.loads((REPO / "validation" / "fixtures" / "activations" / "kandinsky-2.2" /
+                     "prior_prior-fused-L77.json").read_text(encoding="utf-8"))
+    for size in (512, 1024):
+        (prior,) = [a for a in memory("kandinsky-2.2", height=size, width=size).activations
+                    if a.component == "prior_prior"]
+        assert prior.fused.elements == fx["peak_elements"] and not prior.fused.extrapolated
+
+
+def test_fused_stand_in_runs_the_math_path_for_inputs_that_are_not_4d():
+    """A GPU's fused kernels take 4-D query, key and value only; 3-D ones (HunyuanImage's VAE attention) fall back to
+    the math path, scores materialised: the stand-in does the same."""
+    torch = pytest.importorskip("torch")
+    sys.path.insert(0, str(REPO / "validation"))
+    from measure_activations import LiveElements
+    from measure_training import _fused_attention
+
+    tokens, width = 64, 8
+    for shape, holds_scores in (((1, tokens, width), True), ((1, 1, tokens, width), False)):
+        q, k, v = (torch.zeros(shape, device="meta") for _ in range(3))
+        with _fused_attention(True), torch.no_grad():
+            mode = LiveElements(set())
+            with mode:
+                torch.nn.functional.scaled_dot_product_attention(q, k, v)
+        assert (mode.peak >= tokens * tokens) is holds_scores
+
+
+def test_x4_upscaler_unet_is_measured_on_the_latent_flopcalc_plans():
+    """The upscaler's sizes are the output's; with ``vae_scale: 4`` the UNet builder feeds the (output / 4)² latent
+    of flopcalc's plan: its floating inputs are the 7-channel sample, the 77 text states and the timestep."""
+    cfg = json.loads((REPO / "model_cards" / "sd-x4-upscaler" / "unet" / "config.json").read_text(encoding="utf-8"))
+    paths = sorted((REPO / "validation" / "fixtures" / "activations" / "sd-x4-upscaler").glob("unet-*.json"))
+    assert len(paths) >= 10
+    for path in paths:
+        fx = json.loads(path.read_text(encoding="utf-8"))
+        s = fx["settings"]
+        shape = estimate("sd-x4-upscaler", height=s["height"], width=s["width"]).component("unet").shape
+        n = shape["latent_height"] * shape["latent_width"]
+        assert fx["input_elements"] == cfg["in_channels"] * n + s["text_len"] * cfg["cross_attention_dim"] + 1
+
+
+def test_a_video_module_on_one_frame_has_a_fit_of_its_own():
+    """Cosmos Predict2 text-to-image decodes one latent frame with a Wan 2.1 VAE: no temporal chunks, a law of its
+    own, keyed single-frame. The same config's video fit, followed in latent positions down to one frame, would say
+    a fraction of it; a one-frame run of a config measured only on video falls back to its video fit, with a note."""
+    from flopcalc.activations import _fits, fit_key
+    from flopcalc.memory import memory
+
+    card = "cosmos-predict2-2b-text2image"
+    cfg = json.loads((REPO / "model_cards" / card / "vae" / "config.json").read_text(encoding="utf-8"))
+    comp = estimate(card).component("vae", "decode")
+    assert comp.shape["latent_frames"] == 1
+    image = activation_peak(comp.class_name, "decode", cfg, comp.shape, "fused")
+    assert image.measured_on == f"{card}/vae" and not image.extrapolated
+    video = _fits().get(fit_key(comp.class_name, "decode", cfg))
+    if video is not None:  # the same config measured on video: its law at the same positions says far less
+        same_n = {**comp.shape, "latent_frames": None}  # not a one-frame shape: the video fit's key
+        assert activation_peak(comp.class_name, "decode", cfg, same_n, "fused").elements < 0.5 * image.elements
+    wan = memory("wan2.1-t2v-1.3b", num_frames=1)
+    (vae,) = [a for a in wan.activations if a.component == "vae"]
+    assert vae.fused.num_frames == 81 and any("fitted at 81 frames, run with 1" in n for n in wan.notes)
+
+
+def test_cases_measuring_one_config_pool_their_points():
+    """HunyuanImage 2.1's Qwen2.5-VL (1000 + 34 template tokens) is Qwen-Image's config: its one point at 1034 tokens
+    extends that fit, whose other points stay Qwen-Image's, instead of replacing it."""
+    from flopcalc.memory import memory
+
+    cfg = json.loads((REPO / "model_cards" / "hunyuanimage-2.1" / "text_encoder" / "config.json").read_text())
+    comp = estimate("hunyuanimage-2.1").component("text_encoder")
+    peak = activation_peak(comp.class_name, "forward", cfg, comp.shape, "fused")
+    assert peak.measured_on == "qwen-image/text_encoder" and peak.n_range[1] == comp.shape["seq_len"] == 1034
+    assert not [n for n in memory("hunyuanimage-2.1").notes if n.startswith("text_encoder.")]

@@ -45,10 +45,20 @@ __all__ = ["MODES", "measure_training"]
 MODES = ("full", "checkpointing", "fused_attention")
 
 
+#: ``F.scaled_dot_product_attention`` itself, for the inputs no fused kernel takes.
+_SDPA = torch.nn.functional.scaled_dot_product_attention
+
+
 def _efficient_sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
     """``F.scaled_dot_product_attention`` through the memory-efficient fused kernel. A mask is passed as its
     additive bias (a boolean one converted as SDPA converts it), causal attention as the kernel's flag; grouped
-    key/value heads (``enable_gqa``) are repeated to the query heads first, as SDPA's fallback does."""
+    key/value heads (``enable_gqa``) are repeated to the query heads first, as SDPA's fallback does. Inputs that
+    are not 4-D (``(batch, tokens, channels)``: HunyuanImage's VAE attention) run SDPA's math path, as on a GPU,
+    where every fused kernel requires 4-D query, key and value (``check_tensor_shapes``,
+    aten/src/ATen/native/transformers/sdp_utils_cpp.h) and SDPA falls back to the math one."""
+    if query.dim() != 4:
+        return _SDPA(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
+                     enable_gqa=enable_gqa)
     if enable_gqa and key.shape[-3] != query.shape[-3]:
         repeat = query.shape[-3] // key.shape[-3]
         key, value = key.repeat_interleave(repeat, dim=-3), value.repeat_interleave(repeat, dim=-3)

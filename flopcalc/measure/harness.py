@@ -238,21 +238,24 @@ def _autoencoder_kl_inputs(model: nn.Module, call: str, s: Mapping[str, int]) ->
 
 
 def _latent(model: nn.Module, s: Mapping[str, int], channels_key: str = "in_channels") -> TensorSpec:
-    """The (1, C, H/8, W/8) latent of an SD-family VAE (spatial factor 8)."""
+    """The (1, C, H/f, W/f) latent of an SD-family VAE: spatial factor f = 8, or the setting ``vae_scale`` where
+    a builder accepts it (the x4 upscaler's 3-level VAE: 4)."""
+    f = s.get("vae_scale", 8)
     return _f32(
         1,
         _cfg(model, channels_key),
-        _exact_div(s["height"], 8, "height"),
-        _exact_div(s["width"], 8, "width"),
+        _exact_div(s["height"], f, "height"),
+        _exact_div(s["width"], f, "width"),
     )
 
 
 @input_builder("UNet2DConditionModel", settings=("height", "width", "text_len"), optional=("pag", "ip_adapter", "ip_adapter_plus",
-                                                                                   "ip_adapter_tokens"))
+                                                                                   "ip_adapter_tokens", "vae_scale"))
 def _unet_2d_condition_inputs(
     model: nn.Module, call: str, s: Mapping[str, int]
 ) -> dict[str, TensorSpec | None]:
-    """sample (1, C, H/8, W/8), timestep (1,), encoder_hidden_states (1, text_len, cross_attention_dim);
+    """sample (1, C, H/8, W/8) (H/``vae_scale`` when given: 4 for ``StableDiffusionUpscalePipeline``, whose
+    sizes are the output's), timestep (1,), encoder_hidden_states (1, text_len, cross_attention_dim);
     with ``addition_embed_type == "text_time"`` (SDXL) also ``added_cond_kwargs`` text_embeds (1, P)
     and time_ids (1, 6), P = projection_class_embeddings_input_dim - 6 * addition_time_embed_dim
     (the pooled text embedding: 1280 for SDXL base); with ``time_cond_proj_dim`` (LCM) ``timestep_cond``

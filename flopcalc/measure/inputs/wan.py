@@ -69,11 +69,14 @@ def _wan_vace_transformer_inputs(model: nn.Module, call: str, s: Mapping[str, in
     return inputs
 
 
-@input_builder("AutoencoderKLWan", settings=("height", "width", "num_frames"), calls=("decode", "encode"))
+@input_builder("AutoencoderKLWan", settings=("height", "width"), calls=("decode", "encode"), optional=("num_frames",))
 def _autoencoder_kl_wan_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict[str, TensorSpec]:
     """decode: z (1, z_dim, T, H/f, W/f), f = ``scale_factor_spatial``, T = (num_frames − 1)/
     ``scale_factor_temporal`` + 1 (the latent ``WanPipeline`` decodes); encode: the RGB video
-    x (1, in_channels / patch², num_frames, H, W) (``_encode`` patchifies it to ``in_channels``)."""
+    x (1, in_channels / patch², num_frames, H, W) (``_encode`` patchifies it to ``in_channels``).
+    Without ``num_frames``: one frame, an image pipeline's (``Cosmos2TextToImagePipeline`` sets ``num_frames = 1``
+    and decodes that one-frame latent, pipeline_cosmos2_text2image.py:512, 352, 656)."""
+    s = {**s, "num_frames": s.get("num_frames", 1)}
     if call == "encode":
         patch = _cfg(model, "patch_size") or 1
         return {"x": TensorSpec((1, _div(_cfg(model, "in_channels"), patch * patch, "in_channels"),
