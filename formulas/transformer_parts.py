@@ -68,18 +68,20 @@ def attention_module(
     of ``add_{q,k,v}_proj`` (``added_proj_bias``); ``out_bias``: of both output projections.
     """
     inner = heads * head_dim
-    cost = ops.linear(tokens, dim, inner, bias=bias) * 3 + qk_norm_cost(qk_norm, tokens * heads, head_dim)
+    cost = qk_norm_cost(qk_norm, tokens * heads, head_dim)
+    projections = [Node(p, ops.linear(tokens, dim, inner, bias=bias)) for p in ("to_q", "to_k", "to_v")]
     seq = tokens
     if context_dim is not None:
-        cost = cost + ops.linear(context_tokens, context_dim, inner, bias=context_bias) * 3
+        projections += [Node(p, ops.linear(context_tokens, context_dim, inner, bias=context_bias))
+                        for p in ("add_q_proj", "add_k_proj", "add_v_proj")]
         cost = cost + qk_norm_cost(qk_norm, context_tokens * heads, head_dim)
         seq = tokens + context_tokens
         if context_out:
-            cost = cost + ops.linear(context_tokens, inner, context_dim, bias=out_bias)
+            projections.append(Node("to_add_out", ops.linear(context_tokens, inner, context_dim, bias=out_bias)))
     cost = cost + ops.attention(seq, seq, heads, head_dim)
     if out:
-        cost = cost + ops.linear(tokens, inner, dim, bias=out_bias)
-    return Node(name, cost, formula="attention")
+        projections.append(Node("to_out", children=(Node("0", ops.linear(tokens, inner, dim, bias=out_bias)),)))
+    return Node(name, cost, tuple(projections), formula="attention")
 
 
 def identity_attention(name: str, *, tokens: Any, dim: int, inner: int, bias: bool = True,
