@@ -110,6 +110,14 @@ def graph_of(class_name: str) -> GradientGraph:
         ) from None
 
 
+def lora_supported() -> list[str]:
+    """The denoisers whose LoRA dataflow is declared (``gradient_graph(..., lora=...)``)."""
+    from flopcalc.registry import registered
+
+    registered()
+    return sorted(name for name, graph in _GRAPHS.items() if graph.lora is not None)
+
+
 @dataclass(frozen=True)
 class Backward:
     """MACs of one backward pass (batch 1), by what is computed."""

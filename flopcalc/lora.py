@@ -42,7 +42,7 @@ from flopcalc.errors import FlopcalcError
 
 #: The largest rank ``lora:RANK`` accepts (larger adapters are no longer low-rank for any model here).
 MAX_RANK = 4096
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*\Z")
+_NAME = re.compile(r"[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*\Z")
 
 
 @dataclass(frozen=True)
@@ -128,18 +128,27 @@ def parse_trainable(trainable: str) -> int | None:
     return int(rank)
 
 
-def check_target_names(targets: tuple[str, ...]) -> tuple[str, ...]:
-    """Target names as peft matches them: module names, dotted, without a list index (an index would
+def check_target_names(targets: tuple[str, ...], flow: LoraFlow) -> tuple[str, ...]:
+    """Target names as peft matches them: dotted module names, without a block-list index (an index would
     adapt some items of a block list and not others, which the flow does not model)."""
     if not targets:
         raise FlopcalcError("--lora-targets: name at least one layer, e.g. attn.to_q,attn.to_v")
+    lists = {b.rsplit(".", 1)[-1] for b in _block_lists(flow.steps)}
     for t in targets:
         if not isinstance(t, str) or not _NAME.match(t):
             raise FlopcalcError(f"--lora-targets {t!r}: expected a module name such as attn.to_q or ff.net.2")
-        if any(part.isdigit() for part in t.split(".")[:-1]) or t.split(".")[-1].isdigit() and "." not in t:
-            raise FlopcalcError(f"--lora-targets {t!r}: a name with a list index is not supported; name the layer "
+        parts = t.split(".")
+        if any(p.isdigit() and (i == 0 or parts[i - 1] in lists) for i, p in enumerate(parts)):
+            raise FlopcalcError(f"--lora-targets {t!r}: a name with a block index is not supported; name the layer "
                                 "as in every block (e.g. attn.to_q)")
     return tuple(dict.fromkeys(targets))
+
+
+def _block_lists(steps: tuple[Step, ...]) -> Iterator[str]:
+    for step in steps:
+        if isinstance(step, Blocks):
+            yield step.path
+            yield from _block_lists(step.steps)
 
 
 def _matches(parts: tuple[str, ...], pattern: tuple[str, ...]) -> bool:
@@ -175,27 +184,30 @@ def adapters(tree: Node, flow: LoraFlow, targets: tuple[str, ...]) -> frozenset[
     layers = dict(_layer_paths(tree, ""))
     trainable = set(_flow_layers(tree, flow))
     modules = {p for p, _ in _all_paths(tree, "")}
+    names = ", ".join(sorted(_flow_names(flow.steps)))
     chosen: set[str] = set()
     for t in targets:
         hits = [p for p in layers if _is_target(p, (t,))]
         if not hits:
-            near = "a module with no weights of its own" if any(_is_target(p, (t,)) for p in modules) else "nothing"
-            raise FlopcalcError(f"--lora-targets {t!r} matches {near} in {tree.name}; adaptable layers are named "
-                                f"like {', '.join(sorted({_short(p) for p in trainable})[:12])}")
+            near = "only modules with no weights of their own" if any(_is_target(p, (t,)) for p in modules) else "nothing"
+            raise FlopcalcError(f"--lora-targets {t!r} matches {near} in {tree.name}; LoRA-able layers: {names}")
         bad = [p for p in hits if p not in trainable or layers[p].cost.linear_layers != 1 or layers[p].cost.conv]
         if bad:
-            raise FlopcalcError(f"--lora-targets {t!r}: LoRA on {_short(bad[0])} is not modelled (a layer reading "
-                                "only conditioning, a convolution or a fused module); choose among "
-                                f"{', '.join(sorted({_short(p) for p in trainable})[:12])}")
+            raise FlopcalcError(f"--lora-targets {t!r}: LoRA on {bad[0]} is not modelled (not a single linear layer "
+                                f"of the main stream); LoRA-able layers: {names}")
         chosen.update(hits)
     return frozenset(chosen)
 
 
-def _short(path: str) -> str:
-    """A path without its block-list prefix (``transformer_blocks.0.attn.to_q`` → ``attn.to_q``)."""
-    parts = path.split(".")
-    digits = [i for i, p in enumerate(parts) if p.isdigit()]
-    return ".".join(parts[digits[-1] + 1:]) if digits else path
+def _flow_names(steps: tuple[Step, ...]) -> set[str]:
+    """The paths of the flow's layers relative to their block (``attn.to_q``, ``proj_out``)."""
+    out: set[str] = set()
+    for step in steps:
+        if isinstance(step, Blocks):
+            out |= _flow_names(step.steps)
+        elif isinstance(step, Layer):
+            out.add(step.path)
+    return out
 
 
 def _all_paths(node: Node, path: str) -> Iterator[tuple[str, Node]]:
