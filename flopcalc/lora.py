@@ -35,10 +35,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union
 
 from flopcalc.cost import Node
 from flopcalc.errors import FlopcalcError
+
+if TYPE_CHECKING:
+    from flopcalc.backprop import GradientGraph
 
 #: The largest rank ``lora:RANK`` accepts (larger adapters are no longer low-rank for any model here).
 MAX_RANK = 4096
@@ -100,6 +103,7 @@ class LoraFlow:
     default_targets: tuple[str, ...]
     targets_source: str
     source: str
+    lists: tuple[str, ...] = ()  # block lists the steps name with indices (beyond their Blocks)
 
 
 @dataclass(frozen=True)
@@ -114,6 +118,9 @@ class LoraBackward:
     no_input_grad: int  # forward MACs of frozen layers whose input needs no gradient (their input gradient skipped)
     trainable_params: int
     layers: int
+    #: modules (paths with real list indices, and their ancestors) where some tensor requires grad: only these
+    #: save tensors for the backward, so only these are recomputed under gradient checkpointing
+    active: frozenset[str] = frozenset()
 
 
 def parse_trainable(trainable: str) -> int | None:
@@ -133,7 +140,7 @@ def check_target_names(targets: tuple[str, ...], flow: LoraFlow) -> tuple[str, .
     adapt some items of a block list and not others, which the flow does not model)."""
     if not targets:
         raise FlopcalcError("--lora-targets: name at least one layer, e.g. attn.to_q,attn.to_v")
-    lists = {b.rsplit(".", 1)[-1] for b in _block_lists(flow.steps)}
+    lists = {b.rsplit(".", 1)[-1] for b in (*_block_lists(flow.steps), *flow.lists)}
     for t in targets:
         if not isinstance(t, str) or not _NAME.match(t):
             raise FlopcalcError(f"--lora-targets {t!r}: expected a module name such as attn.to_q or ff.net.2")
@@ -304,6 +311,12 @@ def lora_backward(tree: Node, flow: LoraFlow, chosen: frozenset[str], rank: int)
     grad: dict[str, bool] = {}
     acc = {"fwd": 0, "wgrad": 0, "agrad": 0, "igrad": 0, "att": 0, "skip": 0, "params": 0, "layers": 0}
     seen: dict[str, int] = {}
+    active: set[str] = set()
+
+    def activate(path: str) -> None:
+        parts = path.split(".")
+        active.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
+
     for prefix, step in _walk_flow(tree, flow.steps, ""):
         if isinstance(step, Join):
             grad[step.to] = any(grad.get(r, False) for r in step.reads)
@@ -319,6 +332,8 @@ def lora_backward(tree: Node, flow: LoraFlow, chosen: frozenset[str], rank: int)
             one_bmm = node.cost.attention // 2
             acc["att"] += one_bmm * (q + k + (q or k) + v)
             grad[step.to] = q or k or v
+            if grad[step.to]:
+                activate(path)
             continue
         needs = any(grad.get(r, False) for r in step.reads)
         macs = _dense(node)
@@ -338,9 +353,43 @@ def lora_backward(tree: Node, flow: LoraFlow, chosen: frozenset[str], rank: int)
             acc["params"] += rank * (d_in + d_out)
             acc["layers"] += 1
         grad[step.to] = needs or adapted
+        if grad[step.to]:
+            activate(path)
     _check_coverage(tree, flow, seen)
     return LoraBackward(acc["fwd"], acc["wgrad"], acc["agrad"], acc["igrad"], acc["att"], acc["skip"], acc["params"],
-                        acc["layers"])
+                        acc["layers"], frozenset(active))
+
+
+def lora_recompute(adapted: Node, graph: GradientGraph, active: frozenset[str]) -> int:
+    """MACs gradient checkpointing runs again in a LoRA backward: the forward of each wrapped module,
+    adapters included, less its not-recomputed tail (:func:`flopcalc.backprop.recompute`), for the wrapped
+    modules where some tensor requires grad (``active``); a wrapped module before the first adapter saves
+    nothing and is never recomputed. An adapted tail layer is refused (its early stop is not measured)."""
+    from flopcalc.backprop import _items_matched, _recomputed
+
+    wrapped = [(tuple(c.pattern.split(".")), c) for c in graph.checkpointed]
+    total = 0
+
+    def item(node: Node, parts: tuple[str, ...], k: int) -> None:
+        nonlocal total
+        for pattern, spec in wrapped:
+            if _items_matched(parts, node, pattern):
+                if ".".join(parts) in active:
+                    tail = next((t for t in map(node.find, spec.not_recomputed) if t is not None), None)
+                    if tail is not None and tail.find("lora_A") is not None:
+                        raise FlopcalcError(f"LoRA on {'.'.join(parts)}'s last layer under gradient checkpointing "
+                                            "is not modelled (torch's early stop of the recompute changes)")
+                    total += k * _recomputed(node, spec)
+                return
+        for child in node.children:
+            if child.span is None:
+                item(child, parts + (child.name,), k * child.count)
+            else:
+                for i in range(child.span[0], child.span[1] + 1):
+                    item(Node(str(i), child.cost, child.children, formula=child.formula), parts + (str(i),), k)
+
+    item(adapted, (), 1)
+    return total
 
 
 def _check_coverage(tree: Node, flow: LoraFlow, seen: dict[str, int]) -> None:

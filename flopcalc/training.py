@@ -28,7 +28,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from flopcalc.backprop import Backward, GradientGraph, backward, graph_of, lora_supported, recompute, refusal
+from flopcalc.backprop import Backward, GradientGraph, backward, graph_of, lora_supported, refusal
 from flopcalc.cost import Node
 from flopcalc.errors import FlopcalcError
 
@@ -236,7 +236,7 @@ def train(
         back = backward(den.tree, graph, checkpointing=gradient_checkpointing)
         forward_macs = den.macs_per_run
     else:
-        back, lora = _lora(den.tree, graph, rank, lora_targets, gradient_checkpointing)
+        back, lora = lora_training(den.tree, graph, rank, lora_targets, gradient_checkpointing)
         forward_macs = den.macs_per_run + lora.adapter_forward
     trained = ComponentTraining(den.component, den.class_name, den.call, den.role,
                                 "trained" if lora is None else f"LoRA r={rank}", forward_macs, back.macs)
@@ -269,10 +269,10 @@ def train(
                             tuple(notes), den.tree.total.params, lora)
 
 
-def _lora(tree: Node, graph: GradientGraph, rank: int, targets: tuple[str, ...] | None,
+def lora_training(tree: Node, graph: GradientGraph, rank: int, targets: tuple[str, ...] | None,
           checkpointing: bool) -> tuple[Backward, LoraTraining]:
     """The backward of a LoRA run of ``tree``: adapters on ``targets`` (default: the family's)."""
-    from flopcalc.lora import adapted_tree, adapters, check_target_names, lora_backward
+    from flopcalc.lora import adapted_tree, adapters, check_target_names, lora_backward, lora_recompute
 
     if graph.lora is None:
         raise FlopcalcError(f"LoRA training FLOPs are not modelled for {graph.class_name}; supported denoisers: "
@@ -281,7 +281,7 @@ def _lora(tree: Node, graph: GradientGraph, rank: int, targets: tuple[str, ...] 
     names = graph.lora.default_targets if targets is None else check_target_names(tuple(targets), graph.lora)
     chosen = adapters(tree, graph.lora, names)
     lb = lora_backward(tree, graph.lora, chosen, rank)
-    again = recompute(adapted_tree(tree, chosen, rank), graph) if checkpointing else 0
+    again = lora_recompute(adapted_tree(tree, chosen, rank), graph, lb.active) if checkpointing else 0
     back = Backward(lb.adapter_weight_grad, lb.adapter_input_grad + lb.base_input_grad, lb.attention_grad, again,
                     lb.no_input_grad)
     return back, LoraTraining(rank, names, lb.layers, lb.trainable_params, lb.adapter_forward, lb.adapter_weight_grad,

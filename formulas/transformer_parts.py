@@ -102,13 +102,13 @@ def cross_attention(name: str, *, tokens: Any, dim: int, context_tokens: Any, co
     ``tokens`` image tokens, keys and values from ``context_tokens`` context vectors of width
     ``context_dim``. :math:`\mathrm{MACs} = 2 n d d_i + 2 m d_c d_i + 2 h n m d_h`.
     The projections are children named as the real module's (``to_q``, ``to_k``, ``to_v``,
-    ``to_out``): ``to_k``/``to_v`` read the context, which may be a model input (no gradient)."""
+    ``to_out.0``): ``to_k``/``to_v`` read the context, which may be a model input (no gradient)."""
     inner = heads * head_dim
     projections = (
         Node("to_q", ops.linear(tokens, dim, inner, bias=bias)),
         Node("to_k", ops.linear(context_tokens, context_dim, inner, bias=bias)),
         Node("to_v", ops.linear(context_tokens, context_dim, inner, bias=bias)),
-        Node("to_out", ops.linear(tokens, inner, dim, bias=out_bias)),
+        Node("to_out", children=(Node("0", ops.linear(tokens, inner, dim, bias=out_bias)),)),
     )
     return Node(name, ops.attention(tokens, context_tokens, heads, head_dim), projections,
                 formula="cross_attention")

@@ -16,7 +16,9 @@ from flopcalc.cli import main
 from flopcalc.errors import FlopcalcError
 from flopcalc.training import train
 
-FIXTURES = sorted((Path(__file__).resolve().parent.parent / "validation" / "fixtures" / "training").glob("*/*.json"))
+#: full fine-tuning's fixtures (the LoRA ones: tests/test_training_lora.py)
+FIXTURES = sorted(p for p in (Path(__file__).resolve().parent.parent / "validation" / "fixtures" / "training").glob(
+    "*/*.json") if "-lora" not in p.name)
 
 
 def _load(path: Path) -> dict:
@@ -123,7 +125,7 @@ def test_fused_attention_variant_counts_the_attention_backward_at_two_and_a_half
     (dict(gpu="h100-sxm"), "both --step-time and --gpu"),
     (dict(step_time=-1.0, gpu="h100-sxm"), "positive"),
     (dict(step_time=1.0, gpu="not-a-gpu"), "unknown GPU"),
-    (dict(trainable="lora:16"), "LoRA"),
+    (dict(trainable="qlora:16"), "denoiser or lora:RANK"),
     (dict(frozen_encoders="sometimes"), "online, cached"),
 ])
 def test_bad_options_are_one_line_errors(kwargs, match):

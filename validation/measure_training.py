@@ -149,21 +149,23 @@ def measure_training(
         "device": "meta",
         "inputs": {k: None if t is None else list(t.shape) for k, t in tensors.items()},
         "method": (
-            "model built from config.json under torch.device('meta'), train() mode, every parameter "
-            "requires grad, inputs (batch 1) do not; inside one FlopCounterMode(display=False): "
-            if lora is None else
-            "model built from config.json under torch.device('meta'), train() mode, model.requires_grad_(False), "
-            "then model.add_adapter(peft.LoraConfig(r=rank, lora_alpha=rank, init_lora_weights='gaussian', "
-            "target_modules=targets)) (only the adapters require grad), inputs (batch 1) do not; inside one "
-            "FlopCounterMode(display=False): "
-            "outputs = model(**inputs), then sum(t.float().sum() for t in outputs).backward(); "
+            ("model built from config.json under torch.device('meta'), train() mode, every parameter "
+             "requires grad, inputs (batch 1) do not; inside one FlopCounterMode(display=False): "
+             if lora is None else
+             "model built from config.json under torch.device('meta'), train() mode, model.requires_grad_(False), "
+             "then model.add_adapter(peft.LoraConfig(r=rank, lora_alpha=rank, init_lora_weights='gaussian', "
+             "target_modules=targets)) (only the adapters require grad), inputs (batch 1) do not; inside one "
+             "FlopCounterMode(display=False): ")
+            + "outputs = model(**inputs), then sum(t.float().sum() for t in outputs).backward(); "
             "forward = the count before backward(), backward = the rest"
             + ("; model.enable_gradient_checkpointing() (diffusers: torch.utils.checkpoint, "
                "use_reentrant=False) so the backward includes the recomputed blocks"
                if mode in ("checkpointing", "lora_checkpointing") else "")
             + ("; F.scaled_dot_product_attention routed to aten._scaled_dot_product_efficient_attention (the fused "
                "kernel; torch counts its backward as 2.5 x its forward)" if mode == "fused_attention" else
-               ". SDPA runs its math decomposition on meta (attention backward = 2 bmm per forward bmm)")
+               ". SDPA runs its math decomposition on meta (attention backward = 2 bmm per forward bmm)"
+               if lora is None else
+               ". SDPA runs its math decomposition on meta (the backward bmm only for operands that require grad)")
             + "."
         ),
         "trainable_params": int(sum(p.numel() for p in model.parameters() if p.requires_grad)),
