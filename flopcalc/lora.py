@@ -25,7 +25,8 @@ attentions (:class:`Attend`) and module lists run item by item (:class:`Blocks`)
 conditioning (timestep, pooled text, AdaLN modulation) are ``frozen``: they never see a gradient and are
 never targets. The flow must account for every layer of the tree (checked on each use).
 
-Gradient checkpointing: the recomputed forward of a wrapped module includes its adapters. Validated
+Gradient checkpointing: the recomputed forward of a wrapped module includes its adapters, and stops at the
+last tensor the module saved for the backward (:class:`_Recompute`). Validated
 against ``FlopCounterMode`` counting forward + backward of the real module with peft adapters on the
 meta device (``validation/fixtures/training``, modes ``lora`` / ``lora_checkpointing``).
 """
@@ -33,7 +34,7 @@ meta device (``validation/fixtures/training``, modes ``lora`` / ``lora_checkpoin
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Union
 
@@ -41,7 +42,7 @@ from flopcalc.cost import Node
 from flopcalc.errors import FlopcalcError
 
 if TYPE_CHECKING:
-    from flopcalc.backprop import GradientGraph
+    from flopcalc.backprop import Checkpointed
 
 #: The largest rank ``lora:RANK`` accepts (larger adapters are no longer low-rank for any model here).
 MAX_RANK = 4096
@@ -51,19 +52,22 @@ _NAME = re.compile(r"[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*\Z")
 @dataclass(frozen=True)
 class Layer:
     """A dense layer at ``path`` (relative to the enclosing block) reading the tensors ``reads`` and
-    writing ``to``."""
+    writing ``to``; ``optional``: some items of the block list lack it (it is skipped there)."""
 
     path: str
     reads: tuple[str, ...]
     to: str
+    optional: bool = False
 
 
 @dataclass(frozen=True)
 class Join:
-    """``to`` = a function of ``reads`` without MACs (a residual add, a concatenation, a gating product)."""
+    """``to`` = a function of ``reads`` without MACs (a residual add, a concatenation); ``gated``: the read that is
+    first multiplied by a conditioning gate (a multiply that saves the gate when that read requires grad)."""
 
     reads: tuple[str, ...]
     to: str
+    gated: str | None = None
 
 
 @dataclass(frozen=True)
@@ -93,17 +97,21 @@ Step = Union[Layer, Join, Attend, Blocks]
 class LoraFlow:
     """How tensors flow through one family's forward, for deciding which ones require grad.
 
-    ``steps``: the forward in order. ``frozen``: path patterns (``*`` one part, ``**`` any) of layers that
+    ``steps``: the forward in order, or a function of the tree giving it (where the block structure follows
+    the config, as in a UNet); the model's output is the tensor ``out``. ``frozen``: path patterns (``*`` one part, ``**`` any) of layers that
     read only conditioning. ``default_targets``: the ``target_modules`` of diffusers' example training
     script for the family, ``targets_source`` where (script and line). ``source``: the forward mirrored.
     """
 
-    steps: tuple[Step, ...]
+    steps: tuple[Step, ...] | Callable[[Node], tuple[Step, ...]]
     frozen: tuple[str, ...]
     default_targets: tuple[str, ...]
     targets_source: str
     source: str
     lists: tuple[str, ...] = ()  # block lists the steps name with indices (beyond their Blocks)
+
+    def steps_for(self, tree: Node) -> tuple[Step, ...]:
+        return self.steps(tree) if callable(self.steps) else self.steps
 
 
 @dataclass(frozen=True)
@@ -118,9 +126,7 @@ class LoraBackward:
     no_input_grad: int  # forward MACs of frozen layers whose input needs no gradient (their input gradient skipped)
     trainable_params: int
     layers: int
-    #: modules (paths with real list indices, and their ancestors) where some tensor requires grad: only these
-    #: save tensors for the backward, so only these are recomputed under gradient checkpointing
-    active: frozenset[str] = frozenset()
+    recompute: int = 0  # under gradient checkpointing: the forward run again, adapters included
 
 
 def parse_trainable(trainable: str) -> int | None:
@@ -140,7 +146,7 @@ def check_target_names(targets: tuple[str, ...], flow: LoraFlow) -> tuple[str, .
     adapt some items of a block list and not others, which the flow does not model)."""
     if not targets:
         raise FlopcalcError("--lora-targets: name at least one layer, e.g. attn.to_q,attn.to_v")
-    lists = {b.rsplit(".", 1)[-1] for b in (*_block_lists(flow.steps), *flow.lists)}
+    lists = _list_names(flow)
     for t in targets:
         if not isinstance(t, str) or not _NAME.match(t):
             raise FlopcalcError(f"--lora-targets {t!r}: expected a module name such as attn.to_q or ff.net.2")
@@ -149,6 +155,12 @@ def check_target_names(targets: tuple[str, ...], flow: LoraFlow) -> tuple[str, .
             raise FlopcalcError(f"--lora-targets {t!r}: a name with a block index is not supported; name the layer "
                                 "as in every block (e.g. attn.to_q)")
     return tuple(dict.fromkeys(targets))
+
+
+def _list_names(flow: LoraFlow) -> set[str]:
+    """Names of the block lists the flow runs through (``transformer_blocks``, ``resnets``)."""
+    static = () if callable(flow.steps) else flow.steps
+    return {b.rsplit(".", 1)[-1] for b in (*_block_lists(static), *flow.lists)}
 
 
 def _block_lists(steps: tuple[Step, ...]) -> Iterator[str]:
@@ -191,7 +203,7 @@ def adapters(tree: Node, flow: LoraFlow, targets: tuple[str, ...]) -> frozenset[
     layers = dict(_layer_paths(tree, ""))
     trainable = set(_flow_layers(tree, flow))
     modules = {p for p, _ in _all_paths(tree, "")}
-    names = ", ".join(sorted(_flow_names(flow.steps)))
+    names = ", ".join(sorted(_flow_names(flow.steps_for(tree), _list_names(flow))))
     chosen: set[str] = set()
     for t in targets:
         hits = [p for p in layers if _is_target(p, (t,))]
@@ -206,14 +218,16 @@ def adapters(tree: Node, flow: LoraFlow, targets: tuple[str, ...]) -> frozenset[
     return frozenset(chosen)
 
 
-def _flow_names(steps: tuple[Step, ...]) -> set[str]:
+def _flow_names(steps: tuple[Step, ...], lists: set[str]) -> set[str]:
     """The paths of the flow's layers relative to their block (``attn.to_q``, ``proj_out``)."""
     out: set[str] = set()
     for step in steps:
         if isinstance(step, Blocks):
-            out |= _flow_names(step.steps)
+            out |= _flow_names(step.steps, lists)
         elif isinstance(step, Layer):
-            out.add(step.path)
+            parts = step.path.split(".")
+            last = max((i for i, p in enumerate(parts) if p.isdigit() and i and parts[i - 1] in lists), default=-1)
+            out.add(".".join(parts[last + 1:]))
     return out
 
 
@@ -245,12 +259,13 @@ def _walk_flow(tree: Node, steps: tuple[Step, ...], prefix: str) -> Iterator[tup
                 raise RuntimeError(f"LoRA flow: {path} is not in the tree")
             for i, _ in _items(node):
                 yield from _walk_flow(tree, step.steps, f"{path}.{i}")
-        else:
+        elif not (isinstance(step, Layer) and step.optional and tree.find(f"{prefix}.{step.path}" if prefix
+                                                                          else step.path) is None):
             yield prefix, step
 
 
 def _flow_layers(tree: Node, flow: LoraFlow) -> Iterator[str]:
-    for prefix, step in _walk_flow(tree, flow.steps, ""):
+    for prefix, step in _walk_flow(tree, flow.steps_for(tree), ""):
         if isinstance(step, Layer):
             yield _first_index(tree, f"{prefix}.{step.path}" if prefix else step.path)
 
@@ -274,52 +289,21 @@ def _first_index(tree: Node, path: str) -> str:
     return ".".join(out)
 
 
-def adapter_node(layer: Node, rank: int) -> Node:
-    """``layer`` (one ``nn.Linear``) with peft's ``lora_A.default`` (in → r) and ``lora_B.default``
-    (r → out), both without bias, as children."""
-    from flopcalc.formulas import ops
-
-    c = layer.cost
-    d_out = c.linear_rows
-    d_in = c.linear_weights // d_out
-    tokens = c.linear // c.linear_weights
-    lora_a = Node("lora_A", children=(Node("default", ops.linear(tokens, d_in, rank, bias=False)),))
-    lora_b = Node("lora_B", children=(Node("default", ops.linear(tokens, rank, d_out, bias=False)),))
-    return replace(layer, children=(*layer.children, lora_a, lora_b))
-
-
-def adapted_tree(tree: Node, chosen: frozenset[str], rank: int) -> Node:
-    """``tree`` with adapters on the ``chosen`` layers (every item of a span alike)."""
-
-    def rebuild(node: Node, path: str) -> Node:
-        if path in chosen:
-            return adapter_node(node, rank)
-        if not node.children:
-            return node
-        kids = []
-        for child in node.children:
-            name = str(child.span[0]) if child.span is not None else child.name
-            kids.append(rebuild(child, f"{path}.{name}" if path else name))
-        return replace(node, children=tuple(kids))
-
-    return rebuild(tree, "")
-
-
-def lora_backward(tree: Node, flow: LoraFlow, chosen: frozenset[str], rank: int) -> LoraBackward:
+def lora_backward(tree: Node, flow: LoraFlow, chosen: frozenset[str], rank: int,
+                  checkpointed: tuple[Checkpointed, ...] = ()) -> LoraBackward:
     """Run ``flow`` over ``tree`` (the frozen model's forward tree, batch 1) with adapters on ``chosen``:
-    which tensors require grad, and so what the backward computes, layer by layer."""
+    which tensors require grad, and so what the backward computes, layer by layer; with ``checkpointed``
+    (gradient checkpointing on), what the recompute runs again (:class:`_Recompute`)."""
     grad: dict[str, bool] = {}
     acc = {"fwd": 0, "wgrad": 0, "agrad": 0, "igrad": 0, "att": 0, "skip": 0, "params": 0, "layers": 0}
     seen: dict[str, int] = {}
-    active: set[str] = set()
-
-    def activate(path: str) -> None:
-        parts = path.split(".")
-        active.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
-
-    for prefix, step in _walk_flow(tree, flow.steps, ""):
+    again = _Recompute(tree, checkpointed)
+    steps = list(_walk_flow(tree, flow.steps_for(tree), ""))
+    for (prefix, step), live in zip(steps, _live(steps)):
         if isinstance(step, Join):
             grad[step.to] = any(grad.get(r, False) for r in step.reads)
+            if step.gated is not None and grad.get(step.gated, False):
+                again.save(prefix)
             continue
         path = f"{prefix}.{step.path}" if prefix else step.path
         node = tree.find(path)
@@ -330,17 +314,19 @@ def lora_backward(tree: Node, flow: LoraFlow, chosen: frozenset[str], rank: int)
         if isinstance(step, Attend):
             q, k, v = (any(grad.get(r, False) for r in rs) for rs in (step.q, step.k, step.v))
             one_bmm = node.cost.attention // 2
-            acc["att"] += one_bmm * (q + k + (q or k) + v)
+            acc["att"] += one_bmm * (q + k + (q or k) + v) * live
             grad[step.to] = q or k or v
+            again.run(path, one_bmm)  # QKᵀ
             if grad[step.to]:
-                activate(path)
+                again.save(path)  # A·V saves its operands (A or V) before it runs
+            again.run(path, one_bmm)
             continue
         needs = any(grad.get(r, False) for r in step.reads)
         macs = _dense(node)
+        acc["igrad" if needs and live else "skip"] += macs
         if needs:
-            acc["igrad"] += macs
-        else:
-            acc["skip"] += macs
+            again.save(path)  # a frozen layer saves its weight for the input gradient before it runs
+        again.run(path, macs)
         adapted = key in chosen
         if adapted:
             c = node.cost
@@ -348,48 +334,83 @@ def lora_backward(tree: Node, flow: LoraFlow, chosen: frozenset[str], rank: int)
             tokens = c.linear // c.linear_weights
             a, b = tokens * d_in * rank, tokens * rank * d_out
             acc["fwd"] += a + b
-            acc["wgrad"] += a + b
-            acc["agrad"] += b + (a if needs else 0)
+            acc["wgrad"] += (a + b) * live
+            acc["agrad"] += (b + (a if needs else 0)) * live
             acc["params"] += rank * (d_in + d_out)
             acc["layers"] += 1
+            for part in (a, b):  # lora_A, then lora_B: each saves its input (for its weight's gradient) first
+                again.save(path)
+                again.run(path, part, adapter=True)
         grad[step.to] = needs or adapted
-        if grad[step.to]:
-            activate(path)
     _check_coverage(tree, flow, seen)
     return LoraBackward(acc["fwd"], acc["wgrad"], acc["agrad"], acc["igrad"], acc["att"], acc["skip"], acc["params"],
-                        acc["layers"], frozenset(active))
+                        acc["layers"], again.total())
 
 
-def lora_recompute(adapted: Node, graph: GradientGraph, active: frozenset[str]) -> int:
-    """MACs gradient checkpointing runs again in a LoRA backward: the forward of each wrapped module,
-    adapters included, less its not-recomputed tail (:func:`flopcalc.backprop.recompute`), for the wrapped
-    modules where some tensor requires grad (``active``); a wrapped module before the first adapter saves
-    nothing and is never recomputed. An adapted tail layer is refused (its early stop is not measured)."""
-    from flopcalc.backprop import _items_matched, _recomputed
+def _live(steps: list[tuple[str, Step]]) -> list[bool]:
+    """Per step, whether its output reaches the model's output ``out`` (liveness, last step first): autograd runs
+    no backward for a branch the loss does not depend on (FLUX's last dual block's text stream when no
+    single-stream block follows), whatever requires grad in it."""
+    needed, flags = {"out"}, []
+    for _, step in reversed(steps):
+        live = step.to in needed
+        if live and not isinstance(step, Attend):
+            needed.discard(step.to)
+            needed.update(step.reads)
+        elif live:
+            needed.discard(step.to)
+            needed.update((*step.q, *step.k, *step.v))
+        flags.append(live)
+    return flags[::-1]
 
-    wrapped = [(tuple(c.pattern.split(".")), c) for c in graph.checkpointed]
-    total = 0
 
-    def item(node: Node, parts: tuple[str, ...], k: int) -> None:
-        nonlocal total
-        for pattern, spec in wrapped:
-            if _items_matched(parts, node, pattern):
-                if ".".join(parts) in active:
-                    tail = next((t for t in map(node.find, spec.not_recomputed) if t is not None), None)
-                    if tail is not None and tail.find("lora_A") is not None:
-                        raise FlopcalcError(f"LoRA on {'.'.join(parts)}'s last layer under gradient checkpointing "
-                                            "is not modelled (torch's early stop of the recompute changes)")
-                    total += k * _recomputed(node, spec)
-                return
-        for child in node.children:
-            if child.span is None:
-                item(child, parts + (child.name,), k * child.count)
-            else:
-                for i in range(child.span[0], child.span[1] + 1):
-                    item(Node(str(i), child.cost, child.children, formula=child.formula), parts + (str(i),), k)
+class _Recompute:
+    """What gradient checkpointing runs again under LoRA.
 
-    item(adapted, (), 1)
-    return total
+    diffusers' checkpoint is non-reentrant: the backward re-runs a wrapped module's forward until every tensor
+    its forward saved for the backward is saved again, and stops there (``torch/utils/checkpoint.py``, early
+    stop). An op saves its inputs before it runs: a frozen layer whose input requires grad (its weight, for
+    the input gradient), each adapter matrix (its input), ``A·V`` of an attention needing a gradient, a
+    conditioning gate multiplying a tensor that requires grad (``Join.gated``). So a wrapped module is re-run up
+    to its last such save, adapters included; one where nothing requires grad saves nothing and is not re-run.
+    Layers reading only conditioning (``frozen``) run at the start of a wrapped block, before any save.
+    """
+
+    def __init__(self, tree: Node, checkpointed: tuple[Checkpointed, ...]) -> None:
+        self.tree = tree
+        self.wrapped = [tuple(c.pattern.split(".")) for c in checkpointed]
+        self.items: dict[str, list[int]] = {}  # wrapped module → [adapter MACs, MACs since its last save, saves]
+
+    def _item(self, path: str) -> list[int] | None:
+        from flopcalc.backprop import _items_matched
+
+        parts = tuple(path.split("."))
+        for n in range(1, len(parts) + 1):
+            one = Node(parts[n - 1])
+            if any(_items_matched(parts[:n], one, p) for p in self.wrapped):
+                return self.items.setdefault(".".join(parts[:n]), [0, 0, 0])
+        return None
+
+    def run(self, path: str, macs: int, adapter: bool = False) -> None:
+        item = self._item(path) if self.wrapped else None
+        if item is not None:
+            item[0] += macs if adapter else 0
+            item[1] += macs
+
+    def save(self, path: str) -> None:
+        item = self._item(path) if self.wrapped else None
+        if item is not None:
+            item[1] = 0
+            item[2] += 1
+
+    def total(self) -> int:
+        out = 0
+        for path, (adapters, tail, saves) in self.items.items():
+            if saves:
+                node = self.tree.find(path)
+                assert node is not None
+                out += node.per_item.macs("torch") + adapters - tail
+        return out
 
 
 def _check_coverage(tree: Node, flow: LoraFlow, seen: dict[str, int]) -> None:
@@ -402,4 +423,5 @@ def _check_coverage(tree: Node, flow: LoraFlow, seen: dict[str, int]) -> None:
                 raise RuntimeError(f"LoRA flow of {tree.name}: {path} is both frozen and in the flow")
             continue
         if path not in seen:
-            raise RuntimeError(f"LoRA flow of {tree.name}: {path} has MACs but is not in the flow")
+            raise FlopcalcError(f"LoRA training is not modelled for this {tree.name}: its {path} is not in the "
+                                "declared dataflow (a config the LoRA validation did not cover)")

@@ -272,7 +272,7 @@ def train(
 def lora_training(tree: Node, graph: GradientGraph, rank: int, targets: tuple[str, ...] | None,
           checkpointing: bool) -> tuple[Backward, LoraTraining]:
     """The backward of a LoRA run of ``tree``: adapters on ``targets`` (default: the family's)."""
-    from flopcalc.lora import adapted_tree, adapters, check_target_names, lora_backward, lora_recompute
+    from flopcalc.lora import adapters, check_target_names, lora_backward
 
     if graph.lora is None:
         raise FlopcalcError(f"LoRA training FLOPs are not modelled for {graph.class_name}; supported denoisers: "
@@ -280,10 +280,9 @@ def lora_training(tree: Node, graph: GradientGraph, rank: int, targets: tuple[st
     refusal(tree, graph, checkpointing)
     names = graph.lora.default_targets if targets is None else check_target_names(tuple(targets), graph.lora)
     chosen = adapters(tree, graph.lora, names)
-    lb = lora_backward(tree, graph.lora, chosen, rank)
-    again = lora_recompute(adapted_tree(tree, chosen, rank), graph, lb.active) if checkpointing else 0
-    back = Backward(lb.adapter_weight_grad, lb.adapter_input_grad + lb.base_input_grad, lb.attention_grad, again,
-                    lb.no_input_grad)
+    lb = lora_backward(tree, graph.lora, chosen, rank, graph.checkpointed if checkpointing else ())
+    back = Backward(lb.adapter_weight_grad, lb.adapter_input_grad + lb.base_input_grad, lb.attention_grad,
+                    lb.recompute, lb.no_input_grad)
     return back, LoraTraining(rank, names, lb.layers, lb.trainable_params, lb.adapter_forward, lb.adapter_weight_grad,
                               lb.adapter_input_grad, lb.base_input_grad)
 

@@ -19,7 +19,7 @@ from flopcalc.config import FLAG, LAYERS, NULL, SIZE, SIZES, Config, count_int, 
 from flopcalc.cost import Node, module_list
 from flopcalc.formulas import ops
 from flopcalc.formulas.conditioning import ada_layer_norm_continuous, mlp_embedder
-from flopcalc.formulas.mmdit_joint_block import mmdit_joint_block
+from flopcalc.formulas.mmdit_joint_block import JOINT_BLOCK_FLOW, mmdit_joint_block
 from flopcalc.formulas.single_stream_block import single_stream_block
 from flopcalc.registry import RunShape, register
 
@@ -112,29 +112,14 @@ gradient_graph(
         steps=(
             Layer("x_embedder", ("latents",), "img"),  # transformer_flux.py:723
             Layer("context_embedder", ("text",), "txt"),  # :734
-            Blocks("transformer_blocks", (  # FluxTransformerBlock.forward :443-497, FluxAttnProcessor :76-140
-                *(Layer(f"attn.{p}", ("img",), p) for p in ("to_q", "to_k", "to_v")),
-                *(Layer(f"attn.{p}", ("txt",), p) for p in ("add_q_proj", "add_k_proj", "add_v_proj")),
-                # :113-115 the text tokens' q/k/v first, then the image tokens'
-                Attend("attn", q=("add_q_proj", "to_q"), k=("add_k_proj", "to_k"), v=("add_v_proj", "to_v"), to="o"),
-                Layer("attn.to_out.0", ("o",), "a"),
-                Layer("attn.to_add_out", ("o",), "ca"),
-                Join(("img", "a"), "img"),  # + gate_msa * attn_output (the gate: conditioning)
-                Layer("ff.net.0.proj", ("img",), "h"),
-                Layer("ff.net.2", ("h",), "f"),
-                Join(("img", "f"), "img"),
-                Join(("txt", "ca"), "txt"),
-                Layer("ff_context.net.0.proj", ("txt",), "ch"),
-                Layer("ff_context.net.2", ("ch",), "cf"),
-                Join(("txt", "cf"), "txt"),
-            )),
+            Blocks("transformer_blocks", JOINT_BLOCK_FLOW),
             Blocks("single_transformer_blocks", (  # FluxSingleTransformerBlock.forward :383-413
                 Join(("txt", "img"), "x"),  # :392 cat([encoder_hidden_states, hidden_states])
                 Layer("proj_mlp", ("x",), "m"),
                 *(Layer(f"attn.{p}", ("x",), p) for p in ("to_q", "to_k", "to_v")),
                 Attend("attn", q=("to_q",), k=("to_k",), v=("to_v",), to="o"),
                 Layer("proj_out", ("o", "m"), "y"),  # :404-406 proj_out(cat([attn_output, mlp_hidden_states]))
-                Join(("x", "y"), "x"),
+                Join(("x", "y"), "x", gated="y"),  # :406 residual + gate * proj_out(...)
                 Join(("x",), "img"),
                 Join(("x",), "txt"),  # :411 split back
             )),
