@@ -32,7 +32,6 @@ from flopcalc.backprop import Backward, GradientGraph, backward, graph_of, lora_
 from flopcalc.cost import Node
 from flopcalc.errors import FlopcalcError
 
-TRAINABLE = ("denoiser", "lora:RANK")
 FROZEN_ENCODERS = ("online", "cached")
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8")
 

@@ -32,11 +32,14 @@ def test_lora_fixtures_cover_default_targets_two_ranks_two_sizes_with_checkpoint
         fx = _load(path)
         seen.setdefault((fx["case"], fx["mode"], fx["lora"]["name"]), set()).add(
             (fx["lora"]["rank"], fx["settings"]["height"], fx["settings"]["width"]))
-    for mode in ("lora", "lora_checkpointing"):
-        runs = seen[("flux-dev", mode, "default")]
-        assert len({r for r, _, _ in runs}) >= 2 and len({(h, w) for _, h, w in runs}) >= 2
-    assert len({(h, w) for _, h, w in seen[("flux-dev", "lora", "q-v")]}) >= 2
-    assert len({(h, w) for _, h, w in seen[("flux-dev", "lora_checkpointing", "proj-mlp")]}) >= 2
+    for case in ("flux-dev", "sd3-medium", "sd1.5", "sdxl-base"):
+        for mode in ("lora", "lora_checkpointing"):
+            runs = seen[(case, mode, "default")]
+            assert len({(h, w) for _, h, w in runs}) >= 2
+            assert case == "sdxl-base" or len({r for r, _, _ in runs}) >= 2
+    for partial in [("flux-dev", "lora", "q-v"), ("flux-dev", "lora_checkpointing", "proj-mlp"),
+                    ("sd3-medium", "lora", "add-qkv"), ("sd1.5", "lora", "v-ff")]:
+        assert len({(h, w) for _, h, w in seen[partial]}) >= 2
 
 
 @pytest.mark.parametrize("path", FIXTURES, ids=lambda p: f"{p.parent.name}/{p.stem}")
@@ -116,6 +119,38 @@ def test_bad_lora_input_is_a_one_line_error(capsys, args, match):
     assert main(["train", "flux-dev", "--height", "512", "--width", "512", *args]) == 2
     err = capsys.readouterr().err.strip()
     assert match in err and "\n" not in err
+
+
+def test_html_report_shows_a_lora_run_beside_full_fine_tuning():
+    from flopcalc.html_memory_training import REPORT_LORA_RANK, sections
+
+    est = train("sd1.5", height=512, width=512, trainable=f"lora:{REPORT_LORA_RANK}")
+    html = sections("sd1.5", height=512, width=512)
+    assert f"LoRA rank {REPORT_LORA_RANK}" in html and f"{est.lora.trainable_params:,} trainable parameters" in html
+    assert f"{est.flops_per_sample / 1e12:,.3f} TFLOPs/sample" in html
+    assert "LoRA rank" not in sections("wan2.1-t2v-1.3b", height=480, width=832)
+
+
+def test_unet_cross_attention_text_states_need_no_gradient():
+    """Adapters on attn2.to_k read the 77 × 768 CLIP states: their weights train, lora_B's input gradient is
+    computed, lora_A's (into the text states) is not."""
+    est = train("sd1.5", height=512, width=512, trainable="lora:4", lora_targets=("attn2.to_k",))
+    assert est.lora.layers == 16
+    assert est.lora.adapter_input_grad == est.lora.adapter_forward - est.lora.layers * 77 * 768 * 4
+
+
+def test_a_wrapped_module_before_the_first_adapter_is_not_recomputed():
+    from flopcalc.backprop import Checkpointed
+    from flopcalc.lora import adapters, lora_backward
+
+    tree = estimate("sd1.5", height=512, width=512, steps=1).component("unet").tree
+    flow = graph_of("UNet2DConditionModel").lora
+    chosen = adapters(tree, flow, flow.default_targets)
+    first, second = (lora_backward(tree, flow, chosen, 4, (Checkpointed(f"down_blocks.0.resnets.{i}", ("conv2",)),))
+                     for i in (0, 1))
+    assert first.recompute == 0  # conv_in and resnets.0 run before attentions.0's adapters
+    resnet = tree.find("down_blocks.0.resnets.1")
+    assert second.recompute == resnet.per_item.macs("torch") - resnet.find("conv2").per_item.macs("torch")
 
 
 def test_families_without_a_declared_flow_refuse_lora_naming_the_supported_ones():
