@@ -210,7 +210,8 @@ def adapters(tree: Node, flow: LoraFlow, targets: tuple[str, ...]) -> frozenset[
         if not hits:
             near = "only modules with no weights of their own" if any(_is_target(p, (t,)) for p in modules) else "nothing"
             raise FlopcalcError(f"--lora-targets {t!r} matches {near} in {tree.name}; LoRA-able layers: {names}")
-        bad = [p for p in hits if p not in trainable or layers[p].cost.linear_layers != 1 or layers[p].cost.conv]
+        bad = [p for p in hits if p not in trainable or layers[p].cost.linear_layers != 1 or layers[p].cost.conv
+               or not layers[p].cost.linear]
         if bad:
             raise FlopcalcError(f"--lora-targets {t!r}: LoRA on {bad[0]} is not modelled (not a single linear layer "
                                 f"of the main stream); LoRA-able layers: {names}")

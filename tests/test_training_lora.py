@@ -32,13 +32,14 @@ def test_lora_fixtures_cover_default_targets_two_ranks_two_sizes_with_checkpoint
         fx = _load(path)
         seen.setdefault((fx["case"], fx["mode"], fx["lora"]["name"]), set()).add(
             (fx["lora"]["rank"], fx["settings"]["height"], fx["settings"]["width"]))
-    for case in ("flux-dev", "sd3-medium", "sd1.5", "sdxl-base"):
+    for case in ("flux-dev", "sd3-medium", "sd1.5", "sdxl-base", "cogvideox-2b"):
         for mode in ("lora", "lora_checkpointing"):
             runs = seen[(case, mode, "default")]
             assert len({(h, w) for _, h, w in runs}) >= 2
             assert case == "sdxl-base" or len({r for r, _, _ in runs}) >= 2
     for partial in [("flux-dev", "lora", "q-v"), ("flux-dev", "lora_checkpointing", "proj-mlp"),
-                    ("sd3-medium", "lora", "add-qkv"), ("sd1.5", "lora", "v-ff")]:
+                    ("sd3-medium", "lora", "add-qkv"), ("sd1.5", "lora", "v-ff"),
+                    ("cogvideox-2b", "lora_checkpointing", "ff-in")]:
         assert len({(h, w) for _, h, w in seen[partial]}) >= 2
 
 
@@ -47,7 +48,8 @@ def test_lora_step_is_exact_against_the_measured_forward_and_backward(path):
     fx = _load(path)
     s, lo = fx["settings"], fx["lora"]
     report = estimate(fx["case"], height=s["height"], width=s["width"], steps=1, num_frames=s.get("num_frames"),
-                      resolution_binning=False, max_sequence_length=s["text_len"] if fx["case"] == "flux-dev" else None)
+                      resolution_binning=False,
+                      max_sequence_length=s["text_len"] if fx["case"] in ("flux-dev", "cogvideox-2b") else None)
     comp = report.component(fx["component"])
     assert comp.shape["text_len"] == s["text_len"]
     graph = graph_of(fx["built_class"])
