@@ -96,7 +96,7 @@ def _train(args: argparse.Namespace) -> int:
 
     est = train(args.model, height=args.height, width=args.width, num_frames=args.num_frames,
                 batch_size=args.batch_size, max_sequence_length=args.max_sequence_length, trainable=args.trainable,
-                lora_targets=None if args.lora_targets is None else tuple(t.strip() for t in args.lora_targets.split(",")),
+                lora_targets=args.lora_targets,
                 frozen_encoders=args.frozen_encoders, gradient_checkpointing=args.gradient_checkpointing,
                 step_time=args.step_time, gpu=args.gpu, num_gpus=args.num_gpus, precision=args.precision,
                 revision=args.revision)

@@ -189,7 +189,7 @@ def train(
     batch_size: int = 1,
     max_sequence_length: int | None = None,
     trainable: str = "denoiser",
-    lora_targets: tuple[str, ...] | None = None,
+    lora_targets: tuple[str, ...] | str | None = None,
     frozen_encoders: str = "online",
     gradient_checkpointing: bool = False,
     step_time: float | None = None,
@@ -268,7 +268,7 @@ def train(
                             tuple(notes), den.tree.total.params, lora)
 
 
-def lora_training(tree: Node, graph: GradientGraph, rank: int, targets: tuple[str, ...] | None,
+def lora_training(tree: Node, graph: GradientGraph, rank: int, targets: tuple[str, ...] | str | None,
           checkpointing: bool) -> tuple[Backward, LoraTraining]:
     """The backward of a LoRA run of ``tree``: adapters on ``targets`` (default: the family's)."""
     from flopcalc.lora import adapters, check_target_names, lora_backward
@@ -277,6 +277,8 @@ def lora_training(tree: Node, graph: GradientGraph, rank: int, targets: tuple[st
         raise FlopcalcError(f"LoRA training FLOPs are not modelled for {graph.class_name}; supported denoisers: "
                             f"{', '.join(lora_supported())}")
     refusal(tree, graph, checkpointing)
+    if isinstance(targets, str):  # "attn.to_q,attn.to_v", as the CLI takes it
+        targets = tuple(t.strip() for t in targets.split(","))
     names = graph.lora.default_targets if targets is None else check_target_names(tuple(targets), graph.lora)
     chosen = adapters(tree, graph.lora, names)
     lb = lora_backward(tree, graph.lora, chosen, rank, graph.checkpointed if checkpointing else ())

@@ -26,23 +26,56 @@ NAMES = ("to_q", "to_k", "to_v", "attn.to_out.0", "add_q_proj", "add_k_proj", "a
          "x_embedder", "context_embedder")
 
 
+def _check(rng, folder, cfg: dict, component: str, pipeline: str, settings: Settings, measured: dict,
+           names: tuple[str, ...]) -> None:
+    """``flopcalc train``'s LoRA step of the component in ``folder`` against a fresh measurement, with random
+    targets among ``names``, a random rank, with or without gradient checkpointing."""
+    targets = tuple(rng.sample(names, rng.randint(1, min(5, len(names)))))
+    rank, checkpointing = rng.randint(1, 8), rng.random() < 0.5
+    comp = estimate_configs({"_class_name": pipeline}, {component: cfg}, settings, convention="torch").component(component)
+    back, lora = lora_training(comp.tree, graph_of(cfg["_class_name"]), rank, targets, checkpointing)
+    fx = measure_training(folder, measured, mode="lora_checkpointing" if checkpointing else "lora",
+                          class_name=cfg["_class_name"], lora={"rank": rank, "targets": list(targets)})
+    where = f"seed {SEED}: {measured}, rank {rank}, targets {targets}, checkpointing {checkpointing}: {json.dumps(cfg)}"
+    assert 2 * (comp.macs_per_run + lora.adapter_forward) == fx["forward"]["flops"], where
+    assert 2 * back.macs == fx["backward"]["flops"], where
+    assert lora.trainable_params == fx["trainable_params"] and lora.layers == fx["lora"]["layers"], where
+
+
 def test_random_flux_lora_runs_are_exact(rng, tmp_path):
-    graph = graph_of("FluxTransformer2DModel")
     for i in range(3):
         cfg = {**_random_config(rng, 64), "num_layers": rng.randint(1, 2)}
-        folder = write_config(tmp_path, f"flux{i}", cfg)
         h, w, t = random_size(rng, 16, 32, 256), random_size(rng, 16, 32, 256), rng.randint(1, 40)
-        targets = tuple(rng.sample(NAMES, rng.randint(1, 5)))
-        rank, checkpointing = rng.randint(1, 8), rng.random() < 0.5
-        report = estimate_configs({"_class_name": "FluxPipeline"}, {"transformer": cfg},
-                                  Settings(height=h, width=w, max_sequence_length=t), convention="torch")
-        comp = report.component("transformer")
-        back, lora = lora_training(comp.tree, graph, rank, targets, checkpointing)
-        fx = measure_training(folder, {"height": h, "width": w, "text_len": t},
-                              mode="lora_checkpointing" if checkpointing else "lora",
-                              class_name="FluxTransformer2DModel", lora={"rank": rank, "targets": list(targets)})
-        where = (f"seed {SEED}: {h}×{w}, {t} text tokens, rank {rank}, targets {targets}, checkpointing "
-                 f"{checkpointing}: {json.dumps(cfg)}")
-        assert 2 * (comp.macs_per_run + lora.adapter_forward) == fx["forward"]["flops"], where
-        assert 2 * back.macs == fx["backward"]["flops"], where
-        assert lora.trainable_params == fx["trainable_params"] and lora.layers == fx["lora"]["layers"], where
+        names = NAMES if cfg["num_single_layers"] else tuple(n for n in NAMES if n != "proj_mlp")
+        _check(rng, write_config(tmp_path, f"flux{i}", cfg), cfg, "transformer", "FluxPipeline",
+               Settings(height=h, width=w, max_sequence_length=t), {"height": h, "width": w, "text_len": t}, names)
+
+
+def test_random_unet_lora_runs_are_exact(rng, tmp_path):
+    """Random block layouts (cross-attention or plain blocks, 1-2 resnets and transformer layers per block, the
+    mid block with or without attention, SDXL's added time/text embedding) and random linear targets."""
+    for i in range(3):
+        nb = rng.randint(2, 3)
+        cfg = {
+            "_class_name": "UNet2DConditionModel",
+            "block_out_channels": [32 * rng.randint(1, 2) for _ in range(nb)],
+            "down_block_types": ["CrossAttnDownBlock2D"] + [rng.choice(["CrossAttnDownBlock2D", "DownBlock2D"])
+                                                            for _ in range(nb - 1)],
+            "up_block_types": [rng.choice(["CrossAttnUpBlock2D", "UpBlock2D"]) for _ in range(nb)],
+            "mid_block_type": rng.choice(["UNetMidBlock2DCrossAttn", "UNetMidBlock2D"]),
+            "layers_per_block": rng.randint(1, 2),
+            "transformer_layers_per_block": rng.choice([1, [rng.randint(1, 2) for _ in range(nb)]]),
+            "attention_head_dim": [rng.choice([2, 4]) for _ in range(nb)],
+            "cross_attention_dim": rng.choice([24, 40]),
+            "use_linear_projection": rng.random() < 0.5,
+            "in_channels": 4, "out_channels": 4, "sample_size": 16,
+        }
+        if rng.random() < 0.5:
+            cfg.update(addition_embed_type="text_time", addition_time_embed_dim=8,
+                       projection_class_embeddings_input_dim=16 + 6 * 8)
+        names = ("to_q", "to_k", "to_v", "to_out.0", "attn1.to_q", "attn2.to_k", "attn2.to_v", "ff.net.0.proj",
+                 "ff.net.2") + (("proj_in", "proj_out") if cfg["use_linear_projection"] else ())
+        h, w = random_size(rng, 8, 64, 160), random_size(rng, 8, 64, 160)
+        _check(rng, write_config(tmp_path, f"unet{i}", cfg), cfg, "unet",
+               "StableDiffusionXLPipeline" if "addition_embed_type" in cfg else "StableDiffusionPipeline",
+               Settings(height=h, width=w), {"height": h, "width": w, "text_len": 77}, names)

@@ -508,7 +508,7 @@ def _transformer(tree: Node, p: str) -> list[Step]:
 
 
 _KINDS = {"down_blocks": ("CrossAttnDownBlock2D", "DownBlock2D"), "up_blocks": ("CrossAttnUpBlock2D", "UpBlock2D"),
-          "mid_block": ("UNetMidBlock2DCrossAttn",)}
+          "mid_block": ("UNetMidBlock2DCrossAttn", "UNetMidBlock2D")}
 
 
 def _lora_steps(tree: Node) -> tuple[Step, ...]:
@@ -516,7 +516,7 @@ def _lora_steps(tree: Node) -> tuple[Step, ...]:
     resnets, each followed by its attention (unet_2d_blocks.py CrossAttnDownBlock2D.forward), then its
     downsampler, every output kept as a skip; the mid block (resnets[0], then attention and resnet pairs); each up
     block's resnets on cat([x, skip]) (unet_2d_blocks.py:2444), each followed by its attention, then its
-    upsampler; conv_out."""
+    upsampler; conv_out. (``UNetMidBlock2D``, as UNet2DConditionModel builds it: one resnet, no attention.)"""
     for name, kinds in _KINDS.items():
         blocks = [tree.find(name)] if name == "mid_block" else list(tree.find(name).children)
         for block in blocks:
