@@ -35,14 +35,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Union
+from dataclasses import dataclass
+from typing import Any, Union
 
+from flopcalc.backprop import Checkpointed, _items_matched, _matches
 from flopcalc.cost import Node
 from flopcalc.errors import FlopcalcError
-
-if TYPE_CHECKING:
-    from flopcalc.backprop import Checkpointed
 
 #: The largest rank ``lora:RANK`` accepts (larger adapters are no longer low-rank for any model here).
 MAX_RANK = 4096
@@ -170,12 +168,6 @@ def _block_lists(steps: tuple[Step, ...]) -> Iterator[str]:
             yield from _block_lists(step.steps)
 
 
-def _matches(parts: tuple[str, ...], pattern: tuple[str, ...]) -> bool:
-    from flopcalc.backprop import _matches as match
-
-    return match(parts, pattern)
-
-
 def _is_target(path: str, targets: tuple[str, ...]) -> bool:
     """peft's rule: the module name equals a target or ends with ``"." + target``."""
     return any(path == t or path.endswith("." + t) for t in targets)
@@ -186,21 +178,15 @@ def _dense(node: Node) -> Any:
     return c.linear + c.conv + c.functional
 
 
-def _layer_paths(node: Node, path: str) -> Iterator[tuple[str, Node]]:
-    """(concrete path, node) of every module with MACs of its own, a list entry's first index standing
-    for its span (target names carry no index, so every item of a span matches alike)."""
-    for child in node.children:
-        name = str(child.span[0]) if child.span is not None else child.name
-        sub = f"{path}.{name}" if path else name
-        if _dense(child) or child.cost.attention:
-            yield sub, child
-        yield from _layer_paths(child, sub)
+def _layer_paths(tree: Node) -> Iterator[tuple[str, Node]]:
+    """(path, node) of every module with MACs of its own (a list entry's first index for its span)."""
+    return ((p, n) for p, n in _all_paths(tree, "") if _dense(n) or n.cost.attention)
 
 
 def adapters(tree: Node, flow: LoraFlow, targets: tuple[str, ...]) -> frozenset[str]:
     """The layers (paths with a span's first index) ``targets`` adapt; a :class:`FlopcalcError` for a
     target that matches no layer, or one that is not a LoRA-able layer of the flow."""
-    layers = dict(_layer_paths(tree, ""))
+    layers = dict(_layer_paths(tree))
     trainable = set(_flow_layers(tree, flow))
     modules = {p for p, _ in _all_paths(tree, "")}
     names = ", ".join(sorted(_flow_names(flow.steps_for(tree), _list_names(flow))))
@@ -233,6 +219,8 @@ def _flow_names(steps: tuple[Step, ...], lists: set[str]) -> set[str]:
 
 
 def _all_paths(node: Node, path: str) -> Iterator[tuple[str, Node]]:
+    """(path, node) of every module under ``node``, a list entry's first index standing for its span (target
+    names carry no index, so every item of a span matches alike)."""
     for child in node.children:
         name = str(child.span[0]) if child.span is not None else child.name
         sub = f"{path}.{name}" if path else name
@@ -383,8 +371,6 @@ class _Recompute:
         self.items: dict[str, list[int]] = {}  # wrapped module → [adapter MACs, MACs since its last save, saves]
 
     def _item(self, path: str) -> list[int] | None:
-        from flopcalc.backprop import _items_matched
-
         parts = tuple(path.split("."))
         for n in range(1, len(parts) + 1):
             one = Node(parts[n - 1])
@@ -417,7 +403,7 @@ class _Recompute:
 def _check_coverage(tree: Node, flow: LoraFlow, seen: dict[str, int]) -> None:
     """Every module with MACs of its own is in the flow once per item, or frozen (conditioning only)."""
     frozen = [tuple(p.split(".")) for p in flow.frozen]
-    for path, node in _layer_paths(tree, ""):
+    for path, node in _layer_paths(tree):
         parts = tuple(path.split("."))
         if any(_matches(parts, p) for p in frozen):
             if path in seen:
