@@ -82,7 +82,10 @@ def _lora(model: str, settings: dict[str, Any], full: Any) -> str:
 
     if graph_of(full.trained.class_name).lora is None:
         return ""
-    est = train(model, trainable=f"lora:{REPORT_LORA_RANK}", **settings)
+    try:
+        est = train(model, trainable=f"lora:{REPORT_LORA_RANK}", **settings)
+    except FlopcalcError as exc:  # a config of the class the LoRA dataflow does not describe
+        return '<p class="note">LoRA: ' + html.escape(str(exc)) + "</p>"
     lo = est.lora
     return (f'<p class="note">LoRA rank {lo.rank} on the diffusers training script\'s targets '
             f"({html.escape(', '.join(lo.targets))}: {lo.layers} layers, {lo.trainable_params:,} trainable parameters "
