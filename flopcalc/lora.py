@@ -131,6 +131,8 @@ def parse_trainable(trainable: str) -> int | None:
     """``"denoiser"`` → None; ``"lora:RANK"`` → RANK; anything else a :class:`FlopcalcError`."""
     if trainable == "denoiser":
         return None
+    if not isinstance(trainable, str):
+        raise FlopcalcError(f"--trainable {trainable!r}: choose denoiser or lora:RANK (e.g. lora:16)")
     kind, sep, rank = trainable.partition(":")
     if kind != "lora" or not sep:
         raise FlopcalcError(f"--trainable {trainable!r}: choose denoiser or lora:RANK (e.g. lora:16)")

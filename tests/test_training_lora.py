@@ -155,6 +155,17 @@ def test_a_wrapped_module_before_the_first_adapter_is_not_recomputed():
     assert second.recompute == resnet.per_item.macs("torch") - resnet.find("conv2").per_item.macs("torch")
 
 
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(trainable=16), "denoiser or lora:RANK"),
+    (dict(trainable="lora:8", lora_targets=()), "at least one layer"),
+    (dict(trainable="lora:8", lora_targets=("to_q", 3)), "expected a module name"),
+    (dict(trainable="lora:8", lora_targets=("conv1",)), "matches nothing"),
+])
+def test_bad_api_input_is_a_flopcalc_error(kwargs, match):
+    with pytest.raises(FlopcalcError, match=match):
+        train("flux-dev", height=512, width=512, **kwargs)
+
+
 def test_families_without_a_declared_flow_refuse_lora_naming_the_supported_ones():
     assert "FluxTransformer2DModel" in lora_supported()
     with pytest.raises(FlopcalcError, match="LoRA training FLOPs are not modelled for WanTransformer3DModel; "
