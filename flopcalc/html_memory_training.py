@@ -80,7 +80,8 @@ def _lora(model: str, settings: dict[str, Any], full: Any) -> str:
     from flopcalc.backprop import graph_of
     from flopcalc.training import train
 
-    if graph_of(full.trained.class_name).lora is None:
+    flow = graph_of(full.trained.class_name).lora
+    if flow is None or not flow.default_targets:
         return ""
     try:
         est = train(model, trainable=f"lora:{REPORT_LORA_RANK}", **settings)

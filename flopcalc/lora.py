@@ -98,7 +98,7 @@ class LoraFlow:
     ``steps``: the forward in order, or a function of the tree giving it (where the block structure follows
     the config, as in a UNet); the model's output is the tensor ``out``. ``frozen``: path patterns (``*`` one part, ``**`` any) of layers that
     read only conditioning. ``default_targets``: the ``target_modules`` of diffusers' example training
-    script for the family, ``targets_source`` where (script and line). ``source``: the forward mirrored.
+    script for the family (empty where there is none: the user names them), ``targets_source`` where. ``source``: the forward mirrored.
     """
 
     steps: tuple[Step, ...] | Callable[[Node], tuple[Step, ...]]

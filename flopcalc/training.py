@@ -279,6 +279,9 @@ def lora_training(tree: Node, graph: GradientGraph, rank: int, targets: tuple[st
     refusal(tree, graph, checkpointing)
     if isinstance(targets, str):  # "attn.to_q,attn.to_v", as the CLI takes it
         targets = tuple(t.strip() for t in targets.split(","))
+    if targets is None and not graph.lora.default_targets:
+        raise FlopcalcError(f"{graph.class_name}: diffusers has no LoRA training script to take default targets from; "
+                            "name them with --lora-targets (e.g. to_q,to_k,to_v,to_out.0)")
     names = graph.lora.default_targets if targets is None else check_target_names(tuple(targets), graph.lora)
     chosen = adapters(tree, graph.lora, names)
     lb = lora_backward(tree, graph.lora, chosen, rank, graph.checkpointed if checkpointing else ())

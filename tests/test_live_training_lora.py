@@ -79,3 +79,24 @@ def test_random_unet_lora_runs_are_exact(rng, tmp_path):
         _check(rng, write_config(tmp_path, f"unet{i}", cfg), cfg, "unet",
                "StableDiffusionXLPipeline" if "addition_embed_type" in cfg else "StableDiffusionPipeline",
                Settings(height=h, width=w), {"height": h, "width": w, "text_len": 77}, names)
+
+
+def test_random_wan_lora_runs_are_exact(rng, tmp_path):
+    """Random WanTransformer3DModel configs (patch sizes, q/k norms, the cross-attention norm) and targets."""
+    for i in range(2):
+        heads, head_dim = rng.randint(1, 4), rng.choice([8, 16])
+        cfg = {
+            "_class_name": "WanTransformer3DModel",
+            "patch_size": [rng.choice([1, 2]), rng.choice([1, 2]), rng.choice([1, 2])],
+            "num_attention_heads": heads, "attention_head_dim": head_dim, "in_channels": 16, "out_channels": 16,
+            "text_dim": rng.choice([24, 40]), "freq_dim": 32, "ffn_dim": rng.choice([32, 56]),
+            "num_layers": rng.randint(1, 2), "cross_attn_norm": rng.random() < 0.5,
+            "qk_norm": rng.choice(["rms_norm_across_heads", None]), "rope_max_seq_len": 64,
+        }
+        h, w, t = random_size(rng, 16, 16, 128), random_size(rng, 16, 16, 128), rng.randint(1, 40)
+        f = 4 * rng.randint(cfg["patch_size"][0] - 1, 3) + 1
+        names = ("to_q", "to_k", "to_v", "to_out.0", "attn1.to_q", "attn2.to_k", "attn2.to_v", "ffn.net.0.proj",
+                 "ffn.net.2", "proj_out", "text_embedder.linear_1")
+        _check(rng, write_config(tmp_path, f"wan{i}", cfg), cfg, "transformer", "WanPipeline",
+               Settings(height=h, width=w, num_frames=f, max_sequence_length=t),
+               {"height": h, "width": w, "num_frames": f, "text_len": t}, names)

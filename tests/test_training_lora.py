@@ -39,7 +39,8 @@ def test_lora_fixtures_cover_default_targets_two_ranks_two_sizes_with_checkpoint
             assert case == "sdxl-base" or len({r for r, _, _ in runs}) >= 2
     for partial in [("flux-dev", "lora", "q-v"), ("flux-dev", "lora_checkpointing", "proj-mlp"),
                     ("sd3-medium", "lora", "add-qkv"), ("sd1.5", "lora", "v-ff"),
-                    ("cogvideox-2b", "lora_checkpointing", "ff-in")]:
+                    ("cogvideox-2b", "lora_checkpointing", "ff-in"), ("wan2.1-t2v-1.3b", "lora", "qkvo"),
+                    ("wan2.1-t2v-1.3b", "lora_checkpointing", "qkvo")]:
         assert len({(h, w) for _, h, w in seen[partial]}) >= 2
 
 
@@ -49,7 +50,8 @@ def test_lora_step_is_exact_against_the_measured_forward_and_backward(path):
     s, lo = fx["settings"], fx["lora"]
     report = estimate(fx["case"], height=s["height"], width=s["width"], steps=1, num_frames=s.get("num_frames"),
                       resolution_binning=False,
-                      max_sequence_length=s["text_len"] if fx["case"] in ("flux-dev", "cogvideox-2b") else None)
+                      max_sequence_length=s["text_len"] if fx["case"] in ("flux-dev", "cogvideox-2b", "wan2.1-t2v-1.3b")
+                      else None)
     comp = report.component(fx["component"])
     assert comp.shape["text_len"] == s["text_len"]
     graph = graph_of(fx["built_class"])
@@ -130,7 +132,7 @@ def test_html_report_shows_a_lora_run_beside_full_fine_tuning():
     html = sections("sd1.5", height=512, width=512)
     assert f"LoRA rank {REPORT_LORA_RANK}" in html and f"{est.lora.trainable_params:,} trainable parameters" in html
     assert f"{est.flops_per_sample / 1e12:,.3f} TFLOPs/sample" in html
-    assert "LoRA rank" not in sections("wan2.1-t2v-1.3b", height=480, width=832)
+    assert "LoRA" not in sections("wan2.1-t2v-1.3b", height=480, width=832)  # no default targets to show
 
 
 def test_unet_cross_attention_text_states_need_no_gradient():
@@ -168,6 +170,12 @@ def test_bad_api_input_is_a_flopcalc_error(kwargs, match):
 
 def test_families_without_a_declared_flow_refuse_lora_naming_the_supported_ones():
     assert "FluxTransformer2DModel" in lora_supported()
-    with pytest.raises(FlopcalcError, match="LoRA training FLOPs are not modelled for WanTransformer3DModel; "
+    with pytest.raises(FlopcalcError, match="LoRA training FLOPs are not modelled for PixArtTransformer2DModel; "
                                             "supported denoisers: .*FluxTransformer2DModel"):
+        train("pixart-alpha-1024", trainable="lora:16")
+
+
+def test_a_family_without_a_diffusers_lora_script_needs_named_targets():
+    with pytest.raises(FlopcalcError, match="name them with --lora-targets"):
         train("wan2.1-t2v-1.3b", trainable="lora:16")
+    assert train("wan2.1-t2v-1.3b", trainable="lora:16", lora_targets="to_q,to_v").lora.layers == 2 * 2 * 30

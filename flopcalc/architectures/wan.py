@@ -31,6 +31,7 @@ from math import prod
 from typing import Any
 
 from flopcalc.backprop import gradient_graph
+from flopcalc.lora import Attend, Blocks, Join, Layer, LoraFlow
 from flopcalc.config import (
     FLAG, LAYERS, NULL, SIZE, TEXT, Config, ListOf, count_int, declare_keys, positive_int,
 )
@@ -171,6 +172,35 @@ gradient_graph(
                   "condition_embedder.text_embedder.linear_1"),
     checkpointed=("blocks.*",),  # transformer_wan.py:699
     source="diffusers/models/transformers/transformer_wan.py:670-699",
+    lora=LoraFlow(
+        steps=(
+            Layer("patch_embedding", ("latents",), "img"),  # transformer_wan.py:670
+            # :683 condition_embedder: text_embedder (PixArtAlphaTextProjection) on the UMT5 states
+            Layer("condition_embedder.text_embedder.linear_1", ("text",), "t"),
+            Layer("condition_embedder.text_embedder.linear_2", ("t",), "txt"),
+            Blocks("blocks", (  # WanTransformerBlock.forward :462-504, WanAttnProcessor
+                *(Layer(f"attn1.{p}", ("img",), p) for p in ("to_q", "to_k", "to_v")),
+                Attend("attn1", q=("to_q",), k=("to_k",), v=("to_v",), to="o"),
+                Layer("attn1.to_out.0", ("o",), "a"),
+                Join(("img", "a"), "img", gated="a"),  # :490 hidden + attn_output * gate_msa
+                Layer("attn2.to_q", ("img",), "q"),
+                Layer("attn2.to_k", ("txt",), "k"),
+                Layer("attn2.to_v", ("txt",), "v"),
+                Attend("attn2", q=("q",), k=("k",), v=("v",), to="o"),
+                Layer("attn2.to_out.0", ("o",), "a"),
+                Join(("img", "a"), "img"),  # :495, no gate
+                Layer("ffn.net.0.proj", ("img",), "h"),
+                Layer("ffn.net.2", ("h",), "f"),
+                Join(("img", "f"), "img", gated="f"),  # :502 hidden + ff_output * c_gate_msa
+            )),
+            Layer("proj_out", ("img",), "out"),  # :724
+        ),
+        # the timestep embedder and time_proj (the blocks' modulation) read the timestep only
+        frozen=("condition_embedder.time_embedder.**", "condition_embedder.time_proj"),
+        default_targets=(),
+        targets_source="diffusers has no LoRA training example for Wan: --lora-targets names them",
+        source="diffusers/models/transformers/transformer_wan.py:462-504, 670-724",
+    ),
 )
 
 
