@@ -100,3 +100,23 @@ def test_random_wan_lora_runs_are_exact(rng, tmp_path):
         _check(rng, write_config(tmp_path, f"wan{i}", cfg), cfg, "transformer", "WanPipeline",
                Settings(height=h, width=w, num_frames=f, max_sequence_length=t),
                {"height": h, "width": w, "num_frames": f, "text_len": t}, names)
+
+
+def test_random_pixart_lora_runs_are_exact(rng, tmp_path):
+    """Random PixArtTransformer2DModel configs (AdaLN-single blocks with gated self-attention, ungated
+    cross-attention) and targets."""
+    for i in range(2):
+        heads, head_dim = rng.randint(1, 4), rng.choice([12, 24])
+        cfg = {
+            "_class_name": "PixArtTransformer2DModel", "num_attention_heads": heads, "attention_head_dim": head_dim,
+            "num_layers": rng.randint(1, 2), "caption_channels": rng.choice([16, 40]),
+            "cross_attention_dim": heads * head_dim, "sample_size": 64, "patch_size": 2, "in_channels": 4,
+            "out_channels": rng.choice([4, 8]), "attention_bias": rng.random() < 0.5,
+            "norm_elementwise_affine": rng.random() < 0.5, "activation_fn": "gelu-approximate",
+        }
+        h, w, t = random_size(rng, 16, 64, 192), random_size(rng, 16, 64, 192), rng.randint(1, 40)
+        names = ("to_q", "to_k", "to_v", "to_out.0", "attn1.to_v", "attn2.to_q", "attn2.to_k", "ff.net.0.proj",
+                 "ff.net.2", "proj_out", "caption_projection.linear_2")
+        _check(rng, write_config(tmp_path, f"pixart{i}", cfg), cfg, "transformer", "PixArtAlphaPipeline",
+               Settings(height=h, width=w, max_sequence_length=t, resolution_binning=False),
+               {"height": h, "width": w, "text_len": t}, names)

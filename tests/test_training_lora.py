@@ -40,7 +40,8 @@ def test_lora_fixtures_cover_default_targets_two_ranks_two_sizes_with_checkpoint
     for partial in [("flux-dev", "lora", "q-v"), ("flux-dev", "lora_checkpointing", "proj-mlp"),
                     ("sd3-medium", "lora", "add-qkv"), ("sd1.5", "lora", "v-ff"),
                     ("cogvideox-2b", "lora_checkpointing", "ff-in"), ("wan2.1-t2v-1.3b", "lora", "qkvo"),
-                    ("wan2.1-t2v-1.3b", "lora_checkpointing", "qkvo")]:
+                    ("wan2.1-t2v-1.3b", "lora_checkpointing", "qkvo"), ("pixart-alpha-1024", "lora", "qkvo"),
+                    ("pixart-alpha-1024", "lora_checkpointing", "qkvo")]:
         assert len({(h, w) for _, h, w in seen[partial]}) >= 2
 
 
@@ -170,9 +171,9 @@ def test_bad_api_input_is_a_flopcalc_error(kwargs, match):
 
 def test_families_without_a_declared_flow_refuse_lora_naming_the_supported_ones():
     assert "FluxTransformer2DModel" in lora_supported()
-    with pytest.raises(FlopcalcError, match="LoRA training FLOPs are not modelled for PixArtTransformer2DModel; "
+    with pytest.raises(FlopcalcError, match="LoRA training FLOPs are not modelled for LTXVideoTransformer3DModel; "
                                             "supported denoisers: .*FluxTransformer2DModel"):
-        train("pixart-alpha-1024", trainable="lora:16")
+        train("ltx-video", trainable="lora:16")
 
 
 def test_a_family_without_a_diffusers_lora_script_needs_named_targets():

@@ -153,8 +153,10 @@ def measure_training(
              "requires grad, inputs (batch 1) do not; inside one FlopCounterMode(display=False): "
              if lora is None else
              "model built from config.json under torch.device('meta'), train() mode, model.requires_grad_(False), "
-             "then model.add_adapter(peft.LoraConfig(r=rank, lora_alpha=rank, init_lora_weights='gaussian', "
-             "target_modules=targets)) (only the adapters require grad), inputs (batch 1) do not; inside one "
+             "then " + ("model.add_adapter(" if hasattr(model, "add_adapter") else "peft.inject_adapter_in_model(")
+             + "peft.LoraConfig(r=rank, lora_alpha=rank, init_lora_weights='gaussian', "
+             "target_modules=targets)" + ("" if hasattr(model, "add_adapter") else ", model") + ") (only the adapters "
+             "require grad), inputs (batch 1) do not; inside one "
              "FlopCounterMode(display=False): ")
             + "outputs = model(**inputs), then sum(t.float().sum() for t in outputs).backward(); "
             "forward = the count before backward(), backward = the rest"
@@ -187,10 +189,16 @@ def _add_lora(model: torch.nn.Module, rank: int, targets: list[str]) -> None:
     """Freeze ``model`` and add peft LoRA adapters as diffusers' training scripts do
     (examples/dreambooth/train_dreambooth_lora_flux.py: ``transformer.requires_grad_(False)``, then
     ``transformer.add_adapter(LoraConfig(r=args.rank, lora_alpha=..., init_lora_weights="gaussian",
-    target_modules=target_modules))``). lora_alpha only scales the adapter's output: no FLOPs."""
-    from peft import LoraConfig
+    target_modules=target_modules))``). lora_alpha only scales the adapter's output: no FLOPs. A class without
+    diffusers' ``PeftAdapterMixin`` (PixArtTransformer2DModel) gets the same adapters from
+    ``peft.inject_adapter_in_model``, which ``add_adapter`` calls."""
+    from peft import LoraConfig, inject_adapter_in_model
 
     model.requires_grad_(False)
-    model.add_adapter(LoraConfig(r=rank, lora_alpha=rank, init_lora_weights="gaussian", target_modules=targets))
+    config = LoraConfig(r=rank, lora_alpha=rank, init_lora_weights="gaussian", target_modules=targets)
+    if hasattr(model, "add_adapter"):
+        model.add_adapter(config)
+    else:
+        inject_adapter_in_model(config, model)
     if not any(p.requires_grad for p in model.parameters()):
         raise AssertionError("add_adapter left no parameter requiring grad")
