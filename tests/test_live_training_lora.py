@@ -120,3 +120,25 @@ def test_random_pixart_lora_runs_are_exact(rng, tmp_path):
         _check(rng, write_config(tmp_path, f"pixart{i}", cfg), cfg, "transformer", "PixArtAlphaPipeline",
                Settings(height=h, width=w, max_sequence_length=t, resolution_binning=False),
                {"height": h, "width": w, "text_len": t}, names)
+
+
+def test_random_ltx_lora_runs_are_exact(rng, tmp_path):
+    """Random LTXVideoTransformer3DModel configs (patches, activations, biases, norms) and targets."""
+    for i in range(2):
+        heads, head_dim = rng.randint(1, 4), rng.choice([8, 16])
+        patch, patch_t = rng.choice([1, 2]), rng.choice([1, 2])
+        cfg = {
+            "_class_name": "LTXVideoTransformer3DModel", "num_attention_heads": heads, "attention_head_dim": head_dim,
+            "cross_attention_dim": heads * head_dim, "num_layers": rng.randint(1, 2), "in_channels": 8,
+            "out_channels": 8, "patch_size": patch, "patch_size_t": patch_t, "caption_channels": rng.choice([12, 24]),
+            "activation_fn": rng.choice(["gelu-approximate", "geglu", "swiglu"]),
+            "attention_bias": rng.random() < 0.5, "attention_out_bias": rng.random() < 0.5,
+            "norm_elementwise_affine": rng.random() < 0.5,
+        }
+        h, w = random_size(rng, 32 * patch, 32, 192), random_size(rng, 32 * patch, 32, 192)
+        f, t = 8 * patch_t * rng.randint(0, 1) + 1 + 8 * (patch_t - 1), rng.randint(1, 40)
+        names = ("to_q", "to_k", "to_v", "to_out.0", "attn1.to_k", "attn2.to_q", "attn2.to_v", "ff.net.0.proj",
+                 "ff.net.2", "proj_in", "proj_out", "caption_projection.linear_1")
+        _check(rng, write_config(tmp_path, f"ltx{i}", cfg), cfg, "transformer", "LTXPipeline",
+               Settings(height=h, width=w, num_frames=f, max_sequence_length=t),
+               {"height": h, "width": w, "num_frames": f, "text_len": t}, names)

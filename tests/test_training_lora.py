@@ -41,7 +41,8 @@ def test_lora_fixtures_cover_default_targets_two_ranks_two_sizes_with_checkpoint
                     ("sd3-medium", "lora", "add-qkv"), ("sd1.5", "lora", "v-ff"),
                     ("cogvideox-2b", "lora_checkpointing", "ff-in"), ("wan2.1-t2v-1.3b", "lora", "qkvo"),
                     ("wan2.1-t2v-1.3b", "lora_checkpointing", "qkvo"), ("pixart-alpha-1024", "lora", "qkvo"),
-                    ("pixart-alpha-1024", "lora_checkpointing", "qkvo")]:
+                    ("pixart-alpha-1024", "lora_checkpointing", "qkvo"), ("ltx-video", "lora", "qkvo"),
+                    ("ltx-video", "lora_checkpointing", "qkvo")]:
         assert len({(h, w) for _, h, w in seen[partial]}) >= 2
 
 
@@ -51,8 +52,8 @@ def test_lora_step_is_exact_against_the_measured_forward_and_backward(path):
     s, lo = fx["settings"], fx["lora"]
     report = estimate(fx["case"], height=s["height"], width=s["width"], steps=1, num_frames=s.get("num_frames"),
                       resolution_binning=False,
-                      max_sequence_length=s["text_len"] if fx["case"] in ("flux-dev", "cogvideox-2b", "wan2.1-t2v-1.3b")
-                      else None)
+                      max_sequence_length=s["text_len"] if fx["case"] in (
+                          "flux-dev", "cogvideox-2b", "wan2.1-t2v-1.3b", "ltx-video") else None)
     comp = report.component(fx["component"])
     assert comp.shape["text_len"] == s["text_len"]
     graph = graph_of(fx["built_class"])
@@ -170,10 +171,17 @@ def test_bad_api_input_is_a_flopcalc_error(kwargs, match):
 
 
 def test_families_without_a_declared_flow_refuse_lora_naming_the_supported_ones():
-    assert "FluxTransformer2DModel" in lora_supported()
-    with pytest.raises(FlopcalcError, match="LoRA training FLOPs are not modelled for LTXVideoTransformer3DModel; "
+    """Every denoiser whose full fine-tuning is validated declares its LoRA dataflow; a graph without one is refused."""
+    from flopcalc.backprop import GradientGraph
+
+    assert {"FluxTransformer2DModel", "UNet2DConditionModel", "SD3Transformer2DModel", "CogVideoXTransformer3DModel",
+            "WanTransformer3DModel", "PixArtTransformer2DModel", "LTXVideoTransformer3DModel"} <= set(lora_supported())
+    tree = estimate("flux-dev", height=512, width=512, steps=1).component("transformer").tree
+    with pytest.raises(FlopcalcError, match="LoRA training FLOPs are not modelled for SomeDiT; "
                                             "supported denoisers: .*FluxTransformer2DModel"):
-        train("ltx-video", trainable="lora:16")
+        lora_training(tree, GradientGraph("SomeDiT", (), (), "nowhere"), 16, None, False)
+    with pytest.raises(FlopcalcError, match="training FLOPs are not validated for SanaTransformer2DModel"):
+        train("sana-600m-512", trainable="lora:16")
 
 
 def test_a_family_without_a_diffusers_lora_script_needs_named_targets():

@@ -23,6 +23,7 @@ LTX-Video release: N = T·h·w), and ``L`` T5 tokens of ``caption_channels`` fea
 from __future__ import annotations
 
 from flopcalc.backprop import gradient_graph
+from flopcalc.lora import Attend, Blocks, Join, Layer, LoraFlow
 from flopcalc.config import FLAG, LAYERS, NULL, SIZE, TEXT, Config, count_int, declare_keys, positive_int
 from flopcalc.cost import Node, module_list
 from flopcalc.errors import ConfigError
@@ -123,4 +124,32 @@ gradient_graph(
     input_layers=("proj_in", "**.timestep_embedder.linear_1", "caption_projection.linear_1"),
     checkpointed=("transformer_blocks.*",),  # transformer_ltx.py:567
     source="diffusers/models/transformers/transformer_ltx.py:567",
+    lora=LoraFlow(
+        steps=(
+            Layer("proj_in", ("latents",), "img"),  # transformer_ltx.py:551
+            Layer("caption_projection.linear_1", ("text",), "t"),  # :562 on the T5 states
+            Layer("caption_projection.linear_2", ("t",), "txt"),
+            Blocks("transformer_blocks", (  # LTXVideoTransformerBlock.forward :344-381, LTXVideoAttnProcessor
+                *(Layer(f"attn1.{p}", ("img",), p) for p in ("to_q", "to_k", "to_v")),
+                Attend("attn1", q=("to_q",), k=("to_k",), v=("to_v",), to="o"),
+                Layer("attn1.to_out.0", ("o",), "a"),
+                Join(("img", "a"), "img", gated="a"),  # :367 hidden + attn * gate_msa
+                Layer("attn2.to_q", ("img",), "q"),
+                Layer("attn2.to_k", ("txt",), "k"),
+                Layer("attn2.to_v", ("txt",), "v"),
+                Attend("attn2", q=("q",), k=("k",), v=("v",), to="o"),
+                Layer("attn2.to_out.0", ("o",), "a"),
+                Join(("img", "a"), "img"),  # :375, no gate
+                Layer("ff.net.0.proj", ("img",), "h"),
+                Layer("ff.net.2", ("h",), "f"),
+                Join(("img", "f"), "img", gated="f"),  # :379 hidden + ff_output * gate_mlp
+            )),
+            Layer("proj_out", ("img",), "out"),
+        ),
+        # time_embed (AdaLayerNormSingle: the timestep embedder and its linear) reads the timestep only
+        frozen=("time_embed.**",),
+        default_targets=(),
+        targets_source="diffusers has no LoRA training example for LTX-Video: --lora-targets names them",
+        source="diffusers/models/transformers/transformer_ltx.py:344-381, 551-590",
+    ),
 )
