@@ -21,6 +21,7 @@ from typing import Any
 
 from flopcalc.cost import Cost, Node, block_kinds
 from flopcalc.formulas import ops
+from flopcalc.lora import Attend, Join, Layer, Step
 
 #: Block kinds this module builds: a per-block summary stops at them.
 BLOCK_KINDS = block_kinds("feed_forward", "attention", "identity_attention")
@@ -124,3 +125,27 @@ def feed_forward(name: str, tokens: Any, dim: int, *, mult: int = 4, inner: int 
     act = ops.activation(tokens * hidden) * (2 if gated else 1)
     net = Node("net", children=(Node("0", act, (Node("proj", up),)), Node("2", ops.linear(tokens, hidden, dim, bias=bias))))
     return Node(name, children=(net,), formula="feed_forward")
+
+
+def self_cross_block_flow(ff: str = "ff") -> tuple[Step, ...]:
+    """Which tensors a DiT block's layers read and write, for the backward of a LoRA run (:mod:`flopcalc.lora`):
+    self-attention ``attn1`` on the image tokens ``img``, its output added through a conditioning gate; cross-
+    attention ``attn2`` whose queries read the tokens and keys/values the text states ``txt``, added ungated; the
+    feed-forward ``ff`` added through a gate. ``WanTransformerBlock`` (transformer_wan.py:462-504), PixArt's
+    ``BasicTransformerBlock`` with ``ada_norm_single`` (attention.py:1000-1076) and ``LTXVideoTransformerBlock``
+    (transformer_ltx.py:344-381) run this way."""
+    return (
+        *(Layer(f"attn1.{p}", ("img",), p) for p in ("to_q", "to_k", "to_v")),
+        Attend("attn1", q=("to_q",), k=("to_k",), v=("to_v",), to="o"),
+        Layer("attn1.to_out.0", ("o",), "a"),
+        Join(("img", "a"), "img", gated="a"),
+        Layer("attn2.to_q", ("img",), "q"),
+        Layer("attn2.to_k", ("txt",), "k"),
+        Layer("attn2.to_v", ("txt",), "v"),
+        Attend("attn2", q=("q",), k=("k",), v=("v",), to="o"),
+        Layer("attn2.to_out.0", ("o",), "a"),
+        Join(("img", "a"), "img"),
+        Layer(f"{ff}.net.0.proj", ("img",), "h"),
+        Layer(f"{ff}.net.2", ("h",), "f"),
+        Join(("img", "f"), "img", gated="f"),
+    )

@@ -17,6 +17,7 @@ from flopcalc.cli import main
 from flopcalc.errors import FlopcalcError
 from flopcalc.lora import MAX_RANK
 from flopcalc.training import lora_training, train
+from test_training import measured_component
 
 FIXTURES = sorted(p for p in (Path(__file__).resolve().parent.parent / "validation" / "fixtures" / "training").glob(
     "*/*.json") if "-lora" in p.name)
@@ -49,13 +50,8 @@ def test_lora_fixtures_cover_default_targets_two_ranks_two_sizes_with_checkpoint
 @pytest.mark.parametrize("path", FIXTURES, ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_lora_step_is_exact_against_the_measured_forward_and_backward(path):
     fx = _load(path)
-    s, lo = fx["settings"], fx["lora"]
-    report = estimate(fx["case"], height=s["height"], width=s["width"], steps=1, num_frames=s.get("num_frames"),
-                      resolution_binning=False,
-                      max_sequence_length=s["text_len"] if fx["case"] in (
-                          "flux-dev", "cogvideox-2b", "wan2.1-t2v-1.3b", "ltx-video") else None)
-    comp = report.component(fx["component"])
-    assert comp.shape["text_len"] == s["text_len"]
+    lo = fx["lora"]
+    comp = measured_component(fx)
     graph = graph_of(fx["built_class"])
     if lo["name"] == "default":
         assert list(graph.lora.default_targets) == lo["targets"]

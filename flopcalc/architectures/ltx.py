@@ -23,13 +23,14 @@ LTX-Video release: N = T·h·w), and ``L`` T5 tokens of ``caption_channels`` fea
 from __future__ import annotations
 
 from flopcalc.backprop import gradient_graph
-from flopcalc.lora import Attend, Blocks, Join, Layer, LoraFlow
+from flopcalc.lora import Blocks, Layer, LoraFlow
 from flopcalc.config import FLAG, LAYERS, NULL, SIZE, TEXT, Config, count_int, declare_keys, positive_int
 from flopcalc.cost import Node, module_list
 from flopcalc.errors import ConfigError
 from flopcalc.formulas import ops
 from flopcalc.formulas.conditioning import mlp_embedder
 from flopcalc.formulas.ltx import ACTIVATIONS, TIMESTEP_CHANNELS, ltx_video_block
+from flopcalc.formulas.transformer_parts import self_cross_block_flow
 from flopcalc.registry import RunShape, register
 
 #: ``LTXVideoTransformer3DModel.__init__`` keyword defaults (transformer_ltx.py).
@@ -129,21 +130,7 @@ gradient_graph(
             Layer("proj_in", ("latents",), "img"),  # transformer_ltx.py:551
             Layer("caption_projection.linear_1", ("text",), "t"),  # :562 on the T5 states
             Layer("caption_projection.linear_2", ("t",), "txt"),
-            Blocks("transformer_blocks", (  # LTXVideoTransformerBlock.forward :344-381, LTXVideoAttnProcessor
-                *(Layer(f"attn1.{p}", ("img",), p) for p in ("to_q", "to_k", "to_v")),
-                Attend("attn1", q=("to_q",), k=("to_k",), v=("to_v",), to="o"),
-                Layer("attn1.to_out.0", ("o",), "a"),
-                Join(("img", "a"), "img", gated="a"),  # :367 hidden + attn * gate_msa
-                Layer("attn2.to_q", ("img",), "q"),
-                Layer("attn2.to_k", ("txt",), "k"),
-                Layer("attn2.to_v", ("txt",), "v"),
-                Attend("attn2", q=("q",), k=("k",), v=("v",), to="o"),
-                Layer("attn2.to_out.0", ("o",), "a"),
-                Join(("img", "a"), "img"),  # :375, no gate
-                Layer("ff.net.0.proj", ("img",), "h"),
-                Layer("ff.net.2", ("h",), "f"),
-                Join(("img", "f"), "img", gated="f"),  # :379 hidden + ff_output * gate_mlp
-            )),
+            Blocks("transformer_blocks", self_cross_block_flow()),  # LTXVideoTransformerBlock.forward :344-381
             Layer("proj_out", ("img",), "out"),
         ),
         # time_embed (AdaLayerNormSingle: the timestep embedder and its linear) reads the timestep only

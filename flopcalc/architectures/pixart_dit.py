@@ -11,7 +11,7 @@ Both patchify the latent with a strided convolution (``PatchEmbed``) into
 from __future__ import annotations
 
 from flopcalc.backprop import Checkpointed, gradient_graph
-from flopcalc.lora import Attend, Blocks, Join, Layer, LoraFlow
+from flopcalc.lora import Blocks, Layer, LoraFlow
 from flopcalc.config import FLAG, LAYERS, NULL, SIZE, Choice, Config, count_int, declare_keys, positive_int
 from flopcalc.cost import Node, module_list, work_only
 from flopcalc.errors import ResolutionError
@@ -21,6 +21,7 @@ from flopcalc.formulas.cross_attention_block import (
     cross_attention_block,
     timestep_label_embedding,
 )
+from flopcalc.formulas.transformer_parts import self_cross_block_flow
 from flopcalc.perturbed_attention import selected, supports_perturbation
 from flopcalc.registry import RunShape, register
 from flopcalc.weights import Buffer, loading_rules
@@ -174,21 +175,7 @@ gradient_graph(
             Layer("pos_embed.proj", ("latents",), "img"),  # pixart_transformer_2d.py:306
             Layer("caption_projection.linear_1", ("text",), "t"),  # :313 on the T5 states
             Layer("caption_projection.linear_2", ("t",), "txt"),
-            Blocks("transformer_blocks", (  # BasicTransformerBlock.forward, norm_type ada_norm_single (attention.py)
-                *(Layer(f"attn1.{p}", ("img",), p) for p in ("to_q", "to_k", "to_v")),
-                Attend("attn1", q=("to_q",), k=("to_k",), v=("to_v",), to="o"),
-                Layer("attn1.to_out.0", ("o",), "a"),
-                Join(("img", "a"), "img", gated="a"),  # attention.py:1015-1017 gate_msa * attn_output + hidden
-                Layer("attn2.to_q", ("img",), "q"),
-                Layer("attn2.to_k", ("txt",), "k"),
-                Layer("attn2.to_v", ("txt",), "v"),
-                Attend("attn2", q=("q",), k=("k",), v=("v",), to="o"),
-                Layer("attn2.to_out.0", ("o",), "a"),
-                Join(("img", "a"), "img"),  # :1049, no gate
-                Layer("ff.net.0.proj", ("img",), "h"),
-                Layer("ff.net.2", ("h",), "f"),
-                Join(("img", "f"), "img", gated="f"),  # :1074-1076
-            )),
+            Blocks("transformer_blocks", self_cross_block_flow()),  # BasicTransformerBlock, ada_norm_single
             Layer("proj_out", ("img",), "out"),  # :347
         ),
         # adaln_single (timestep, resolution and aspect-ratio embedders, its linear) reads the conditions only

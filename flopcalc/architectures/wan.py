@@ -31,7 +31,7 @@ from math import prod
 from typing import Any
 
 from flopcalc.backprop import gradient_graph
-from flopcalc.lora import Attend, Blocks, Join, Layer, LoraFlow
+from flopcalc.lora import Blocks, Layer, LoraFlow
 from flopcalc.config import (
     FLAG, LAYERS, NULL, SIZE, TEXT, Config, ListOf, count_int, declare_keys, positive_int,
 )
@@ -39,6 +39,7 @@ from flopcalc.cost import Node, module_list
 from flopcalc.errors import ConfigError, ResolutionError
 from flopcalc.formulas import ops
 from flopcalc.formulas.wan import wan_condition_embedder, wan_image_embedder, wan_transformer_block
+from flopcalc.formulas.transformer_parts import self_cross_block_flow
 from flopcalc.registry import RunShape, register
 from flopcalc.weights import Buffer, loading_rules
 
@@ -178,21 +179,7 @@ gradient_graph(
             # :683 condition_embedder: text_embedder (PixArtAlphaTextProjection) on the UMT5 states
             Layer("condition_embedder.text_embedder.linear_1", ("text",), "t"),
             Layer("condition_embedder.text_embedder.linear_2", ("t",), "txt"),
-            Blocks("blocks", (  # WanTransformerBlock.forward :462-504, WanAttnProcessor
-                *(Layer(f"attn1.{p}", ("img",), p) for p in ("to_q", "to_k", "to_v")),
-                Attend("attn1", q=("to_q",), k=("to_k",), v=("to_v",), to="o"),
-                Layer("attn1.to_out.0", ("o",), "a"),
-                Join(("img", "a"), "img", gated="a"),  # :490 hidden + attn_output * gate_msa
-                Layer("attn2.to_q", ("img",), "q"),
-                Layer("attn2.to_k", ("txt",), "k"),
-                Layer("attn2.to_v", ("txt",), "v"),
-                Attend("attn2", q=("q",), k=("k",), v=("v",), to="o"),
-                Layer("attn2.to_out.0", ("o",), "a"),
-                Join(("img", "a"), "img"),  # :495, no gate
-                Layer("ffn.net.0.proj", ("img",), "h"),
-                Layer("ffn.net.2", ("h",), "f"),
-                Join(("img", "f"), "img", gated="f"),  # :502 hidden + ff_output * c_gate_msa
-            )),
+            Blocks("blocks", self_cross_block_flow("ffn")),  # WanTransformerBlock.forward :462-504
             Layer("proj_out", ("img",), "out"),  # :724
         ),
         # the timestep embedder and time_proj (the blocks' modulation) read the timestep only
