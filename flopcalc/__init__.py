@@ -5,6 +5,7 @@
 >>> report.flops, report.to_dict()["components"][0]["component"]
 >>> flopcalc.energy("flux-dev", gpu="h100", steps=28).to_dict()["prediction"]["energy_j"]
 >>> flopcalc.train("flux-dev", step_time=2.0, gpu="h100-sxm").mfu          # training FLOPs and MFU
+>>> flopcalc.train("flux-dev", trainable="lora:16").lora.trainable_params   # a LoRA run (peft adapters)
 >>> flopcalc.memory("flux-dev", gpu="rtx-4090", offload="model").fits       # weights in GPU memory
 
 Nothing heavy is imported here: the numeric path needs neither sympy nor huggingface_hub.

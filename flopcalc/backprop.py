@@ -26,9 +26,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 from flopcalc.cost import Node
 from flopcalc.errors import FlopcalcError
+
+if TYPE_CHECKING:
+    from flopcalc.lora import LoraFlow
 
 #: torch's FLOP registry counts the backward of the fused SDPA kernels
 #: (``aten._scaled_dot_product_efficient_attention_backward`` / ``_flash_attention_backward``)
@@ -46,7 +50,8 @@ class GradientGraph:
     of the layers whose input is a model input and so needs no gradient. ``checkpointed``: the modules
     ``enable_gradient_checkpointing()`` wraps. ``source``: where the real module does this.
     ``refuses``: for a tree and the checkpointing switch, why this graph does not describe that model
-    (a config of the class whose autograd it was not validated on), or None.
+    (a config of the class whose autograd it was not validated on), or None. ``lora``: the dataflow a
+    LoRA run's backward depends on (:class:`flopcalc.lora.LoraFlow`), None where LoRA is not modelled.
     """
 
     class_name: str
@@ -54,6 +59,7 @@ class GradientGraph:
     checkpointed: tuple[Checkpointed, ...]
     source: str
     refuses: Callable[[Node, bool], str | None] | None = None
+    lora: LoraFlow | None = None
 
 
 @dataclass(frozen=True)
@@ -78,13 +84,14 @@ _GRAPHS: dict[str, GradientGraph] = {}
 
 def gradient_graph(class_name: str, *, input_layers: tuple[str, ...],
                    checkpointed: tuple[str | Checkpointed, ...], source: str,
-                   refuses: Callable[[Node, bool], str | None] | None = None) -> GradientGraph:
+                   refuses: Callable[[Node, bool], str | None] | None = None,
+                   lora: LoraFlow | None = None) -> GradientGraph:
     """Declare the gradient graph of ``class_name`` (called once, in the family's architecture module);
     a plain string in ``checkpointed`` is a wrapped module recomputed in full."""
     if class_name in _GRAPHS:
         raise RuntimeError(f"gradient graph of {class_name} declared twice")
     wrapped = tuple(c if isinstance(c, Checkpointed) else Checkpointed(c) for c in checkpointed)
-    graph = GradientGraph(class_name, tuple(input_layers), wrapped, source, refuses)
+    graph = GradientGraph(class_name, tuple(input_layers), wrapped, source, refuses, lora)
     _GRAPHS[class_name] = graph
     return graph
 
@@ -101,6 +108,14 @@ def graph_of(class_name: str) -> GradientGraph:
             f"training FLOPs are not validated for {class_name}; supported denoisers: "
             f"{', '.join(sorted(_GRAPHS))}"
         ) from None
+
+
+def lora_supported() -> list[str]:
+    """The denoisers whose LoRA dataflow is declared (``gradient_graph(..., lora=...)``)."""
+    from flopcalc.registry import registered
+
+    registered()
+    return sorted(name for name, graph in _GRAPHS.items() if graph.lora is not None)
 
 
 @dataclass(frozen=True)
@@ -157,27 +172,45 @@ def _recomputed(item: Node, spec: Checkpointed) -> int:
     return macs
 
 
-def backward(tree: Node, graph: GradientGraph, *, checkpointing: bool = False) -> Backward:
-    """The backward MACs of ``tree`` (a forward cost tree, root = the component) when every
-    parameter is trained."""
+def refusal(tree: Node, graph: GradientGraph, checkpointing: bool) -> None:
+    """A :class:`FlopcalcError` where ``graph`` does not describe ``tree`` (its ``refuses``)."""
     why = graph.refuses(tree, checkpointing) if graph.refuses is not None else None
     if why:
         raise FlopcalcError(f"training FLOPs are not validated for this {graph.class_name}: {why}")
-    inputs = [tuple(p.split(".")) for p in graph.input_layers]
-    wrapped = [(tuple(c.pattern.split(".")), c) for c in graph.checkpointed]
-    acc = {"weight": 0, "input": 0, "attention": 0, "recompute": 0, "skipped": 0}
 
-    def visit(node: Node, parts: tuple[str, ...], k: int, fed_by_input: bool, in_checkpoint: bool) -> None:
+
+def recompute(tree: Node, graph: GradientGraph) -> int:
+    """MACs gradient checkpointing runs again in the backward: the forward of each wrapped module (the
+    first pattern that matches a module wraps it) less its not-recomputed tail."""
+    wrapped = [(tuple(c.pattern.split(".")), c) for c in graph.checkpointed]
+    total = 0
+
+    def visit(node: Node, parts: tuple[str, ...], k: int) -> None:
+        nonlocal total
+        for pattern, spec in wrapped:
+            items = _items_matched(parts, node, pattern)
+            if items:
+                total += k * items * _recomputed(node, spec)
+                return
+        for child in node.children:
+            visit(child, parts + (child.name,), k * node.count)
+
+    visit(tree, (), 1)
+    return total
+
+
+def backward(tree: Node, graph: GradientGraph, *, checkpointing: bool = False) -> Backward:
+    """The backward MACs of ``tree`` (a forward cost tree, root = the component) when every
+    parameter is trained."""
+    refusal(tree, graph, checkpointing)
+    inputs = [tuple(p.split(".")) for p in graph.input_layers]
+    acc = {"weight": 0, "input": 0, "attention": 0, "recompute": recompute(tree, graph) if checkpointing else 0,
+           "skipped": 0}
+
+    def visit(node: Node, parts: tuple[str, ...], k: int, fed_by_input: bool) -> None:
         k *= node.count
         if not fed_by_input and any(_matches(parts, p) for p in inputs):
             fed_by_input = True
-        if checkpointing and not in_checkpoint:
-            for pattern, spec in wrapped:
-                items = _items_matched(parts, node, pattern)
-                if items:
-                    in_checkpoint = True
-                    acc["recompute"] += k // node.count * items * _recomputed(node, spec)
-                    break
         c = node.cost
         dense = c.linear + c.conv + c.functional
         acc["weight"] += k * dense
@@ -187,7 +220,7 @@ def backward(tree: Node, graph: GradientGraph, *, checkpointing: bool = False) -
         else:
             acc["input"] += k * dense
         for child in node.children:
-            visit(child, parts + (child.name,), k, fed_by_input, in_checkpoint)
+            visit(child, parts + (child.name,), k, fed_by_input)
 
-    visit(tree, (), 1, False, False)
+    visit(tree, (), 1, False)
     return Backward(acc["weight"], acc["input"], acc["attention"], acc["recompute"], acc["skipped"])

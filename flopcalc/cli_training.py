@@ -43,10 +43,15 @@ def add_parsers(sub: "argparse._SubParsersAction") -> None:
     t = sub.add_parser("train", help="FLOPs per training sample and step (forward + backward), and MFU",
                        description="MODEL as for `flopcalc estimate`. The denoiser is trained in full; frozen text "
                                    "encoders and the VAE encoder run forward once per sample (online) or not at all "
-                                   "(cached). Exact against FlopCounterMode counting forward + backward on meta.")
+                                   "(cached); with --trainable lora:RANK only peft LoRA adapters are trained. Exact "
+                                   "against FlopCounterMode counting forward + backward on meta.")
     _run_options(t, frames="video: frames per training clip", batch="samples per GPU per step")
-    t.add_argument("--trainable", default="denoiser", choices=("denoiser",),
-                   help="what is trained: the denoiser, every parameter (LoRA is not counted)")
+    t.add_argument("--trainable", default="denoiser", metavar="denoiser|lora:RANK",
+                   help="what is trained: the denoiser, every parameter (default), or peft LoRA adapters of rank RANK "
+                        "on the frozen denoiser (lora:16)")
+    t.add_argument("--lora-targets", metavar="NAME,...",
+                   help="with lora:RANK, the layers adapted, as peft's target_modules (a name or its dotted suffix, "
+                        "e.g. attn.to_q,attn.to_v); default: the family's diffusers training script's")
     t.add_argument("--frozen-encoders", choices=("online", "cached"), default="online",
                    help="online: text encoders and VAE encoder run forward per sample; cached: precomputed")
     t.add_argument("--gradient-checkpointing", action="store_true",
@@ -91,6 +96,7 @@ def _train(args: argparse.Namespace) -> int:
 
     est = train(args.model, height=args.height, width=args.width, num_frames=args.num_frames,
                 batch_size=args.batch_size, max_sequence_length=args.max_sequence_length, trainable=args.trainable,
+                lora_targets=args.lora_targets,
                 frozen_encoders=args.frozen_encoders, gradient_checkpointing=args.gradient_checkpointing,
                 step_time=args.step_time, gpu=args.gpu, num_gpus=args.num_gpus, precision=args.precision,
                 revision=args.revision)

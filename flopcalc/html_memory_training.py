@@ -68,4 +68,29 @@ def _training(model: str, settings: dict[str, Any]) -> str:
               f"{est.trained.flops / fwd:.5f} (rules of thumb: 3 × and 4 × forward); with a fused SDPA kernel "
               f"(attention backward 2.5 × forward): {est.fused_attention_flops_per_sample / 1e12:,.3f} TFLOPs/sample. "
               "Backward derived module by module (weight and input gradients, none for layers fed by model inputs, "
-              "attention 2 ×), exact against FlopCounterMode on the real module.</p>")
+              "attention 2 ×), exact against FlopCounterMode on the real module.</p>" + _lora(model, settings, est))
+
+
+#: The rank the report's LoRA line shows (``flopcalc train --trainable lora:RANK`` takes any).
+REPORT_LORA_RANK = 16
+
+
+def _lora(model: str, settings: dict[str, Any], full: Any) -> str:
+    """A LoRA run beside full fine-tuning, where the denoiser's LoRA dataflow is declared."""
+    from flopcalc.backprop import graph_of
+    from flopcalc.training import train
+
+    flow = graph_of(full.trained.class_name).lora
+    if flow is None or not flow.default_targets:
+        return ""
+    try:
+        est = train(model, trainable=f"lora:{REPORT_LORA_RANK}", **settings)
+    except FlopcalcError as exc:  # a config of the class the LoRA dataflow does not describe
+        return '<p class="note">LoRA: ' + html.escape(str(exc)) + "</p>"
+    lo = est.lora
+    return (f'<p class="note">LoRA rank {lo.rank} on the diffusers training script\'s targets '
+            f"({html.escape(', '.join(lo.targets))}: {lo.layers} layers, {lo.trainable_params:,} trainable parameters "
+            f"of {est.params:,}): {est.flops_per_sample / 1e12:,.3f} TFLOPs/sample, of which "
+            f"{html.escape(est.trained.component)} forward {2 * est.trained.forward_macs / 1e12:,.3f} and backward "
+            f"{2 * est.trained.backward_macs / 1e12:,.3f} (no weight gradients of the frozen layers, no input gradients "
+            "before the first adapter or on conditioning paths; <code>flopcalc train --trainable lora:RANK</code>).</p>")

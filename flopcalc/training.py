@@ -10,6 +10,10 @@ What one sample costs (batch 1, torch convention: FLOPs = 2 × MACs):
   or nothing when prompt embeddings and latents are cached beforehand (``"cached"``);
 * nothing else: no sampling loop, no VAE decode.
 
+``trainable="lora:RANK"``: the denoiser frozen, peft LoRA adapters of rank RANK on ``lora_targets`` (default:
+the family's diffusers training script's ``target_modules``) trained; the forward includes the adapters and
+the backward follows which tensors require grad (:mod:`flopcalc.lora`).
+
 Per step: × ``batch_size`` (per GPU) × ``num_gpus``. MFU = FLOPs per step / (step time × GPUs × the
 GPU's dense peak for ``precision``), with the peak from :mod:`flopcalc.gpus`.
 
@@ -24,10 +28,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from flopcalc.backprop import Backward, backward, graph_of
+from flopcalc.backprop import Backward, GradientGraph, backward, graph_of, lora_supported, refusal
+from flopcalc.cost import Node
 from flopcalc.errors import FlopcalcError
 
-TRAINABLE = ("denoiser",)
 FROZEN_ENCODERS = ("online", "cached")
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8")
 
@@ -55,6 +59,27 @@ class ComponentTraining:
 
 
 @dataclass(frozen=True)
+class LoraTraining:
+    """The adapters of a LoRA run and their share of the trained denoiser's work (MACs, batch 1)."""
+
+    rank: int
+    targets: tuple[str, ...]
+    layers: int
+    trainable_params: int
+    adapter_forward: int
+    adapter_weight_grad: int
+    adapter_input_grad: int
+    base_input_grad: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rank": self.rank, "targets": list(self.targets), "trainable_params": self.trainable_params,
+                "layers": self.layers, "adapter_forward_flops": 2 * self.adapter_forward,
+                "adapter_weight_grad_flops": 2 * self.adapter_weight_grad,
+                "adapter_input_grad_flops": 2 * self.adapter_input_grad,
+                "frozen_layers_input_grad_flops": 2 * self.base_input_grad}
+
+
+@dataclass(frozen=True)
 class TrainingEstimate:
     """FLOPs of one training sample / step of ``model`` and, given a step time and a GPU, the MFU."""
 
@@ -75,6 +100,13 @@ class TrainingEstimate:
     gpu_name: str | None = None
     peak_flops: float | None = None
     notes: tuple[str, ...] = ()
+    params: int = 0
+    lora: LoraTraining | None = None
+
+    @property
+    def trainable_params(self) -> int:
+        """Parameters that receive a gradient: the adapters' under LoRA, else every one of the denoiser."""
+        return self.lora.trainable_params if self.lora is not None else self.params
 
     @property
     def flops_per_sample(self) -> int:
@@ -89,9 +121,12 @@ class TrainingEstimate:
         return 2 * self.trained.forward_macs
 
     @property
-    def fused_attention_flops_per_sample(self) -> int:
+    def fused_attention_flops_per_sample(self) -> int | None:
         """The same sample with attention through a fused SDPA kernel, whose backward torch counts as
-        2.5 × its forward (the scores are recomputed) instead of the math path's 2 ×."""
+        2.5 × its forward (the scores are recomputed) instead of the math path's 2 ×. None under LoRA, where
+        the math path computes only the gradients of the operands that require one (not measured fused)."""
+        if self.lora is not None:
+            return None
         return self.flops_per_sample + 2 * (self.backward.fused_attention_macs() - self.backward.macs)
 
     @property
@@ -108,6 +143,8 @@ class TrainingEstimate:
             "unit": "FLOPs (torch convention: 2 × multiply-accumulates of matmuls, convolutions, attention)",
             "train": {
                 "trainable": self.trainable,
+                "params": self.params,
+                "trainable_params": self.trainable_params,
                 "frozen_encoders": self.frozen_encoders,
                 "gradient_checkpointing": self.gradient_checkpointing,
                 "batch_size": self.batch_size,
@@ -122,7 +159,8 @@ class TrainingEstimate:
                     "recompute_flops": 2 * self.backward.recompute,
                     "skipped_input_grad_flops": 2 * self.backward.no_input_grad,
                 },
-                "attention_backward": "math path (2 × forward bmm); fused SDPA kernel: 2.5 × forward",
+                "attention_backward": "math path (2 × forward bmm); fused SDPA kernel: 2.5 × forward"
+                if self.lora is None else "math path: dQ, dK, dV, dA only for operands that require grad",
                 "flops_per_sample_fused_attention": self.fused_attention_flops_per_sample,
                 "rules_of_thumb": {"3x_forward": 3 * self.trained_forward_flops,
                                    "4x_forward": 4 * self.trained_forward_flops,
@@ -130,6 +168,8 @@ class TrainingEstimate:
             },
             "notes": list(self.notes),
         }
+        if self.lora is not None:
+            out["train"]["lora"] = self.lora.to_dict()
         if self.step_time is not None:
             out["step_time_s"] = self.step_time
         if self.gpu_key is not None:
@@ -149,6 +189,7 @@ def train(
     batch_size: int = 1,
     max_sequence_length: int | None = None,
     trainable: str = "denoiser",
+    lora_targets: tuple[str, ...] | str | None = None,
     frozen_encoders: str = "online",
     gradient_checkpointing: bool = False,
     step_time: float | None = None,
@@ -158,15 +199,21 @@ def train(
     revision: str | None = None,
     token: str | None = None,
 ) -> TrainingEstimate:
-    """FLOPs of one training sample and step of ``model``'s denoiser (full fine-tuning).
+    """FLOPs of one training sample and step of ``model``'s denoiser: full fine-tuning
+    (``trainable="denoiser"``) or LoRA (``"lora:RANK"``, adapters on ``lora_targets``, peft's names;
+    default: the family's diffusers training script's).
 
     ``model`` is anything :func:`flopcalc.estimate` takes. Sizes default to the pipeline's. Raises
     :class:`FlopcalcError` on bad input, for a denoiser whose backward is not validated, or when only
     one of ``step_time`` and ``gpu`` is given.
     """
     from flopcalc.api import estimate
+    from flopcalc.lora import parse_trainable
 
-    _check_options(trainable, frozen_encoders, batch_size, num_gpus, step_time, precision)
+    rank = parse_trainable(trainable)
+    if lora_targets is not None and rank is None:
+        raise FlopcalcError("--lora-targets goes with --trainable lora:RANK")
+    _check_options(frozen_encoders, batch_size, num_gpus, step_time, precision)
     if (step_time is None) != (gpu is None):
         raise FlopcalcError("MFU needs both --step-time and --gpu")
     report = estimate(model, height=height, width=width, num_frames=num_frames, steps=1, strength=1.0,
@@ -182,9 +229,16 @@ def train(
         raise FlopcalcError(f"{report.model}: training with an add-on model is not modelled ({', '.join(add_ons)}); "
                             "estimate the base pipeline")
     den = denoisers[0]
-    back = backward(den.tree, graph_of(den.class_name), checkpointing=gradient_checkpointing)
-    trained = ComponentTraining(den.component, den.class_name, den.call, den.role, "trained", den.macs_per_run,
-                                back.macs)
+    graph = graph_of(den.class_name)
+    lora = None
+    if rank is None:
+        back = backward(den.tree, graph, checkpointing=gradient_checkpointing)
+        forward_macs = den.macs_per_run
+    else:
+        back, lora = lora_training(den.tree, graph, rank, lora_targets, gradient_checkpointing)
+        forward_macs = den.macs_per_run + lora.adapter_forward
+    trained = ComponentTraining(den.component, den.class_name, den.call, den.role,
+                                "trained" if lora is None else f"LoRA r={rank}", forward_macs, back.macs)
     parts = []
     for c in report.components:
         if c.role == "denoiser":
@@ -211,14 +265,34 @@ def train(
                 "max_sequence_length": s.max_sequence_length, **{k: v for k, v in den.shape.items()}}
     return TrainingEstimate(report.model, report.pipeline, settings, trainable, frozen_encoders, gradient_checkpointing,
                             batch_size, num_gpus, tuple(parts), trained, back, precision, step_time, key, name, peak,
-                            tuple(notes))
+                            tuple(notes), den.tree.total.params, lora)
 
 
-def _check_options(trainable: str, frozen_encoders: str, batch_size: int, num_gpus: int, step_time: float | None,
+def lora_training(tree: Node, graph: GradientGraph, rank: int, targets: tuple[str, ...] | str | None,
+          checkpointing: bool) -> tuple[Backward, LoraTraining]:
+    """The backward of a LoRA run of ``tree``: adapters on ``targets`` (default: the family's)."""
+    from flopcalc.lora import adapters, check_target_names, lora_backward
+
+    if graph.lora is None:
+        raise FlopcalcError(f"LoRA training FLOPs are not modelled for {graph.class_name}; supported denoisers: "
+                            f"{', '.join(lora_supported())}")
+    refusal(tree, graph, checkpointing)
+    if isinstance(targets, str):  # "attn.to_q,attn.to_v", as the CLI takes it
+        targets = tuple(t.strip() for t in targets.split(","))
+    if targets is None and not graph.lora.default_targets:
+        raise FlopcalcError(f"{graph.class_name}: diffusers has no LoRA training script to take default targets from; "
+                            "name them with --lora-targets (e.g. to_q,to_k,to_v,to_out.0)")
+    names = graph.lora.default_targets if targets is None else check_target_names(tuple(targets), graph.lora)
+    chosen = adapters(tree, graph.lora, names)
+    lb = lora_backward(tree, graph.lora, chosen, rank, graph.checkpointed if checkpointing else ())
+    back = Backward(lb.adapter_weight_grad, lb.adapter_input_grad + lb.base_input_grad, lb.attention_grad,
+                    lb.recompute, lb.no_input_grad)
+    return back, LoraTraining(rank, names, lb.layers, lb.trainable_params, lb.adapter_forward, lb.adapter_weight_grad,
+                              lb.adapter_input_grad, lb.base_input_grad)
+
+
+def _check_options(frozen_encoders: str, batch_size: int, num_gpus: int, step_time: float | None,
                    precision: str) -> None:
-    if trainable not in TRAINABLE:
-        raise FlopcalcError(f"--trainable {trainable!r}: choose one of {', '.join(TRAINABLE)} "
-                            "(LoRA adapters are not counted: no peft to measure them against)")
     if frozen_encoders not in FROZEN_ENCODERS:
         raise FlopcalcError(f"--frozen-encoders {frozen_encoders!r}: choose one of {', '.join(FROZEN_ENCODERS)}")
     if batch_size < 1 or num_gpus < 1:

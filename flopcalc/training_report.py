@@ -42,7 +42,9 @@ def _table(est: TrainingEstimate) -> str:
     s = est.settings
     size = f"{s['height']}×{s['width']}" + (f" × {s['num_frames']} frames" if s.get("num_frames") else "")
     lines = [
-        f"{est.model} · {est.pipeline} · training ({est.trainable} trained in full"
+        f"{est.model} · {est.pipeline} · training ("
+        + (f"{est.trainable} trained in full" if est.lora is None else f"{est.trained.component} frozen, LoRA rank "
+           f"{est.lora.rank} adapters trained")
         + (", gradient checkpointing" if est.gradient_checkpointing else "") + ")",
         f"{size} · text {s.get('text_len')} tokens · frozen encoders {est.frozen_encoders} · "
         f"batch {est.batch_size} per GPU × {est.num_gpus} GPU(s)",
@@ -56,18 +58,13 @@ def _table(est: TrainingEstimate) -> str:
     lines += ruled_table(rows, 3)
     b = est.backward
     fwd = est.trained_forward_flops
-    lines += [
-        "",
-        f"per step: {_t(est.flops_per_step)} TFLOPs ({est.batch_size} sample(s) × {est.num_gpus} GPU(s))",
-        f"{est.trained.component} backward = weight grads {_t(2 * b.weight_grad)} + input grads {_t(2 * b.input_grad)}"
-        f" + attention {_t(2 * b.attention_grad)} (2 × its forward bmm)"
-        + (f" + recompute {_t(2 * b.recompute)}" if b.recompute else "")
-        + f" TFLOPs; no input gradient for layers fed by model inputs ({_t(2 * b.no_input_grad)} TFLOPs skipped)",
-        f"{est.trained.component} (forward + backward) / forward = {est.trained.flops / fwd:.5f}; "
-        f"rules of thumb: 3 × forward = {_t(3 * fwd)}, 4 × forward = {_t(4 * fwd)} TFLOPs",
-        f"with a fused SDPA kernel (attention backward 2.5 × forward, as torch counts it): "
-        f"{_t(est.fused_attention_flops_per_sample)} TFLOPs/sample",
-    ]
+    lines += ["", f"per step: {_t(est.flops_per_step)} TFLOPs ({est.batch_size} sample(s) × {est.num_gpus} GPU(s))"]
+    lines += _backward_lines(est) if est.lora is None else _lora_lines(est)
+    lines.append(f"{est.trained.component} (forward + backward) / forward = {est.trained.flops / fwd:.5f}; "
+                 f"rules of thumb: 3 × forward = {_t(3 * fwd)}, 4 × forward = {_t(4 * fwd)} TFLOPs")
+    if est.fused_attention_flops_per_sample is not None:
+        lines.append(f"with a fused SDPA kernel (attention backward 2.5 × forward, as torch counts it): "
+                     f"{_t(est.fused_attention_flops_per_sample)} TFLOPs/sample")
     if est.mfu is not None:
         lines.append(f"MFU: {100 * est.mfu:.1f}% ({_t(est.flops_per_step)} TFLOPs in {est.step_time:g} s on "
                      f"{est.num_gpus} × {est.gpu_name}, dense {est.precision} peak {est.peak_flops / 1e12:g} TFLOP/s)")
@@ -76,6 +73,30 @@ def _table(est: TrainingEstimate) -> str:
     for note in est.notes:
         lines.append(f"note: {note}")
     return "\n".join(lines) + "\n"
+
+
+def _backward_lines(est: TrainingEstimate) -> list[str]:
+    b = est.backward
+    return [f"{est.trained.component} backward = weight grads {_t(2 * b.weight_grad)} + input grads "
+            f"{_t(2 * b.input_grad)} + attention {_t(2 * b.attention_grad)} (2 × its forward bmm)"
+            + (f" + recompute {_t(2 * b.recompute)}" if b.recompute else "")
+            + f" TFLOPs; no input gradient for layers fed by model inputs ({_t(2 * b.no_input_grad)} TFLOPs skipped)"]
+
+
+def _lora_lines(est: TrainingEstimate) -> list[str]:
+    b, lo = est.backward, est.lora
+    assert lo is not None
+    return [
+        f"LoRA rank {lo.rank} on {lo.layers} layers ({', '.join(lo.targets)}): {lo.trainable_params:,} trainable "
+        f"parameters of {est.params:,} ({100 * lo.trainable_params / est.params:.3f}%); the adapters' forward "
+        f"{_t(2 * lo.adapter_forward)} TFLOPs",
+        f"{est.trained.component} backward = adapter weight grads {_t(2 * b.weight_grad)} + input grads "
+        f"{_t(2 * b.input_grad)} (frozen layers {_t(2 * lo.base_input_grad)}, adapters {_t(2 * lo.adapter_input_grad)})"
+        f" + attention {_t(2 * b.attention_grad)} (dQ, dK, dV only where they require grad)"
+        + (f" + recompute {_t(2 * b.recompute)} (adapters included)" if b.recompute else "")
+        + f" TFLOPs; no weight gradient for frozen layers, no input gradient before the first adapter or on "
+          f"conditioning paths ({_t(2 * b.no_input_grad)} TFLOPs skipped)",
+    ]
 
 
 def _csv(est: TrainingEstimate) -> str:

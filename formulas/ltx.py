@@ -84,25 +84,26 @@ def ltx_attention(name: str, *, tokens: Any, dim: int, heads: int, head_dim: int
 
     .. math:: \mathrm{MACs} = 2 N d d_i + 2 M d_c d_i + 2 h N M d_h,\quad d_i = h d_h
 
-    with :math:`M = N`, :math:`d_c = d` for self-attention.
+    with :math:`M = N`, :math:`d_c = d` for self-attention. The projections are children named as the real
+    module's; the node's own cost is the norms and the attention.
     """
     inner = heads * head_dim
     kv_tokens = tokens if context_tokens is None else context_tokens
     kv_dim = dim if context_dim is None else context_dim
-    cost = (
-        ops.linear(tokens, dim, inner, bias=bias)
-        + ops.linear(kv_tokens, kv_dim, inner, bias=bias) * 2
-        + ops.rms_norm(tokens, inner)
-        + ops.rms_norm(kv_tokens, inner)
-        + ops.attention(tokens, kv_tokens, heads, head_dim)
-        + ops.linear(tokens, inner, dim, bias=out_bias)
+    cost = ops.rms_norm(tokens, inner) + ops.rms_norm(kv_tokens, inner) + ops.attention(tokens, kv_tokens, heads, head_dim)
+    projections = (
+        Node("to_q", ops.linear(tokens, dim, inner, bias=bias)),
+        Node("to_k", ops.linear(kv_tokens, kv_dim, inner, bias=bias)),
+        Node("to_v", ops.linear(kv_tokens, kv_dim, inner, bias=bias)),
+        Node("to_out", children=(Node("0", ops.linear(tokens, inner, dim, bias=out_bias)),)),
     )
-    return Node(name, cost, formula="attention")
+    return Node(name, cost, projections, formula="attention")
 
 
 def ltx_feed_forward(name: str, tokens: Any, dim: int, activation: str) -> Node:
     r"""diffusers ``FeedForward(dim, activation_fn=activation)``: ``net.0.proj`` (d → f, or d → 2f
-    for the gated activations), the activation, ``net.2`` (f → d), f = 4d, with biases.
+    for the gated activations), the activation, ``net.2`` (f → d), f = 4d, with biases; the projections as
+    children with the real module's paths.
 
     .. math:: \mathrm{MACs} = (g + 1)\,N d f
     """
@@ -111,9 +112,10 @@ def ltx_feed_forward(name: str, tokens: Any, dim: int, activation: str) -> Node:
                          f"({', '.join(ACTIVATIONS)})")
     gated = activation in GATED_ACTIVATIONS
     hidden = FF_MULT * dim
-    cost = (ops.linear(tokens, dim, hidden * (2 if gated else 1)) + ops.activation(tokens * hidden)
-            + ops.linear(tokens, hidden, dim))
-    return Node(name, cost, formula="feed_forward")
+    up = Node("proj", ops.linear(tokens, dim, hidden * (2 if gated else 1)))
+    net = Node("net", children=(Node("0", ops.activation(tokens * hidden), (up,)),
+                                Node("2", ops.linear(tokens, hidden, dim))))
+    return Node(name, children=(net,), formula="feed_forward")
 
 
 @lru_cache(maxsize=256)

@@ -35,9 +35,32 @@ from flopcalc.cost import Node, block_kinds
 from flopcalc.formulas import ops
 from flopcalc.formulas.conditioning import ada_layer_norm_continuous, ada_layer_norm_zero, pruned_ada_layer_norm
 from flopcalc.formulas.transformer_parts import attention_module, feed_forward, qk_norm_cost
+from flopcalc.lora import Attend, Join, Layer
 
 #: Block kinds this module builds: a per-block summary stops at them.
 BLOCK_KINDS = block_kinds("mmdit_joint_block")
+
+#: Which tensors a joint block's layers read and write, for the backward of a LoRA run (:mod:`flopcalc.lora`):
+#: ``FluxTransformerBlock.forward`` (transformer_flux.py:443-497, ``FluxAttnProcessor`` :76-140) and
+#: ``JointTransformerBlock.forward`` (attention.py:681-750, ``JointAttnProcessor2_0``): q/k/v of the image
+#: stream ``img`` and of the text stream ``txt``, one attention over both, each stream's output projection and
+#: feed-forward added to it, each through a gate (the gates and AdaLN modulations: conditioning). A ``context_pre_only`` block has no
+#: ``to_add_out`` and no text feed-forward. ``norm1.linear`` / ``norm1_context.linear`` read temb only.
+JOINT_BLOCK_FLOW = (
+    *(Layer(f"attn.{p}", ("img",), p) for p in ("to_q", "to_k", "to_v")),
+    *(Layer(f"attn.{p}", ("txt",), p) for p in ("add_q_proj", "add_k_proj", "add_v_proj")),
+    Attend("attn", q=("add_q_proj", "to_q"), k=("add_k_proj", "to_k"), v=("add_v_proj", "to_v"), to="o"),
+    Layer("attn.to_out.0", ("o",), "a"),
+    Layer("attn.to_add_out", ("o",), "ca", optional=True),
+    Join(("img", "a"), "img", gated="a"),  # hidden_states + gate_msa * attn_output
+    Layer("ff.net.0.proj", ("img",), "h"),
+    Layer("ff.net.2", ("h",), "f"),
+    Join(("img", "f"), "img", gated="f"),
+    Join(("txt", "ca"), "txt", gated="ca"),
+    Layer("ff_context.net.0.proj", ("txt",), "ch", optional=True),
+    Layer("ff_context.net.2", ("ch",), "cf", optional=True),
+    Join(("txt", "cf"), "txt", gated="cf"),
+)
 
 
 def mmdit_joint_block(

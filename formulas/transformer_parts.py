@@ -21,6 +21,7 @@ from typing import Any
 
 from flopcalc.cost import Cost, Node, block_kinds
 from flopcalc.formulas import ops
+from flopcalc.lora import Attend, Join, Layer, Step
 
 #: Block kinds this module builds: a per-block summary stops at them.
 BLOCK_KINDS = block_kinds("feed_forward", "attention", "identity_attention")
@@ -68,18 +69,20 @@ def attention_module(
     of ``add_{q,k,v}_proj`` (``added_proj_bias``); ``out_bias``: of both output projections.
     """
     inner = heads * head_dim
-    cost = ops.linear(tokens, dim, inner, bias=bias) * 3 + qk_norm_cost(qk_norm, tokens * heads, head_dim)
+    cost = qk_norm_cost(qk_norm, tokens * heads, head_dim)
+    projections = [Node(p, ops.linear(tokens, dim, inner, bias=bias)) for p in ("to_q", "to_k", "to_v")]
     seq = tokens
     if context_dim is not None:
-        cost = cost + ops.linear(context_tokens, context_dim, inner, bias=context_bias) * 3
+        projections += [Node(p, ops.linear(context_tokens, context_dim, inner, bias=context_bias))
+                        for p in ("add_q_proj", "add_k_proj", "add_v_proj")]
         cost = cost + qk_norm_cost(qk_norm, context_tokens * heads, head_dim)
         seq = tokens + context_tokens
         if context_out:
-            cost = cost + ops.linear(context_tokens, inner, context_dim, bias=out_bias)
+            projections.append(Node("to_add_out", ops.linear(context_tokens, inner, context_dim, bias=out_bias)))
     cost = cost + ops.attention(seq, seq, heads, head_dim)
     if out:
-        cost = cost + ops.linear(tokens, inner, dim, bias=out_bias)
-    return Node(name, cost, formula="attention")
+        projections.append(Node("to_out", children=(Node("0", ops.linear(tokens, inner, dim, bias=out_bias)),)))
+    return Node(name, cost, tuple(projections), formula="attention")
 
 
 def identity_attention(name: str, *, tokens: Any, dim: int, inner: int, bias: bool = True,
@@ -100,13 +103,13 @@ def cross_attention(name: str, *, tokens: Any, dim: int, context_tokens: Any, co
     ``tokens`` image tokens, keys and values from ``context_tokens`` context vectors of width
     ``context_dim``. :math:`\mathrm{MACs} = 2 n d d_i + 2 m d_c d_i + 2 h n m d_h`.
     The projections are children named as the real module's (``to_q``, ``to_k``, ``to_v``,
-    ``to_out``): ``to_k``/``to_v`` read the context, which may be a model input (no gradient)."""
+    ``to_out.0``): ``to_k``/``to_v`` read the context, which may be a model input (no gradient)."""
     inner = heads * head_dim
     projections = (
         Node("to_q", ops.linear(tokens, dim, inner, bias=bias)),
         Node("to_k", ops.linear(context_tokens, context_dim, inner, bias=bias)),
         Node("to_v", ops.linear(context_tokens, context_dim, inner, bias=bias)),
-        Node("to_out", ops.linear(tokens, inner, dim, bias=out_bias)),
+        Node("to_out", children=(Node("0", ops.linear(tokens, inner, dim, bias=out_bias)),)),
     )
     return Node(name, ops.attention(tokens, context_tokens, heads, head_dim), projections,
                 formula="cross_attention")
@@ -122,3 +125,27 @@ def feed_forward(name: str, tokens: Any, dim: int, *, mult: int = 4, inner: int 
     act = ops.activation(tokens * hidden) * (2 if gated else 1)
     net = Node("net", children=(Node("0", act, (Node("proj", up),)), Node("2", ops.linear(tokens, hidden, dim, bias=bias))))
     return Node(name, children=(net,), formula="feed_forward")
+
+
+def self_cross_block_flow(ff: str = "ff") -> tuple[Step, ...]:
+    """Which tensors a DiT block's layers read and write, for the backward of a LoRA run (:mod:`flopcalc.lora`):
+    self-attention ``attn1`` on the image tokens ``img``, its output added through a conditioning gate; cross-
+    attention ``attn2`` whose queries read the tokens and keys/values the text states ``txt``, added ungated; the
+    feed-forward ``ff`` added through a gate. ``WanTransformerBlock`` (transformer_wan.py:462-504), PixArt's
+    ``BasicTransformerBlock`` with ``ada_norm_single`` (attention.py:1000-1076) and ``LTXVideoTransformerBlock``
+    (transformer_ltx.py:344-381) run this way."""
+    return (
+        *(Layer(f"attn1.{p}", ("img",), p) for p in ("to_q", "to_k", "to_v")),
+        Attend("attn1", q=("to_q",), k=("to_k",), v=("to_v",), to="o"),
+        Layer("attn1.to_out.0", ("o",), "a"),
+        Join(("img", "a"), "img", gated="a"),
+        Layer("attn2.to_q", ("img",), "q"),
+        Layer("attn2.to_k", ("txt",), "k"),
+        Layer("attn2.to_v", ("txt",), "v"),
+        Attend("attn2", q=("q",), k=("k",), v=("v",), to="o"),
+        Layer("attn2.to_out.0", ("o",), "a"),
+        Join(("img", "a"), "img"),
+        Layer(f"{ff}.net.0.proj", ("img",), "h"),
+        Layer(f"{ff}.net.2", ("h",), "f"),
+        Join(("img", "f"), "img", gated="f"),
+    )

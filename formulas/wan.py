@@ -49,20 +49,20 @@ def wan_attention(name: str, *, tokens: Any, context_tokens: Any, dim: int, head
 
     .. math:: \mathrm{MACs} = 2 N d\,d_i + 2 M d\,d_i + h N M (2 d_h)
               + 2 I d_a d_i + h N I (2 d_h),\quad d_i = h d_h
+
+    The projections are children named as the real module's (``to_q``, ``to_k``, ``to_v``, ``add_k_proj``,
+    ``add_v_proj``, ``to_out.0``); the node's own cost is the norms and the attention.
     """
     inner = heads * head_dim
-    cost = (
-        ops.linear(tokens, dim, inner)
-        + ops.linear(context_tokens, dim, inner) * 2
-        + ops.rms_norm(tokens, inner)
-        + ops.rms_norm(context_tokens, inner)
-        + ops.attention(tokens, context_tokens, heads, head_dim)
-        + ops.linear(tokens, inner, dim)
-    )
+    cost = (ops.rms_norm(tokens, inner) + ops.rms_norm(context_tokens, inner)
+            + ops.attention(tokens, context_tokens, heads, head_dim))
+    projections = [Node("to_q", ops.linear(tokens, dim, inner)), Node("to_k", ops.linear(context_tokens, dim, inner)),
+                   Node("to_v", ops.linear(context_tokens, dim, inner))]
     if added_kv_dim is not None:
-        added = ops.linear(image_tokens, added_kv_dim, inner) * 2 + ops.rms_norm(image_tokens, inner)
-        cost = cost + added + ops.attention(tokens, image_tokens, heads, head_dim)
-    return Node(name, cost, formula="wan_attention")
+        projections += [Node(p, ops.linear(image_tokens, added_kv_dim, inner)) for p in ("add_k_proj", "add_v_proj")]
+        cost = cost + ops.rms_norm(image_tokens, inner) + ops.attention(tokens, image_tokens, heads, head_dim)
+    projections.append(Node("to_out", children=(Node("0", ops.linear(tokens, inner, dim)),)))
+    return Node(name, cost, tuple(projections), formula="wan_attention")
 
 
 @lru_cache(maxsize=256)

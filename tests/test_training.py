@@ -16,7 +16,9 @@ from flopcalc.cli import main
 from flopcalc.errors import FlopcalcError
 from flopcalc.training import train
 
-FIXTURES = sorted((Path(__file__).resolve().parent.parent / "validation" / "fixtures" / "training").glob("*/*.json"))
+#: full fine-tuning's fixtures (the LoRA ones: tests/test_training_lora.py)
+FIXTURES = sorted(p for p in (Path(__file__).resolve().parent.parent / "validation" / "fixtures" / "training").glob(
+    "*/*.json") if "-lora" not in p.name)
 
 
 def _load(path: Path) -> dict:
@@ -37,9 +39,8 @@ def test_fixtures_cover_the_families_at_two_sizes_each_with_and_without_checkpoi
                                                                           "pixart-alpha-1024", "cogvideox-2b"}
 
 
-@pytest.mark.parametrize("path", FIXTURES, ids=lambda p: f"{p.parent.name}/{p.stem}")
-def test_backward_is_exact_against_the_measured_forward_and_backward(path):
-    fx = _load(path)
+def measured_component(fx: dict):
+    """The report's component for a training fixture, at its size, frames and text length."""
     s = fx["settings"]
     report = estimate(fx["case"], height=s["height"], width=s["width"], steps=1, num_frames=s.get("num_frames"),
                       resolution_binning=False,
@@ -47,6 +48,13 @@ def test_backward_is_exact_against_the_measured_forward_and_backward(path):
                           "flux-dev", "wan2.1-t2v-1.3b", "ltx-video", "cogvideox-2b") else None)
     comp = report.component(fx["component"])
     assert comp.shape["text_len"] == s["text_len"]
+    return comp
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_backward_is_exact_against_the_measured_forward_and_backward(path):
+    fx = _load(path)
+    comp = measured_component(fx)
     assert 2 * comp.macs_per_run == fx["forward"]["flops"]
     graph = graph_of(fx["built_class"])
     checkpointing = fx["mode"] == "checkpointing"
@@ -123,7 +131,7 @@ def test_fused_attention_variant_counts_the_attention_backward_at_two_and_a_half
     (dict(gpu="h100-sxm"), "both --step-time and --gpu"),
     (dict(step_time=-1.0, gpu="h100-sxm"), "positive"),
     (dict(step_time=1.0, gpu="not-a-gpu"), "unknown GPU"),
-    (dict(trainable="lora:16"), "LoRA"),
+    (dict(trainable="qlora:16"), "denoiser or lora:RANK"),
     (dict(frozen_encoders="sometimes"), "online, cached"),
 ])
 def test_bad_options_are_one_line_errors(kwargs, match):

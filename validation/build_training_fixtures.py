@@ -7,7 +7,8 @@ Usage (from anywhere)::
     python validation/build_training_fixtures.py --only flux-dev # one case (repeatable)
     python validation/build_training_fixtures.py --check         # re-measure, compare, write nothing
 
-Fixtures go to ``validation/fixtures/training/<case>/<component>-<mode>-<H>x<W>.json``, rendered and
+Fixtures go to ``validation/fixtures/training/<case>/<component>-<mode>-<H>x<W>.json`` (LoRA modes:
+``<component>-<mode>-<targets name>-r<rank>-<H>x<W>.json``), rendered and
 written exactly as ``build_fixtures.py`` writes the inference fixtures (keys sorted, no timestamps).
 Never edit them by hand.
 """
@@ -42,11 +43,13 @@ class TrainingJob:
     class_name: str
     mode: str
     settings: dict[str, int] = field(hash=False)
+    lora: dict | None = field(default=None, hash=False)  # {name, rank, targets} for the lora modes
 
     @property
     def path(self) -> Path:
         s = self.settings
-        return Path(self.case) / f"{self.component}-{self.mode}-{s['height']}x{s['width']}.json"
+        adapters = "" if self.lora is None else f"-{self.lora['name']}-r{self.lora['rank']}"
+        return Path(self.case) / f"{self.component}-{self.mode}{adapters}-{s['height']}x{s['width']}.json"
 
 
 def load_jobs(manifest: Path = MANIFEST, only: Sequence[str] | None = None) -> list[TrainingJob]:
@@ -63,11 +66,17 @@ def load_jobs(manifest: Path = MANIFEST, only: Sequence[str] | None = None) -> l
             for mode in entry["modes"]:
                 if mode not in MODES:
                     raise SystemExit(f"{case}: unknown mode {mode!r}; choose from {MODES}")
-                for height, width in entry["sizes"]:
-                    settings = {**{k: int(v) for k, v in entry["settings"].items()},
-                                "height": int(height), "width": int(width)}
-                    jobs.append(TrainingJob(case, entry["component"], REPO_ROOT / spec["root"] / entry["component"],
-                                            entry["class"], mode, settings))
+                if mode.startswith("lora") != ("lora" in entry):
+                    raise SystemExit(f"{case}: the lora modes and a lora spec (name, ranks, targets) go together")
+                adapters = [None] if "lora" not in entry else [
+                    {"name": entry["lora"]["name"], "rank": int(rank), "targets": list(entry["lora"]["targets"])}
+                    for rank in entry["lora"]["ranks"]]
+                for lora in adapters:
+                    for height, width in entry["sizes"]:
+                        settings = {**{k: int(v) for k, v in entry["settings"].items()},
+                                    "height": int(height), "width": int(width)}
+                        jobs.append(TrainingJob(case, entry["component"], REPO_ROOT / spec["root"] / entry["component"],
+                                                entry["class"], mode, settings, lora))
     return jobs
 
 
@@ -76,8 +85,11 @@ def build(jobs: Sequence[TrainingJob], out_dir: Path = FIXTURES, *, check: bool 
     differ = 0
     for job in jobs:
         start = time.perf_counter()
-        fixture = measure_training(job.config_dir, job.settings, mode=job.mode, class_name=job.class_name)
+        lora = None if job.lora is None else {"rank": job.lora["rank"], "targets": job.lora["targets"]}
+        fixture = measure_training(job.config_dir, job.settings, mode=job.mode, class_name=job.class_name, lora=lora)
         fixture["case"] = job.case
+        if job.lora is not None:
+            fixture["lora"]["name"] = job.lora["name"]
         status = settle(out_dir / job.path, render(fixture), check=check)
         differ += check and status != "same"
         print(f"{time.perf_counter() - start:6.2f}s  {status:7s}  {job.path}", flush=True)

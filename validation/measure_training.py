@@ -41,8 +41,11 @@ __all__ = ["MODES", "measure_training"]
 #: ``full``: all parameters trained; ``checkpointing``: the same with diffusers' gradient checkpointing;
 #: ``fused_attention``: the same with ``F.scaled_dot_product_attention`` routed to the fused
 #: ``aten._scaled_dot_product_efficient_attention`` kernel (what a GPU runs), whose backward torch's
-#: FLOP registry counts as 2.5 × its forward.
-MODES = ("full", "checkpointing", "fused_attention")
+#: FLOP registry counts as 2.5 × its forward; ``lora`` / ``lora_checkpointing``: every base parameter
+#: frozen, peft LoRA adapters of ``lora["rank"]`` on ``lora["targets"]`` added as diffusers' training
+#: scripts add them (``model.add_adapter(LoraConfig(r=rank, lora_alpha=rank, init_lora_weights="gaussian",
+#: target_modules=targets))``), only the adapters trained; without / with gradient checkpointing.
+MODES = ("full", "checkpointing", "fused_attention", "lora", "lora_checkpointing")
 
 
 #: ``F.scaled_dot_product_attention`` itself, for the inputs no fused kernel takes.
@@ -112,6 +115,7 @@ def measure_training(
     *,
     mode: str = "full",
     class_name: str | None = None,
+    lora: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Forward and backward FLOPs of one training step of the component in ``config_dir`` at batch 1.
 
@@ -120,12 +124,17 @@ def measure_training(
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
+    if mode.startswith("lora") != (lora is not None):
+        raise ValueError(f"mode {mode!r}: a lora spec (rank, targets) goes with the lora modes only")
     config_dir = _locate(Path(config_dir))
     named = class_name or resolve_class_name(config_dir)
     model = build_model(config_dir, named).train()
-    for p in model.parameters():
-        p.requires_grad_(True)
-    if mode == "checkpointing":
+    if lora is None:
+        for p in model.parameters():
+            p.requires_grad_(True)
+    else:
+        _add_lora(model, int(lora["rank"]), list(lora["targets"]))
+    if mode in ("checkpointing", "lora_checkpointing"):
         model.enable_gradient_checkpointing()
     specs, used = build_inputs(model, settings)
     tensors = {k: None if v is None else v.make() for k, v in specs.items()}
@@ -140,7 +149,7 @@ def measure_training(
         sum(t.float().sum() for t in outputs).backward()
         total = int(counter.get_total_flops())
         total_ops = _ops(counter)
-    return {
+    out = {
         "class_name": named,
         "built_class": type(model).__name__,
         "component": config_dir.resolve().name,
@@ -150,16 +159,25 @@ def measure_training(
         "device": "meta",
         "inputs": {k: None if t is None else list(t.shape) for k, t in tensors.items()},
         "method": (
-            "model built from config.json under torch.device('meta'), train() mode, every parameter "
-            "requires grad, inputs (batch 1) do not; inside one FlopCounterMode(display=False): "
-            "outputs = model(**inputs), then sum(t.float().sum() for t in outputs).backward(); "
+            ("model built from config.json under torch.device('meta'), train() mode, every parameter "
+             "requires grad, inputs (batch 1) do not; inside one FlopCounterMode(display=False): "
+             if lora is None else
+             "model built from config.json under torch.device('meta'), train() mode, model.requires_grad_(False), "
+             "then " + ("model.add_adapter(" if hasattr(model, "add_adapter") else "peft.inject_adapter_in_model(")
+             + "peft.LoraConfig(r=rank, lora_alpha=rank, init_lora_weights='gaussian', "
+             "target_modules=targets)" + ("" if hasattr(model, "add_adapter") else ", model") + ") (only the adapters "
+             "require grad), inputs (batch 1) do not; inside one "
+             "FlopCounterMode(display=False): ")
+            + "outputs = model(**inputs), then sum(t.float().sum() for t in outputs).backward(); "
             "forward = the count before backward(), backward = the rest"
             + ("; model.enable_gradient_checkpointing() (diffusers: torch.utils.checkpoint, "
                "use_reentrant=False) so the backward includes the recomputed blocks"
-               if mode == "checkpointing" else "")
+               if mode in ("checkpointing", "lora_checkpointing") else "")
             + ("; F.scaled_dot_product_attention routed to aten._scaled_dot_product_efficient_attention (the fused "
                "kernel; torch counts its backward as 2.5 x its forward)" if mode == "fused_attention" else
-               ". SDPA runs its math decomposition on meta (attention backward = 2 bmm per forward bmm)")
+               ". SDPA runs its math decomposition on meta (attention backward = 2 bmm per forward bmm)"
+               if lora is None else
+               ". SDPA runs its math decomposition on meta (the backward bmm only for operands that require grad)")
             + "."
         ),
         "trainable_params": int(sum(p.numel() for p in model.parameters() if p.requires_grad)),
@@ -168,3 +186,29 @@ def measure_training(
         "total_flops": total,
         "versions": versions(),
     }
+    if lora is not None:
+        import peft
+
+        out["lora"] = {"rank": int(lora["rank"]), "targets": list(lora["targets"]),
+                       "layers": sum(1 for _, m in model.named_modules() if isinstance(m, peft.tuners.lora.LoraLayer))}
+        out["versions"] = {**out["versions"], "peft": peft.__version__}
+    return out
+
+
+def _add_lora(model: torch.nn.Module, rank: int, targets: list[str]) -> None:
+    """Freeze ``model`` and add peft LoRA adapters as diffusers' training scripts do
+    (examples/dreambooth/train_dreambooth_lora_flux.py: ``transformer.requires_grad_(False)``, then
+    ``transformer.add_adapter(LoraConfig(r=args.rank, lora_alpha=..., init_lora_weights="gaussian",
+    target_modules=target_modules))``). lora_alpha only scales the adapter's output: no FLOPs. A class without
+    diffusers' ``PeftAdapterMixin`` (PixArtTransformer2DModel) gets the same adapters from
+    ``peft.inject_adapter_in_model``, which ``add_adapter`` calls."""
+    from peft import LoraConfig, inject_adapter_in_model
+
+    model.requires_grad_(False)
+    config = LoraConfig(r=rank, lora_alpha=rank, init_lora_weights="gaussian", target_modules=targets)
+    if hasattr(model, "add_adapter"):
+        model.add_adapter(config)
+    else:
+        inject_adapter_in_model(config, model)
+    if not any(p.requires_grad for p in model.parameters()):
+        raise AssertionError("add_adapter left no parameter requiring grad")

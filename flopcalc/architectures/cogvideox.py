@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from flopcalc.backprop import gradient_graph
+from flopcalc.lora import Attend, Blocks, Join, Layer, LoraFlow
 from flopcalc.config import (
     FLAG, LAYERS, NULL, RATIO, SIZE, TEXT, Config, count_int, declare_keys, positive_int,
 )
@@ -174,4 +175,33 @@ gradient_graph(
     input_layers=("patch_embed.proj", "patch_embed.text_proj", "time_embedding.linear_1", "ofs_embedding.linear_1"),
     checkpointed=("transformer_blocks.*",),  # cogvideox_transformer_3d.py:436
     source="diffusers/models/transformers/cogvideox_transformer_3d.py:436",
+    lora=LoraFlow(
+        steps=(
+            # cogvideox_transformer_3d.py:426, embeddings.py:528-547: text_proj(T5 states), proj(latents), joined
+            Layer("patch_embed.text_proj", ("text",), "txt"),
+            Layer("patch_embed.proj", ("latents",), "img"),
+            Blocks("transformer_blocks", (  # CogVideoXBlock.forward :118-157, CogVideoXAttnProcessor2_0
+                Join(("txt", "img"), "x"),  # the processor attends over cat([text, video])
+                *(Layer(f"attn1.{p}", ("x",), p) for p in ("to_q", "to_k", "to_v")),
+                Attend("attn1", q=("to_q",), k=("to_k",), v=("to_v",), to="o"),
+                Layer("attn1.to_out.0", ("o",), "a"),
+                Join(("img", "a"), "img", gated="a"),  # :142-143, each stream + its gate * its half
+                Join(("txt", "a"), "txt", gated="a"),
+                Join(("txt", "img"), "x"),  # :151-152 the feed-forward on cat([text, video])
+                Layer("ff.net.0.proj", ("x",), "h"),
+                Layer("ff.net.2", ("h",), "f"),
+                Join(("img", "f"), "img", gated="f"),  # :154-155
+                Join(("txt", "f"), "txt", gated="f"),
+            )),
+            Layer("proj_out", ("img",), "out"),  # :453-457 after norm_final and norm_out (its linear: temb)
+        ),
+        # the timestep (and CogVideoX 1.5's ofs) embedders and every norm's modulation linear read temb only
+        frozen=("time_embedding.**", "ofs_embedding.**", "transformer_blocks.*.norm1.linear",
+                "transformer_blocks.*.norm2.linear", "norm_out.linear"),
+        default_targets=("to_k", "to_q", "to_v", "to_out.0"),
+        targets_source="diffusers examples/cogvideo/train_cogvideox_lora.py (commit 02303d1), main(): "
+                       "transformer.add_adapter(LoraConfig(..., target_modules=['to_k', 'to_q', 'to_v', 'to_out.0']))",
+        source="diffusers/models/transformers/cogvideox_transformer_3d.py:118-157, 426-457, "
+               "attention_processor.py CogVideoXAttnProcessor2_0",
+    ),
 )

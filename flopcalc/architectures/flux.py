@@ -14,11 +14,12 @@ from __future__ import annotations
 from typing import Any
 
 from flopcalc.backprop import gradient_graph
+from flopcalc.lora import Attend, Blocks, Join, Layer, LoraFlow
 from flopcalc.config import FLAG, LAYERS, NULL, SIZE, SIZES, Config, count_int, declare_keys, positive_int
 from flopcalc.cost import Node, module_list
 from flopcalc.formulas import ops
 from flopcalc.formulas.conditioning import ada_layer_norm_continuous, mlp_embedder
-from flopcalc.formulas.mmdit_joint_block import mmdit_joint_block
+from flopcalc.formulas.mmdit_joint_block import JOINT_BLOCK_FLOW, mmdit_joint_block
 from flopcalc.formulas.single_stream_block import single_stream_block
 from flopcalc.registry import RunShape, register
 
@@ -107,4 +108,31 @@ gradient_graph(
     # transformer_flux.py:759, 791: each dual- and single-stream block is checkpointed
     checkpointed=("transformer_blocks.*", "single_transformer_blocks.*"),
     source="diffusers/models/transformers/transformer_flux.py:723-791",
+    lora=LoraFlow(
+        steps=(
+            Layer("x_embedder", ("latents",), "img"),  # transformer_flux.py:723
+            Layer("context_embedder", ("text",), "txt"),  # :734
+            Blocks("transformer_blocks", JOINT_BLOCK_FLOW),
+            Blocks("single_transformer_blocks", (  # FluxSingleTransformerBlock.forward :383-413
+                Join(("txt", "img"), "x"),  # :392 cat([encoder_hidden_states, hidden_states])
+                Layer("proj_mlp", ("x",), "m"),
+                *(Layer(f"attn.{p}", ("x",), p) for p in ("to_q", "to_k", "to_v")),
+                Attend("attn", q=("to_q",), k=("to_k",), v=("to_v",), to="o"),
+                Layer("proj_out", ("o", "m"), "y"),  # :404-406 proj_out(cat([attn_output, mlp_hidden_states]))
+                Join(("x", "y"), "x", gated="y"),  # :406 residual + gate * proj_out(...)
+                Join(("x",), "img"),
+                Join(("x",), "txt"),  # :411 split back
+            )),
+            Layer("proj_out", ("img",), "out"),  # :816
+        ),
+        # timestep / guidance / pooled-text embedders and every AdaLN modulation linear read temb only
+        frozen=("time_text_embed.**", "transformer_blocks.*.norm1.linear", "transformer_blocks.*.norm1_context.linear",
+                "single_transformer_blocks.*.norm.linear", "norm_out.linear"),
+        default_targets=("attn.to_k", "attn.to_q", "attn.to_v", "attn.to_out.0", "attn.add_k_proj", "attn.add_q_proj",
+                         "attn.add_v_proj", "attn.to_add_out", "ff.net.0.proj", "ff.net.2", "ff_context.net.0.proj",
+                         "ff_context.net.2"),
+        targets_source="diffusers examples/dreambooth/train_dreambooth_lora_flux.py, main(): target_modules "
+                       "when --lora_layers is not given",
+        source="diffusers/models/transformers/transformer_flux.py:76-140, 383-497, 723-816",
+    ),
 )

@@ -83,9 +83,6 @@ def _image_conditioning(c: int, cross: int, temb: int, h, w, frames) -> list[Nod
         Node("4", ops.conv2d(4 * c, c, 3, h, w)),
     )), frames)
     attn = cross_attention("attn1", tokens=frames, dim=c, context_tokens=frames, context_dim=c, heads=2, head_dim=c)
-    # to_out is a ModuleList here too; its depth-5 path to_out.0 is within the measured depth
-    attn = Node(attn.name, attn.cost, tuple(Node(p.name, children=(Node("0", p.cost),)) if p.name == "to_out" else p
-                                           for p in attn.children), formula=attn.formula)
     block = Node("image_latents_temporal_encoder", children=(
         Node("norm1", ops.layer_norm(frames, c)),
         attn,

@@ -23,12 +23,14 @@ LTX-Video release: N = T·h·w), and ``L`` T5 tokens of ``caption_channels`` fea
 from __future__ import annotations
 
 from flopcalc.backprop import gradient_graph
+from flopcalc.lora import Blocks, Layer, LoraFlow
 from flopcalc.config import FLAG, LAYERS, NULL, SIZE, TEXT, Config, count_int, declare_keys, positive_int
 from flopcalc.cost import Node, module_list
 from flopcalc.errors import ConfigError
 from flopcalc.formulas import ops
 from flopcalc.formulas.conditioning import mlp_embedder
 from flopcalc.formulas.ltx import ACTIVATIONS, TIMESTEP_CHANNELS, ltx_video_block
+from flopcalc.formulas.transformer_parts import self_cross_block_flow
 from flopcalc.registry import RunShape, register
 
 #: ``LTXVideoTransformer3DModel.__init__`` keyword defaults (transformer_ltx.py).
@@ -123,4 +125,18 @@ gradient_graph(
     input_layers=("proj_in", "**.timestep_embedder.linear_1", "caption_projection.linear_1"),
     checkpointed=("transformer_blocks.*",),  # transformer_ltx.py:567
     source="diffusers/models/transformers/transformer_ltx.py:567",
+    lora=LoraFlow(
+        steps=(
+            Layer("proj_in", ("latents",), "img"),  # transformer_ltx.py:551
+            Layer("caption_projection.linear_1", ("text",), "t"),  # :562 on the T5 states
+            Layer("caption_projection.linear_2", ("t",), "txt"),
+            Blocks("transformer_blocks", self_cross_block_flow()),  # LTXVideoTransformerBlock.forward :344-381
+            Layer("proj_out", ("img",), "out"),
+        ),
+        # time_embed (AdaLayerNormSingle: the timestep embedder and its linear) reads the timestep only
+        frozen=("time_embed.**",),
+        default_targets=(),
+        targets_source="diffusers has no LoRA training example for LTX-Video: --lora-targets names them",
+        source="diffusers/models/transformers/transformer_ltx.py:344-381, 551-590",
+    ),
 )

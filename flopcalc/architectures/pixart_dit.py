@@ -11,6 +11,7 @@ Both patchify the latent with a strided convolution (``PatchEmbed``) into
 from __future__ import annotations
 
 from flopcalc.backprop import Checkpointed, gradient_graph
+from flopcalc.lora import Blocks, Layer, LoraFlow
 from flopcalc.config import FLAG, LAYERS, NULL, SIZE, Choice, Config, count_int, declare_keys, positive_int
 from flopcalc.cost import Node, module_list, work_only
 from flopcalc.errors import ResolutionError
@@ -20,6 +21,7 @@ from flopcalc.formulas.cross_attention_block import (
     cross_attention_block,
     timestep_label_embedding,
 )
+from flopcalc.formulas.transformer_parts import self_cross_block_flow
 from flopcalc.perturbed_attention import selected, supports_perturbation
 from flopcalc.registry import RunShape, register
 from flopcalc.weights import Buffer, loading_rules
@@ -168,5 +170,19 @@ gradient_graph(
     # (gate_mlp * ff_output, no FLOPs), so everything is recomputed
     checkpointed=("transformer_blocks.*",),
     source="diffusers/models/transformers/pixart_transformer_2d.py:306-319",
+    lora=LoraFlow(
+        steps=(
+            Layer("pos_embed.proj", ("latents",), "img"),  # pixart_transformer_2d.py:306
+            Layer("caption_projection.linear_1", ("text",), "t"),  # :313 on the T5 states
+            Layer("caption_projection.linear_2", ("t",), "txt"),
+            Blocks("transformer_blocks", self_cross_block_flow()),  # BasicTransformerBlock, ada_norm_single
+            Layer("proj_out", ("img",), "out"),  # :347
+        ),
+        # adaln_single (timestep, resolution and aspect-ratio embedders, its linear) reads the conditions only
+        frozen=("adaln_single.**",),
+        default_targets=(),
+        targets_source="diffusers has no LoRA training example for PixArt: --lora-targets names them",
+        source="diffusers/models/transformers/pixart_transformer_2d.py:306-347, attention.py:1000-1076",
+    ),
 )
 

@@ -11,6 +11,7 @@ image-only attention in the blocks listed in ``dual_attention_layers``. The last
 from __future__ import annotations
 
 from flopcalc.backprop import gradient_graph
+from flopcalc.lora import Blocks, Layer, LoraFlow
 from flopcalc.config import (
     LAYERS, MAX_LAYERS, NULL, SIZE, Choice, Config, Int, ListOf, count_int, declare_keys, positive_int,
 )
@@ -18,7 +19,7 @@ from flopcalc.cost import Node, module_list
 from flopcalc.errors import OptionError, ResolutionError
 from flopcalc.formulas import ops
 from flopcalc.formulas.conditioning import ada_layer_norm_continuous, mlp_embedder
-from flopcalc.formulas.mmdit_joint_block import mmdit_joint_block
+from flopcalc.formulas.mmdit_joint_block import JOINT_BLOCK_FLOW, mmdit_joint_block
 from flopcalc.perturbed_attention import selected, supports_perturbation
 from flopcalc.registry import RunShape, register
 from flopcalc.weights import Buffer, loading_rules
@@ -136,6 +137,21 @@ gradient_graph(
     input_layers=("pos_embed.proj", "context_embedder", "time_text_embed.*.linear_1"),
     checkpointed=("transformer_blocks.*",),  # transformer_sd3.py:308
     source="diffusers/models/transformers/transformer_sd3.py:291-308",
+    lora=LoraFlow(
+        steps=(
+            Layer("pos_embed.proj", ("latents",), "img"),  # transformer_sd3.py:291
+            Layer("context_embedder", ("text",), "txt"),  # :295
+            Blocks("transformer_blocks", JOINT_BLOCK_FLOW),  # :308-320; the last block is context_pre_only
+            Layer("proj_out", ("img",), "out"),  # :329
+        ),
+        # the timestep and pooled-text embedders and every AdaLN modulation linear read temb only
+        frozen=("time_text_embed.**", "transformer_blocks.*.norm1.linear", "transformer_blocks.*.norm1_context.linear",
+                "norm_out.linear"),
+        default_targets=("to_k", "to_q", "to_v", "to_out.0"),
+        targets_source="diffusers examples/dreambooth/train_dreambooth_lora_sd3.py (commit 0185674), main(): "
+                       "transformer.add_adapter(LoraConfig(..., target_modules=['to_k', 'to_q', 'to_v', 'to_out.0']))",
+        source="diffusers/models/transformers/transformer_sd3.py:291-329, attention.py:681-750",
+    ),
 )
 
 

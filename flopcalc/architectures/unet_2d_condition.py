@@ -19,6 +19,8 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from flopcalc.backprop import Checkpointed, gradient_graph
+from flopcalc.errors import FlopcalcError
+from flopcalc.lora import Attend, Join, Layer, LoraFlow, Step
 from flopcalc.config import (
     COUNT, FLAG, FLAGS, LAYERS, LAYER_COUNTS, MAX_WIDTH, NAMES, NULL, SIZE, SIZES, TEXT, Config, Int, ListOf,
     count_int, declare_keys, positive_int,
@@ -469,6 +471,94 @@ def _untrained_variants(tree: Node, checkpointing: bool) -> str | None:
     return None
 
 
+def _list(tree: Node, path: str) -> list[int]:
+    """The indices of the ``ModuleList`` at ``path`` (none when absent)."""
+    node = tree.find(path)
+    out: list[int] = []
+    for child in () if node is None else node.children:
+        out += list(range(child.span[0], child.span[1] + 1)) if child.span is not None else [int(child.name)]
+    return out
+
+
+def _resnet(tree: Node, p: str) -> list[Step]:
+    """``ResnetBlock2D.forward`` (resnet.py:319-373): conv1, + time_emb_proj(temb) (conditioning), conv2, the
+    shortcut conv on the input where the block has one, the residual sum."""
+    steps: list[Step] = [Layer(f"{p}.conv1", ("x",), "h"), Layer(f"{p}.conv2", ("h",), "h")]
+    if tree.find(f"{p}.conv_shortcut") is not None:
+        steps.append(Layer(f"{p}.conv_shortcut", ("x",), "x"))
+    return [*steps, Join(("x", "h"), "x")]
+
+
+def _transformer(tree: Node, p: str) -> list[Step]:
+    """``Transformer2DModel`` (transformer_2d.py:464-511: proj_in, the blocks, proj_out, + the input) of
+    ``BasicTransformerBlock``s (attention.py:1005-1075): self-attention on the tokens, cross-attention whose
+    keys and values read the text encoder states as given (never a gradient), the feed-forward; each adds
+    to the tokens."""
+    steps: list[Step] = [Layer(f"{p}.proj_in", ("x",), "t")]
+    for k in _list(tree, f"{p}.transformer_blocks"):
+        b = f"{p}.transformer_blocks.{k}"
+        for attn, kv in (("attn1", "t"), ("attn2", "text")):
+            if tree.find(f"{b}.{attn}") is None:
+                continue
+            steps += [Layer(f"{b}.{attn}.to_q", ("t",), "q"), Layer(f"{b}.{attn}.to_k", (kv,), "k"),
+                      Layer(f"{b}.{attn}.to_v", (kv,), "v"), Attend(f"{b}.{attn}", ("q",), ("k",), ("v",), "o"),
+                      Layer(f"{b}.{attn}.to_out.0", ("o",), "a"), Join(("t", "a"), "t")]
+        steps += [Layer(f"{b}.ff.net.0.proj", ("t",), "f"), Layer(f"{b}.ff.net.2", ("f",), "f"), Join(("t", "f"), "t")]
+    return [*steps, Layer(f"{p}.proj_out", ("t",), "o"), Join(("x", "o"), "x")]
+
+
+_KINDS = {"down_blocks": ("CrossAttnDownBlock2D", "DownBlock2D"), "up_blocks": ("CrossAttnUpBlock2D", "UpBlock2D"),
+          "mid_block": ("UNetMidBlock2DCrossAttn", "UNetMidBlock2D")}
+
+
+def _lora_steps(tree: Node) -> tuple[Step, ...]:
+    """``UNet2DConditionModel.forward`` in order (unet_2d_condition.py:1108-1230): conv_in; each down block's
+    resnets, each followed by its attention (unet_2d_blocks.py CrossAttnDownBlock2D.forward), then its
+    downsampler, every output kept as a skip; the mid block (resnets[0], then attention and resnet pairs); each up
+    block's resnets on cat([x, skip]) (unet_2d_blocks.py:2444), each followed by its attention, then its
+    upsampler; conv_out. (``UNetMidBlock2D``, as UNet2DConditionModel builds it: one resnet, no attention.)"""
+    for name, kinds in _KINDS.items():
+        blocks = [tree.find(name)] if name == "mid_block" else list(tree.find(name).children)
+        for block in blocks:
+            if block is not None and block.formula not in kinds:
+                raise FlopcalcError(f"LoRA training is not modelled for a UNet with {block.formula} ({name}); "
+                                    f"it is for {', '.join(k for ks in _KINDS.values() for k in ks)}")
+    steps: list[Step] = [Layer("conv_in", ("latents",), "x")]
+    skips = 0
+
+    def keep() -> None:
+        nonlocal skips
+        steps.append(Join(("x",), f"skip{skips}"))
+        skips += 1
+
+    keep()
+    for i in _list(tree, "down_blocks"):
+        p = f"down_blocks.{i}"
+        for j in _list(tree, f"{p}.resnets"):
+            steps.extend(_resnet(tree, f"{p}.resnets.{j}"))
+            if tree.find(f"{p}.attentions.{j}") is not None:
+                steps.extend(_transformer(tree, f"{p}.attentions.{j}"))
+            keep()
+        if tree.find(f"{p}.downsamplers.0.conv") is not None:
+            steps.append(Layer(f"{p}.downsamplers.0.conv", ("x",), "x"))
+            keep()
+    if tree.find("mid_block") is not None:
+        steps.extend(_resnet(tree, "mid_block.resnets.0"))
+        for j in _list(tree, "mid_block.attentions"):
+            steps += [*_transformer(tree, f"mid_block.attentions.{j}"), *_resnet(tree, f"mid_block.resnets.{j + 1}")]
+    for i in _list(tree, "up_blocks"):
+        p = f"up_blocks.{i}"
+        for j in _list(tree, f"{p}.resnets"):
+            skips -= 1
+            steps.append(Join(("x", f"skip{skips}"), "x"))
+            steps.extend(_resnet(tree, f"{p}.resnets.{j}"))
+            if tree.find(f"{p}.attentions.{j}") is not None:
+                steps.extend(_transformer(tree, f"{p}.attentions.{j}"))
+        if tree.find(f"{p}.upsamplers.0.conv") is not None:
+            steps.append(Layer(f"{p}.upsamplers.0.conv", ("x",), "x"))
+    return (*steps, Layer("conv_out", ("x",), "out"))
+
+
 gradient_graph(
     "UNet2DConditionModel",
     # unet_2d_condition.py:1082, 922, 1108: time_embedding and add_embedding read sinusoidal projections
@@ -486,4 +576,15 @@ gradient_graph(
                   Checkpointed("**.transformer_blocks.*", ("ff.net.2",))),
     source="diffusers/models/unets/unet_2d_condition.py:1082-1108, unet_2d_blocks.py, transformer_2d.py:416",
     refuses=_untrained_variants,
+    lora=LoraFlow(
+        steps=_lora_steps,
+        # the timestep (and SDXL's added time/text) embedding and each resnet's time_emb_proj read temb only
+        frozen=("time_embedding.**", "add_embedding.**", "**.time_emb_proj"),
+        default_targets=("to_k", "to_q", "to_v", "to_out.0"),
+        targets_source="diffusers examples/text_to_image/train_text_to_image_lora.py and train_text_to_image_lora_sdxl.py, "
+                       "main(): unet_lora_config = LoraConfig(..., target_modules=['to_k', 'to_q', 'to_v', 'to_out.0'])",
+        source="diffusers/models/unets/unet_2d_condition.py:1108-1230, unet_2d_blocks.py, resnet.py:319-373, "
+               "transformers/transformer_2d.py:464-511, attention.py:1005-1075",
+        lists=("down_blocks", "up_blocks", "resnets", "attentions", "transformer_blocks", "downsamplers", "upsamplers"),
+    ),
 )

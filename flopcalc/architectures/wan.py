@@ -31,6 +31,7 @@ from math import prod
 from typing import Any
 
 from flopcalc.backprop import gradient_graph
+from flopcalc.lora import Blocks, Layer, LoraFlow
 from flopcalc.config import (
     FLAG, LAYERS, NULL, SIZE, TEXT, Config, ListOf, count_int, declare_keys, positive_int,
 )
@@ -38,6 +39,7 @@ from flopcalc.cost import Node, module_list
 from flopcalc.errors import ConfigError, ResolutionError
 from flopcalc.formulas import ops
 from flopcalc.formulas.wan import wan_condition_embedder, wan_image_embedder, wan_transformer_block
+from flopcalc.formulas.transformer_parts import self_cross_block_flow
 from flopcalc.registry import RunShape, register
 from flopcalc.weights import Buffer, loading_rules
 
@@ -171,6 +173,21 @@ gradient_graph(
                   "condition_embedder.text_embedder.linear_1"),
     checkpointed=("blocks.*",),  # transformer_wan.py:699
     source="diffusers/models/transformers/transformer_wan.py:670-699",
+    lora=LoraFlow(
+        steps=(
+            Layer("patch_embedding", ("latents",), "img"),  # transformer_wan.py:670
+            # :683 condition_embedder: text_embedder (PixArtAlphaTextProjection) on the UMT5 states
+            Layer("condition_embedder.text_embedder.linear_1", ("text",), "t"),
+            Layer("condition_embedder.text_embedder.linear_2", ("t",), "txt"),
+            Blocks("blocks", self_cross_block_flow("ffn")),  # WanTransformerBlock.forward :462-504
+            Layer("proj_out", ("img",), "out"),  # :724
+        ),
+        # the timestep embedder and time_proj (the blocks' modulation) read the timestep only
+        frozen=("condition_embedder.time_embedder.**", "condition_embedder.time_proj"),
+        default_targets=(),
+        targets_source="diffusers has no LoRA training example for Wan: --lora-targets names them",
+        source="diffusers/models/transformers/transformer_wan.py:462-504, 670-724",
+    ),
 )
 
 
