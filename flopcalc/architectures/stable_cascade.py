@@ -26,7 +26,8 @@ from __future__ import annotations
 from typing import Any
 
 from flopcalc.config import (
-    FLAG, FLAGS, LAYER_COUNTS, NAMES, NULL, SIZE, SIZES, TEXT, Config, Int, ListOf, MAX_WIDTH, Real, declare_keys,
+    FLAG, FLAGS, LAYER_COUNTS, MAX_LAYERS, NAMES, NULL, SIZE, SIZES, TEXT, Config, Int, ListOf, MAX_WIDTH, Real,
+    declare_keys,
     positive_int,
 )
 from flopcalc.cost import Node, module_list
@@ -86,11 +87,14 @@ PAELLA_SOURCE = "diffusers/pipelines/deprecated/wuerstchen/modeling_paella_vq_mo
 NOMINAL = RunShape(latent_height=720720, latent_width=720720, text_len=8, image_tokens=1, height=720720,
                    width=720720)
 
+#: how often each level's blocks run (the real module builds ``repeats - 1`` 1×1 mapper convs): a layer count
+REPEATS = ListOf(Int(1, MAX_LAYERS))
+
 declare_keys("StableCascadeUNet", {
     "in_channels": SIZE, "out_channels": SIZE, "timestep_ratio_embedding_dim": SIZE, "patch_size": SIZE,
     "conditioning_dim": SIZE, "block_out_channels": SIZES, "num_attention_heads": ListOf(Int(-1, MAX_WIDTH)),
     "down_num_layers_per_block": LAYER_COUNTS, "up_num_layers_per_block": LAYER_COUNTS,
-    "down_blocks_repeat_mappers": SIZES, "up_blocks_repeat_mappers": SIZES,
+    "down_blocks_repeat_mappers": REPEATS, "up_blocks_repeat_mappers": REPEATS,
     "block_types_per_layer": ListOf(NAMES), "clip_text_in_channels": SIZE | NULL,
     "clip_text_pooled_in_channels": SIZE, "clip_image_in_channels": SIZE | NULL, "clip_seq": SIZE,
     "effnet_in_channels": SIZE | NULL, "pixel_mapper_in_channels": SIZE | NULL, "kernel_size": SIZE,
