@@ -127,6 +127,7 @@ class Backward:
     attention_grad: int
     recompute: int
     no_input_grad: int  # forward MACs of the layers fed by model inputs (their input gradient is skipped)
+    unused: int = 0  # backward MACs skipped for layers the output does not depend on (no gradient at all)
 
     @property
     def macs(self) -> int:
@@ -223,4 +224,36 @@ def backward(tree: Node, graph: GradientGraph, *, checkpointing: bool = False) -
             visit(child, parts + (child.name,), k, fed_by_input)
 
     visit(tree, (), 1, False)
-    return Backward(acc["weight"], acc["input"], acc["attention"], acc["recompute"], acc["skipped"])
+    unused = _unused(tree, graph, inputs, acc)
+    return Backward(acc["weight"], acc["input"], acc["attention"], acc["recompute"], acc["skipped"], unused)
+
+
+def _unused(tree: Node, graph: GradientGraph, inputs: list[tuple[str, ...]], acc: dict[str, int]) -> int:
+    """Take out of ``acc`` the backward of the layers and attentions the output does not depend on (the declared
+    flow's dead branches, :func:`flopcalc.lora.unused_layers`: Qwen-Image's last text stream): autograd computes
+    neither their weight nor their input gradient. Returns the backward MACs so skipped. A flow built from the
+    tree (a UNet's, whose every block feeds the output) has none, and may not describe every config it trains."""
+    if graph.lora is None or callable(graph.lora.steps):
+        return 0
+    from flopcalc.lora import Attend, unused_layers
+
+    skipped = 0
+    for path, step in unused_layers(tree, graph.lora):
+        node = tree.find(path)
+        assert node is not None
+        c = node.cost  # its own work, as visit() counts it (an attention's projections are its children)
+        if isinstance(step, Attend):
+            acc["attention"] -= MATH_ATTENTION_BACKWARD * c.attention
+            skipped += MATH_ATTENTION_BACKWARD * c.attention
+            continue
+        parts = tuple(path.split("."))
+        dense = c.linear + c.conv + c.functional
+        fed_by_input = any(_matches(parts[:n], p) for p in inputs for n in range(1, len(parts) + 1))
+        acc["weight"] -= dense
+        skipped += dense
+        if fed_by_input:
+            acc["skipped"] -= dense
+        else:
+            acc["input"] -= dense
+            skipped += dense
+    return skipped

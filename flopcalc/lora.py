@@ -338,6 +338,15 @@ def lora_backward(tree: Node, flow: LoraFlow, chosen: frozenset[str], rank: int,
                         acc["layers"], again.total())
 
 
+def unused_layers(tree: Node, flow: LoraFlow) -> Iterator[tuple[str, Step]]:
+    """(path, step) of each :class:`Layer` and :class:`Attend` whose output the model's output ``out`` does not
+    depend on (:func:`_live`): autograd runs no backward for them, in full fine-tuning as under LoRA."""
+    steps = list(_walk_flow(tree, flow.steps_for(tree), ""))
+    for (prefix, step), live in zip(steps, _live(steps)):
+        if not live and not isinstance(step, Join):
+            yield (f"{prefix}.{step.path}" if prefix else step.path), step
+
+
 def _live(steps: list[tuple[str, Step]]) -> list[bool]:
     """Per step, whether its output reaches the model's output ``out`` (liveness, last step first): autograd runs
     no backward for a branch the loss does not depend on (FLUX's last dual block's text stream when no

@@ -21,11 +21,13 @@ tokens (Qwen2.5-VL hidden states of width ``joint_attention_dim``):
 
 from __future__ import annotations
 
+from flopcalc.backprop import gradient_graph
 from flopcalc.config import FLAG, LAYERS, NULL, SIZE, SIZES, Config, count_int, declare_keys, positive_int
 from flopcalc.cost import Node, module_list
 from flopcalc.formulas import ops
 from flopcalc.formulas.conditioning import ada_layer_norm_continuous, mlp_embedder
 from flopcalc.formulas.qwen_image import qwen_image_block
+from flopcalc.lora import Attend, Blocks, Join, Layer, LoraFlow
 from flopcalc.registry import RunShape, register
 
 #: ``QwenImageTransformer2DModel.__init__`` keyword defaults (transformer_qwenimage.py).
@@ -95,3 +97,54 @@ def qwen_image_transformer(config: Config, shape: RunShape) -> Node:
         ),
         formula="qwen_image_transformer",
     )
+
+
+#: ``QwenImageTransformerBlock.forward`` (transformer_qwenimage.py:676-745) with
+#: ``QwenDoubleStreamAttnProcessor2_0`` (:517-586), in the order it runs: the image stream ``img`` and the text
+#: stream ``txt`` projected by their own q/k/v, one joint attention over ``[txt, img]``, each stream's output
+#: projection added through its gate (:723-724), then the image MLP (:727-731) before the text MLP (:734-737).
+#: ``img_mod`` / ``txt_mod`` read ``temb`` only (:687-691). The last block's text output is returned to a
+#: forward that never reads it (:982 uses ``hidden_states`` only): its ``to_add_out`` and ``txt_mlp`` get no
+#: backward (:func:`flopcalc.lora._live`).
+QWEN_BLOCK_FLOW = (
+    *(Layer(f"attn.{p}", ("img",), p) for p in ("to_q", "to_k", "to_v")),
+    *(Layer(f"attn.{p}", ("txt",), p) for p in ("add_q_proj", "add_k_proj", "add_v_proj")),
+    Attend("attn", q=("add_q_proj", "to_q"), k=("add_k_proj", "to_k"), v=("add_v_proj", "to_v"), to="o"),
+    Layer("attn.to_out.0", ("o",), "a"),
+    Layer("attn.to_add_out", ("o",), "ca"),
+    Join(("img", "a"), "img", gated="a"),  # :723 hidden_states + img_gate1 * img_attn_output
+    Join(("txt", "ca"), "txt", gated="ca"),  # :724
+    Layer("img_mlp.net.0.proj", ("img",), "h"),
+    Layer("img_mlp.net.2", ("h",), "f"),
+    Join(("img", "f"), "img", gated="f"),  # :731
+    Layer("txt_mlp.net.0.proj", ("txt",), "ch"),
+    Layer("txt_mlp.net.2", ("ch",), "cf"),
+    Join(("txt", "cf"), "txt", gated="cf"),  # :737
+)
+
+gradient_graph(
+    "QwenImageTransformer2DModel",
+    # transformer_qwenimage.py:916 img_in(latents); :184-186 timestep_embedder.linear_1 reads the sinusoidal
+    # projection. txt_in (:931) reads txt_norm's output, which requires grad (RMSNorm's weight is trained).
+    input_layers=("img_in", "time_text_embed.timestep_embedder.linear_1"),
+    # transformer_qwenimage.py:950-960: each block is checkpointed; its last op saving tensors is the text MLP's
+    # gate multiply (:737), after every layer: the whole block runs again
+    checkpointed=("transformer_blocks.*",),
+    source="diffusers/models/transformers/transformer_qwenimage.py:916-983",
+    lora=LoraFlow(
+        steps=(
+            Layer("img_in", ("latents",), "img"),  # :916
+            Layer("txt_in", ("text",), "txt"),  # :930-931 (txt_norm: no MACs; frozen under LoRA)
+            Blocks("transformer_blocks", QWEN_BLOCK_FLOW),
+            Layer("proj_out", ("img",), "out"),  # :982-983 norm_out(hidden_states, temb), proj_out
+        ),
+        # the timestep embedder, every block's img_mod / txt_mod and norm_out's modulation read temb only
+        frozen=("time_text_embed.**", "transformer_blocks.*.img_mod", "transformer_blocks.*.txt_mod",
+                "norm_out.linear"),
+        default_targets=("to_k", "to_q", "to_v", "to_out.0"),
+        targets_source="diffusers examples/dreambooth/train_dreambooth_lora_qwen_image.py (commit "
+                       "02303d1c25e5518047bf6ce529ed405a4d1e574d), main(): target_modules when --lora_layers is "
+                       "not given",
+        source="diffusers/models/transformers/transformer_qwenimage.py:517-586, 676-745, 916-983",
+    ),
+)
