@@ -158,6 +158,7 @@ class TrainingEstimate:
                     "attention_grad_flops": 2 * self.backward.attention_grad,
                     "recompute_flops": 2 * self.backward.recompute,
                     "skipped_input_grad_flops": 2 * self.backward.no_input_grad,
+                    "unused_grad_flops": 2 * self.backward.unused,  # layers the output does not depend on
                 },
                 "attention_backward": "math path (2 × forward bmm); fused SDPA kernel: 2.5 × forward"
                 if self.lora is None else "math path: dQ, dK, dV, dA only for operands that require grad",

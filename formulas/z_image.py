@@ -27,7 +27,7 @@ from typing import Any
 
 from flopcalc.cost import Node, block_kinds
 from flopcalc.formulas import ops
-from flopcalc.formulas.decoder_layer import gated_mlp, gqa_self_attention
+from flopcalc.formulas.transformer_parts import attention_module
 
 #: Block kinds this module builds: a per-block summary stops at them.
 BLOCK_KINDS = block_kinds("z_image_block")
@@ -53,15 +53,25 @@ def feed_forward_width(dim: int) -> int:
     return int(dim / 3 * 8)
 
 
+def swiglu_feed_forward(name: str, tokens: Any, dim: int, d_ff: int) -> Node:
+    r"""``FeedForward`` of transformer_z_image.py:171-183: ``w2(silu(w1(x)) · w3(x))``, bias-free, each
+    projection a child with the real module's name: :math:`\mathrm{MACs} = 3 n d d_f`."""
+    return Node(name, ops.activation(tokens * d_ff) * 2, (  # the SiLU, and the gating product
+        Node("w1", ops.linear(tokens, dim, d_ff, bias=False)),
+        Node("w2", ops.linear(tokens, d_ff, dim, bias=False)),
+        Node("w3", ops.linear(tokens, dim, d_ff, bias=False)),
+    ), formula="gated_mlp")
+
+
 def z_image_block(*, tokens: Any, dim: int, heads: int, qk_norm: bool, modulation: bool) -> Node:
     """One ``ZImageTransformerBlock`` on ``tokens`` tokens (``modulation``: the noise refiner and the
     main layers; the context refiner has none)."""
     head_dim = dim // heads
     norm = ops.rms_norm(tokens, dim)
     children = [
-        gqa_self_attention("attention", tokens=tokens, dim=dim, heads=heads, kv_heads=heads, head_dim=head_dim,
-                           qkv_bias=False, out_bias=False, qk_norm=qk_norm),
-        gated_mlp("feed_forward", tokens, dim, feed_forward_width(dim)),
+        attention_module("attention", tokens=tokens, dim=dim, heads=heads, head_dim=head_dim,
+                         qk_norm="rms_norm" if qk_norm else None, bias=False, out_bias=False),
+        swiglu_feed_forward("feed_forward", tokens, dim, feed_forward_width(dim)),
         Node("attention_norm1", norm),
         Node("ffn_norm1", norm),
         Node("attention_norm2", norm),

@@ -36,7 +36,8 @@ def test_fixtures_cover_the_families_at_two_sizes_each_with_and_without_checkpoi
             "cogvideox-2b"} <= cases
     assert all(len(sizes) >= 2 for sizes in seen.values())
     assert {case for case, mode in seen if mode == "fused_attention"} == {"flux-dev", "sd3-medium", "wan2.1-t2v-1.3b",
-                                                                          "pixart-alpha-1024", "cogvideox-2b", "qwen-image"}
+                                                                          "pixart-alpha-1024", "cogvideox-2b",
+                                                                          "qwen-image"}
 
 
 def measured_component(fx: dict):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from flopcalc.backprop import gradient_graph
 from flopcalc.config import (
     FLAG, LAYERS, NULL, SIZE, SIZES, Config, boolean, count_int, declare_keys, positive_int, positive_int_list,
 )
@@ -23,6 +24,7 @@ from flopcalc.cost import Node, module_list
 from flopcalc.errors import ConfigError
 from flopcalc.formulas import ops
 from flopcalc.formulas.z_image import ADALN_EMBED_DIM, padded_length, z_image_block, z_image_final_layer
+from flopcalc.lora import Attend, Blocks, Join, Layer, LoraFlow
 from flopcalc.registry import RunShape, register
 
 #: ``ZImageTransformer2DModel.__init__`` keyword defaults (transformer_z_image.py).
@@ -125,3 +127,55 @@ def z_image_transformer(config: Config, shape: RunShape) -> Node:
         module_list("layers", [block(n + t, True)] * count_int(config, "n_layers")),
     ]
     return Node("transformer", children=tuple(children), formula="z_image_transformer")
+
+
+def _block_flow(x: str) -> tuple:
+    """``ZImageTransformerBlock.forward`` (transformer_z_image.py:228-282) on the stream ``x``, modulated or not:
+    ``attention_norm1`` (RMSNorm), q/k/v, attention, ``to_out.0``, ``attention_norm2`` (an RMSNorm: its multiply
+    saves the output projection's result when it requires grad, as the gate after it does), the residual; then
+    the SwiGLU feed-forward ``w2(silu(w1(·)) · w3(·))`` (:171-183) through ``ffn_norm2`` into the residual."""
+    return (
+        *(Layer(f"attention.{p}", (x,), p) for p in ("to_q", "to_k", "to_v")),
+        Attend("attention", q=("to_q",), k=("to_k",), v=("to_v",), to="o"),
+        Layer("attention.to_out.0", ("o",), "a"),
+        Join((x, "a"), x, gated="a"),  # :270 / :277 x + [gate_msa *] attention_norm2(attn_out)
+        Layer("feed_forward.w1", (x,), "g"),
+        Layer("feed_forward.w3", (x,), "u"),
+        Join(("g", "u"), "h"),  # silu(w1(x)) * w3(x)
+        Layer("feed_forward.w2", ("h",), "f"),
+        Join((x, "f"), x, gated="f"),  # :273 / :280 x + [gate_mlp *] ffn_norm2(feed_forward(...))
+    )
+
+
+gradient_graph(
+    "ZImageTransformer2DModel",
+    # transformer_z_image.py:955 t_embedder (its mlp.0 reads the sinusoidal frequencies, :65-75), :990 the
+    # patch embedder on the latent patches. cap_embedder.1 (:1006) reads cap_embedder.0's RMSNorm, whose weight
+    # is trained: it computes an input gradient.
+    input_layers=("all_x_embedder.*", "t_embedder.mlp.0"),
+    # transformer_z_image.py:995-1003, 1011-1015, 1058-1065: every noise-refiner, context-refiner and main block is
+    # checkpointed; its last op saving tensors (ffn_norm2 and the gate, :273 / :280) follows every layer: the whole
+    # block runs again
+    checkpointed=("noise_refiner.*", "context_refiner.*", "layers.*"),
+    source="diffusers/models/transformers/transformer_z_image.py:943-1078",
+    lora=LoraFlow(
+        steps=(
+            Layer("all_x_embedder.2-1", ("latents",), "img"),  # :990 (the pipeline's patch 2, frame patch 1)
+            Blocks("noise_refiner", _block_flow("img")),  # :995-1003
+            Layer("cap_embedder.1", ("text",), "cap"),  # :1006 (cap_embedder.0, an RMSNorm: no MACs)
+            Blocks("context_refiner", _block_flow("cap")),  # :1011-1015
+            Join(("img", "cap"), "x"),  # :861 _build_unified_sequence: cat([x, cap])
+            Blocks("layers", _block_flow("x")),  # :1058-1065
+            Layer("all_final_layer.2-1.linear", ("x",), "out"),  # :1069-1074 FinalLayer on every token (:310-311)
+        ),
+        # the timestep embedder and every adaLN modulation (blocks and final layer) read the timestep embedding only
+        frozen=("t_embedder.**", "noise_refiner.*.adaLN_modulation", "layers.*.adaLN_modulation",
+                "all_final_layer.*.adaLN_modulation"),
+        default_targets=("to_k", "to_q", "to_v", "to_out.0"),
+        targets_source="diffusers examples/dreambooth/train_dreambooth_lora_z_image.py (commit "
+                       "027e8eebf33896eecb64c74836258c52593259d5), main(): target_modules when --lora_layers is not "
+                       "given",
+        source="diffusers/models/transformers/transformer_z_image.py:171-311, 943-1078",
+        lists=("noise_refiner", "context_refiner", "layers"),
+    ),
+)

@@ -1,0 +1,109 @@
+"""Training FLOPs of Qwen-Image's transformer (``flopcalc train``): full fine-tuning and LoRA, exact against
+FlopCounterMode counting forward + backward of the real module on the meta device.
+
+The card's fixtures (``validation/fixtures/training/qwen-image``) are checked by tests/test_training.py and
+tests/test_training_lora.py; here: what is particular to the family (its last block's text stream, which the
+output never reads, gets no backward), its default LoRA targets, and live randomized configs measured now.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from flopcalc.api import estimate
+from flopcalc.backprop import graph_of
+from flopcalc.training import train
+
+QWEN = "QwenImageTransformer2DModel"
+
+
+def _tree(model: str, h: int, w: int):
+    return estimate(model, height=h, width=w, steps=1, resolution_binning=False).component("transformer").tree
+
+
+def test_the_last_blocks_text_stream_gets_no_backward_in_full_fine_tuning():
+    """transformer_qwenimage.py:982 reads hidden_states only: the last block's to_add_out and txt_mlp (T tokens)
+    compute neither weight nor input gradients; every other block's do."""
+    est = train("qwen-image", height=512, width=512, frozen_encoders="cached")
+    tree = _tree("qwen-image", 512, 512)
+    last = tree.find("transformer_blocks.59")
+    dead = sum(last.find(p).cost.linear for p in ("attn.to_add_out", "txt_mlp.net.0.proj", "txt_mlp.net.2"))
+    assert est.backward.unused == 2 * dead == 2 * 512 * 3072 * (3072 + 2 * 4 * 3072)
+    assert est.backward.weight_grad == est.trained.forward_macs - tree.total.attention - dead
+    assert est.to_dict()["train"]["backward"]["unused_grad_flops"] == 2 * est.backward.unused
+
+
+def test_default_lora_targets_are_the_diffusers_scripts_and_adapt_every_blocks_image_attention():
+    flow = graph_of(QWEN).lora
+    assert flow.default_targets == ("to_k", "to_q", "to_v", "to_out.0")
+    assert "train_dreambooth_lora_qwen_image.py" in flow.targets_source
+    est = train("qwen-image", height=512, width=512, trainable="lora:16", frozen_encoders="cached")
+    assert est.lora.layers == 60 * 4
+    assert est.lora.trainable_params == 60 * 4 * 16 * (3072 + 3072)
+
+
+def test_adapters_on_the_last_text_mlp_are_not_trained():
+    """peft adds them (their forward counts), but the loss does not depend on them: no gradient."""
+    last_only = train("qwen-image", height=512, width=512, trainable="lora:8", lora_targets="txt_mlp.net.2")
+    with_attn = train("qwen-image", height=512, width=512, trainable="lora:8", lora_targets="txt_mlp.net.2,to_q")
+    assert last_only.lora.layers == 60
+    per_layer = 512 * 8 * (4 * 3072 + 3072)  # t r (d_in + d_out)
+    assert last_only.lora.adapter_forward == 60 * per_layer
+    assert last_only.lora.adapter_weight_grad == 59 * per_layer
+    assert with_attn.lora.adapter_weight_grad > last_only.lora.adapter_weight_grad
+
+
+# --------------------------------------------------------------------------- live, randomized configs
+
+
+@pytest.mark.live
+def test_random_qwen_image_training_runs_are_exact(rng, tmp_path):
+    """Random small QwenImageTransformer2DModel configs (zero_cond_t, additional t-conditioning, 1-3 blocks),
+    full fine-tuning or LoRA on random targets, with or without gradient checkpointing, against FlopCounterMode."""
+    pytest.importorskip("peft")
+    from live_support import SEED, random_size, write_config
+    from measure_training import measure_training
+
+    from flopcalc.api import estimate_configs
+    from flopcalc.backprop import backward
+    from flopcalc.pipelines import Settings
+    from flopcalc.training import lora_training
+
+    names = ("to_q", "to_k", "to_v", "to_out.0", "add_q_proj", "add_k_proj", "add_v_proj", "to_add_out",
+             "img_mlp.net.0.proj", "img_mlp.net.2", "txt_mlp.net.0.proj", "txt_mlp.net.2", "img_in", "txt_in",
+             "proj_out")
+    for i in range(4):
+        heads, head_dim = rng.randint(1, 3), rng.choice([16, 32])
+        cfg = {
+            "_class_name": QWEN, "num_attention_heads": heads, "attention_head_dim": head_dim,
+            "num_layers": rng.randint(1, 3), "patch_size": 2, "in_channels": 4 * rng.choice([4, 16]),
+            "out_channels": rng.choice([None, 4, 16]), "joint_attention_dim": rng.choice([24, 40]),
+            "axes_dims_rope": [head_dim // 4, 3 * head_dim // 8, 3 * head_dim // 8], "guidance_embeds": False,
+            "zero_cond_t": rng.random() < 0.5, "use_additional_t_cond": rng.random() < 0.5,
+        }
+        h, w, t = random_size(rng, 16, 32, 192), random_size(rng, 16, 32, 192), rng.randint(1, 40)
+        folder = write_config(tmp_path, f"qwen{i}", cfg)
+        comp = estimate_configs({"_class_name": "QwenImagePipeline"}, {"transformer": cfg},
+                                Settings(height=h, width=w, max_sequence_length=t),
+                                convention="torch").component("transformer")
+        checkpointing, lora = rng.random() < 0.5, i % 2 == 1
+        measured = {"height": h, "width": w, "text_len": t}
+        where = f"seed {SEED}: {measured}, checkpointing {checkpointing}, {json.dumps(cfg)}"
+        if not lora:
+            back = backward(comp.tree, graph_of(QWEN), checkpointing=checkpointing)
+            fx = measure_training(folder, measured, mode="checkpointing" if checkpointing else "full", class_name=QWEN)
+            assert 2 * comp.macs_per_run == fx["forward"]["flops"], where
+            assert 2 * back.macs == fx["backward"]["flops"], where
+            assert comp.tree.total.params == fx["trainable_params"], where
+            continue
+        targets = tuple(rng.sample(names, rng.randint(1, 5)))
+        rank = rng.randint(1, 8)
+        back, lo = lora_training(comp.tree, graph_of(QWEN), rank, targets, checkpointing)
+        fx = measure_training(folder, measured, mode="lora_checkpointing" if checkpointing else "lora",
+                              class_name=QWEN, lora={"rank": rank, "targets": list(targets)})
+        where += f", rank {rank}, targets {targets}"
+        assert 2 * (comp.macs_per_run + lo.adapter_forward) == fx["forward"]["flops"], where
+        assert 2 * back.macs == fx["backward"]["flops"], where
+        assert lo.trainable_params == fx["trainable_params"] and lo.layers == fx["lora"]["layers"], where
