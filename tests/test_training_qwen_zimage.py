@@ -1,9 +1,10 @@
-"""Training FLOPs of Qwen-Image's transformer (``flopcalc train``): full fine-tuning and LoRA, exact against
-FlopCounterMode counting forward + backward of the real module on the meta device.
+"""Training FLOPs of Qwen-Image's and Z-Image's transformers (``flopcalc train``): full fine-tuning and LoRA,
+exact against FlopCounterMode counting forward + backward of the real module on the meta device.
 
-The card's fixtures (``validation/fixtures/training/qwen-image``) are checked by tests/test_training.py and
-tests/test_training_lora.py; here: what is particular to the family (its last block's text stream, which the
-output never reads, gets no backward), its default LoRA targets, and live randomized configs measured now.
+The cards' fixtures (``validation/fixtures/training/qwen-image``, ``z-image-turbo``) are checked by
+tests/test_training.py and tests/test_training_lora.py; here: what is particular to each family (Qwen-Image's last
+block's text stream, which the output never reads, gets no backward), their default LoRA targets, and live
+randomized configs measured now (``FLOPCALC_SEED=N`` replays one).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from flopcalc.backprop import graph_of
 from flopcalc.training import train
 
 QWEN = "QwenImageTransformer2DModel"
+ZIMAGE = "ZImageTransformer2DModel"
 
 
 def _tree(model: str, h: int, w: int):
@@ -55,13 +57,77 @@ def test_adapters_on_the_last_text_mlp_are_not_trained():
     assert with_attn.lora.adapter_weight_grad > last_only.lora.adapter_weight_grad
 
 
+def test_z_image_default_lora_targets_adapt_every_blocks_attention_refiners_included():
+    flow = graph_of(ZIMAGE).lora
+    assert flow.default_targets == ("to_k", "to_q", "to_v", "to_out.0")
+    assert "train_dreambooth_lora_z_image.py" in flow.targets_source
+    est = train("z-image-turbo", height=512, width=512, trainable="lora:16", frozen_encoders="cached")
+    assert est.lora.layers == (2 + 2 + 30) * 4
+    assert est.lora.trainable_params == (2 + 2 + 30) * 4 * 16 * (3840 + 3840)
+    full = train("z-image-turbo", height=512, width=512, frozen_encoders="cached")
+    assert full.backward.unused == 0  # FinalLayer projects every token: no branch the output ignores
+    # the patch embedder reads the latents: no input gradient; the caption embedder reads a trained RMSNorm: one
+    tree = _tree("z-image-turbo", 512, 512)
+    assert full.backward.no_input_grad == tree.find("all_x_embedder.2-1").cost.linear + tree.find(
+        "t_embedder.mlp.0").cost.linear
+
+
+def test_z_image_with_unused_patch_entries_is_refused():
+    """peft would adapt the ``linear`` of an all_final_layer entry the call never runs (parameters, no work)."""
+    from flopcalc.api import estimate_configs
+    from flopcalc.errors import FlopcalcError
+    from flopcalc.pipelines import Settings
+    from flopcalc.training import lora_training
+
+    cfg = {"_class_name": ZIMAGE, "all_patch_size": [1, 2], "all_f_patch_size": [1, 1], "in_channels": 16, "dim": 48,
+           "n_layers": 1, "n_refiner_layers": 1, "n_heads": 3, "n_kv_heads": 3, "qk_norm": True, "cap_feat_dim": 40,
+           "axes_dims": [4, 6, 6]}
+    tree = estimate_configs({"_class_name": "ZImagePipeline"}, {"transformer": cfg}, Settings(height=64, width=64),
+                            convention="torch").component("transformer").tree
+    with pytest.raises(FlopcalcError, match="2 patch pairs; training is validated with the pipeline's"):
+        lora_training(tree, graph_of(ZIMAGE), 4, ("linear",), False)
+
+
 # --------------------------------------------------------------------------- live, randomized configs
 
 
+def _qwen_config(rng) -> dict:
+    heads, head_dim = rng.randint(1, 3), rng.choice([16, 32])
+    return {
+        "_class_name": QWEN, "num_attention_heads": heads, "attention_head_dim": head_dim,
+        "num_layers": rng.randint(1, 3), "patch_size": 2, "in_channels": 4 * rng.choice([4, 16]),
+        "out_channels": rng.choice([None, 4, 16]), "joint_attention_dim": rng.choice([24, 40]),
+        "axes_dims_rope": [head_dim // 4, 3 * head_dim // 8, 3 * head_dim // 8], "guidance_embeds": False,
+        "zero_cond_t": rng.random() < 0.5, "use_additional_t_cond": rng.random() < 0.5,
+    }
+
+
+def _z_image_config(rng) -> dict:
+    heads, head_dim = rng.randint(1, 3), rng.choice([16, 32])
+    return {
+        "_class_name": ZIMAGE, "all_patch_size": [2], "all_f_patch_size": [1],
+        "in_channels": rng.choice([4, 16]), "dim": heads * head_dim, "n_layers": rng.randint(1, 2),
+        "n_refiner_layers": rng.randint(0, 2), "n_heads": heads, "n_kv_heads": heads, "qk_norm": rng.random() < 0.5,
+        "cap_feat_dim": rng.choice([24, 40]), "axes_dims": [head_dim // 4, 3 * head_dim // 8, 3 * head_dim // 8],
+        "axes_lens": [1024, 512, 512],
+    }
+
+
+QWEN_NAMES = ("to_q", "to_k", "to_v", "to_out.0", "add_q_proj", "add_k_proj", "add_v_proj", "to_add_out",
+              "img_mlp.net.0.proj", "img_mlp.net.2", "txt_mlp.net.0.proj", "txt_mlp.net.2", "img_in", "txt_in",
+              "proj_out")
+Z_IMAGE_NAMES = ("to_q", "to_k", "to_v", "to_out.0", "attention.to_q", "feed_forward.w1", "feed_forward.w2",
+                 "feed_forward.w3", "cap_embedder.1", "linear")
+
+
 @pytest.mark.live
-def test_random_qwen_image_training_runs_are_exact(rng, tmp_path):
-    """Random small QwenImageTransformer2DModel configs (zero_cond_t, additional t-conditioning, 1-3 blocks),
-    full fine-tuning or LoRA on random targets, with or without gradient checkpointing, against FlopCounterMode."""
+@pytest.mark.parametrize("class_name, pipeline, make, names, multiple", [
+    (QWEN, "QwenImagePipeline", _qwen_config, QWEN_NAMES, 16),
+    (ZIMAGE, "ZImagePipeline", _z_image_config, Z_IMAGE_NAMES, 16),
+])
+def test_random_training_runs_are_exact(rng, tmp_path, class_name, pipeline, make, names, multiple):
+    """Random small configs, full fine-tuning or LoRA on random targets and ranks, with or without gradient
+    checkpointing, against FlopCounterMode counting forward + backward now."""
     pytest.importorskip("peft")
     from live_support import SEED, random_size, write_config
     from measure_training import measure_training
@@ -71,38 +137,29 @@ def test_random_qwen_image_training_runs_are_exact(rng, tmp_path):
     from flopcalc.pipelines import Settings
     from flopcalc.training import lora_training
 
-    names = ("to_q", "to_k", "to_v", "to_out.0", "add_q_proj", "add_k_proj", "add_v_proj", "to_add_out",
-             "img_mlp.net.0.proj", "img_mlp.net.2", "txt_mlp.net.0.proj", "txt_mlp.net.2", "img_in", "txt_in",
-             "proj_out")
     for i in range(4):
-        heads, head_dim = rng.randint(1, 3), rng.choice([16, 32])
-        cfg = {
-            "_class_name": QWEN, "num_attention_heads": heads, "attention_head_dim": head_dim,
-            "num_layers": rng.randint(1, 3), "patch_size": 2, "in_channels": 4 * rng.choice([4, 16]),
-            "out_channels": rng.choice([None, 4, 16]), "joint_attention_dim": rng.choice([24, 40]),
-            "axes_dims_rope": [head_dim // 4, 3 * head_dim // 8, 3 * head_dim // 8], "guidance_embeds": False,
-            "zero_cond_t": rng.random() < 0.5, "use_additional_t_cond": rng.random() < 0.5,
-        }
-        h, w, t = random_size(rng, 16, 32, 192), random_size(rng, 16, 32, 192), rng.randint(1, 40)
-        folder = write_config(tmp_path, f"qwen{i}", cfg)
-        comp = estimate_configs({"_class_name": "QwenImagePipeline"}, {"transformer": cfg},
+        cfg = make(rng)
+        h, w, t = random_size(rng, multiple, 32, 192), random_size(rng, multiple, 32, 192), rng.randint(1, 70)
+        folder = write_config(tmp_path, f"model{i}", cfg)
+        comp = estimate_configs({"_class_name": pipeline}, {"transformer": cfg},
                                 Settings(height=h, width=w, max_sequence_length=t),
                                 convention="torch").component("transformer")
         checkpointing, lora = rng.random() < 0.5, i % 2 == 1
         measured = {"height": h, "width": w, "text_len": t}
         where = f"seed {SEED}: {measured}, checkpointing {checkpointing}, {json.dumps(cfg)}"
         if not lora:
-            back = backward(comp.tree, graph_of(QWEN), checkpointing=checkpointing)
-            fx = measure_training(folder, measured, mode="checkpointing" if checkpointing else "full", class_name=QWEN)
+            back = backward(comp.tree, graph_of(class_name), checkpointing=checkpointing)
+            fx = measure_training(folder, measured, mode="checkpointing" if checkpointing else "full",
+                                  class_name=class_name)
             assert 2 * comp.macs_per_run == fx["forward"]["flops"], where
             assert 2 * back.macs == fx["backward"]["flops"], where
             assert comp.tree.total.params == fx["trainable_params"], where
             continue
         targets = tuple(rng.sample(names, rng.randint(1, 5)))
         rank = rng.randint(1, 8)
-        back, lo = lora_training(comp.tree, graph_of(QWEN), rank, targets, checkpointing)
+        back, lo = lora_training(comp.tree, graph_of(class_name), rank, targets, checkpointing)
         fx = measure_training(folder, measured, mode="lora_checkpointing" if checkpointing else "lora",
-                              class_name=QWEN, lora={"rank": rank, "targets": list(targets)})
+                              class_name=class_name, lora={"rank": rank, "targets": list(targets)})
         where += f", rank {rank}, targets {targets}"
         assert 2 * (comp.macs_per_run + lo.adapter_forward) == fx["forward"]["flops"], where
         assert 2 * back.macs == fx["backward"]["flops"], where

@@ -147,6 +147,16 @@ def _block_flow(x: str) -> tuple:
     )
 
 
+def _unused_patch_entries(tree: Node, checkpointing: bool) -> str | None:
+    """peft adapts a target in every ``all_final_layer`` entry, also those the call never runs (parameters without
+    work the flow does not see): training is validated on configs holding the pipeline's patch pair only."""
+    entries = tree.find("all_final_layer")
+    if entries is not None and len(entries.children) > 1:
+        return (f"all_patch_size/all_f_patch_size hold {len(entries.children)} patch pairs; training is validated "
+                f"with the pipeline's ({PATCH_SIZE}, {F_PATCH_SIZE}) only")
+    return None
+
+
 gradient_graph(
     "ZImageTransformer2DModel",
     # transformer_z_image.py:955 t_embedder (its mlp.0 reads the sinusoidal frequencies, :65-75), :990 the
@@ -158,6 +168,7 @@ gradient_graph(
     # block runs again
     checkpointed=("noise_refiner.*", "context_refiner.*", "layers.*"),
     source="diffusers/models/transformers/transformer_z_image.py:943-1078",
+    refuses=_unused_patch_entries,
     lora=LoraFlow(
         steps=(
             Layer("all_x_embedder.2-1", ("latents",), "img"),  # :990 (the pipeline's patch 2, frame patch 1)
