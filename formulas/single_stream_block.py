@@ -29,9 +29,26 @@ from flopcalc.cost import Node, block_kinds
 from flopcalc.formulas import ops
 from flopcalc.formulas.conditioning import ada_layer_norm_zero, pruned_ada_layer_norm
 from flopcalc.formulas.transformer_parts import attention_module
+from flopcalc.lora import Attend, Join, Layer
 
 #: Block kinds this module builds: a per-block summary stops at them.
 BLOCK_KINDS = block_kinds("single_stream_block")
+
+#: Which tensors a single-stream block's layers read and write, for the backward of a LoRA run
+#: (:mod:`flopcalc.lora`): ``FluxSingleTransformerBlock.forward`` (transformer_flux.py:383-413) and
+#: ``ChromaSingleTransformerBlock.forward`` (transformer_chroma.py:231-262): the text and image streams
+#: concatenated, ``proj_mlp`` and q/k/v on the normed sequence, ``proj_out`` on the attention output and the
+#: MLP branch, added back through a gate (conditioning), then split into the two streams again.
+SINGLE_STREAM_BLOCK_FLOW = (
+    Join(("txt", "img"), "x"),  # cat([encoder_hidden_states, hidden_states])
+    Layer("proj_mlp", ("x",), "m"),
+    *(Layer(f"attn.{p}", ("x",), p) for p in ("to_q", "to_k", "to_v")),
+    Attend("attn", q=("to_q",), k=("to_k",), v=("to_v",), to="o"),
+    Layer("proj_out", ("o", "m"), "y"),  # proj_out(cat([attn_output, mlp_hidden_states]))
+    Join(("x", "y"), "x", gated="y"),  # residual + gate * proj_out(...)
+    Join(("x",), "img"),
+    Join(("x",), "txt"),  # split back
+)
 
 
 def single_stream_block(*, dim: int, heads: int, head_dim: int, tokens: Any, mlp_ratio: float = 4.0,
