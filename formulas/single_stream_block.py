@@ -34,20 +34,25 @@ from flopcalc.lora import Attend, Join, Layer
 #: Block kinds this module builds: a per-block summary stops at them.
 BLOCK_KINDS = block_kinds("single_stream_block")
 
-#: Which tensors a single-stream block's layers read and write, for the backward of a LoRA run
-#: (:mod:`flopcalc.lora`): ``FluxSingleTransformerBlock.forward`` (transformer_flux.py:383-413) and
-#: ``ChromaSingleTransformerBlock.forward`` (transformer_chroma.py:231-262): the text and image streams
-#: concatenated, ``proj_mlp`` and q/k/v on the normed sequence, ``proj_out`` on the attention output and the
-#: MLP branch, added back through a gate (conditioning), then split into the two streams again.
-SINGLE_STREAM_BLOCK_FLOW = (
-    Join(("txt", "img"), "x"),  # cat([encoder_hidden_states, hidden_states])
+#: Which tensors a single-stream block's layers read and write on the concatenated sequence ``x``, for the backward
+#: of a LoRA run (:mod:`flopcalc.lora`): ``proj_mlp`` and q/k/v on the normed sequence, ``proj_out`` on the attention
+#: output and the MLP branch, added back through a gate (conditioning). ``ChromaSingleTransformerBlock.forward``
+#: (transformer_chroma.py:231-262) as it is; its model joins the streams before the first block.
+SINGLE_STREAM_SEQUENCE_FLOW = (
     Layer("proj_mlp", ("x",), "m"),
     *(Layer(f"attn.{p}", ("x",), p) for p in ("to_q", "to_k", "to_v")),
     Attend("attn", q=("to_q",), k=("to_k",), v=("to_v",), to="o"),
     Layer("proj_out", ("o", "m"), "y"),  # proj_out(cat([attn_output, mlp_hidden_states]))
     Join(("x", "y"), "x", gated="y"),  # residual + gate * proj_out(...)
+)
+
+#: ``FluxSingleTransformerBlock.forward`` (transformer_flux.py:383-413): the block itself concatenates the text and
+#: image streams, runs :data:`SINGLE_STREAM_SEQUENCE_FLOW` and splits them again.
+SINGLE_STREAM_BLOCK_FLOW = (
+    Join(("txt", "img"), "x"),  # :392 cat([encoder_hidden_states, hidden_states])
+    *SINGLE_STREAM_SEQUENCE_FLOW,
     Join(("x",), "img"),
-    Join(("x",), "txt"),  # split back
+    Join(("x",), "txt"),  # :411 split back
 )
 
 

@@ -19,8 +19,8 @@ from flopcalc.formulas import ops
 from flopcalc.formulas.chroma import chroma_approximator
 from flopcalc.formulas.conditioning import pruned_ada_layer_norm
 from flopcalc.formulas.mmdit_joint_block import JOINT_BLOCK_FLOW, mmdit_joint_block
-from flopcalc.formulas.single_stream_block import SINGLE_STREAM_BLOCK_FLOW, single_stream_block
-from flopcalc.lora import Blocks, Layer, LoraFlow
+from flopcalc.formulas.single_stream_block import SINGLE_STREAM_SEQUENCE_FLOW, single_stream_block
+from flopcalc.lora import Blocks, Join, Layer, LoraFlow
 from flopcalc.registry import RunShape, register
 from flopcalc.weights import Buffer, loading_rules
 
@@ -126,9 +126,9 @@ gradient_graph(
             Layer("x_embedder", ("latents",), "img"),  # transformer_chroma.py:515
             Layer("context_embedder", ("text",), "txt"),  # :522
             Blocks("transformer_blocks", JOINT_BLOCK_FLOW),  # ChromaTransformerBlock.forward :296-356
-            # ChromaSingleTransformerBlock.forward :231-262; the streams are joined once before the first (:583) and the
-            # text tokens dropped after the last (:614): the same dataflow as a join and split in every block
-            Blocks("single_transformer_blocks", SINGLE_STREAM_BLOCK_FLOW),
+            Join(("txt", "img"), "x"),  # :583 cat([encoder_hidden_states, hidden_states])
+            Blocks("single_transformer_blocks", SINGLE_STREAM_SEQUENCE_FLOW),  # :585-612
+            Join(("x",), "img"),  # :614 the text tokens dropped (a slice: the text stream still gets a gradient)
             Layer("proj_out", ("img",), "out"),  # :618
         ),
         # the approximator reads only the timestep (and the fixed mod_proj table): every block's modulation and

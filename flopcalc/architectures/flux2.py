@@ -113,6 +113,17 @@ def flux2_transformer(config: Config, shape: RunShape) -> Node:
     )
 
 
+def _idle_modulation(tree: Node, checkpointing: bool) -> str | None:
+    """A model without double- (or single-) stream blocks computes their shared modulation for nothing: autograd
+    skips its backward (measured; not modelled), so full fine-tuning of such a config is refused."""
+    for blocks, modulation in (("transformer_blocks", "double_stream_modulation_img/_txt"),
+                               ("single_transformer_blocks", "single_stream_modulation")):
+        node = tree.find(blocks)
+        if node is None or not node.children:
+            return f"with no {blocks} its {modulation} feeds nothing (autograd skips that backward)"
+    return None
+
+
 gradient_graph(
     "Flux2Transformer2DModel",
     # transformer_flux2.py:1289, 1318-1319: time_guidance_embed's first linears read the sinusoidal timestep
@@ -122,6 +133,7 @@ gradient_graph(
     # ``gate * output`` (:964, :865), which saves the block's last layer output: the whole block is run again
     checkpointed=("transformer_blocks.*", "single_transformer_blocks.*"),
     source="diffusers/models/transformers/transformer_flux2.py:1289-1424",
+    refuses=_idle_modulation,
     lora=LoraFlow(
         steps=(
             Layer("x_embedder", ("latents",), "img"),  # transformer_flux2.py:1318
@@ -129,7 +141,7 @@ gradient_graph(
             Blocks("transformer_blocks", FLUX2_DOUBLE_BLOCK_FLOW),  # :1353-1374
             Join(("txt", "img"), "x"),  # :1377 cat([encoder_hidden_states, hidden_states])
             Blocks("single_transformer_blocks", FLUX2_SINGLE_BLOCK_FLOW),  # :1394-1416
-            Join(("x",), "img"),  # :1420 the text tokens dropped
+            Join(("x",), "img"),  # :1420 the text tokens dropped (a slice: the text stream still gets a gradient)
             Layer("proj_out", ("img",), "out"),  # :1424
         ),
         # the timestep/guidance embedders, the three shared modulations and norm_out's linear read temb only
