@@ -127,3 +127,19 @@ def test_flux2_lora_bmm_beyond_the_attention_is_its_frozen_sliced_output_project
     sliced = sum(comp.tree.find(f"transformer_blocks.{i}.attn.{p}").total.macs("torch")
                  for i in range(2) for p in ("to_out.0", "to_add_out"))
     assert fx["forward"]["by_op"]["aten.bmm"] == 2 * (attention + sliced)
+
+
+def test_a_target_that_also_names_a_module_list_is_refused_as_peft_refuses_it(tmp_path):
+    """``attn.to_out`` names the single blocks' ``to_out`` (a Linear) and the double blocks' ``to_out`` ModuleList:
+    peft raises on the list, so flopcalc gives no number either."""
+    cfg = {"_class_name": "Flux2Transformer2DModel", "num_attention_heads": 2, "attention_head_dim": 16,
+           "num_layers": 1, "num_single_layers": 1, "in_channels": 16, "joint_attention_dim": 24,
+           "timestep_guidance_channels": 16, "axes_dims_rope": [4, 4, 4, 4]}
+    folder = write_config(tmp_path, "flux2", cfg)
+    comp = estimate_configs({"_class_name": "Flux2Pipeline"}, {"transformer": cfg},
+                            Settings(height=64, width=64, max_sequence_length=7), convention="torch").component("transformer")
+    with pytest.raises(FlopcalcError, match="also names transformer_blocks.0.attn.to_out"):
+        lora_training(comp.tree, graph_of("Flux2Transformer2DModel"), 4, ("attn.to_out",), False)
+    with pytest.raises(ValueError, match="is not supported"):
+        measure_training(folder, {"height": 64, "width": 64, "text_len": 7}, mode="lora",
+                         class_name="Flux2Transformer2DModel", lora={"rank": 4, "targets": ["attn.to_out"]})
