@@ -114,8 +114,8 @@ def flux2_single_block(*, dim: int, heads: int, head_dim: int, tokens: Any, mlp_
     f = mlp_width(dim, mlp_ratio)
     # Flux2ParallelSelfAttnProcessor (:572-631): the q/k norms, the attention and the SwiGLU on the module; the
     # fused projections are its children, named as in the real module (the LoRA targets).
-    attn = Node("attn", qk_norm_cost("rms_norm", tokens * heads, head_dim) + ops.attention(tokens, tokens, heads, head_dim)
-                + ops.activation(tokens * f) * 2,
+    attn = Node("attn", qk_norm_cost("rms_norm", tokens * heads, head_dim)
+                + ops.attention(tokens, tokens, heads, head_dim) + ops.activation(tokens * f) * 2,
                 (Node("to_qkv_mlp_proj", ops.linear(tokens, dim, 3 * inner + 2 * f, bias=False)),
                  Node("to_out", ops.linear(tokens, inner + f, dim, bias=False))), formula="attention")
     return Node(

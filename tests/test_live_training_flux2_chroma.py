@@ -38,7 +38,8 @@ def _flux2_config(rng) -> dict:
     return {
         "_class_name": "Flux2Transformer2DModel", "num_attention_heads": heads, "attention_head_dim": head_dim,
         "num_layers": rng.randint(1, 2), "num_single_layers": rng.randint(1, 2),
-        "mlp_ratio": rng.choice([1.0, 2.5, 3.0]), "patch_size": rng.choice([1, 2]), "in_channels": 4 * rng.choice([4, 8]),
+        "mlp_ratio": rng.choice([1.0, 2.5, 3.0]), "patch_size": rng.choice([1, 2]),
+        "in_channels": 4 * rng.choice([4, 8]),
         "out_channels": rng.choice([None, 16]), "joint_attention_dim": rng.choice([24, 48]),
         "timestep_guidance_channels": rng.choice([16, 32]), "axes_dims_rope": [head_dim // 4] * 4,
         "guidance_embeds": rng.random() < 0.5,
@@ -80,7 +81,8 @@ def _random_runs(rng, tmp_path, make_config, pipeline: str, names_of) -> None:
         cfg = make_config(rng)
         h, w, t = random_size(rng, 16, 32, 192), random_size(rng, 16, 32, 192), rng.randint(1, 40)
         folder = write_config(tmp_path, f"{pipeline}{i}", cfg)
-        settings, measured = Settings(height=h, width=w, max_sequence_length=t), {"height": h, "width": w, "text_len": t}
+        settings = Settings(height=h, width=w, max_sequence_length=t)
+        measured = {"height": h, "width": w, "text_len": t}
         _check_full(rng, folder, cfg, pipeline, settings, measured)
         _check_lora(rng, folder, cfg, "transformer", pipeline, settings, measured, names_of(cfg))
 
@@ -117,8 +119,9 @@ def test_flux2_lora_bmm_beyond_the_attention_is_its_frozen_sliced_output_project
            "num_layers": 2, "num_single_layers": 1, "in_channels": 16, "joint_attention_dim": 24,
            "timestep_guidance_channels": 16, "axes_dims_rope": [4, 4, 4, 4]}
     folder = write_config(tmp_path, "flux2", cfg)
-    comp = estimate_configs({"_class_name": "Flux2Pipeline"}, {"transformer": cfg},
-                            Settings(height=64, width=96, max_sequence_length=7), convention="torch").component("transformer")
+    settings = Settings(height=64, width=96, max_sequence_length=7)
+    comp = estimate_configs({"_class_name": "Flux2Pipeline"}, {"transformer": cfg}, settings,
+                            convention="torch").component("transformer")
     graph = graph_of("Flux2Transformer2DModel")
     lora_training(comp.tree, graph, 4, ("to_q",), False)  # the targets exist
     fx = measure_training(folder, {"height": 64, "width": 96, "text_len": 7}, mode="lora",
@@ -136,8 +139,9 @@ def test_a_target_that_also_names_a_module_list_is_refused_as_peft_refuses_it(tm
            "num_layers": 1, "num_single_layers": 1, "in_channels": 16, "joint_attention_dim": 24,
            "timestep_guidance_channels": 16, "axes_dims_rope": [4, 4, 4, 4]}
     folder = write_config(tmp_path, "flux2", cfg)
-    comp = estimate_configs({"_class_name": "Flux2Pipeline"}, {"transformer": cfg},
-                            Settings(height=64, width=64, max_sequence_length=7), convention="torch").component("transformer")
+    settings = Settings(height=64, width=64, max_sequence_length=7)
+    comp = estimate_configs({"_class_name": "Flux2Pipeline"}, {"transformer": cfg}, settings,
+                            convention="torch").component("transformer")
     with pytest.raises(FlopcalcError, match="also names transformer_blocks.0.attn.to_out"):
         lora_training(comp.tree, graph_of("Flux2Transformer2DModel"), 4, ("attn.to_out",), False)
     with pytest.raises(ValueError, match="is not supported"):
