@@ -198,6 +198,10 @@ def adapters(tree: Node, flow: LoraFlow, targets: tuple[str, ...]) -> frozenset[
         if not hits:
             near = "only modules with no weights of their own" if any(_is_target(p, (t,)) for p in modules) else "nothing"
             raise FlopcalcError(f"--lora-targets {t!r} matches {near} in {tree.name}; LoRA-able layers: {names}")
+        wrappers = [p for p, n in _all_paths(tree, "") if p not in layers and n.children and _is_target(p, (t,))]
+        if hits and wrappers:  # peft raises on a matched module it cannot wrap (FLUX.2's attn.to_out ModuleList)
+            raise FlopcalcError(f"--lora-targets {t!r} also names {wrappers[0]}, a module of layers that peft cannot "
+                                f"adapt; name its layers (e.g. {t}.0); LoRA-able layers: {names}")
         bad = [p for p in hits if p not in trainable or layers[p].cost.linear_layers != 1 or layers[p].cost.conv
                or not layers[p].cost.linear]
         if bad:

@@ -30,14 +30,37 @@ d + f → d). All linears are bias-free; the norms are affine-free LayerNorms, t
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from flopcalc.cost import Node, block_kinds
 from flopcalc.formulas import ops
-from flopcalc.formulas.transformer_parts import attention_module, feed_forward, qk_norm_cost
+from flopcalc.formulas.mmdit_joint_block import JOINT_BLOCK_FLOW
+from flopcalc.formulas.transformer_parts import attention_module, qk_norm_cost
+from flopcalc.lora import Attend, Join, Layer
 
 #: Block kinds this module builds: a per-block summary stops at them.
 BLOCK_KINDS = block_kinds("flux2_double_block", "flux2_single_block")
+
+_FF_NAMES = {"ff.net.0.proj": "ff.linear_in", "ff.net.2": "ff.linear_out",
+             "ff_context.net.0.proj": "ff_context.linear_in", "ff_context.net.2": "ff_context.linear_out"}
+
+#: Which tensors a double-stream block's layers read and write, for the backward of a LoRA run
+#: (:mod:`flopcalc.lora`): ``Flux2TransformerBlock.forward`` (transformer_flux2.py:911-968, ``Flux2AttnProcessor``
+#: :335-395) is FLUX.1's joint block (:data:`~flopcalc.formulas.mmdit_joint_block.JOINT_BLOCK_FLOW`: gated residual
+#: adds, one attention over both streams) with ``Flux2FeedForward``'s ``linear_in`` / ``linear_out``.
+FLUX2_DOUBLE_BLOCK_FLOW = tuple(replace(step, path=_FF_NAMES[step.path]) if isinstance(step, Layer)
+                                and step.path in _FF_NAMES else step for step in JOINT_BLOCK_FLOW)
+
+#: ``Flux2SingleTransformerBlock.forward`` (:837-873) on the concatenated sequence ``x`` (the model joins the two
+#: streams before the first single block, :1372): ``to_qkv_mlp_proj`` gives q, k, v and the SwiGLU input,
+#: ``to_out`` reads the attention output and the SwiGLU branch, added back through ``mod_gate`` (conditioning).
+FLUX2_SINGLE_BLOCK_FLOW = (
+    Layer("attn.to_qkv_mlp_proj", ("x",), "p"),
+    Attend("attn", q=("p",), k=("p",), v=("p",), to="o"),
+    Layer("attn.to_out", ("o", "p"), "y"),  # to_out(cat([attn_output, swiglu(mlp_hidden_states)]))
+    Join(("x", "y"), "x", gated="y"),  # hidden_states + mod_gate * attn_output
+)
 
 
 def mlp_width(dim: int, mlp_ratio: float) -> int:
@@ -67,12 +90,21 @@ def flux2_double_block(*, dim: int, heads: int, head_dim: int, image_tokens: Any
             attention_module("attn", tokens=n, dim=dim, heads=heads, head_dim=head_dim, qk_norm="rms_norm",
                              context_tokens=t, context_dim=dim, bias=False, context_bias=False, out_bias=False),
             Node("norm2", ops.layer_norm(n, dim, affine=False)),
-            feed_forward("ff", n, dim, inner=f, gated=True, bias=False),
+            flux2_feed_forward("ff", n, dim, f),
             Node("norm2_context", ops.layer_norm(t, dim, affine=False)),
-            feed_forward("ff_context", t, dim, inner=f, gated=True, bias=False),
+            flux2_feed_forward("ff_context", t, dim, f),
         ),
         formula="flux2_double_block",
     )
+
+
+def flux2_feed_forward(name: str, tokens: Any, dim: int, inner: int) -> Node:
+    r"""``Flux2FeedForward`` (transformer_flux2.py:301-324): ``linear_in`` (d → 2f), ``Flux2SwiGLU`` (its two
+    pointwise ops counted on the module), ``linear_out`` (f → d), bias-free, with the real module's child names
+    (the LoRA targets ``ff.linear_in`` / ``ff.linear_out``). :math:`\mathrm{MACs} = 3 n d f`."""
+    return Node(name, ops.activation(tokens * inner) * 2,
+                (Node("linear_in", ops.linear(tokens, dim, 2 * inner, bias=False)),
+                 Node("linear_out", ops.linear(tokens, inner, dim, bias=False))), formula="feed_forward")
 
 
 def flux2_single_block(*, dim: int, heads: int, head_dim: int, tokens: Any, mlp_ratio: float) -> Node:
@@ -80,18 +112,17 @@ def flux2_single_block(*, dim: int, heads: int, head_dim: int, tokens: Any, mlp_
     (fused ``to_qkv_mlp_proj``, RMS q/k norms, attention over all ``tokens``, SwiGLU, fused ``to_out``)."""
     inner = heads * head_dim
     f = mlp_width(dim, mlp_ratio)
-    attn = (
-        ops.linear(tokens, dim, 3 * inner + 2 * f, bias=False)
-        + qk_norm_cost("rms_norm", tokens * heads, head_dim)
-        + ops.attention(tokens, tokens, heads, head_dim)
-        + ops.activation(tokens * f) * 2
-        + ops.linear(tokens, inner + f, dim, bias=False)
-    )
+    # Flux2ParallelSelfAttnProcessor (:572-631): the q/k norms, the attention and the SwiGLU on the module; the
+    # fused projections are its children, named as in the real module (the LoRA targets).
+    attn = Node("attn", qk_norm_cost("rms_norm", tokens * heads, head_dim)
+                + ops.attention(tokens, tokens, heads, head_dim) + ops.activation(tokens * f) * 2,
+                (Node("to_qkv_mlp_proj", ops.linear(tokens, dim, 3 * inner + 2 * f, bias=False)),
+                 Node("to_out", ops.linear(tokens, inner + f, dim, bias=False))), formula="attention")
     return Node(
         "block",
         children=(
             Node("norm", ops.layer_norm(tokens, dim, affine=False)),
-            Node("attn", attn, formula="attention"),
+            attn,
         ),
         formula="flux2_single_block",
     )

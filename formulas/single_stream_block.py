@@ -29,9 +29,31 @@ from flopcalc.cost import Node, block_kinds
 from flopcalc.formulas import ops
 from flopcalc.formulas.conditioning import ada_layer_norm_zero, pruned_ada_layer_norm
 from flopcalc.formulas.transformer_parts import attention_module
+from flopcalc.lora import Attend, Join, Layer
 
 #: Block kinds this module builds: a per-block summary stops at them.
 BLOCK_KINDS = block_kinds("single_stream_block")
+
+#: Which tensors a single-stream block's layers read and write on the concatenated sequence ``x``, for the backward
+#: of a LoRA run (:mod:`flopcalc.lora`): ``proj_mlp`` and q/k/v on the normed sequence, ``proj_out`` on the attention
+#: output and the MLP branch, added back through a gate (conditioning). ``ChromaSingleTransformerBlock.forward``
+#: (transformer_chroma.py:231-262) as it is; its model joins the streams before the first block.
+SINGLE_STREAM_SEQUENCE_FLOW = (
+    Layer("proj_mlp", ("x",), "m"),
+    *(Layer(f"attn.{p}", ("x",), p) for p in ("to_q", "to_k", "to_v")),
+    Attend("attn", q=("to_q",), k=("to_k",), v=("to_v",), to="o"),
+    Layer("proj_out", ("o", "m"), "y"),  # proj_out(cat([attn_output, mlp_hidden_states]))
+    Join(("x", "y"), "x", gated="y"),  # residual + gate * proj_out(...)
+)
+
+#: ``FluxSingleTransformerBlock.forward`` (transformer_flux.py:383-413): the block itself concatenates the text and
+#: image streams, runs :data:`SINGLE_STREAM_SEQUENCE_FLOW` and splits them again.
+SINGLE_STREAM_BLOCK_FLOW = (
+    Join(("txt", "img"), "x"),  # :392 cat([encoder_hidden_states, hidden_states])
+    *SINGLE_STREAM_SEQUENCE_FLOW,
+    Join(("x",), "img"),
+    Join(("x",), "txt"),  # :411 split back
+)
 
 
 def single_stream_block(*, dim: int, heads: int, head_dim: int, tokens: Any, mlp_ratio: float = 4.0,

@@ -11,15 +11,16 @@ Rotary embeddings (``FluxPosEmbed``) and the timestep projections are parameter-
 
 from __future__ import annotations
 
+from flopcalc.backprop import gradient_graph
 from flopcalc.config import LAYERS, NULL, SIZE, SIZES, Config, count_int, declare_keys, positive_int
 from flopcalc.cost import Node, module_list
 from flopcalc.errors import ConfigError
 from flopcalc.formulas import ops
 from flopcalc.formulas.chroma import chroma_approximator
 from flopcalc.formulas.conditioning import pruned_ada_layer_norm
-from flopcalc.formulas.mmdit_joint_block import mmdit_joint_block
-from flopcalc.formulas.single_stream_block import single_stream_block
-from flopcalc.weights import Buffer, loading_rules
+from flopcalc.formulas.mmdit_joint_block import JOINT_BLOCK_FLOW, mmdit_joint_block
+from flopcalc.formulas.single_stream_block import SINGLE_STREAM_SEQUENCE_FLOW, single_stream_block
+from flopcalc.lora import Blocks, Join, Layer, LoraFlow
 from flopcalc.registry import RunShape, register
 from flopcalc.weights import Buffer, loading_rules
 
@@ -109,3 +110,32 @@ def _chroma_buffers(config: Config) -> tuple[Buffer, ...]:
 
 loading_rules("ChromaTransformer2DModel", buffers=_chroma_buffers,
               source="diffusers/models/transformers/transformer_chroma.py")
+
+
+gradient_graph(
+    "ChromaTransformer2DModel",
+    # transformer_chroma.py:515-522: x_embedder(latents); the approximator's in_proj reads time_text_embed's
+    # parameter-free output (sinusoids and the mod_proj table); context_embedder(T5)
+    input_layers=("x_embedder", "context_embedder", "distilled_guidance_layer.in_proj"),
+    # transformer_chroma.py:557, 588: each double- and single-stream block is checkpointed; both end in
+    # ``gate * output`` (:352, :256), which saves the block's last layer output: the whole block is run again
+    checkpointed=("transformer_blocks.*", "single_transformer_blocks.*"),
+    source="diffusers/models/transformers/transformer_chroma.py:515-618",
+    lora=LoraFlow(
+        steps=(
+            Layer("x_embedder", ("latents",), "img"),  # transformer_chroma.py:515
+            Layer("context_embedder", ("text",), "txt"),  # :522
+            Blocks("transformer_blocks", JOINT_BLOCK_FLOW),  # ChromaTransformerBlock.forward :296-356
+            Join(("txt", "img"), "x"),  # :583 cat([encoder_hidden_states, hidden_states])
+            Blocks("single_transformer_blocks", SINGLE_STREAM_SEQUENCE_FLOW),  # :585-612
+            Join(("x",), "img"),  # :614 the text tokens dropped (a slice: the text stream still gets a gradient)
+            Layer("proj_out", ("img",), "out"),  # :618
+        ),
+        # the approximator reads only the timestep (and the fixed mod_proj table): every block's modulation and
+        # norm_out's come from it, conditioning only
+        frozen=("distilled_guidance_layer.**",),
+        default_targets=(),  # diffusers has no Chroma LoRA training script: the targets are named
+        targets_source="",
+        source="diffusers/models/transformers/transformer_chroma.py:183-262, 296-356, 515-618",
+    ),
+)

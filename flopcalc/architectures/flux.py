@@ -14,13 +14,13 @@ from __future__ import annotations
 from typing import Any
 
 from flopcalc.backprop import gradient_graph
-from flopcalc.lora import Attend, Blocks, Join, Layer, LoraFlow
+from flopcalc.lora import Blocks, Layer, LoraFlow
 from flopcalc.config import FLAG, LAYERS, NULL, SIZE, SIZES, Config, count_int, declare_keys, positive_int
 from flopcalc.cost import Node, module_list
 from flopcalc.formulas import ops
 from flopcalc.formulas.conditioning import ada_layer_norm_continuous, mlp_embedder
 from flopcalc.formulas.mmdit_joint_block import JOINT_BLOCK_FLOW, mmdit_joint_block
-from flopcalc.formulas.single_stream_block import single_stream_block
+from flopcalc.formulas.single_stream_block import SINGLE_STREAM_BLOCK_FLOW, single_stream_block
 from flopcalc.registry import RunShape, register
 
 #: ``FluxTransformer2DModel.__init__`` keyword defaults (transformer_flux.py).
@@ -113,16 +113,7 @@ gradient_graph(
             Layer("x_embedder", ("latents",), "img"),  # transformer_flux.py:723
             Layer("context_embedder", ("text",), "txt"),  # :734
             Blocks("transformer_blocks", JOINT_BLOCK_FLOW),
-            Blocks("single_transformer_blocks", (  # FluxSingleTransformerBlock.forward :383-413
-                Join(("txt", "img"), "x"),  # :392 cat([encoder_hidden_states, hidden_states])
-                Layer("proj_mlp", ("x",), "m"),
-                *(Layer(f"attn.{p}", ("x",), p) for p in ("to_q", "to_k", "to_v")),
-                Attend("attn", q=("to_q",), k=("to_k",), v=("to_v",), to="o"),
-                Layer("proj_out", ("o", "m"), "y"),  # :404-406 proj_out(cat([attn_output, mlp_hidden_states]))
-                Join(("x", "y"), "x", gated="y"),  # :406 residual + gate * proj_out(...)
-                Join(("x",), "img"),
-                Join(("x",), "txt"),  # :411 split back
-            )),
+            Blocks("single_transformer_blocks", SINGLE_STREAM_BLOCK_FLOW),  # :383-413
             Layer("proj_out", ("img",), "out"),  # :816
         ),
         # timestep / guidance / pooled-text embedders and every AdaLN modulation linear read temb only

@@ -17,6 +17,7 @@ to the image tokens (``torch.cat([latents, image_latents], dim=1)``, pipeline_fl
 
 from __future__ import annotations
 
+from flopcalc.backprop import gradient_graph
 from flopcalc.config import (
     FLAG, LAYERS, NULL, RATIO, SIZE, SIZES, Config, boolean, count_int, declare_keys, positive_int, positive_int_list,
 )
@@ -24,7 +25,10 @@ from flopcalc.cost import Node, module_list
 from flopcalc.errors import ConfigError
 from flopcalc.formulas import ops
 from flopcalc.formulas.conditioning import ada_layer_norm_continuous, mlp_embedder
-from flopcalc.formulas.flux2 import flux2_double_block, flux2_modulation, flux2_single_block
+from flopcalc.formulas.flux2 import (
+    FLUX2_DOUBLE_BLOCK_FLOW, FLUX2_SINGLE_BLOCK_FLOW, flux2_double_block, flux2_modulation, flux2_single_block,
+)
+from flopcalc.lora import Blocks, Join, Layer, LoraFlow
 from flopcalc.registry import RunShape, register
 
 #: ``Flux2Transformer2DModel.__init__`` keyword defaults (transformer_flux2.py).
@@ -107,3 +111,48 @@ def flux2_transformer(config: Config, shape: RunShape) -> Node:
         ),
         formula="flux2_transformer",
     )
+
+
+def _idle_modulation(tree: Node, checkpointing: bool) -> str | None:
+    """A model without double- (or single-) stream blocks computes their shared modulation for nothing: autograd
+    skips its backward (measured; not modelled), so full fine-tuning of such a config is refused."""
+    for blocks, modulation in (("transformer_blocks", "double_stream_modulation_img/_txt"),
+                               ("single_transformer_blocks", "single_stream_modulation")):
+        node = tree.find(blocks)
+        if node is None or not node.children:
+            return f"with no {blocks} its {modulation} feeds nothing (autograd skips that backward)"
+    return None
+
+
+gradient_graph(
+    "Flux2Transformer2DModel",
+    # transformer_flux2.py:1289, 1318-1319: time_guidance_embed's first linears read the sinusoidal timestep
+    # (and guidance) projections, x_embedder the latents, context_embedder the text encoder's hidden states
+    input_layers=("x_embedder", "context_embedder", "time_guidance_embed.*.linear_1"),
+    # transformer_flux2.py:1357, 1398: each double- and single-stream block is checkpointed; both end in
+    # ``gate * output`` (:964, :865), which saves the block's last layer output: the whole block is run again
+    checkpointed=("transformer_blocks.*", "single_transformer_blocks.*"),
+    source="diffusers/models/transformers/transformer_flux2.py:1289-1424",
+    refuses=_idle_modulation,
+    lora=LoraFlow(
+        steps=(
+            Layer("x_embedder", ("latents",), "img"),  # transformer_flux2.py:1318
+            Layer("context_embedder", ("text",), "txt"),  # :1319
+            Blocks("transformer_blocks", FLUX2_DOUBLE_BLOCK_FLOW),  # :1353-1374
+            Join(("txt", "img"), "x"),  # :1377 cat([encoder_hidden_states, hidden_states])
+            Blocks("single_transformer_blocks", FLUX2_SINGLE_BLOCK_FLOW),  # :1394-1416
+            Join(("x",), "img"),  # :1420 the text tokens dropped (a slice: the text stream still gets a gradient)
+            Layer("proj_out", ("img",), "out"),  # :1424
+        ),
+        # the timestep/guidance embedders, the three shared modulations and norm_out's linear read temb only
+        frozen=("time_guidance_embed.**", "double_stream_modulation_img.**", "double_stream_modulation_txt.**",
+                "single_stream_modulation.**", "norm_out.linear"),
+        # examples/dreambooth/train_dreambooth_lora_flux2_klein.py (huggingface/diffusers@edc24228) names the
+        # single blocks' attn.to_out one by one (``single_transformer_blocks.{i}.attn.to_out``: the bare name also
+        # matches the double blocks' to_out ModuleList, which peft cannot wrap); target names with a block index
+        # are not modelled, so there is no default: name the targets
+        default_targets=(),
+        targets_source="",
+        source="diffusers/models/transformers/transformer_flux2.py:327-395, 572-631, 837-968, 1318-1424",
+    ),
+)
