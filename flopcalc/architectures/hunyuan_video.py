@@ -171,13 +171,17 @@ def _twice(node: Node) -> Node:
 
 def _unmeasured(tree: Node, checkpointing: bool) -> str | None:
     """Configs whose autograd differs from what was measured: image-conditioned ``token_replace`` blocks (a second
-    modulation for the first frame's tokens), and dual-stream blocks with no single-stream block after them (the
-    last one's text stream then feeds nothing, and autograd skips its backward)."""
+    modulation for the first frame's tokens), dual-stream blocks with no single-stream block after them (the last
+    one's text stream then feeds nothing, and autograd skips its backward), no refiner blocks (the refiner's
+    ``time_text_embed`` then feeds nothing)."""
     blocks, single = tree.find("transformer_blocks"), tree.find("single_transformer_blocks")
+    refiner = tree.find("context_embedder.token_refiner.refiner_blocks")
     if blocks is not None and any(c.formula == "hunyuan_video_token_replace_block" for c in blocks.children):
         return "its image_condition_type 'token_replace' blocks were not measured in training"
     if blocks is not None and blocks.children and (single is None or not single.children):
         return "with num_single_layers 0 the last dual-stream block's text stream feeds nothing (not modelled)"
+    if not (refiner is not None and refiner.children):
+        return "with num_refiner_layers 0 the token refiner's timestep and text embedding feeds nothing (not modelled)"
     return None
 
 
