@@ -71,13 +71,16 @@ class Join:
 @dataclass(frozen=True)
 class Attend:
     """The attention of the module at ``path``: queries, keys and values concatenated from ``q``, ``k``,
-    ``v``; output ``to``."""
+    ``v``; output ``to``. ``sizes``: for a module that runs more than one attention (Wan I2V's ``attn2``: over the
+    image tokens, then over the text), the layers (relative to ``path``) projecting this one's queries and keys;
+    each of its two bmm costs queries × keys × the query layer's width. None: the module's whole attention."""
 
     path: str
     q: tuple[str, ...]
     k: tuple[str, ...]
     v: tuple[str, ...]
     to: str
+    sizes: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -308,7 +311,7 @@ def lora_backward(tree: Node, flow: LoraFlow, chosen: frozenset[str], rank: int,
         seen[key] = seen.get(key, 0) + 1
         if isinstance(step, Attend):
             q, k, v = (any(grad.get(r, False) for r in rs) for rs in (step.q, step.k, step.v))
-            one_bmm = node.cost.attention // 2
+            one_bmm = node.cost.attention // 2 if step.sizes is None else _bmm(node, step.sizes)
             acc["att"] += one_bmm * (q + k + (q or k) + v) * live
             grad[step.to] = q or k or v
             again.run(path, one_bmm)  # QKᵀ
@@ -349,6 +352,12 @@ def unused_layers(tree: Node, flow: LoraFlow) -> Iterator[tuple[str, Step]]:
     for (prefix, step), live in zip(steps, _live(steps)):
         if not live and not isinstance(step, Join):
             yield (f"{prefix}.{step.path}" if prefix else step.path), step
+def _bmm(node: Node, sizes: tuple[str, str]) -> int:
+    """MACs of one of the two bmm of the attention whose queries and keys the layers ``sizes`` project."""
+    q, k = (node.find(p) for p in sizes)
+    if q is None or k is None:
+        raise RuntimeError(f"LoRA flow: {node.name} has no {sizes}")
+    return (q.cost.linear // q.cost.linear_weights) * (k.cost.linear // k.cost.linear_weights) * q.cost.linear_rows
 
 
 def _live(steps: list[tuple[str, Step]]) -> list[bool]:

@@ -30,9 +30,12 @@ from typing import Any
 
 from flopcalc.backprop import Backward, GradientGraph, backward, graph_of, lora_supported, refusal
 from flopcalc.cost import Node
-from flopcalc.errors import FlopcalcError
+from flopcalc.errors import FlopcalcError, OptionError
 
 FROZEN_ENCODERS = ("online", "cached")
+#: Components run forward only per sample (``--frozen-encoders online``): text encoders, an image-to-video
+#: pipeline's image encoder (Wan I2V's CLIP vision tower), the VAE encoder.
+FROZEN_ROLES = ("text_encoder", "image_encoder", "vae_encoder")
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8")
 
 
@@ -217,15 +220,20 @@ def train(
     _check_options(frozen_encoders, batch_size, num_gpus, step_time, precision)
     if (step_time is None) != (gpu is None):
         raise FlopcalcError("MFU needs both --step-time and --gpu")
-    report = estimate(model, height=height, width=width, num_frames=num_frames, steps=1, strength=1.0,
-                      max_sequence_length=max_sequence_length, resolution_binning=False, revision=revision,
-                      token=token)
+    sizes = dict(height=height, width=width, num_frames=num_frames, steps=1, max_sequence_length=max_sequence_length,
+                 resolution_binning=False, revision=revision, token=token)
+    try:  # strength 1: the VAE encoder is planned (the training latents are encoded)
+        report = estimate(model, strength=1.0, **sizes)
+    except OptionError as exc:  # an image-to-video pipeline encodes its conditioning anyway
+        if "--strength does not apply" not in str(exc):
+            raise
+        report = estimate(model, **sizes)
     denoisers = [c for c in report.components if c.role == "denoiser"]
     if len(denoisers) != 1:
         raise FlopcalcError(f"{report.model}: training counts one denoiser; this pipeline has "
                             f"{', '.join(c.component for c in denoisers) or 'none'}")
     add_ons = [f"{c.component} ({c.role})" for c in report.components
-               if c.role not in ("denoiser", "text_encoder", "vae_encoder", "vae_decoder")]
+               if c.role not in ("denoiser", *FROZEN_ROLES, "vae_decoder")]
     if add_ons:
         raise FlopcalcError(f"{report.model}: training with an add-on model is not modelled ({', '.join(add_ons)}); "
                             "estimate the base pipeline")
@@ -244,7 +252,7 @@ def train(
     for c in report.components:
         if c.role == "denoiser":
             parts.append(trained)
-        elif c.role in ("text_encoder", "vae_encoder"):
+        elif c.role in FROZEN_ROLES:
             treatment = "frozen forward" if frozen_encoders == "online" else "cached"
             macs = c.macs_per_run if frozen_encoders == "online" else 0
             parts.append(ComponentTraining(c.component, c.class_name, c.call, c.role, treatment, macs))

@@ -44,11 +44,60 @@ from flopcalc.formulas import ops
 from flopcalc.formulas.conditioning import ada_layer_norm_zero
 from flopcalc.formulas.single_stream_block import single_stream_block
 from flopcalc.formulas.transformer_parts import attention_module, feed_forward
+from flopcalc.lora import Attend, Join, Layer
 
 #: Block kinds this module builds: a per-block summary stops at them.
 BLOCK_KINDS = block_kinds(
     "hunyuan_video_token_refiner_block", "hunyuan_video_token_replace_block", "hunyuan_video_dual_stream_block",
     "hunyuan_video_token_replace_single_block",
+)
+
+#: Which tensors a ``HunyuanVideoIndividualTokenRefinerBlock`` reads and writes, for the backward of a LoRA run
+#: (:mod:`flopcalc.lora`; transformer_hunyuan_video.py:359-379): self-attention of the refined text ``r``
+#: (``AttnProcessor2_0``), its output added through a gate of ``norm_out`` (which reads temb only), then the SiLU
+#: feed-forward, also gated.
+REFINER_BLOCK_FLOW = (
+    *(Layer(f"attn.{p}", ("r",), p) for p in ("to_q", "to_k", "to_v")),
+    Attend("attn", q=("to_q",), k=("to_k",), v=("to_v",), to="o"),
+    Layer("attn.to_out.0", ("o",), "a"),
+    Join(("r", "a"), "r", gated="a"),  # :374 hidden_states + attn_output * gate_msa
+    Layer("ff.net.0.proj", ("r",), "h"),
+    Layer("ff.net.2", ("h",), "f"),
+    Join(("r", "f"), "r", gated="f"),  # :377
+)
+
+#: ``HunyuanVideoTransformerBlock.forward`` (transformer_hunyuan_video.py:622-663, ``HunyuanVideoAttnProcessor2_0``
+#: :55-159) in its own order: both streams' attention outputs are added (gated) before either feed-forward runs,
+#: and both gated feed-forward adds come after the text feed-forward (:657-661), which matters for what
+#: gradient checkpointing runs again (up to the last saved tensor).
+DUAL_BLOCK_FLOW = (
+    *(Layer(f"attn.{p}", ("img",), p) for p in ("to_q", "to_k", "to_v")),
+    *(Layer(f"attn.{p}", ("txt",), p) for p in ("add_q_proj", "add_k_proj", "add_v_proj")),
+    Attend("attn", q=("to_q", "add_q_proj"), k=("to_k", "add_k_proj"), v=("to_v", "add_v_proj"), to="o"),
+    Layer("attn.to_out.0", ("o",), "a"),
+    Layer("attn.to_add_out", ("o",), "ca"),
+    Join(("img", "a"), "img", gated="a"),  # :647
+    Join(("txt", "ca"), "txt", gated="ca"),  # :648
+    Layer("ff.net.0.proj", ("img",), "h"),  # :657
+    Layer("ff.net.2", ("h",), "f"),
+    Layer("ff_context.net.0.proj", ("txt",), "ch"),  # :658
+    Layer("ff_context.net.2", ("ch",), "cf"),
+    Join(("img", "f"), "img", gated="f"),  # :660
+    Join(("txt", "cf"), "txt", gated="cf"),  # :661
+)
+
+#: ``HunyuanVideoSingleTransformerBlock.forward`` (transformer_hunyuan_video.py:542-584): FLUX's single-stream
+#: dataflow on ``cat([img, txt])``: ``proj_mlp`` and the attention (the processor concatenates the two halves back,
+#: :63-64) read it, ``proj_out`` reads both, gated, added to the residual, split back.
+SINGLE_BLOCK_FLOW = (
+    Join(("img", "txt"), "x"),  # :553
+    Layer("proj_mlp", ("x",), "m"),  # :559
+    *(Layer(f"attn.{p}", ("x",), p) for p in ("to_q", "to_k", "to_v")),
+    Attend("attn", q=("to_q",), k=("to_k",), v=("to_v",), to="o"),
+    Layer("proj_out", ("o", "m"), "y"),  # :576-577
+    Join(("x", "y"), "x", gated="y"),  # :577-578
+    Join(("x",), "img"),
+    Join(("x",), "txt"),  # :580-583
 )
 
 #: ``HunyuanVideoTokenRefiner`` builds its blocks with its own ``mlp_ratio`` default (4.0).

@@ -31,10 +31,37 @@ from typing import Any
 from flopcalc.cost import Node, block_kinds
 from flopcalc.formulas import ops
 from flopcalc.formulas.conditioning import mlp_embedder
-from flopcalc.formulas.transformer_parts import feed_forward
+from flopcalc.formulas.transformer_parts import feed_forward, self_cross_block_flow
+from flopcalc.lora import Attend, Join, Layer
 
 #: Block kinds this module builds: a per-block summary stops at them.
 BLOCK_KINDS = block_kinds("wan_transformer_block")
+
+
+def _i2v_block_flow() -> tuple:
+    """:func:`self_cross_block_flow` with the image-to-video ``attn2`` (``WanAttnProcessor``,
+    transformer_wan.py:88-159): ``to_q`` on the tokens, ``to_k``/``to_v`` on the text part and ``add_k_proj``/
+    ``add_v_proj`` (:123) on the image part of the context ``ctx`` (:89-91: slices of ``cat([clip, txt])``,
+    transformer_wan.py:694, so each part requires grad when either the embedded CLIP tokens or the text states do:
+    autograd then computes these layers' input gradients and the image attention's dK/dV, as measured), the attention
+    over the image tokens (:129), then the one over the text, their outputs added (:158) into ``to_out.0``."""
+    base = self_cross_block_flow("ffn")
+    return (
+        *base[:6],  # attn1, gated into the residual
+        Layer("attn2.to_q", ("img",), "q"),
+        Layer("attn2.to_k", ("ctx",), "k"),
+        Layer("attn2.to_v", ("ctx",), "v"),
+        Layer("attn2.add_k_proj", ("ctx",), "ik"),
+        Layer("attn2.add_v_proj", ("ctx",), "iv"),
+        Attend("attn2", q=("q",), k=("ik",), v=("iv",), to="oi", sizes=("to_q", "add_k_proj")),
+        Attend("attn2", q=("q",), k=("k",), v=("v",), to="ot", sizes=("to_q", "to_k")),
+        Join(("oi", "ot"), "o"),
+        *base[10:],  # attn2.to_out.0, the residual, the feed-forward
+    )
+
+
+#: A ``WanTransformerBlock`` whose ``attn2`` has added k/v projections (Wan 2.1 I2V), for the backward of a LoRA run.
+I2V_BLOCK_FLOW = _i2v_block_flow()
 
 
 def wan_attention(name: str, *, tokens: Any, context_tokens: Any, dim: int, heads: int, head_dim: int,
@@ -97,10 +124,11 @@ def wan_image_embedder(*, image_dim: int, dim: int, image_tokens: Any) -> Node:
     .. math:: \mathrm{MACs} = I (d_c^2 + d_c d)
     """
     i = image_tokens
-    ff = ops.linear(i, image_dim, image_dim) + ops.activation(i * image_dim) + ops.linear(i, image_dim, dim)
+    up = Node("proj", ops.linear(i, image_dim, image_dim))
+    net = Node("net", children=(Node("0", ops.activation(i * image_dim), (up,)), Node("2", ops.linear(i, image_dim, dim))))
     return Node("image_embedder", children=(
         Node("norm1", ops.layer_norm(i, image_dim, thop_rule=False)),
-        Node("ff", ff, formula="feed_forward"),
+        Node("ff", children=(net,), formula="feed_forward"),
         Node("norm2", ops.layer_norm(i, dim, thop_rule=False)),
     ), formula="wan_image_embedder")
 

@@ -22,6 +22,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from flopcalc.backprop import gradient_graph
+from flopcalc.lora import Blocks, Join, Layer, LoraFlow
 from flopcalc.config import (
     FLAG, LAYERS, NULL, RATIO, SIZE, SIZES, TEXT, Config, count_int, declare_keys, positive_int,
 )
@@ -30,6 +32,9 @@ from flopcalc.errors import ConfigError, FlopcalcError
 from flopcalc.formulas import ops
 from flopcalc.formulas.conditioning import ada_layer_norm_continuous, mlp_embedder
 from flopcalc.formulas.hunyuan_video import (
+    DUAL_BLOCK_FLOW,
+    REFINER_BLOCK_FLOW,
+    SINGLE_BLOCK_FLOW,
     dual_stream_block,
     single_block,
     token_refiner_block,
@@ -162,3 +167,55 @@ def _twice(node: Node) -> Node:
     timestep and on a zero timestep): its work doubles, its parameters count once."""
     return replace(node, cost=node.cost + work_only(node.cost),
                    children=tuple(_twice(c) for c in node.children))
+
+
+def _unmeasured(tree: Node, checkpointing: bool) -> str | None:
+    """Configs whose autograd differs from what was measured: image-conditioned ``token_replace`` blocks (a second
+    modulation for the first frame's tokens), dual-stream blocks with no single-stream block after them (the last
+    one's text stream then feeds nothing, and autograd skips its backward), no refiner blocks (the refiner's
+    ``time_text_embed`` then feeds nothing)."""
+    blocks, single = tree.find("transformer_blocks"), tree.find("single_transformer_blocks")
+    refiner = tree.find("context_embedder.token_refiner.refiner_blocks")
+    if blocks is not None and any(c.formula == "hunyuan_video_token_replace_block" for c in blocks.children):
+        return "its image_condition_type 'token_replace' blocks were not measured in training"
+    if blocks is not None and blocks.children and (single is None or not single.children):
+        return "with num_single_layers 0 the last dual-stream block's text stream feeds nothing (not modelled)"
+    if not (refiner is not None and refiner.children):
+        return "with num_refiner_layers 0 the token refiner's timestep and text embedding feeds nothing (not modelled)"
+    return None
+
+
+gradient_graph(
+    "HunyuanVideoTransformer3DModel",
+    # transformer_hunyuan_video.py:1045-1048: x_embedder(latents); time_text_embed's and the token refiner's
+    # timestep / guidance / pooled-text embedders, whose first linears read sinusoidal projections, the pooled CLIP
+    # embedding or the masked mean of the Llama states (:460-471); context_embedder.proj_in(Llama states) (:472)
+    input_layers=("x_embedder.proj", "context_embedder.proj_in", "context_embedder.time_text_embed.*.linear_1",
+                  "time_text_embed.*.linear_1"),
+    # :1065-1089: each dual- and single-stream block is checkpointed (the refiner blocks are not); both end in a
+    # gated add, so nothing with MACs is left out of the recompute
+    checkpointed=("transformer_blocks.*", "single_transformer_blocks.*"),
+    source="diffusers/models/transformers/transformer_hunyuan_video.py:1045-1089",
+    refuses=_unmeasured,
+    lora=LoraFlow(
+        steps=(
+            Layer("x_embedder.proj", ("latents",), "img"),  # transformer_hunyuan_video.py:1047
+            Layer("context_embedder.proj_in", ("text",), "r"),  # :472
+            Blocks("context_embedder.token_refiner.refiner_blocks", REFINER_BLOCK_FLOW),  # :473, 423-424
+            Join(("r",), "txt"),
+            Blocks("transformer_blocks", DUAL_BLOCK_FLOW),  # :1065-1075
+            Blocks("single_transformer_blocks", SINGLE_BLOCK_FLOW),  # :1077-1087
+            Layer("proj_out", ("img",), "out"),  # :1115
+        ),
+        # the timestep / guidance / pooled-text embedders (of the model and of the token refiner), the refiner's
+        # gates (norm_out.linear) and every AdaLN modulation linear read conditioning only
+        frozen=("time_text_embed.**", "context_embedder.time_text_embed.**",
+                "context_embedder.token_refiner.refiner_blocks.*.norm_out.linear",
+                "transformer_blocks.*.norm1.linear", "transformer_blocks.*.norm1_context.linear",
+                "single_transformer_blocks.*.norm.linear", "norm_out.linear"),
+        default_targets=(),
+        targets_source="diffusers has no LoRA training example for HunyuanVideo (examples/ holds none): "
+                       "--lora-targets names them",
+        source="diffusers/models/transformers/transformer_hunyuan_video.py:359-379, 542-584, 622-663, 1045-1115",
+    ),
+)

@@ -31,14 +31,14 @@ from math import prod
 from typing import Any
 
 from flopcalc.backprop import gradient_graph
-from flopcalc.lora import Blocks, Layer, LoraFlow
+from flopcalc.lora import Blocks, Join, Layer, LoraFlow
 from flopcalc.config import (
     FLAG, LAYERS, NULL, SIZE, TEXT, Config, ListOf, count_int, declare_keys, positive_int,
 )
 from flopcalc.cost import Node, module_list
 from flopcalc.errors import ConfigError, ResolutionError
 from flopcalc.formulas import ops
-from flopcalc.formulas.wan import wan_condition_embedder, wan_image_embedder, wan_transformer_block
+from flopcalc.formulas.wan import I2V_BLOCK_FLOW, wan_condition_embedder, wan_image_embedder, wan_transformer_block
 from flopcalc.formulas.transformer_parts import self_cross_block_flow
 from flopcalc.registry import RunShape, register
 from flopcalc.weights import Buffer, loading_rules
@@ -165,28 +165,44 @@ def wan_transformer(config: Config, shape: RunShape) -> Node:
     )
 
 
+def _lora_steps(image: bool) -> tuple:
+    """The LoRA dataflow of a text-to-video config, or with ``image`` of an image-to-video one (``image_dim``,
+    ``added_kv_proj_dim``: the embedded CLIP tokens ``clip``, put before the text states, feed every ``attn2``)."""
+    embed_image = (
+        # :349 image_embedder (WanImageEmbedding :296-305) on the CLIP image states
+        Layer("condition_embedder.image_embedder.ff.net.0.proj", ("image",), "ih"),
+        Layer("condition_embedder.image_embedder.ff.net.2", ("ih",), "clip"),
+        Join(("clip", "txt"), "ctx"),  # :694 torch.concat([encoder_hidden_states_image, encoder_hidden_states])
+    ) if image else ()
+    return (
+        Layer("patch_embedding", ("latents",), "img"),  # transformer_wan.py:670
+        # :683 condition_embedder: text_embedder (PixArtAlphaTextProjection) on the UMT5 states
+        Layer("condition_embedder.text_embedder.linear_1", ("text",), "t"),
+        Layer("condition_embedder.text_embedder.linear_2", ("t",), "txt"),
+        *embed_image,
+        # WanTransformerBlock.forward :462-504
+        Blocks("blocks", I2V_BLOCK_FLOW if image else self_cross_block_flow("ffn")),
+        Layer("proj_out", ("img",), "out"),  # :724
+    )
+
+
 gradient_graph(
     "WanTransformer3DModel",
     # transformer_wan.py:670, 683: patch_embedding(latents); condition_embedder: time_embedder.linear_1 reads
     # the sinusoidal projection, text_embedder.linear_1 the UMT5 states (time_proj reads silu(temb): it needs one)
     input_layers=("patch_embedding", "condition_embedder.time_embedder.linear_1",
                   "condition_embedder.text_embedder.linear_1"),
+    # (I2V: the image embedder's first linear reads its affine norm1's output, which needs a gradient)
     checkpointed=("blocks.*",),  # transformer_wan.py:699
     source="diffusers/models/transformers/transformer_wan.py:670-699",
     lora=LoraFlow(
-        steps=(
-            Layer("patch_embedding", ("latents",), "img"),  # transformer_wan.py:670
-            # :683 condition_embedder: text_embedder (PixArtAlphaTextProjection) on the UMT5 states
-            Layer("condition_embedder.text_embedder.linear_1", ("text",), "t"),
-            Layer("condition_embedder.text_embedder.linear_2", ("t",), "txt"),
-            Blocks("blocks", self_cross_block_flow("ffn")),  # WanTransformerBlock.forward :462-504
-            Layer("proj_out", ("img",), "out"),  # :724
-        ),
+        steps=lambda tree: _lora_steps(tree.find("condition_embedder.image_embedder") is not None),
+        lists=("blocks",),
         # the timestep embedder and time_proj (the blocks' modulation) read the timestep only
         frozen=("condition_embedder.time_embedder.**", "condition_embedder.time_proj"),
         default_targets=(),
         targets_source="diffusers has no LoRA training example for Wan: --lora-targets names them",
-        source="diffusers/models/transformers/transformer_wan.py:462-504, 670-724",
+        source="diffusers/models/transformers/transformer_wan.py:88-159, 296-305, 462-504, 670-724",
     ),
 )
 
