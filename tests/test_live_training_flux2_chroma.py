@@ -110,18 +110,24 @@ def test_flux2_without_single_or_double_blocks_is_refused():
             backward(comp.tree, graph_of("Flux2Transformer2DModel"))
 
 
+def _tiny_flux2(tmp_path, num_layers: int, height: int, width: int):
+    """A two-head FLUX.2 transformer with ``num_layers`` double blocks and one single block: its config folder and
+    its component at ``height`` × ``width`` with 7 text tokens."""
+    cfg = {"_class_name": "Flux2Transformer2DModel", "num_attention_heads": 2, "attention_head_dim": 16,
+           "num_layers": num_layers, "num_single_layers": 1, "in_channels": 16, "joint_attention_dim": 24,
+           "timestep_guidance_channels": 16, "axes_dims_rope": [4, 4, 4, 4]}
+    settings = Settings(height=height, width=width, max_sequence_length=7)
+    comp = estimate_configs({"_class_name": "Flux2Pipeline"}, {"transformer": cfg}, settings,
+                            convention="torch").component("transformer")
+    return write_config(tmp_path, "flux2", cfg), comp
+
+
 def test_flux2_lora_bmm_beyond_the_attention_is_its_frozen_sliced_output_projections(tmp_path):
     """FLUX.2 under LoRA: the double blocks' frozen, bias-free ``to_out.0`` and ``to_add_out`` read slices of the
     joint attention's output, which torch's matmul runs as bmm (it folds a non-contiguous 3-D input into mm only when
     the weight requires grad). The forward's bmm beyond the attention is exactly those layers' MACs (this is why
     tests/test_training_lora.py compares the attention's backward bmm only where the forward's bmm is the attention)."""
-    cfg = {"_class_name": "Flux2Transformer2DModel", "num_attention_heads": 2, "attention_head_dim": 16,
-           "num_layers": 2, "num_single_layers": 1, "in_channels": 16, "joint_attention_dim": 24,
-           "timestep_guidance_channels": 16, "axes_dims_rope": [4, 4, 4, 4]}
-    folder = write_config(tmp_path, "flux2", cfg)
-    settings = Settings(height=64, width=96, max_sequence_length=7)
-    comp = estimate_configs({"_class_name": "Flux2Pipeline"}, {"transformer": cfg}, settings,
-                            convention="torch").component("transformer")
+    folder, comp = _tiny_flux2(tmp_path, num_layers=2, height=64, width=96)
     graph = graph_of("Flux2Transformer2DModel")
     lora_training(comp.tree, graph, 4, ("to_q",), False)  # the targets exist
     fx = measure_training(folder, {"height": 64, "width": 96, "text_len": 7}, mode="lora",
@@ -135,13 +141,7 @@ def test_flux2_lora_bmm_beyond_the_attention_is_its_frozen_sliced_output_project
 def test_a_target_that_also_names_a_module_list_is_refused_as_peft_refuses_it(tmp_path):
     """``attn.to_out`` names the single blocks' ``to_out`` (a Linear) and the double blocks' ``to_out`` ModuleList:
     peft raises on the list, so flopcalc gives no number either."""
-    cfg = {"_class_name": "Flux2Transformer2DModel", "num_attention_heads": 2, "attention_head_dim": 16,
-           "num_layers": 1, "num_single_layers": 1, "in_channels": 16, "joint_attention_dim": 24,
-           "timestep_guidance_channels": 16, "axes_dims_rope": [4, 4, 4, 4]}
-    folder = write_config(tmp_path, "flux2", cfg)
-    settings = Settings(height=64, width=64, max_sequence_length=7)
-    comp = estimate_configs({"_class_name": "Flux2Pipeline"}, {"transformer": cfg}, settings,
-                            convention="torch").component("transformer")
+    folder, comp = _tiny_flux2(tmp_path, num_layers=1, height=64, width=64)
     with pytest.raises(FlopcalcError, match="also names transformer_blocks.0.attn.to_out"):
         lora_training(comp.tree, graph_of("Flux2Transformer2DModel"), 4, ("attn.to_out",), False)
     with pytest.raises(ValueError, match="is not supported"):
