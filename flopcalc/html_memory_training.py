@@ -93,4 +93,5 @@ def _lora(model: str, settings: dict[str, Any], full: Any) -> str:
             f"of {est.params:,}): {est.flops_per_sample / 1e12:,.3f} TFLOPs/sample, of which "
             f"{html.escape(est.trained.component)} forward {2 * est.trained.forward_macs / 1e12:,.3f} and backward "
             f"{2 * est.trained.backward_macs / 1e12:,.3f} (no weight gradients of the frozen layers, no input gradients "
-            "before the first adapter or on conditioning paths; <code>flopcalc train --trainable lora:RANK</code>).</p>")
+            "before the first adapter or on conditioning paths; <code>flopcalc train --trainable lora:RANK</code>); "
+            f"with a fused SDPA kernel {est.fused_attention_flops_per_sample / 1e12:,.3f} TFLOPs/sample.</p>")

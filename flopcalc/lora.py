@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Union
 
-from flopcalc.backprop import Checkpointed, _items_matched, _matches
+from flopcalc.backprop import FUSED_ATTENTION_BACKWARD, Checkpointed, _items_matched, _matches
 from flopcalc.cost import Node
 from flopcalc.errors import FlopcalcError
 
@@ -128,6 +128,9 @@ class LoraBackward:
     trainable_params: int
     layers: int
     recompute: int = 0  # under gradient checkpointing: the forward run again, adapters included
+    #: the attention backward through a fused SDPA kernel: 2.5 × the forward of each attention whose query, key or
+    #: value requires grad (the kernel computes dQ, dK and dV together; torch's ``sdpa_backward_flop_count``)
+    fused_attention_grad: int = 0
 
 
 def parse_trainable(trainable: str) -> int | None:
@@ -293,7 +296,7 @@ def lora_backward(tree: Node, flow: LoraFlow, chosen: frozenset[str], rank: int,
     which tensors require grad, and so what the backward computes, layer by layer; with ``checkpointed``
     (gradient checkpointing on), what the recompute runs again (:class:`_Recompute`)."""
     grad: dict[str, bool] = {}
-    acc = {"fwd": 0, "wgrad": 0, "agrad": 0, "igrad": 0, "att": 0, "skip": 0, "params": 0, "layers": 0}
+    acc = {"fwd": 0, "wgrad": 0, "agrad": 0, "igrad": 0, "att": 0, "fused": 0, "skip": 0, "params": 0, "layers": 0}
     seen: dict[str, int] = {}
     again = _Recompute(tree, checkpointed)
     steps = list(_walk_flow(tree, flow.steps_for(tree), ""))
@@ -313,6 +316,7 @@ def lora_backward(tree: Node, flow: LoraFlow, chosen: frozenset[str], rank: int,
             q, k, v = (any(grad.get(r, False) for r in rs) for rs in (step.q, step.k, step.v))
             one_bmm = node.cost.attention // 2 if step.sizes is None else _bmm(node, step.sizes)
             acc["att"] += one_bmm * (q + k + (q or k) + v) * live
+            acc["fused"] += int(2 * one_bmm * FUSED_ATTENTION_BACKWARD) * (live and (q or k or v))
             grad[step.to] = q or k or v
             again.run(path, one_bmm)  # QKᵀ
             if grad[step.to]:
@@ -342,7 +346,7 @@ def lora_backward(tree: Node, flow: LoraFlow, chosen: frozenset[str], rank: int,
         grad[step.to] = needs or adapted
     _check_coverage(tree, flow, seen)
     return LoraBackward(acc["fwd"], acc["wgrad"], acc["agrad"], acc["igrad"], acc["att"], acc["skip"], acc["params"],
-                        acc["layers"], again.total())
+                        acc["layers"], again.total(), acc["fused"])
 
 
 def unused_layers(tree: Node, flow: LoraFlow) -> Iterator[tuple[str, Step]]:

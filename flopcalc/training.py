@@ -124,12 +124,10 @@ class TrainingEstimate:
         return 2 * self.trained.forward_macs
 
     @property
-    def fused_attention_flops_per_sample(self) -> int | None:
+    def fused_attention_flops_per_sample(self) -> int:
         """The same sample with attention through a fused SDPA kernel, whose backward torch counts as
-        2.5 × its forward (the scores are recomputed) instead of the math path's 2 ×. None under LoRA, where
-        the math path computes only the gradients of the operands that require one (not measured fused)."""
-        if self.lora is not None:
-            return None
+        2.5 × its forward (the scores are recomputed) instead of the math path's 2 ×; under LoRA, for every
+        attention whose query, key or value requires grad (the math path computes only the gradients required)."""
         return self.flops_per_sample + 2 * (self.backward.fused_attention_macs() - self.backward.macs)
 
     @property
@@ -295,7 +293,7 @@ def lora_training(tree: Node, graph: GradientGraph, rank: int, targets: tuple[st
     chosen = adapters(tree, graph.lora, names)
     lb = lora_backward(tree, graph.lora, chosen, rank, graph.checkpointed if checkpointing else ())
     back = Backward(lb.adapter_weight_grad, lb.adapter_input_grad + lb.base_input_grad, lb.attention_grad,
-                    lb.recompute, lb.no_input_grad)
+                    lb.recompute, lb.no_input_grad, fused_attention_grad=lb.fused_attention_grad)
     return back, LoraTraining(rank, names, lb.layers, lb.trainable_params, lb.adapter_forward, lb.adapter_weight_grad,
                               lb.adapter_input_grad, lb.base_input_grad)
 

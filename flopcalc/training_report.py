@@ -62,9 +62,9 @@ def _table(est: TrainingEstimate) -> str:
     lines += _backward_lines(est) if est.lora is None else _lora_lines(est)
     lines.append(f"{est.trained.component} (forward + backward) / forward = {est.trained.flops / fwd:.5f}; "
                  f"rules of thumb: 3 × forward = {_t(3 * fwd)}, 4 × forward = {_t(4 * fwd)} TFLOPs")
-    if est.fused_attention_flops_per_sample is not None:
-        lines.append(f"with a fused SDPA kernel (attention backward 2.5 × forward, as torch counts it): "
-                     f"{_t(est.fused_attention_flops_per_sample)} TFLOPs/sample")
+    lines.append(f"with a fused SDPA kernel (attention backward 2.5 × forward, as torch counts it"
+                 f"{'' if est.lora is None else ', wherever Q, K or V requires grad'}): "
+                 f"{_t(est.fused_attention_flops_per_sample)} TFLOPs/sample")
     if est.mfu is not None:
         lines.append(f"MFU: {100 * est.mfu:.1f}% ({_t(est.flops_per_step)} TFLOPs in {est.step_time:g} s on "
                      f"{est.num_gpus} × {est.gpu_name}, dense {est.precision} peak {est.peak_flops / 1e12:g} TFLOP/s)")

@@ -29,16 +29,17 @@ NAMES = ("to_q", "to_k", "to_v", "attn.to_out.0", "add_q_proj", "add_k_proj", "a
 def _check(rng, folder, cfg: dict, component: str, pipeline: str, settings: Settings, measured: dict,
            names: tuple[str, ...]) -> None:
     """``flopcalc train``'s LoRA step of the component in ``folder`` against a fresh measurement, with random
-    targets among ``names``, a random rank, with or without gradient checkpointing."""
+    targets among ``names``, a random rank, plain, with gradient checkpointing or with the fused attention kernel."""
     targets = tuple(rng.sample(names, rng.randint(1, min(5, len(names)))))
-    rank, checkpointing = rng.randint(1, 8), rng.random() < 0.5
+    rank, mode = rng.randint(1, 8), rng.choice(("lora", "lora_checkpointing", "lora_fused_attention"))
     comp = estimate_configs({"_class_name": pipeline}, {component: cfg}, settings, convention="torch").component(component)
-    back, lora = lora_training(comp.tree, graph_of(cfg["_class_name"]), rank, targets, checkpointing)
-    fx = measure_training(folder, measured, mode="lora_checkpointing" if checkpointing else "lora",
-                          class_name=cfg["_class_name"], lora={"rank": rank, "targets": list(targets)})
-    where = f"seed {SEED}: {measured}, rank {rank}, targets {targets}, checkpointing {checkpointing}: {json.dumps(cfg)}"
+    back, lora = lora_training(comp.tree, graph_of(cfg["_class_name"]), rank, targets, mode == "lora_checkpointing")
+    fx = measure_training(folder, measured, mode=mode, class_name=cfg["_class_name"],
+                          lora={"rank": rank, "targets": list(targets)})
+    where = f"seed {SEED}: {measured}, rank {rank}, targets {targets}, {mode}: {json.dumps(cfg)}"
     assert 2 * (comp.macs_per_run + lora.adapter_forward) == fx["forward"]["flops"], where
-    assert 2 * back.macs == fx["backward"]["flops"], where
+    assert 2 * (back.fused_attention_macs() if mode == "lora_fused_attention" else back.macs) == \
+        fx["backward"]["flops"], where
     assert lora.trainable_params == fx["trainable_params"] and lora.layers == fx["lora"]["layers"], where
 
 

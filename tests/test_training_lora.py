@@ -1,7 +1,8 @@
 """LoRA training FLOPs (``flopcalc train --trainable lora:RANK``): exact against FlopCounterMode counting forward +
 backward of the real module with peft adapters on the meta device.
 
-The fixtures (modes ``lora`` / ``lora_checkpointing``) are written by ``validation/build_training_fixtures.py``.
+The fixtures (modes ``lora`` / ``lora_checkpointing`` / ``lora_fused_attention``) are written by
+``validation/build_training_fixtures.py``.
 """
 
 from __future__ import annotations
@@ -45,6 +46,11 @@ def test_lora_fixtures_cover_default_targets_two_ranks_two_sizes_with_checkpoint
                     ("pixart-alpha-1024", "lora_checkpointing", "qkvo"), ("ltx-video", "lora", "qkvo"),
                     ("ltx-video", "lora_checkpointing", "qkvo")]:
         assert len({(h, w) for _, h, w in seen[partial]}) >= 2
+    # the fused kernel's backward: with every attention's Q, K, V requiring grad, and with some attentions needing none
+    # (the first blocks under ff-w2, SD1.5's cross-attention before to_v) or only some of their operands (q-v)
+    fused = {(case, name) for case, mode, name in seen if mode == "lora_fused_attention"}
+    assert {("flux-dev", "default"), ("flux-dev", "q-v"), ("sd1.5", "v-ff"), ("z-image-turbo", "ff-w2"),
+            ("wan2.1-t2v-1.3b", "qkvo"), ("qwen-image", "text-stream")} <= fused
 
 
 @pytest.mark.parametrize("path", FIXTURES, ids=lambda p: f"{p.parent.name}/{p.stem}")
@@ -58,7 +64,8 @@ def test_lora_step_is_exact_against_the_measured_forward_and_backward(path):
     back, lora = lora_training(comp.tree, graph, lo["rank"], tuple(lo["targets"]),
                                fx["mode"] == "lora_checkpointing")
     assert 2 * (comp.macs_per_run + lora.adapter_forward) == fx["forward"]["flops"]
-    assert 2 * back.macs == fx["backward"]["flops"]
+    fused = fx["mode"] == "lora_fused_attention"  # the fused kernel: all of dQ, dK, dV where any is required
+    assert 2 * (back.fused_attention_macs() if fused else back.macs) == fx["backward"]["flops"]
     assert lora.trainable_params == fx["trainable_params"]
     assert lora.layers == lo["layers"]
     # a frozen bias-free linear reading a slice of a longer sequence (FLUX.2's to_out.0 / to_add_out after the joint
@@ -81,7 +88,10 @@ def test_train_api_json_and_the_rules_of_thumb():
     assert d["rules_of_thumb"]["3x_forward"] == 3 * est.trained_forward_flops
     assert est.trained_forward_flops == full.trained_forward_flops + 2 * est.lora.adapter_forward
     assert est.flops_per_sample < full.flops_per_sample  # no weight gradients of the frozen layers
-    assert est.fused_attention_flops_per_sample is None and d["flops_per_sample_fused_attention"] is None
+    # the fused kernel computes dQ, dK and dV of every attention: 2.5 × its forward, not the math path's 2 ×, and not
+    # only the operands that require grad (the first block's dK under to_q, to_v, measured in the fixtures)
+    assert d["flops_per_sample_fused_attention"] == est.fused_attention_flops_per_sample == est.flops_per_sample + 2 * (
+        est.backward.fused_attention_macs() - est.backward.macs) > est.flops_per_sample
 
 
 def test_fewer_targets_need_fewer_gradients_and_checkpointing_recomputes_the_adapters():

@@ -44,8 +44,11 @@ __all__ = ["MODES", "measure_training"]
 #: FLOP registry counts as 2.5 × its forward; ``lora`` / ``lora_checkpointing``: every base parameter
 #: frozen, peft LoRA adapters of ``lora["rank"]`` on ``lora["targets"]`` added as diffusers' training
 #: scripts add them (``model.add_adapter(LoraConfig(r=rank, lora_alpha=rank, init_lora_weights="gaussian",
-#: target_modules=targets))``), only the adapters trained; without / with gradient checkpointing.
-MODES = ("full", "checkpointing", "fused_attention", "lora", "lora_checkpointing")
+#: target_modules=targets))``), only the adapters trained; without / with gradient checkpointing;
+#: ``lora_fused_attention``: ``lora`` with attention through the fused kernel (its backward runs, and torch counts it
+#: at 2.5 × its forward, wherever query, key or value requires grad).
+MODES = ("full", "checkpointing", "fused_attention", "lora", "lora_checkpointing", "lora_fused_attention")
+FUSED_MODES = ("fused_attention", "lora_fused_attention")
 
 
 #: ``F.scaled_dot_product_attention`` itself, for the inputs no fused kernel takes.
@@ -140,7 +143,7 @@ def measure_training(
     tensors = {k: None if v is None else v.make() for k, v in specs.items()}
     wrapper, positional = _wrap(model, "forward", tensors)
     counter = FlopCounterMode(display=False, custom_mapping=_custom_mapping())
-    with _fused_attention(mode == "fused_attention"), counter:
+    with _fused_attention(mode in FUSED_MODES), counter:
         outputs = _tensors(wrapper(*positional))
         forward_total = int(counter.get_total_flops())
         forward_ops = _ops(counter)
@@ -174,7 +177,7 @@ def measure_training(
                "use_reentrant=False) so the backward includes the recomputed blocks"
                if mode in ("checkpointing", "lora_checkpointing") else "")
             + ("; F.scaled_dot_product_attention routed to aten._scaled_dot_product_efficient_attention (the fused "
-               "kernel; torch counts its backward as 2.5 x its forward)" if mode == "fused_attention" else
+               "kernel; torch counts its backward as 2.5 x its forward)" if mode in FUSED_MODES else
                ". SDPA runs its math decomposition on meta (attention backward = 2 bmm per forward bmm)"
                if lora is None else
                ". SDPA runs its math decomposition on meta (the backward bmm only for operands that require grad)")
