@@ -41,7 +41,8 @@ def _memory(model: str, settings: dict[str, Any]) -> str:
                 + _table(arows, numeric=(1, 2, 3, 4)))
     notes = "".join(f'<p class="note">note: {html.escape(n)}</p>' for n in est.notes)
     return ("<h3>Memory: weights (bf16) and activation peaks</h3>" + _table(rows, numeric=(3, 4, 5, 6)) + acts
-            + f'<p class="note">Peak without offload: {gib(est.peak_bytes)} GiB (weights {gib(est.weights_bytes)} '
+            + f'<p class="note">Peak without offload: {"at least " if est.uncounted else ""}{gib(est.peak_bytes)} GiB '
+              f'(weights {gib(est.weights_bytes)} '
               f"GiB + the largest activation peak, fused attention); with model CPU offload the largest component, "
               f"{html.escape(largest.component)}, holds {gib(largest.bytes)} GiB of weights; with sequential CPU "
               f"offload the buffers ({gib(est.buffer_bytes)} GiB) and one module at a time, the largest in "

@@ -82,6 +82,9 @@ class MemoryEstimate:
     gpu_name: str | None = None
     gpu_memory_bytes: int | None = None
     notes: tuple[str, ...] = ()
+    #: components model_index.json lists (from_pretrained loads them) whose config.json is not in the source:
+    #: not weighed, so every total is a lower bound
+    uncounted: tuple[str, ...] = ()
 
     @property
     def weights_bytes(self) -> int:
@@ -152,6 +155,7 @@ class MemoryEstimate:
             "attention": self.attention,
             "peak_bytes": self.peak_bytes,
             "notes": list(self.notes),
+            "uncounted_components": list(self.uncounted),
         }
         if self.gpu_key is not None:
             out["gpu"] = {"key": self.gpu_key, "name": self.gpu_name, "memory_bytes": self.gpu_memory_bytes,
@@ -198,6 +202,7 @@ def memory(model: str, *, height: int | None = None, width: int | None = None, n
         else {}
     names = list(dict.fromkeys(c.component for c in report.components))
     idle, notes = _loaded_not_run(source, names)
+    notes += source.notes  # a listed component without its config.json (not weighed), a skipped safety checker
     unknown = sorted(set(dtype_of or {}) - set(names) - set(idle))
     if unknown:
         raise FlopcalcError(f"--dtype-of names {', '.join(unknown)}, not components of {source.name}: "
@@ -240,7 +245,7 @@ def memory(model: str, *, height: int | None = None, width: int | None = None, n
     s = report.settings
     run = {"height": s.height, "width": s.width, "num_frames": s.num_frames, "batch_size": batch_size}
     return MemoryEstimate(source.name, report.pipeline, offload, weights, tuple(acts), attention, run, key, name, mem,
-                          tuple(notes))
+                          tuple(notes), tuple(source.missing))
 
 
 def _loaded_not_run(source: Any, running: list[str]) -> tuple[list[str], list[str]]:

@@ -42,12 +42,16 @@ def _table(est: MemoryEstimate) -> str:
             "model": "model CPU offload: one component at a time, the largest is " + held,
             "sequential": "sequential CPU offload: every buffer, plus one module at a time; the largest is in "
                           f"{held}, {largest.largest_module_params:,} parameters" if largest else ""}
-    lines += ["", f"weights resident: {gib(est.resident_bytes)} GiB ({mode[est.offload]})",
-              f"peak with activations ({est.attention} attention): {gib(est.peak_bytes)} GiB"]
+    # a listed component without its config.json is not weighed: every total is then a lower bound
+    least = "at least " if est.uncounted else ""
+    unweighed = f"; not weighed (no config.json): {', '.join(est.uncounted)}" if est.uncounted else ""
+    lines += ["", f"weights resident: {least}{gib(est.resident_bytes)} GiB ({mode[est.offload]}{unweighed})",
+              f"peak with activations ({est.attention} attention): {least}{gib(est.peak_bytes)} GiB"]
     if est.gpu_key is not None:
         if est.fits:
-            lines.append(f"{est.gpu_name} ({gib(est.gpu_memory_bytes)} GiB): fits, headroom "
-                         f"{gib(est.headroom_bytes)} GiB for the CUDA context and allocator")
+            lines.append(f"{est.gpu_name} ({gib(est.gpu_memory_bytes)} GiB): "
+                         f"{'fits without ' + ', '.join(est.uncounted) if est.uncounted else 'fits'}, "
+                         f"headroom {gib(est.headroom_bytes)} GiB for the CUDA context and allocator")
         else:
             lines.append(f"{est.gpu_name} ({gib(est.gpu_memory_bytes)} GiB): does NOT fit, short by "
                          f"{gib(-est.headroom_bytes)} GiB")

@@ -153,3 +153,21 @@ def test_a_component_loaded_but_not_run_is_resident_only_without_offload():
     assert model.resident_bytes == max(c.bytes for c in model.components if c.runs)
     assert byt5.component not in model.resident_components
     assert memory("hunyuanimage-2.1", dtype_of={"text_encoder_2": "fp32"}).weights_bytes > none.weights_bytes
+
+
+def test_a_listed_component_without_its_config_makes_every_total_a_lower_bound(capsys):
+    """HiDream-I1 lists its two CLIPs in model_index.json, but no config.json of theirs is known: from_pretrained
+    would load them, so the weights, the peak and the fit are said to be lower bounds, in every format."""
+    est = memory("hidream-i1-full", gpu="h100-sxm")
+    assert est.uncounted == ("text_encoder", "text_encoder_2")
+    assert not {"text_encoder", "text_encoder_2"} & {c.component for c in est.components}
+    assert sum("config.json is not there" in n for n in est.notes) == 2
+    assert est.to_dict()["uncounted_components"] == ["text_encoder", "text_encoder_2"]
+    assert main(["memory", "hidream-i1-full", "--gpu", "h100-sxm"]) == 0
+    text = capsys.readouterr().out
+    assert "weights resident: at least " in text and "peak with activations (fused attention): at least " in text
+    assert "fits without text_encoder, text_encoder_2" in text
+    assert memory("flux-dev").uncounted == ()
+    from flopcalc.html_memory_training import sections
+
+    assert "Peak without offload: at least " in sections("hidream-i1-full")
