@@ -360,3 +360,13 @@ def test_readme_energy_example_is_what_the_command_prints(capsys):
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     for line in capsys.readouterr().out.strip().splitlines():
         assert line in readme, f"README's `flopcalc energy` example is stale at {line!r}"
+
+
+def test_the_counts_notes_travel_with_the_prediction(capsys):
+    """What the count could not include (HiDream's CLIPs: no config.json) is said beside the energy it feeds."""
+    result = flopcalc.energy("hidream-i1-full", gpu="h100-sxm")
+    assert result.count_notes == flopcalc.estimate("hidream-i1-full").notes
+    assert sum("config.json is not there; not counted" in n for n in result.count_notes) == 2
+    assert result.to_dict()["count_notes"] == list(result.count_notes)
+    assert main(["energy", "hidream-i1-full", "--gpu", "h100-sxm"]) == 0
+    assert "note: text_encoder (CLIPTextModelWithProjection): listed in model_index.json" in capsys.readouterr().out

@@ -69,6 +69,8 @@ class EnergyResult:
     coefficients: str = ""
     grid_source: str = GRID_SOURCE
     extra: Mapping[str, Any] = field(default_factory=dict)
+    #: the count's own notes (what was not counted, what the plan assumed), carried with the prediction it feeds
+    count_notes: tuple[str, ...] = ()
 
     @property
     def energy_wh(self) -> float:
@@ -98,6 +100,7 @@ class EnergyResult:
                 "warnings": list(self.warnings),
             },
             "flops_per_item": self.flops_per_item,
+            "count_notes": list(self.count_notes),
             "components": [{"component": c.component, "role": c.role, "energy_j": c.energy_j, "latency_s": c.latency_s}
                            for c in self.components],
             "validation": dict(self.errors),
@@ -276,7 +279,7 @@ def predict(report: "Report", *, gpu: str, precision: str = "bf16", law: str | N
         errors={"calibration_models": len(cal["models"]), "energy": errors["energy"], "latency": errors["latency"]},
         items=items, coefficients=(str(coefficients) if isinstance(coefficients, str) else
                                    "given" if coefficients else "shipped"),
-        grid_source=GRID_SOURCE if grid_intensity is None else "given")
+        grid_source=GRID_SOURCE if grid_intensity is None else "given", count_notes=tuple(report.notes))
 
 
 def _scaled(totals: Mapping[str, float], comps, factors: Mapping[str, float]):

@@ -44,5 +44,6 @@ def render(r: EnergyResult, fmt: str) -> str:
               f"leave-one-model-out error: energy median {e['energy']['median_pct']:.1f}% / max {e['energy']['max_pct']:.1f}%, "
               f"latency median {e['latency']['median_pct']:.1f}% / max {e['latency']['max_pct']:.1f}%",
               f"  work counted: {r.flops_per_item / 1e12:,.2f} TFLOPs per item (flopcalc estimate, torch convention)"]
+    lines += [f"  note: {n}" for n in r.count_notes]
     lines += [f"  warning: {w}" for w in r.warnings]
     return "\n".join(lines) + "\n"
