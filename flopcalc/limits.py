@@ -24,6 +24,7 @@ LIMITS: dict[str, tuple[int, str]] = {
     "num_images_per_prompt": (4096, "images per prompt"),
     "max_sequence_length": (1 << 20, "tokens"),
     "tiles": (65536, "tiles per VAE call"),
+    "num_gpus": (1 << 20, "GPUs"),
 }
 LARGE_FACTOR = 16
 ALLOW_LARGE = "FLOPCALC_ALLOW_LARGE"
@@ -42,6 +43,14 @@ def limit(name: str) -> int:
 def _beyond(name: str, value: int, what: str) -> FlopcalcError:
     hint = f"; set {ALLOW_LARGE}=1 to allow up to {LIMITS[name][0] * LARGE_FACTOR}" if not allow_large() else ""
     return FlopcalcError(f"{what} {value} is beyond flopcalc's budget of {limit(name)} {LIMITS[name][1]}{hint}")
+
+
+def check_count(name: str, value: int, what: str) -> None:
+    """A count option (``--batch-size``, ``--num-gpus``) a positive integer within the budget of ``name``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise FlopcalcError(f"{what} must be a positive integer, got {value!r}")
+    if value > limit(name):
+        raise _beyond(name, value, what)
 
 
 def bounded(what: str, value: int | float, bound: tuple[int, str], *, large: bool) -> None:

@@ -35,6 +35,7 @@ from typing import Any, Mapping
 
 from flopcalc.activations import ATTENTION, ActivationPeak, activation_peak
 from flopcalc.errors import FlopcalcError
+from flopcalc.limits import check_count
 from flopcalc.quantized import FORMATS, REST_DTYPE
 from flopcalc.weights import DTYPE_BYTES, ComponentWeights, component_weights
 
@@ -185,8 +186,7 @@ def memory(model: str, *, height: int | None = None, width: int | None = None, n
                                 "quantized layers differently): use --offload model, or a bf16/fp16/fp32 dtype")
     if attention not in ATTENTION:
         raise FlopcalcError(f"--attention {attention!r}: choose one of {', '.join(ATTENTION)}")
-    if batch_size < 1:
-        raise FlopcalcError("--batch-size must be a positive integer")
+    check_count("batch_size", batch_size, "--batch-size")
     source = resolve(model, revision=revision, token=token)
     settings = Settings(height=height, width=width, num_frames=num_frames, max_sequence_length=max_sequence_length,
                         vae_tiling=vae_tiling)

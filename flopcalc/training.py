@@ -31,6 +31,7 @@ from typing import Any
 from flopcalc.backprop import Backward, GradientGraph, backward, graph_of, lora_supported, refusal
 from flopcalc.cost import Node
 from flopcalc.errors import FlopcalcError, OptionError
+from flopcalc.limits import check_count
 
 FROZEN_ENCODERS = ("online", "cached")
 #: Components run forward only per sample (``--frozen-encoders online``): text encoders, an image-to-video
@@ -302,8 +303,8 @@ def _check_options(frozen_encoders: str, batch_size: int, num_gpus: int, step_ti
                    precision: str) -> None:
     if frozen_encoders not in FROZEN_ENCODERS:
         raise FlopcalcError(f"--frozen-encoders {frozen_encoders!r}: choose one of {', '.join(FROZEN_ENCODERS)}")
-    if batch_size < 1 or num_gpus < 1:
-        raise FlopcalcError("--batch-size and --num-gpus must be positive integers")
+    check_count("batch_size", batch_size, "--batch-size")
+    check_count("num_gpus", num_gpus, "--num-gpus")
     if step_time is not None and not (step_time > 0 and math.isfinite(step_time)):
         raise FlopcalcError(f"--step-time must be a positive number of seconds, got {step_time}")
     if precision not in PRECISIONS:

@@ -362,6 +362,13 @@ def test_readme_energy_example_is_what_the_command_prints(capsys):
         assert line in readme, f"README's `flopcalc energy` example is stale at {line!r}"
 
 
+def test_gpu_counts_are_bounded():
+    with pytest.raises(FlopcalcError, match="budget of 1048576 GPUs"):
+        flopcalc.energy("sd1.5", gpu="h100", num_gpus=10**11)
+    with pytest.raises(FlopcalcError, match="--num-gpus must be a positive integer"):
+        flopcalc.energy("sd1.5", gpu="h100", num_gpus=0)
+
+
 def test_the_counts_notes_travel_with_the_prediction(capsys):
     """What the count could not include (HiDream's CLIPs: no config.json) is said beside the energy it feeds."""
     result = flopcalc.energy("hidream-i1-full", gpu="h100-sxm")

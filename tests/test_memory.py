@@ -115,6 +115,8 @@ def test_quantized_memory_counts_each_component_in_its_format():
     (dict(offload="disk"), "none, model, sequential"),
     (dict(gpu="nope-9000"), "unknown GPU"),
     (dict(attention="flash"), "fused, math"),
+    (dict(batch_size=0), "--batch-size must be a positive integer"),
+    (dict(batch_size=10**8), "--batch-size 100000000 is beyond"),
 ])
 def test_bad_options(kwargs, match):
     with pytest.raises(FlopcalcError, match=match):

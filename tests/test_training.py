@@ -134,6 +134,10 @@ def test_fused_attention_variant_counts_the_attention_backward_at_two_and_a_half
     (dict(step_time=1.0, gpu="not-a-gpu"), "unknown GPU"),
     (dict(trainable="qlora:16"), "denoiser or lora:RANK"),
     (dict(frozen_encoders="sometimes"), "online, cached"),
+    (dict(num_gpus=0), "--num-gpus must be a positive integer"),
+    (dict(num_gpus=10**11, step_time=1.0, gpu="h100-sxm"), "budget of 1048576 GPUs"),
+    (dict(batch_size=10**8), "--batch-size 100000000 is beyond"),
+    (dict(batch_size=True), "--batch-size must be a positive integer"),
 ])
 def test_bad_options_are_one_line_errors(kwargs, match):
     with pytest.raises(FlopcalcError, match=match):

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from flopcalc.energy_laws.features import Work, work_of
 from flopcalc.energy_laws.laws import LAWS, OPCLASS_TERMS, Sample, opclass_row
 from flopcalc.errors import FlopcalcError
+from flopcalc.limits import check_count
 
 if TYPE_CHECKING:
     from flopcalc.api import Report
@@ -232,8 +233,9 @@ def predict(report: "Report", *, gpu: str, precision: str = "bf16", law: str | N
     if precision not in g.peak_flops:
         raise EnergyError(f"{g.key} has no {precision} tensor peak in the GPU table "
                           f"(it has {', '.join(g.peak_flops)}); pick one of those with --precision")
-    if num_gpus < 1 or items < 1:
-        raise EnergyError("num_gpus and items must be positive")
+    if items < 1:
+        raise EnergyError("items must be positive")
+    check_count("num_gpus", num_gpus, "--num-gpus")
     if grid_intensity is not None and not (math.isfinite(grid_intensity) and grid_intensity >= 0):
         raise EnergyError(f"grid intensity must be a finite number of gCO2e/kWh ≥ 0, got {grid_intensity}")
     doc = coefficients if isinstance(coefficients, Mapping) else load_coefficients(coefficients)
