@@ -244,8 +244,28 @@ def memory(model: str, *, height: int | None = None, width: int | None = None, n
         key, name, mem = g.key, g.name, g.memory_bytes
     s = report.settings
     run = {"height": s.height, "width": s.width, "num_frames": s.num_frames, "batch_size": batch_size}
-    return MemoryEstimate(source.name, report.pipeline, offload, weights, tuple(acts), attention, run, key, name, mem,
-                          tuple(notes), tuple(source.missing))
+    est = MemoryEstimate(source.name, report.pipeline, offload, weights, tuple(acts), attention, run, key, name, mem,
+                         tuple(notes), tuple(source.missing))
+    return replace(est, notes=est.notes + _guidance_batch_note(est, report))
+
+
+def _guidance_batch_note(est: MemoryEstimate, report: Any) -> tuple[str, ...]:
+    """Where the denoiser runs more than one pass per step (classifier-free guidance) and one sample per forward
+    was asked: the peak when the pipeline batches the passes into one forward, as the UNet and most DiT pipelines
+    do (``torch.cat([latents] * 2)``); pipelines that call the denoiser once per pass (WanPipeline) hold one."""
+    if report.passes < 2 or est.activations == () or any(a.batch != 1 for a in est.activations):
+        return ()
+    denoisers = {c.component for c in report.components if c.role == "denoiser"}
+    if len(denoisers) != 1:  # the passes are the pipeline's, not each stage's (Stable Cascade's decoder: one)
+        return ()
+    batched = replace(est, activations=tuple(replace(a, batch=report.passes) if a.component in denoisers else a
+                                             for a in est.activations))
+    if batched.peak_bytes == est.peak_bytes:
+        return ()
+    return (f"the denoiser runs {report.passes} passes per step (classifier-free guidance): a pipeline that batches "
+            f"them into one forward (torch.cat([latents] * {report.passes}), as StableDiffusionPipeline does) holds "
+            f"{report.passes} samples per denoiser forward: peak {batched.peak_bytes / 2**30:.2f} GiB; one that calls "
+            "it once per pass (WanPipeline) holds 1",)
 
 
 def _loaded_not_run(source: Any, running: list[str]) -> tuple[list[str], list[str]]:

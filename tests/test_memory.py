@@ -173,3 +173,17 @@ def test_a_listed_component_without_its_config_makes_every_total_a_lower_bound(c
     from flopcalc.html_memory_training import sections
 
     assert "Peak without offload: at least " in sections("hidream-i1-full")
+
+
+def test_guidance_passes_batched_into_one_forward_are_noted_where_they_move_the_peak():
+    """SD1.5 runs the UNet twice per step under guidance, in one forward of two samples
+    (pipeline_stable_diffusion.py:1037 ``torch.cat([latents] * 2)``): on the math path that doubles the
+    UNet's activation peak, the largest, so a note gives the peak at two samples."""
+    one = memory("sd1.5", attention="math")
+    (note,) = [n for n in one.notes if "passes per step" in n]
+    unet = next(a for a in one.activations if a.component == "unet")
+    doubled = one.weights_bytes + max(2 * unet.bytes("math"), *(a.bytes("math") for a in one.activations))
+    assert f"peak {doubled / 2**30:.2f} GiB" in note
+    assert not [n for n in memory("sd1.5").notes if "passes per step" in n]  # fused: the VAE decode stays the peak
+    assert not [n for n in memory("flux-dev", attention="math").notes if "passes per step" in n]  # one pass
+    assert not [n for n in memory("sd1.5", attention="math", batch_size=2).notes if "passes per step" in n]
