@@ -40,6 +40,8 @@ def _run_options(p: argparse.ArgumentParser, *, frames: str, batch: str) -> None
 
 
 def add_parsers(sub: "argparse._SubParsersAction") -> None:
+    from flopcalc.cli import add_family_options
+
     t = sub.add_parser("train", help="FLOPs per training sample and step (forward + backward), and MFU",
                        description="MODEL as for `flopcalc estimate`. The denoiser is trained in full; frozen text "
                                    "encoders and the VAE encoder run forward once per sample (online) or not at all "
@@ -87,6 +89,7 @@ def add_parsers(sub: "argparse._SubParsersAction") -> None:
                         "sequential: enable_sequential_cpu_offload(), one module at a time")
     m.add_argument("--gpu", help="GPU of the GPU table (`flopcalc gpus`): fits or not, with headroom")
     m.add_argument("--format", choices=("table", "json", "csv"), default="table")
+    add_family_options(m)
     m.set_defaults(handler=_memory)
 
 
@@ -117,12 +120,13 @@ def _dtype_of(pairs: list[str]) -> dict[str, str]:
 
 
 def _memory(args: argparse.Namespace) -> int:
+    from flopcalc.cli import family_option_values
     from flopcalc.memory import memory
     from flopcalc.memory_report import render_memory
 
     est = memory(args.model, height=args.height, width=args.width, num_frames=args.num_frames,
                  max_sequence_length=args.max_sequence_length, batch_size=args.batch_size, attention=args.attention,
                  dtype=args.dtype, dtype_of=_dtype_of(args.dtype_of), offload=args.offload, gpu=args.gpu,
-                 vae_tiling=args.vae_tiling, revision=args.revision)
+                 vae_tiling=args.vae_tiling, revision=args.revision, **family_option_values(args))
     sys.stdout.write(render_memory(est, args.format))
     return 0

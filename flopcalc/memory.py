@@ -168,14 +168,18 @@ def memory(model: str, *, height: int | None = None, width: int | None = None, n
            max_sequence_length: int | None = None, batch_size: int = 1, attention: str = "fused",
            dtype: str = "bf16", dtype_of: Mapping[str, str] | None = None, offload: str = "none",
            gpu: str | None = None, vae_tiling: bool | None = None, revision: str | None = None,
-           token: str | None = None) -> MemoryEstimate:
+           token: str | None = None, **options: Any) -> MemoryEstimate:
     """The weights of ``model``'s components (the pipeline's, as :func:`flopcalc.estimate` plans them), each
     loaded in ``dtype`` unless ``dtype_of`` names its own, the activation peaks of the measured calls at the
-    run's size with ``batch_size`` samples per forward, and what is resident at the peak under ``offload``."""
+    run's size with ``batch_size`` samples per forward, and what is resident at the peak under ``offload``.
+    ``options``: the pipeline families' own options, as :func:`flopcalc.estimate` takes them
+    (``reference_images=2``, ``glyph_prompts=1``): they decide which components run and on what."""
     from flopcalc.api import estimate_configs
+    from flopcalc.options import checked
     from flopcalc.pipelines import Settings
     from flopcalc.sources import resolve
 
+    extra = checked(options)  # before any file is read, as estimate does
     if offload not in OFFLOAD:
         raise FlopcalcError(f"--offload {offload!r}: choose one of {', '.join(OFFLOAD)}")
     for d in (dtype, *(dtype_of or {}).values()):
@@ -189,7 +193,7 @@ def memory(model: str, *, height: int | None = None, width: int | None = None, n
     check_count("batch_size", batch_size, "--batch-size")
     source = resolve(model, revision=revision, token=token)
     settings = Settings(height=height, width=width, num_frames=num_frames, max_sequence_length=max_sequence_length,
-                        vae_tiling=vae_tiling)
+                        vae_tiling=vae_tiling, extra=extra)
 
     def plan(settings: Settings):
         return estimate_configs(source.model_index, source.components, settings, model=source.name,

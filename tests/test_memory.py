@@ -187,3 +187,21 @@ def test_guidance_passes_batched_into_one_forward_are_noted_where_they_move_the_
     assert not [n for n in memory("sd1.5").notes if "passes per step" in n]  # fused: the VAE decode stays the peak
     assert not [n for n in memory("flux-dev", attention="math").notes if "passes per step" in n]  # one pass
     assert not [n for n in memory("sd1.5", attention="math", batch_size=2).notes if "passes per step" in n]
+
+
+def test_pipeline_options_decide_what_runs(capsys):
+    """The families' own options, as estimate takes them: HunyuanImage's byT5 runs on a prompt with quoted
+    text (--glyph-prompts), so model offload moves it; FLUX.2's reference images feed the transformer tokens
+    whose activations were not measured, which is said; a pipeline without the option refuses it."""
+    plain = memory("hunyuanimage-2.1")
+    glyph = memory("hunyuanimage-2.1", glyph_prompts=1)
+    assert not next(c for c in plain.components if c.component == "text_encoder_2").runs
+    assert next(c for c in glyph.components if c.component == "text_encoder_2").runs
+    refs = memory("flux2-klein-9b", reference_images=2)
+    assert "transformer" not in {a.component for a in refs.activations}
+    assert "transformer.forward: no activation estimate (this config was not measured)" in refs.notes
+    with pytest.raises(FlopcalcError, match="--reference-images does not apply to StableDiffusionPipeline"):
+        memory("sd1.5", reference_images=1)
+    assert main(["memory", "hunyuanimage-2.1", "--glyph-prompts", "1", "--offload", "model", "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert next(c for c in out["components"] if c["component"] == "text_encoder_2")["runs"] is True
