@@ -266,7 +266,7 @@ def _guidance_batch_note(est: MemoryEstimate, report: Any) -> tuple[str, ...]:
                                              for a in est.activations))
     if batched.peak_bytes == est.peak_bytes:
         return ()
-    return (f"the denoiser runs {report.passes} passes per step (classifier-free guidance): a pipeline that batches "
+    return (f"the denoiser runs {report.passes} passes per step (guidance): a pipeline that batches "
             f"them into one forward (torch.cat([latents] * {report.passes}), as StableDiffusionPipeline does) holds "
             f"{report.passes} samples per denoiser forward: peak {batched.peak_bytes / 2**30:.2f} GiB; one that calls "
             "it once per pass (WanPipeline) holds 1",)
