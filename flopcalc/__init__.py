@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from flopcalc.api import estimate
     from flopcalc.energy_laws.predict import energy
     from flopcalc.errors import FlopcalcError
-    from flopcalc.memory import memory
+    from flopcalc.memory_estimate import memory
     from flopcalc.training import train
 
 
@@ -40,7 +40,7 @@ def __getattr__(name: str) -> Any:
 
         return train
     if name == "memory":
-        from flopcalc.memory import memory
+        from flopcalc.memory_estimate import memory
 
         return memory
     if name == "FlopcalcError":

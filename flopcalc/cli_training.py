@@ -121,7 +121,7 @@ def _dtype_of(pairs: list[str]) -> dict[str, str]:
 
 def _memory(args: argparse.Namespace) -> int:
     from flopcalc.cli import family_option_values
-    from flopcalc.memory import memory
+    from flopcalc.memory_estimate import memory
     from flopcalc.memory_report import render_memory
 
     est = memory(args.model, height=args.height, width=args.width, num_frames=args.num_frames,

@@ -19,7 +19,7 @@ def sections(model: str, **settings: Any) -> str:
 
 def _memory(model: str, settings: dict[str, Any]) -> str:
     from flopcalc.html_report import _table
-    from flopcalc.memory import memory
+    from flopcalc.memory_estimate import memory
     from flopcalc.memory_report import gib
 
     est = memory(model, **settings)

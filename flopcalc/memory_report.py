@@ -1,11 +1,11 @@
-"""Rendering a :class:`~flopcalc.memory.MemoryEstimate`: a table for people, JSON and CSV for programs."""
+"""Rendering a :class:`~flopcalc.memory_estimate.MemoryEstimate`: a table for people, JSON and CSV for programs."""
 
 from __future__ import annotations
 
 import csv
 import io
 
-from flopcalc.memory import MemoryEstimate
+from flopcalc.memory_estimate import MemoryEstimate
 from flopcalc.quantized import FORMATS
 from flopcalc.report import _columns
 from flopcalc.training_report import render_as, ruled_table

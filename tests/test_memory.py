@@ -10,7 +10,7 @@ import pytest
 from flopcalc.cli import main
 from flopcalc.errors import FlopcalcError
 from flopcalc.gpus import gpu
-from flopcalc.memory import memory
+from flopcalc.memory_estimate import memory
 from flopcalc.weights import component_weights
 
 REPO = Path(__file__).resolve().parents[1]
