@@ -58,9 +58,10 @@ def _law(law: SymbolicReport) -> str:
             f"<p>As text: <code>{html.escape(sp.sstr(law.flops))}</code></p>")
 
 
-def render(reports: Sequence[Report], laws: Sequence[SymbolicReport], figure_svg: str | None,
+def render(reports: Sequence[Report], laws: Sequence[SymbolicReport | str], figure_svg: str | None,
            extras: Sequence[str] = (), extra_html: str = "") -> str:
-    """The page; ``extras[i]`` (HTML) closes the section of ``reports[i]``; ``extra_html`` ends the page."""
+    """The page; ``laws[i]`` is the law of ``reports[i]``, or why it has none (a pipeline whose FLOPs step with
+    the size); ``extras[i]`` (HTML) closes the section of ``reports[i]``; ``extra_html`` ends the page."""
     from flopcalc import __version__
 
     sections = []
@@ -78,7 +79,9 @@ def render(reports: Sequence[Report], laws: Sequence[SymbolicReport], figure_svg
             f"<p><b>Total: {report.flops / 1e12:,.3f} TFLOPs</b> ({report.macs / 1e12:,.3f} TMACs), "
             f"{report.convention} convention.</p>"
             + _components(report) + notes
-            + "<h3>The law</h3>" + _law(law) + blocks + (extras[i] if i < len(extras) else "")
+            + "<h3>The law</h3>"
+            + (_law(law) if not isinstance(law, str) else f'<p class="note">No closed-form law: {html.escape(law)}</p>')
+            + blocks + (extras[i] if i < len(extras) else "")
         )
     figure = (f"<h2>FLOPs against resolution</h2>{figure_svg}" if figure_svg else "")
     convention = reports[0].convention
@@ -97,14 +100,24 @@ def build(models: Sequence[str], *, convention: str = "torch", **settings: Any) 
     from flopcalc.plots import default_sides, resolution_figure, svg_text
     from flopcalc.symbolic import symbolic_estimate
 
-    # the laws first: a model with a row no law can express is refused with that reason
-    laws = [symbolic_estimate(m, convention=convention, **settings) for m in models]
-    reports = [estimate(m, convention=convention, **settings) for m in models]
-    try:
-        figure = svg_text(resolution_figure(laws, default_sides()))
-    except Exception as exc:  # matplotlib missing: the page says so instead of the plot
-        from flopcalc.errors import FlopcalcError
+    from flopcalc.errors import FlopcalcError
 
+    laws: list[SymbolicReport | str] = []
+    reports = []
+    for m in models:
+        try:
+            laws.append(symbolic_estimate(m, convention=convention, **settings))
+        except FlopcalcError as exc:  # no law (FLOPs stepping with the size): the page says why; bad input fails
+            reports.append(estimate(m, convention=convention, **settings))  # below, as the numeric estimate does
+            laws.append(str(exc))
+            continue
+        reports.append(estimate(m, convention=convention, **settings))
+    plotted = [law for law in laws if not isinstance(law, str)]
+    try:
+        if not plotted:
+            raise FlopcalcError("no model here has a closed-form law: nothing to plot against resolution")
+        figure = svg_text(resolution_figure(plotted, default_sides()))
+    except Exception as exc:  # matplotlib missing: the page says so instead of the plot
         if not isinstance(exc, FlopcalcError):
             raise
         figure = f"<p class=\"note\">{html.escape(str(exc))}</p>"

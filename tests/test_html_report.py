@@ -69,3 +69,20 @@ def test_plot_command_writes_png_and_svg(tmp_path, ext):
     if ext == "svg":
         text = data.decode()
         assert "attention &gt; linear" in text or "attention > linear" in text  # the crossover is marked
+
+
+def test_a_pipeline_without_a_law_still_gets_its_report():
+    """HiDream rescales every size and Wan 2.2 A14B splits its steps by the scheduler's floating-point timesteps:
+    no closed-form law, so the page says why in the law's place and plots the models that have one; the numbers,
+    the blocks and the memory section are all there."""
+    from flopcalc.pipelines.hidream_image import NO_LAW
+
+    page = build(["hidream-i1-full", "flux-dev"])
+    assert f"No closed-form law: {NO_LAW}".replace("'", "&#x27;") in page
+    assert page.count("No closed-form law") == 1
+    assert f"{flopcalc.estimate('hidream-i1-full').flops / 1e12:,.3f} TFLOPs" in page
+    assert "Memory: weights" in page and "<svg" in page
+    alone = build(["hidream-i1-full"])
+    assert "no model here has a closed-form law" in alone
+    with pytest.raises(flopcalc.FlopcalcError, match="multiple of 8"):
+        build(["sd1.5"], height=17)
