@@ -107,8 +107,11 @@ def build(models: Sequence[str], *, convention: str = "torch", **settings: Any) 
     for m in models:
         try:
             laws.append(symbolic_estimate(m, convention=convention, **settings))
-        except FlopcalcError as exc:  # no law (FLOPs stepping with the size): the page says why; bad input fails
-            reports.append(estimate(m, convention=convention, **settings))  # below, as the numeric estimate does
+        except FlopcalcError as exc:  # no law (FLOPs stepping with the size): the page says why
+            try:
+                reports.append(estimate(m, convention=convention, **settings))
+            except FlopcalcError:  # bad input, a row no count can express: the law's reason, as before
+                raise exc from None
             laws.append(str(exc))
             continue
         reports.append(estimate(m, convention=convention, **settings))
