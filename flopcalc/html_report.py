@@ -97,10 +97,9 @@ def render(reports: Sequence[Report], laws: Sequence[SymbolicReport | str], figu
 
 def build(models: Sequence[str], *, convention: str = "torch", **settings: Any) -> str:
     from flopcalc.api import estimate
+    from flopcalc.errors import FlopcalcError
     from flopcalc.plots import default_sides, resolution_figure, svg_text
     from flopcalc.symbolic import symbolic_estimate
-
-    from flopcalc.errors import FlopcalcError
 
     laws: list[SymbolicReport | str] = []
     reports = []
