@@ -127,22 +127,18 @@ class Backward:
     attention_grad: int
     recompute: int
     no_input_grad: int  # forward MACs of the layers fed by model inputs (their input gradient is skipped)
+    #: the attention backward through a fused SDPA kernel instead (torch counts 2.5 × its forward for every attention
+    #: whose query, key or value requires grad; under LoRA the math path computes only the gradients required)
+    fused_attention_grad: int
     unused: int = 0  # backward MACs skipped for layers the output does not depend on (no gradient at all)
-    #: the attention backward through a fused SDPA kernel where it is not 2.5 / 2 × ``attention_grad``: under LoRA
-    #: the math path computes only the operands' gradients that are required, the fused kernel all of them
-    fused_attention_grad: int | None = None
 
     @property
     def macs(self) -> int:
         return self.weight_grad + self.input_grad + self.attention_grad + self.recompute
 
     def fused_attention_macs(self) -> int:
-        """The same backward with attention through a fused SDPA kernel (torch counts 2.5 × its forward for every
-        attention whose query, key or value requires grad)."""
-        fused = self.fused_attention_grad
-        if fused is None:
-            fused = int(self.attention_grad * FUSED_ATTENTION_BACKWARD / MATH_ATTENTION_BACKWARD)
-        return self.macs - self.attention_grad + fused
+        """The same backward with attention through a fused SDPA kernel."""
+        return self.macs - self.attention_grad + self.fused_attention_grad
 
 
 def _matches(parts: tuple[str, ...], pattern: tuple[str, ...]) -> bool:
@@ -231,7 +227,9 @@ def backward(tree: Node, graph: GradientGraph, *, checkpointing: bool = False) -
 
     visit(tree, (), 1, False)
     unused = _unused(tree, graph, inputs, acc)
-    return Backward(acc["weight"], acc["input"], acc["attention"], acc["recompute"], acc["skipped"], unused)
+    # every parameter trained: every attention computes dQ, dK, dV (2 × forward), the fused kernel 2.5 × forward
+    fused = int(acc["attention"] * FUSED_ATTENTION_BACKWARD / MATH_ATTENTION_BACKWARD)
+    return Backward(acc["weight"], acc["input"], acc["attention"], acc["recompute"], acc["skipped"], fused, unused)
 
 
 def _unused(tree: Node, graph: GradientGraph, inputs: list[tuple[str, ...]], acc: dict[str, int]) -> int:

@@ -104,16 +104,18 @@ def build(models: Sequence[str], *, convention: str = "torch", **settings: Any) 
     laws: list[SymbolicReport | str] = []
     reports = []
     for m in models:
+        why = None
         try:
             laws.append(symbolic_estimate(m, convention=convention, **settings))
         except FlopcalcError as exc:  # no law (FLOPs stepping with the size): the page says why
-            try:
-                reports.append(estimate(m, convention=convention, **settings))
-            except FlopcalcError:  # bad input, a row no count can express: the law's reason, as before
-                raise exc from None
+            why = exc
             laws.append(str(exc))
-            continue
-        reports.append(estimate(m, convention=convention, **settings))
+        try:
+            reports.append(estimate(m, convention=convention, **settings))
+        except FlopcalcError:  # bad input, a row no count can express: the law's reason, as before
+            if why is None:
+                raise
+            raise why from None
     plotted = [law for law in laws if not isinstance(law, str)]
     try:
         if not plotted:

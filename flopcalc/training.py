@@ -294,7 +294,7 @@ def lora_training(tree: Node, graph: GradientGraph, rank: int, targets: tuple[st
     chosen = adapters(tree, graph.lora, names)
     lb = lora_backward(tree, graph.lora, chosen, rank, graph.checkpointed if checkpointing else ())
     back = Backward(lb.adapter_weight_grad, lb.adapter_input_grad + lb.base_input_grad, lb.attention_grad,
-                    lb.recompute, lb.no_input_grad, fused_attention_grad=lb.fused_attention_grad)
+                    lb.recompute, lb.no_input_grad, lb.fused_attention_grad)
     return back, LoraTraining(rank, names, lb.layers, lb.trainable_params, lb.adapter_forward, lb.adapter_weight_grad,
                               lb.adapter_input_grad, lb.base_input_grad)
 
