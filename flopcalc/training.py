@@ -293,6 +293,10 @@ def lora_training(tree: Node, graph: GradientGraph, rank: int, targets: tuple[st
     names = graph.lora.default_targets if targets is None else check_target_names(tuple(targets), graph.lora)
     chosen = adapters(tree, graph.lora, names)
     lb = lora_backward(tree, graph.lora, chosen, rank, graph.checkpointed if checkpointing else ())
+    if lb.adapter_weight_grad == 0:  # torch's backward fails: no output requires grad
+        raise FlopcalcError(f"LoRA on {', '.join(names)} trains nothing in this {graph.class_name}: the output "
+                            "depends on none of these adapters, so "
+                            "loss.backward() has nothing to differentiate; name layers the output depends on")
     back = Backward(lb.adapter_weight_grad, lb.adapter_input_grad + lb.base_input_grad, lb.attention_grad,
                     lb.recompute, lb.no_input_grad, lb.fused_attention_grad)
     return back, LoraTraining(rank, names, lb.layers, lb.trainable_params, lb.adapter_forward, lb.adapter_weight_grad,

@@ -88,6 +88,37 @@ def test_z_image_with_unused_patch_entries_is_refused():
         lora_training(tree, graph_of(ZIMAGE), 4, ("linear",), False)
 
 
+def test_adapters_the_output_does_not_depend_on_are_refused(tmp_path):
+    """A one-block Qwen-Image transformer: its text stream's to_add_out feeds nothing (the output is the image
+    stream's), so LoRA there trains nothing: torch's backward has no gradient to follow, and flopcalc gives no number.
+    With a second block the same adapters feed the next block's joint attention and are counted."""
+    from flopcalc.api import estimate_configs
+    from flopcalc.errors import FlopcalcError
+    from flopcalc.pipelines import Settings
+    from flopcalc.training import lora_training
+
+    cfg = {"_class_name": QWEN, "attention_head_dim": 16, "num_attention_heads": 2, "num_layers": 1, "patch_size": 2,
+           "in_channels": 16, "out_channels": 4, "joint_attention_dim": 24, "axes_dims_rope": [4, 6, 6],
+           "guidance_embeds": False}
+
+    def tree(config: dict):
+        return estimate_configs({"_class_name": "QwenImagePipeline"}, {"transformer": config},
+                                Settings(height=64, width=64, max_sequence_length=7),
+                                convention="torch").component("transformer").tree
+
+    with pytest.raises(FlopcalcError, match="LoRA on to_add_out trains nothing in this QwenImageTransformer2DModel"):
+        lora_training(tree(cfg), graph_of(QWEN), 4, ("to_add_out",), False)
+    _, lora = lora_training(tree({**cfg, "num_layers": 2}), graph_of(QWEN), 4, ("to_add_out",), False)
+    assert lora.adapter_weight_grad > 0
+    pytest.importorskip("peft")
+    from live_support import write_config
+    from measure_training import measure_training
+
+    with pytest.raises(AssertionError, match="no output carries a gradient"):
+        measure_training(write_config(tmp_path, "one", cfg), {"height": 64, "width": 64, "text_len": 7}, mode="lora",
+                         class_name=QWEN, lora={"rank": 4, "targets": ["to_add_out"]})
+
+
 # --------------------------------------------------------------------------- live, randomized configs
 
 
@@ -126,41 +157,33 @@ Z_IMAGE_NAMES = ("to_q", "to_k", "to_v", "to_out.0", "attention.to_q", "feed_for
     (ZIMAGE, "ZImagePipeline", _z_image_config, Z_IMAGE_NAMES, 16),
 ])
 def test_random_training_runs_are_exact(rng, tmp_path, class_name, pipeline, make, names, multiple):
-    """Random small configs, full fine-tuning or LoRA on random targets and ranks, with or without gradient
-    checkpointing, against FlopCounterMode counting forward + backward now."""
+    """Random small configs, full fine-tuning (with or without gradient checkpointing) or LoRA on random targets,
+    ranks and modes, against FlopCounterMode counting forward + backward now."""
     pytest.importorskip("peft")
     from live_support import SEED, random_size, write_config
     from measure_training import measure_training
+    from test_live_training_lora import _check as _check_lora
 
     from flopcalc.api import estimate_configs
     from flopcalc.backprop import backward
     from flopcalc.pipelines import Settings
-    from flopcalc.training import lora_training
 
     for i in range(4):
         cfg = make(rng)
         h, w, t = random_size(rng, multiple, 32, 192), random_size(rng, multiple, 32, 192), rng.randint(1, 70)
         folder = write_config(tmp_path, f"model{i}", cfg)
-        comp = estimate_configs({"_class_name": pipeline}, {"transformer": cfg},
-                                Settings(height=h, width=w, max_sequence_length=t),
-                                convention="torch").component("transformer")
-        checkpointing, lora = rng.random() < 0.5, i % 2 == 1
+        settings = Settings(height=h, width=w, max_sequence_length=t)
         measured = {"height": h, "width": w, "text_len": t}
-        where = f"seed {SEED}: {measured}, checkpointing {checkpointing}, {json.dumps(cfg)}"
-        if not lora:
-            back = backward(comp.tree, graph_of(class_name), checkpointing=checkpointing)
-            fx = measure_training(folder, measured, mode="checkpointing" if checkpointing else "full",
-                                  class_name=class_name)
-            assert 2 * comp.macs_per_run == fx["forward"]["flops"], where
-            assert 2 * back.macs == fx["backward"]["flops"], where
-            assert comp.tree.total.params == fx["trainable_params"], where
+        if i % 2 == 1:  # LoRA: random targets, rank and mode (plain, checkpointing, fused attention)
+            _check_lora(rng, folder, cfg, "transformer", pipeline, settings, measured, names)
             continue
-        targets = tuple(rng.sample(names, rng.randint(1, 5)))
-        rank = rng.randint(1, 8)
-        back, lo = lora_training(comp.tree, graph_of(class_name), rank, targets, checkpointing)
-        fx = measure_training(folder, measured, mode="lora_checkpointing" if checkpointing else "lora",
-                              class_name=class_name, lora={"rank": rank, "targets": list(targets)})
-        where += f", rank {rank}, targets {targets}"
-        assert 2 * (comp.macs_per_run + lo.adapter_forward) == fx["forward"]["flops"], where
+        comp = estimate_configs({"_class_name": pipeline}, {"transformer": cfg}, settings,
+                                convention="torch").component("transformer")
+        checkpointing = rng.random() < 0.5
+        where = f"seed {SEED}: {measured}, checkpointing {checkpointing}, {json.dumps(cfg)}"
+        back = backward(comp.tree, graph_of(class_name), checkpointing=checkpointing)
+        fx = measure_training(folder, measured, mode="checkpointing" if checkpointing else "full",
+                              class_name=class_name)
+        assert 2 * comp.macs_per_run == fx["forward"]["flops"], where
         assert 2 * back.macs == fx["backward"]["flops"], where
-        assert lo.trainable_params == fx["trainable_params"] and lo.layers == fx["lora"]["layers"], where
+        assert comp.tree.total.params == fx["trainable_params"], where
