@@ -48,7 +48,7 @@ def _median_seconds(fn, repeat: int) -> float:
 def _harness_runs(card: str) -> list[dict]:
     """The runs flopcalc plans for ``card`` at its defaults, as harness settings."""
     import flopcalc
-    from flopcalc.sources import resolve
+    from flopcalc.engine.sources import resolve
 
     folder = Path(resolve(card).location)
     report = flopcalc.estimate(card)

@@ -20,7 +20,7 @@ import time
 COLD = """
 import time
 t = time.perf_counter()
-from flopcalc.symbolic import symbolic_estimate
+from flopcalc.flops.symbolic import symbolic_estimate
 law = symbolic_estimate({card!r})
 law.flops
 print(time.perf_counter() - t)
@@ -47,8 +47,8 @@ def main() -> None:
     import sympy  # noqa: F401
 
     sympy_import = time.perf_counter() - t
-    from flopcalc.sweep import compile_law, run_sweep, write_columns
-    from flopcalc.symbolic import symbolic_estimate
+    from flopcalc.flops.sweep import compile_law, run_sweep, write_columns
+    from flopcalc.flops.symbolic import symbolic_estimate
 
     symbolic_estimate(args.card)
     t = time.perf_counter()

@@ -15,20 +15,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from flopcalc.engine.version import __version__
 __all__ = ["estimate", "energy", "memory", "train", "FlopcalcError", "__version__"]
 
 if TYPE_CHECKING:
-    from flopcalc.api import estimate
+    from flopcalc.flops.estimate import estimate
     from flopcalc.energy_laws.predict import energy
-    from flopcalc.errors import FlopcalcError
-    from flopcalc.memory_estimate import memory
-    from flopcalc.training import train
+    from flopcalc.engine.errors import FlopcalcError
+    from flopcalc.gpu_memory.estimate import memory
+    from flopcalc.training.estimate import train
 
 
 def __getattr__(name: str) -> Any:
     if name == "estimate":
-        from flopcalc.api import estimate
+        from flopcalc.flops.estimate import estimate
 
         return estimate
     if name == "energy":
@@ -36,15 +36,15 @@ def __getattr__(name: str) -> Any:
 
         return energy
     if name == "train":
-        from flopcalc.training import train
+        from flopcalc.training.estimate import train
 
         return train
     if name == "memory":
-        from flopcalc.memory_estimate import memory
+        from flopcalc.gpu_memory.estimate import memory
 
         return memory
     if name == "FlopcalcError":
-        from flopcalc.errors import FlopcalcError
+        from flopcalc.engine.errors import FlopcalcError
 
         return FlopcalcError
     raise AttributeError(f"module 'flopcalc' has no attribute {name!r}")

@@ -1,3 +1,3 @@
-from flopcalc.cli import main
+from flopcalc.cli.main import main
 
 raise SystemExit(main())

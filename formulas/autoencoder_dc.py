@@ -45,7 +45,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Sequence
 
-from flopcalc.cost import Cost, Node, block_kinds, module_list
+from flopcalc.engine.cost import Cost, Node, block_kinds, module_list
 from flopcalc.formulas import ops
 from flopcalc.formulas.sana import glumb_conv, linear_attention, quadratic_relu_attention
 

@@ -28,7 +28,7 @@ def _symbols() -> dict:
 
 
 def _kaplan(s):
-    from flopcalc.cost import Cost
+    from flopcalc.engine.cost import Cost
     from flopcalc.formulas import ops
     from flopcalc.formulas.kaplan_transformer import mlp, self_attention
 

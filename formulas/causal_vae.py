@@ -57,7 +57,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Iterator, Sequence
 
-from flopcalc.cost import Cost, Node, block_kinds, module_list
+from flopcalc.engine.cost import Cost, Node, block_kinds, module_list
 from flopcalc.formulas import ops
 
 #: Block kinds this module builds: a per-block summary stops at them.

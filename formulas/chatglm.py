@@ -26,7 +26,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from flopcalc.cost import Node, block_kinds
+from flopcalc.engine.cost import Node, block_kinds
 from flopcalc.formulas import ops
 
 #: Block kinds this module builds: a per-block summary stops at them.

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flopcalc.cost import Node, block_kinds, module_list
+from flopcalc.engine.cost import Node, block_kinds, module_list
 from flopcalc.formulas import ops
 from flopcalc.formulas.conditioning import mlp_embedder
 

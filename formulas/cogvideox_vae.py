@@ -43,7 +43,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any, Sequence
 
-from flopcalc.cost import Cost, Node, block_kinds, module_list
+from flopcalc.engine.cost import Cost, Node, block_kinds, module_list
 from flopcalc.formulas import ops
 from flopcalc.formulas.tiling import extents
 
@@ -268,7 +268,7 @@ def tile_stride(tile: int, overlap: float) -> int:
     start a tile."""
     stride = int(tile * (1 - overlap))
     if stride <= 0:
-        from flopcalc.errors import ConfigError
+        from flopcalc.engine.errors import ConfigError
 
         raise ConfigError(f"a tile stride of {stride}: the VAE's tile (sample_height / sample_width) is too small "
                           "for its overlap")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flopcalc.cost import Node
+from flopcalc.engine.cost import Node
 from flopcalc.formulas import ops
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from flopcalc.cost import Node, block_kinds
+from flopcalc.engine.cost import Node, block_kinds
 from flopcalc.formulas import ops
 from flopcalc.formulas.transformer_parts import attention_module, feed_forward
 

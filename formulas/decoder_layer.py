@@ -37,7 +37,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from flopcalc.cost import Cost, Node, block_kinds
+from flopcalc.engine.cost import Cost, Node, block_kinds
 from flopcalc.formulas import ops
 
 #: Block kinds this module builds: a per-block summary stops at them.

@@ -33,11 +33,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from flopcalc.cost import Node, block_kinds
+from flopcalc.engine.cost import Node, block_kinds
 from flopcalc.formulas import ops
 from flopcalc.formulas.mmdit_joint_block import JOINT_BLOCK_FLOW
 from flopcalc.formulas.transformer_parts import attention_module, qk_norm_cost
-from flopcalc.lora import Attend, Join, Layer
+from flopcalc.engine.gradients import Attend, Join, Layer
 
 #: Block kinds this module builds: a per-block summary stops at them.
 BLOCK_KINDS = block_kinds("flux2_double_block", "flux2_single_block")
@@ -46,7 +46,7 @@ _FF_NAMES = {"ff.net.0.proj": "ff.linear_in", "ff.net.2": "ff.linear_out",
              "ff_context.net.0.proj": "ff_context.linear_in", "ff_context.net.2": "ff_context.linear_out"}
 
 #: Which tensors a double-stream block's layers read and write, for the backward of a LoRA run
-#: (:mod:`flopcalc.lora`): ``Flux2TransformerBlock.forward`` (transformer_flux2.py:911-968, ``Flux2AttnProcessor``
+#: (:mod:`flopcalc.training.lora`): ``Flux2TransformerBlock.forward`` (transformer_flux2.py:911-968, ``Flux2AttnProcessor``
 #: :335-395) is FLUX.1's joint block (:data:`~flopcalc.formulas.mmdit_joint_block.JOINT_BLOCK_FLOW`: gated residual
 #: adds, one attention over both streams) with ``Flux2FeedForward``'s ``linear_in`` / ``linear_out``.
 FLUX2_DOUBLE_BLOCK_FLOW = tuple(replace(step, path=_FF_NAMES[step.path]) if isinstance(step, Layer)

@@ -44,7 +44,7 @@ from flopcalc.formulas import ops
 from flopcalc.formulas.conditioning import mlp_embedder
 from flopcalc.formulas.transformer_parts import attention_module, feed_forward, identity_attention, qk_norm_cost
 
-from flopcalc.cost import Node, block_kinds
+from flopcalc.engine.cost import Node, block_kinds
 
 #: Block kinds this module builds: a per-block summary stops at them.
 BLOCK_KINDS = block_kinds("hunyuan_dit_block", "hunyuan_attention_pool")

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from flopcalc.cost import Node, block_kinds, module_list
+from flopcalc.engine.cost import Node, block_kinds, module_list
 from flopcalc.formulas import ops
 from flopcalc.formulas.resnet_block import resnet_block
 

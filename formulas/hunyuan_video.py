@@ -39,12 +39,12 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from flopcalc.cost import Node, block_kinds, work_only
+from flopcalc.engine.cost import Node, block_kinds, work_only
 from flopcalc.formulas import ops
 from flopcalc.formulas.conditioning import ada_layer_norm_zero
 from flopcalc.formulas.single_stream_block import single_stream_block
 from flopcalc.formulas.transformer_parts import attention_module, feed_forward
-from flopcalc.lora import Attend, Join, Layer
+from flopcalc.engine.gradients import Attend, Join, Layer
 
 #: Block kinds this module builds: a per-block summary stops at them.
 BLOCK_KINDS = block_kinds(
@@ -53,7 +53,7 @@ BLOCK_KINDS = block_kinds(
 )
 
 #: Which tensors a ``HunyuanVideoIndividualTokenRefinerBlock`` reads and writes, for the backward of a LoRA run
-#: (:mod:`flopcalc.lora`; transformer_hunyuan_video.py:359-379): self-attention of the refined text ``r``
+#: (:mod:`flopcalc.training.lora`; transformer_hunyuan_video.py:359-379): self-attention of the refined text ``r``
 #: (``AttnProcessor2_0``), its output added through a gate of ``norm_out`` (which reads temb only), then the SiLU
 #: feed-forward, also gated.
 REFINER_BLOCK_FLOW = (

@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from flopcalc.cost import Node, block_kinds, module_list
+from flopcalc.engine.cost import Node, block_kinds, module_list
 from flopcalc.formulas import ops
 
 #: Block kinds this module builds: a per-block summary stops at them.

@@ -47,7 +47,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
-from flopcalc.cost import Node, block_kinds, total_of
+from flopcalc.engine.cost import Node, block_kinds, total_of
 from flopcalc.formulas import ops
 from flopcalc.formulas.tiling import Slices
 from flopcalc.formulas.tiling import slices as tiles  # noqa: F401  (the slicing rule, by its old name here)

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flopcalc.cost import Cost
+from flopcalc.engine.cost import Cost
 from flopcalc.formulas import ops
 
 

@@ -55,7 +55,7 @@ from typing import Any
 from flopcalc.formulas import ops
 from flopcalc.formulas.conditioning import mlp_embedder
 
-from flopcalc.cost import Node, block_kinds, module_list
+from flopcalc.engine.cost import Node, block_kinds, module_list
 
 #: Block kinds this module builds: a per-block summary stops at them.
 BLOCK_KINDS = block_kinds(

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flopcalc.cost import Cost, Node, block_kinds
+from flopcalc.engine.cost import Cost, Node, block_kinds
 from flopcalc.formulas import ops
 
 #: Block kinds this module builds: a per-block summary stops at them.

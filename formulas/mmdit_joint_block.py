@@ -31,16 +31,16 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from flopcalc.cost import Node, block_kinds
+from flopcalc.engine.cost import Node, block_kinds
 from flopcalc.formulas import ops
 from flopcalc.formulas.conditioning import ada_layer_norm_continuous, ada_layer_norm_zero, pruned_ada_layer_norm
 from flopcalc.formulas.transformer_parts import attention_module, feed_forward, qk_norm_cost
-from flopcalc.lora import Attend, Join, Layer
+from flopcalc.engine.gradients import Attend, Join, Layer
 
 #: Block kinds this module builds: a per-block summary stops at them.
 BLOCK_KINDS = block_kinds("mmdit_joint_block")
 
-#: Which tensors a joint block's layers read and write, for the backward of a LoRA run (:mod:`flopcalc.lora`):
+#: Which tensors a joint block's layers read and write, for the backward of a LoRA run (:mod:`flopcalc.training.lora`):
 #: ``FluxTransformerBlock.forward`` (transformer_flux.py:443-497, ``FluxAttnProcessor`` :76-140) and
 #: ``JointTransformerBlock.forward`` (attention.py:681-750, ``JointAttnProcessor2_0``): q/k/v of the image
 #: stream ``img`` and of the text stream ``txt``, one attention over both, each stream's output projection and

@@ -20,7 +20,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any, Sequence
 
-from flopcalc.cost import Node, block_kinds, module_list
+from flopcalc.engine.cost import Node, block_kinds, module_list
 from flopcalc.formulas import ops
 from flopcalc.formulas.cogvideox_vae import causal_conv
 

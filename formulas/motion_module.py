@@ -26,7 +26,7 @@ from dataclasses import fields
 from functools import lru_cache
 from typing import Any
 
-from flopcalc.cost import WEIGHT_FIELDS, Cost, Node, block_kinds, module_list
+from flopcalc.engine.cost import WEIGHT_FIELDS, Cost, Node, block_kinds, module_list
 from flopcalc.formulas import ops
 from flopcalc.formulas.transformer_parts import cross_attention, feed_forward
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flopcalc.cost import Cost
+from flopcalc.engine.cost import Cost
 
 #: Elements per block of a Linear weight in :attr:`Cost.linear_blocks` (bitsandbytes 4-bit's default
 #: ``blocksize=64``, ``bitsandbytes/nn/modules.py`` ``Params4bit``).
@@ -47,7 +47,7 @@ def exact_div(a: Any, b: int) -> Any:
     if isinstance(a, int):
         q, r = divmod(a, b)
         if r:
-            from flopcalc.errors import ResolutionError
+            from flopcalc.engine.errors import ResolutionError
 
             raise ResolutionError(f"a size of {a} does not split into whole steps of {b} (a patch, stride or "
                                   f"compression factor of the config): use a size that is a multiple of {b}")

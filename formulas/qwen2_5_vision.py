@@ -27,7 +27,7 @@ tokens of width :math:`c` (``hidden_size``), :math:`h` heads of :math:`d = c/h`.
 
 from __future__ import annotations
 
-from flopcalc.cost import Cost, Node, block_kinds, module_list
+from flopcalc.engine.cost import Cost, Node, block_kinds, module_list
 from flopcalc.formulas import ops
 from flopcalc.formulas.decoder_layer import gated_mlp
 

@@ -38,7 +38,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from flopcalc.cost import Cost, Node, block_kinds
+from flopcalc.engine.cost import Cost, Node, block_kinds
 from flopcalc.formulas import ops
 from flopcalc.formulas.transformer_parts import cross_attention, identity_attention
 

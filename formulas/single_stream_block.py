@@ -25,17 +25,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from flopcalc.cost import Node, block_kinds
+from flopcalc.engine.cost import Node, block_kinds
 from flopcalc.formulas import ops
 from flopcalc.formulas.conditioning import ada_layer_norm_zero, pruned_ada_layer_norm
 from flopcalc.formulas.transformer_parts import attention_module
-from flopcalc.lora import Attend, Join, Layer
+from flopcalc.engine.gradients import Attend, Join, Layer
 
 #: Block kinds this module builds: a per-block summary stops at them.
 BLOCK_KINDS = block_kinds("single_stream_block")
 
 #: Which tensors a single-stream block's layers read and write on the concatenated sequence ``x``, for the backward
-#: of a LoRA run (:mod:`flopcalc.lora`): ``proj_mlp`` and q/k/v on the normed sequence, ``proj_out`` on the attention
+#: of a LoRA run (:mod:`flopcalc.training.lora`): ``proj_mlp`` and q/k/v on the normed sequence, ``proj_out`` on the attention
 #: output and the MLP branch, added back through a gate (conditioning). ``ChromaSingleTransformerBlock.forward``
 #: (transformer_chroma.py:231-262) as it is; its model joins the streams before the first block.
 SINGLE_STREAM_SEQUENCE_FLOW = (

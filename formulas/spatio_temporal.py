@@ -24,7 +24,7 @@ from dataclasses import replace
 from functools import lru_cache
 from typing import Any
 
-from flopcalc.cost import WEIGHT_FIELDS, Cost, Node, block_kinds, module_list
+from flopcalc.engine.cost import WEIGHT_FIELDS, Cost, Node, block_kinds, module_list
 from flopcalc.formulas import ops
 from flopcalc.formulas.conditioning import mlp_embedder
 from flopcalc.formulas.cross_attention_block import cross_attention_block

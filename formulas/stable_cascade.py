@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Sequence
 
-from flopcalc.cost import WEIGHT_FIELDS, Cost, Node, block_kinds, module_list
+from flopcalc.engine.cost import WEIGHT_FIELDS, Cost, Node, block_kinds, module_list
 from flopcalc.formulas import ops
 from flopcalc.formulas.kandinsky3 import conv_transpose2d
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flopcalc.cost import Node, block_kinds, module_list
+from flopcalc.engine.cost import Node, block_kinds, module_list
 from flopcalc.formulas import ops
 from flopcalc.formulas.kaplan_transformer import mlp_in, self_attention
 

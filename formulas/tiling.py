@@ -13,7 +13,7 @@ Every such slicing in diffusers is the same loop (``tiled_decode``, ``tiled_enco
 :func:`slices` is that rule, written once. A :class:`CallSplit` is the product of three slicings
 (frames × rows × columns): the one description of how a call is made. Each video VAE
 architecture computes it from its config and the switches the pipeline set
-(``decode_split`` / ``encode_split`` in ``flopcalc/architectures/autoencoder_kl_*.py``, mirroring the
+(``decode_split`` / ``encode_split`` in ``flopcalc/engine/architectures/autoencoder_kl_*.py``, mirroring the
 model's own dispatch: "tile when a side exceeds the tile"). The split is then realised in one of
 two ways, both summing the pieces as ``FlopCounterMode`` sums a module's calls:
 

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from flopcalc.cost import Cost, Node, block_kinds
+from flopcalc.engine.cost import Cost, Node, block_kinds
 from flopcalc.formulas import ops
-from flopcalc.lora import Attend, Join, Layer, Step
+from flopcalc.engine.gradients import Attend, Join, Layer, Step
 
 #: Block kinds this module builds: a per-block summary stops at them.
 BLOCK_KINDS = block_kinds("feed_forward", "attention", "identity_attention")
@@ -128,7 +128,7 @@ def feed_forward(name: str, tokens: Any, dim: int, *, mult: int = 4, inner: int 
 
 
 def self_cross_block_flow(ff: str = "ff") -> tuple[Step, ...]:
-    """Which tensors a DiT block's layers read and write, for the backward of a LoRA run (:mod:`flopcalc.lora`):
+    """Which tensors a DiT block's layers read and write, for the backward of a LoRA run (:mod:`flopcalc.training.lora`):
     self-attention ``attn1`` on the image tokens ``img``, its output added through a conditioning gate; cross-
     attention ``attn2`` whose queries read the tokens and keys/values the text states ``txt``, added ungated; the
     feed-forward ``ff`` added through a gate. ``WanTransformerBlock`` (transformer_wan.py:462-504), PixArt's

@@ -24,7 +24,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any, Sequence
 
-from flopcalc.cost import Cost, Node, block_kinds, module_list
+from flopcalc.engine.cost import Cost, Node, block_kinds, module_list
 from flopcalc.formulas import ops
 from flopcalc.formulas.resnet_block import resnet_block
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from flopcalc.cost import Node, block_kinds, module_list
+from flopcalc.engine.cost import Node, block_kinds, module_list
 from flopcalc.formulas import ops
 from flopcalc.formulas.resnet_block import resnet_block, spatial_self_attention
 

@@ -28,11 +28,11 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from flopcalc.cost import Node, block_kinds
+from flopcalc.engine.cost import Node, block_kinds
 from flopcalc.formulas import ops
 from flopcalc.formulas.conditioning import mlp_embedder
 from flopcalc.formulas.transformer_parts import feed_forward, self_cross_block_flow
-from flopcalc.lora import Attend, Join, Layer
+from flopcalc.engine.gradients import Attend, Join, Layer
 
 #: Block kinds this module builds: a per-block summary stops at them.
 BLOCK_KINDS = block_kinds("wan_transformer_block")

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flopcalc.cost import Node, block_kinds
+from flopcalc.engine.cost import Node, block_kinds
 from flopcalc.formulas import ops
 from flopcalc.formulas.transformer_parts import attention_module
 

@@ -1,5 +1,5 @@
 """Shared pieces of the pipeline tests of a bundled card: its configs as flopcalc reads them
-(``flopcalc.sources.resolve``) and its measured fixtures."""
+(``flopcalc.engine.sources.resolve``) and its measured fixtures."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 from functools import cached_property
 from pathlib import Path
 
-from flopcalc.sources import resolve
+from flopcalc.engine.sources import resolve
 
 FIXTURES = Path(__file__).resolve().parent.parent / "validation" / "fixtures"
 

@@ -11,7 +11,7 @@ import pytest
 # The discovery index of the session (and of the CLI subprocesses it starts) lives in a folder of its
 # own, not in the user's cache.
 os.environ.setdefault("FLOPCALC_CACHE_DIR", tempfile.mkdtemp(prefix="flopcalc-test-cache-"))
-#: A family's assembler may read only the config keys it declares (flopcalc.config.declare_keys).
+#: A family's assembler may read only the config keys it declares (flopcalc.engine.config.declare_keys).
 os.environ["FLOPCALC_STRICT_KEYS"] = "1"
 
 #: One seed for every randomized live test of the session; ``FLOPCALC_SEED=N`` replays a run.

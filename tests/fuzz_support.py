@@ -8,11 +8,11 @@ component's config or of ``model_index.json`` (a top-level key, a key of a neste
 of a list, or a key the class defaults) with one of :data:`MUTATIONS` or deletes it, then runs
 ``estimate_configs`` on it (and on the untouched rest of the pipeline) under one of :data:`SETTINGS`.
 
-A case passes when it raises a :class:`flopcalc.errors.FlopcalcError` whose message is one line,
+A case passes when it raises a :class:`flopcalc.engine.errors.FlopcalcError` whose message is one line,
 or returns a report whose every count is an exact ``int``, none negative, the totals positive, and
 that renders as a table, JSON and CSV. Anything else (another exception, a hang past the time
 limit, the memory limit hit) fails. A verdict says ``net`` when the error came from the last line
-of defence (:class:`flopcalc.errors.UnbuildableConfigError`: a formula failed on a value no
+of defence (:class:`flopcalc.engine.errors.UnbuildableConfigError`: a formula failed on a value no
 declaration caught): clean for a user, and worth a declaration.
 
 Run as a module (``python tests/fuzz_support.py``) it is the worker: one JSON case per stdin line,
@@ -70,9 +70,9 @@ class Source:
 
 def corpus() -> list[Source]:
     """Every supported configuration set: bundled cards and Hub snapshots, as pipelines and per component."""
-    from flopcalc.cards import cards_root, list_cards
-    from flopcalc.errors import FlopcalcError
-    from flopcalc.sources import resolve
+    from flopcalc.engine.cards import cards_root, list_cards
+    from flopcalc.engine.errors import FlopcalcError
+    from flopcalc.engine.sources import resolve
 
     roots = [(f"card:{card.name}", str(Path(str(cards_root())) / card.name)) for card in list_cards()]
     if SNAPSHOTS.is_dir():
@@ -107,9 +107,9 @@ ALIASES: dict[str, str] = {}
 
 
 def _runs(model_index: dict | None, components: dict[str, dict]) -> bool:
-    from flopcalc.api import estimate_configs
-    from flopcalc.errors import FlopcalcError
-    from flopcalc.pipelines import Settings
+    from flopcalc.flops.estimate import estimate_configs
+    from flopcalc.engine.errors import FlopcalcError
+    from flopcalc.engine.pipelines import Settings
 
     try:
         estimate_configs(model_index, components, Settings())
@@ -135,8 +135,8 @@ def key_paths(config: dict) -> list[tuple]:
 
 def defaulted_keys(config: dict) -> list[tuple]:
     """Keys the class defaults (so the assembler reads them) that the config leaves out."""
-    from flopcalc.config import class_name_of
-    from flopcalc.registry import registered
+    from flopcalc.engine.config import class_name_of
+    from flopcalc.engine.registry import registered
 
     cls = class_name_of(config)
     keys: set[str] = set()
@@ -214,7 +214,7 @@ def check_report(report) -> str | None:
     """None when every count of ``report`` is an exact, non-negative int and the totals are positive."""
     from dataclasses import fields
 
-    from flopcalc.cost import Cost
+    from flopcalc.engine.cost import Cost
 
     if not report.components:
         return "no component counted"
@@ -240,10 +240,10 @@ def _serve() -> None:
 
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT_BYTES, MEMORY_LIMIT_BYTES))
     sys.setrecursionlimit(10_000)
-    from flopcalc.api import estimate_configs
-    from flopcalc.errors import FlopcalcError, UnbuildableConfigError
-    from flopcalc.pipelines import Settings
-    from flopcalc.report import render
+    from flopcalc.flops.estimate import estimate_configs
+    from flopcalc.engine.errors import FlopcalcError, UnbuildableConfigError
+    from flopcalc.engine.pipelines import Settings
+    from flopcalc.flops.report import render
 
     sources = {s.label: s for s in corpus()}
     print(json.dumps({"ready": sorted(sources)}), flush=True)

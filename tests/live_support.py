@@ -76,7 +76,7 @@ def check_plan(config_dir: Path, name: str, settings, measure_settings: dict, *,
                call: str = "forward", thop: bool = True, module_depth: int | None = None) -> None:
     """The component ``name`` (the config in ``config_dir``) as flopcalc plans it, under the pipeline
     of ``index`` (``model_index.json``) or alone, against a fresh measurement of the real module."""
-    from flopcalc.api import estimate_configs
+    from flopcalc.flops.estimate import estimate_configs
 
     cfg = json.loads((config_dir / "config.json").read_text())
     report = estimate_configs(index, {name: cfg}, settings, convention="torch")

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from flopcalc.activations import activation_peak
-from flopcalc.api import estimate
+from flopcalc.gpu_memory.activations import activation_peak
+from flopcalc.flops.estimate import estimate
 from numeric_support import assert_same_numbers
 
 REPO = Path(__file__).resolve().parent.parent
@@ -94,7 +94,7 @@ def test_one_config_fed_other_inputs_has_its_own_fit():
     """SkyReels V2's T2V and DF 14B transformers share a config; the diffusion-forcing pipeline feeds one timestep
     per latent frame (RunShape.timestep_tokens), whose per-token modulation tensors the fused peak holds: two fits,
     each found from the plan's shape."""
-    from flopcalc.activations import config_key, fit_key, form
+    from flopcalc.gpu_memory.activations import config_key, fit_key, form
 
     cfgs = [json.loads((REPO / "model_cards" / c / "transformer" / "config.json").read_text())
             for c in ("skyreels-v2-t2v-14b-720p", "skyreels-v2-df-14b-720p")]
@@ -113,7 +113,7 @@ def test_one_config_fed_other_inputs_has_its_own_fit():
 def test_a_call_at_one_size_is_fitted_over_its_frame_count():
     """CogVideoX-5b-I2V's learned positional table runs at 480x720 only: its fit varies the frames, holds no frame
     count, and so a run at another frame count gets no frame note."""
-    from flopcalc.memory_estimate import memory
+    from flopcalc.gpu_memory.estimate import memory
 
     data = json.loads((REPO / "flopcalc" / "data" / "activation_fit.json").read_text(encoding="utf-8"))
     entry = next(v for v in data.values() if v["measured_on"] == "cogvideox-5b-i2v/transformer")
@@ -128,7 +128,7 @@ def test_a_temporal_decoder_fit_counts_the_frames_it_decodes():
     """Stable Video Diffusion decodes every frame in one chunk (no temporal compression): n is latent height ×
     width × frames, so img2vid's 14-frame decode uses the 25-frame fit of the config it shares with img2vid-xt, at
     its own n, with a note on the frame count."""
-    from flopcalc.memory_estimate import memory
+    from flopcalc.gpu_memory.estimate import memory
 
     m = memory("svd-img2vid")
     dec = next(a for a in m.activations if a.call == "decode")
@@ -164,7 +164,7 @@ def test_math_law_follows_the_peak_from_the_convolutions_to_the_scores():
 
 def test_a_call_whose_size_its_config_fixes_is_its_measured_constant():
     """Kandinsky 2.2's prior sees 77 text states + 4 embeddings at every image size: one measured point, its peak."""
-    from flopcalc.memory_estimate import memory
+    from flopcalc.gpu_memory.estimate import memory
 
     fx = json.loads((REPO / "validation" / "fixtures" / "activations" / "kandinsky-2.2" /
                      "prior_prior-fused-L77.json").read_text(encoding="utf-8"))
@@ -210,8 +210,8 @@ def test_a_video_module_on_one_frame_has_a_fit_of_its_own():
     """Cosmos Predict2 text-to-image decodes one latent frame with a Wan 2.1 VAE: no temporal chunks, a law of its
     own, keyed single-frame. The same config's video fit, followed in latent positions down to one frame, would say
     a fraction of it; a one-frame run of a config measured only on video falls back to its video fit, with a note."""
-    from flopcalc.activations import _fits, fit_key
-    from flopcalc.memory_estimate import memory
+    from flopcalc.gpu_memory.activations import _fits, fit_key
+    from flopcalc.gpu_memory.estimate import memory
 
     card = "cosmos-predict2-2b-text2image"
     cfg = json.loads((REPO / "model_cards" / card / "vae" / "config.json").read_text(encoding="utf-8"))
@@ -231,7 +231,7 @@ def test_a_video_module_on_one_frame_has_a_fit_of_its_own():
 def test_cases_measuring_one_config_pool_their_points():
     """HunyuanImage 2.1's Qwen2.5-VL (1000 + 34 template tokens) is Qwen-Image's config: its one point at 1034 tokens
     extends that fit, whose other points stay Qwen-Image's, instead of replacing it."""
-    from flopcalc.memory_estimate import memory
+    from flopcalc.gpu_memory.estimate import memory
 
     cfg = json.loads((REPO / "model_cards" / "hunyuanimage-2.1" / "text_encoder" / "config.json").read_text())
     comp = estimate("hunyuanimage-2.1").component("text_encoder")

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 import flopcalc
-from flopcalc.config import Config
-from flopcalc.errors import ConfigError
+from flopcalc.engine.config import Config
+from flopcalc.engine.errors import ConfigError
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -162,7 +162,7 @@ def test_every_help_text_renders():
     """argparse formats help lazily: a stray % in a help string is a traceback on --help."""
     import argparse
 
-    from flopcalc.cli import _parser
+    from flopcalc.cli.main import _parser
 
     parser = _parser()
     parser.format_help()

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 import flopcalc
-from flopcalc.cli import EXAMPLES
+from flopcalc.cli.main import EXAMPLES
 
 REPO = Path(__file__).resolve().parent.parent
 FLUX = REPO / "model_cards" / "flux-dev"
@@ -275,8 +275,8 @@ def test_plot_shows_shares_truthfully():
     pytest.importorskip("matplotlib")
     from matplotlib.collections import PolyCollection
 
-    from flopcalc.plots import resolution_figure
-    from flopcalc.symbolic import symbolic_estimate
+    from flopcalc.flops.plots import resolution_figure
+    from flopcalc.flops.symbolic import symbolic_estimate
 
     laws = [symbolic_estimate(m) for m in ("flux-dev", "sd1.5", "sd3-medium")]
     fig = resolution_figure(laws, list(range(256, 4097, 256)))

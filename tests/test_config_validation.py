@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 
 import flopcalc
-from flopcalc.api import estimate_configs
-from flopcalc.config import (
+from flopcalc.flops.estimate import estimate_configs
+from flopcalc.engine.config import (
     SIZE, Config, ListOf, UndeclaredKeyError, check_value, declared_keys, validate_components,
 )
-from flopcalc.cost import Cost, Node, invalid_count
-from flopcalc.errors import ConfigError, FlopcalcError, UnbuildableConfigError, unbuildable
-from flopcalc.pipelines import Settings
-from flopcalc.registry import registered
+from flopcalc.engine.cost import Cost, Node, invalid_count
+from flopcalc.engine.errors import ConfigError, FlopcalcError, UnbuildableConfigError, unbuildable
+from flopcalc.engine.pipelines import Settings
+from flopcalc.engine.registry import registered
 
 CARDS = Path(__file__).resolve().parent.parent / "model_cards"
 

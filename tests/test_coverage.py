@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from flopcalc.coverage import class_list, coverage, render, shipped_versions
-from flopcalc.discovery import index
-from flopcalc.errors import OptionError
+from flopcalc.flops.coverage import class_list, coverage, render, shipped_versions
+from flopcalc.engine.discovery import index
+from flopcalc.engine.errors import OptionError
 
 REPO = Path(__file__).resolve().parent.parent
 DOC = REPO / "docs" / "coverage.md"
@@ -67,7 +67,7 @@ def test_an_unshipped_version_is_refused_with_the_shipped_ones():
 def test_coverage_needs_no_diffusers_or_torch():
     code = ("import sys\n"
             "for name in ('torch', 'diffusers', 'transformers'): sys.modules[name] = None\n"
-            "from flopcalc.cli import main\n"
+            "from flopcalc.cli.main import main\n"
             "sys.exit(main(['coverage', '--format', 'json']))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

@@ -1,4 +1,4 @@
-"""flopcalc.discovery: the lazy index of modules, cards and registrations, and its cache."""
+"""flopcalc.engine.discovery: the lazy index of modules, cards and registrations, and its cache."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from flopcalc import discovery, registry
-from flopcalc.pipelines import base
+from flopcalc.engine import discovery, registry
+from flopcalc.engine.pipelines import base
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -46,9 +46,9 @@ def test_cache_written_reused_and_rebuilt(monkeypatch, tmp_path):
     assert stored["index"] == built.as_dict()
 
     # a cache with this fingerprint is trusted as it is
-    stored["index"]["pipelines"]["MadeUpPipeline"] = "flopcalc.pipelines.flux"
+    stored["index"]["pipelines"]["MadeUpPipeline"] = "flopcalc.engine.pipelines.flux"
     cache.write_text(json.dumps(stored))
-    assert _fresh_index(monkeypatch, str(tmp_path)).pipelines["MadeUpPipeline"] == "flopcalc.pipelines.flux"
+    assert _fresh_index(monkeypatch, str(tmp_path)).pipelines["MadeUpPipeline"] == "flopcalc.engine.pipelines.flux"
 
     # another fingerprint (a module or card changed) or a corrupt file: rebuilt and rewritten
     stored["fingerprint"][1] = "0.0.0-other"
@@ -100,7 +100,7 @@ def test_one_question_imports_only_what_it_needs(tmp_path, model, via):
     """With a warm cache, estimating one card (API or CLI) imports its own plan and assemblers, no
     other family, and neither YAML, sympy, numpy nor huggingface_hub."""
     call = (f"import flopcalc; flopcalc.estimate({model!r})" if via == "api" else
-            f"from flopcalc.cli import main; main(['estimate', {model!r}, '--format', 'json'])")
+            f"from flopcalc.cli.main import main; main(['estimate', {model!r}, '--format', 'json'])")
     code = (f"import sys; {call}; print('@@'); "
             "print('\\n'.join(sorted(m for m in sys.modules)))")
     env = {**os.environ, "FLOPCALC_CACHE_DIR": str(tmp_path)}
@@ -108,8 +108,8 @@ def test_one_question_imports_only_what_it_needs(tmp_path, model, via):
         proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0, proc.stderr
     modules = set(proc.stdout.split("@@")[-1].split())
-    families = {m.rsplit(".", 1)[1] for m in modules if m.startswith(("flopcalc.architectures.", "flopcalc.pipelines."))}
-    all_families = {p.stem for p in (REPO_ROOT / "flopcalc" / "architectures").glob("*.py")} | {
-        p.stem for p in (REPO_ROOT / "flopcalc" / "pipelines").glob("*.py")}
+    families = {m.rsplit(".", 1)[1] for m in modules if m.startswith(("flopcalc.engine.architectures.", "flopcalc.engine.pipelines."))}
+    all_families = {p.stem for p in (REPO_ROOT / "flopcalc" / "engine" / "architectures").glob("*.py")} | {
+        p.stem for p in (REPO_ROOT / "flopcalc" / "engine" / "pipelines").glob("*.py")}
     assert len(families) < len(all_families) / 2, families
     assert not modules & {"yaml", "sympy", "numpy", "huggingface_hub"}

@@ -17,14 +17,14 @@ import pytest
 import yaml
 
 import flopcalc
-from flopcalc.cli import main
+from flopcalc.cli.main import main
 from flopcalc.energy_laws import laws
 from flopcalc.energy_laws.features import padded_head_width, work_of
 from flopcalc.energy_laws.fit import calibrate
 from flopcalc.energy_laws.nnls import nnls
 from flopcalc.energy_laws.predict import DEFAULT_GRID_G_PER_KWH, SHIPPED, EnergyError, load_coefficients
 from flopcalc.energy_laws.records import COLUMNS, MeasurementError, read_csv
-from flopcalc.errors import FlopcalcError
+from flopcalc.engine.errors import FlopcalcError
 from numeric_support import assert_same_numbers, assert_same_text
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import flopcalc
-from flopcalc.errors import OptionError
+from flopcalc.engine.errors import OptionError
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = sorted((REPO / "validation" / "fixtures").glob("*/*.json"))
@@ -47,10 +47,10 @@ def _report(model: str, height: int | None, width: int | None, frames: int | Non
 
 
 def _ip_adapter(fixture: dict) -> str | None:
-    """The IP-Adapter layout (flopcalc.pipelines.ip_adapter) a fixture was measured with: its settings' (the
+    """The IP-Adapter layout (flopcalc.engine.pipelines.ip_adapter) a fixture was measured with: its settings' (the
     image-embedding width ``ip_adapter``, a plus adapter's Resampler width ``ip_adapter_plus``), else that of a
     Stable Diffusion (XL) folder saved after ``load_ip_adapter`` (it holds the adapter's ``image_encoder``)."""
-    from flopcalc.pipelines.ip_adapter import layout_for
+    from flopcalc.engine.pipelines.ip_adapter import layout_for
 
     folder = Path(_model_of(fixture))
     s = fixture["settings"]

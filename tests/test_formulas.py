@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from flopcalc.cost import Cost, Node, module_list, total_of
+from flopcalc.engine.cost import Cost, Node, module_list, total_of
 from flopcalc.formulas import ops
 
 sympy = pytest.importorskip("sympy")
@@ -37,7 +37,7 @@ def test_latex_rendering():
 
 def test_kaplan_falls_short_by_one_attention_matmul_and_counts_biases():
     from flopcalc.formulas.kaplan_transformer import kaplan_forward_flops
-    from flopcalc.kaplan import kaplan_rows
+    from flopcalc.flops.kaplan import kaplan_rows
 
     rows = {r.component: r for r in kaplan_rows("sd3-medium")}
     t5 = rows["text_encoder_3"]
@@ -76,7 +76,7 @@ def test_attention_counts_its_scores_and_every_field_adds_and_scales():
 
 def test_numeric_path_imports_neither_sympy_nor_the_hub_client():
     code = ("import sys, flopcalc; flopcalc.estimate('flux-dev', height=512, width=512);"
-            "from flopcalc.report import render; render(flopcalc.estimate('sd3-medium'), 'json', per_block=True);"
+            "from flopcalc.flops.report import render; render(flopcalc.estimate('sd3-medium'), 'json', per_block=True);"
             "print(sorted(m for m in ('sympy', 'huggingface_hub', 'torch', 'numpy') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr

@@ -14,8 +14,8 @@ import pytest
 
 import fuzz_support as fs
 from conftest import FUZZ_SEED
-from flopcalc.config import declared_keys
-from flopcalc.registry import registered
+from flopcalc.engine.config import declared_keys
+from flopcalc.engine.registry import registered
 
 #: Cases CI runs: about 1 ms each, plus the worker's start-up.
 CI_CASES = 3000
@@ -47,7 +47,7 @@ def test_corpus_covers_every_supported_class(corpus):
     """Every registered class (aliases aside) has a real config in the corpus, whole and alone: its own
     ``_class_name`` / ``architectures``, or the class a pipeline's index loads it as (Z-Image's
     ``Qwen3Model`` from a ``Qwen3ForCausalLM`` config.json)."""
-    from flopcalc.config import class_name_of
+    from flopcalc.engine.config import class_name_of
 
     covered = {class_name_of(cfg) for s in corpus for cfg in s.components.values()}
     covered |= {entry[1] for s in corpus if s.model_index for name, entry in s.model_index.items()
@@ -60,7 +60,7 @@ def test_corpus_covers_every_supported_class(corpus):
 def test_every_architecture_declares_its_keys():
     """The convention every family follows: ``declare_keys`` for each registered class."""
     undeclared = sorted({a.class_name for a in registered() if declared_keys(a.class_name) is None})
-    assert not undeclared, f"{undeclared} declare no config keys (flopcalc.config.declare_keys)"
+    assert not undeclared, f"{undeclared} declare no config keys (flopcalc.engine.config.declare_keys)"
 
 
 def test_fuzz_configs(request, corpus, worker):

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from flopcalc.cli import main
-from flopcalc.errors import FlopcalcError
-from flopcalc.gpus import DTYPES, GPU, gpu, gpus
+from flopcalc.cli.main import main
+from flopcalc.engine.errors import FlopcalcError
+from flopcalc.hardware.gpus import DTYPES, GPU, gpu, gpus
 
 REQUIRED = ("a100-sxm-40gb", "a100-sxm-80gb", "a100-pcie-40gb", "a100-pcie-80gb", "h100-sxm", "h100-pcie",
             "h200-sxm", "b200", "l40s", "l4", "rtx-4090", "rtx-4060", "rtx-a6000", "rtx-a4000", "mi300x")

@@ -1,4 +1,4 @@
-"""The MoE routing stand-in of the HiDream harness (``flopcalc.measure.inputs.hidream.even_moe_infer``) is
+"""The MoE routing stand-in of the HiDream harness (``flopcalc.engine.measure.inputs.hidream.even_moe_infer``) is
 exact: a tiny random ``HiDreamImageTransformer2DModel`` run on CPU with real random tensors and its own
 routing (``MOEFeedForwardSwiGLU.moe_infer``: ``bincount().cpu()``, whatever the gate picks) counts the same
 FLOPs under FlopCounterMode as the same config built on meta with the stand-in, in total and at every module

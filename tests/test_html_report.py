@@ -14,7 +14,7 @@ import pytest
 import flopcalc
 
 pytest.importorskip("matplotlib")
-from flopcalc.html_report import build  # noqa: E402
+from flopcalc.html.page import build  # noqa: E402
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -75,7 +75,7 @@ def test_a_pipeline_without_a_law_still_gets_its_report():
     """HiDream rescales every size and Wan 2.2 A14B splits its steps by the scheduler's floating-point timesteps:
     no closed-form law, so the page says why in the law's place and plots the models that have one; the numbers,
     the blocks and the memory section are all there."""
-    from flopcalc.pipelines.hidream_image import NO_LAW
+    from flopcalc.engine.pipelines.hidream_image import NO_LAW
 
     page = build(["hidream-i1-full", "flux-dev"])
     assert f"No closed-form law: {NO_LAW}".replace("'", "&#x27;") in page

@@ -11,7 +11,7 @@ import random
 import pytest
 
 from live_support import SEED, check_plan, measure, random_size, write_config  # noqa: E402  (skips without torch)
-from flopcalc.pipelines import Settings  # noqa: E402
+from flopcalc.engine.pipelines import Settings  # noqa: E402
 
 pytestmark = pytest.mark.live
 
@@ -65,7 +65,7 @@ def test_random_motion_adapters_weights(rng, tmp_path):
     real module built on meta."""
     from measure_weights import loaded_bytes
 
-    from flopcalc.weights import component_weights
+    from flopcalc.gpu_memory.weights import component_weights
 
     for i in range(3):
         nb = rng.randint(2, 4)

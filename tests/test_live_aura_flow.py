@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from live_support import check_plan, random_size, write_config  # noqa: E402  (skips without torch)
-from flopcalc.pipelines import Settings  # noqa: E402
+from flopcalc.engine.pipelines import Settings  # noqa: E402
 
 pytestmark = pytest.mark.live
 

@@ -17,10 +17,10 @@ import random
 import pytest
 
 from live_support import REPO, SEED, assert_runs_match, measure, random_size, write_config  # noqa: E402
-from flopcalc.api import estimate_configs  # noqa: E402
-from flopcalc.errors import ResolutionError  # noqa: E402
-from flopcalc.pipelines import Settings, plan  # noqa: E402
-from flopcalc.registry import assemble, component_params  # noqa: E402
+from flopcalc.flops.estimate import estimate_configs  # noqa: E402
+from flopcalc.engine.errors import ResolutionError  # noqa: E402
+from flopcalc.engine.pipelines import Settings, plan  # noqa: E402
+from flopcalc.engine.registry import assemble, component_params  # noqa: E402
 
 pytestmark = pytest.mark.live
 

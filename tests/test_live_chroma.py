@@ -21,7 +21,7 @@ from live_support import (  # noqa: E402  (skips without torch)
     random_size,
     write_config,
 )
-from flopcalc.pipelines import Settings  # noqa: E402
+from flopcalc.engine.pipelines import Settings  # noqa: E402
 
 pytestmark = [
     pytest.mark.live,

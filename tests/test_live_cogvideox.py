@@ -23,10 +23,10 @@ from live_support import (  # noqa: E402  (skips without torch)
     measure,
     write_config as _write,
 )
-from flopcalc.api import estimate_configs  # noqa: E402
-from flopcalc.errors import ResolutionError  # noqa: E402
-from flopcalc.pipelines import Settings, plan  # noqa: E402
-from flopcalc.registry import RunShape, assemble, component_params  # noqa: E402
+from flopcalc.flops.estimate import estimate_configs  # noqa: E402
+from flopcalc.engine.errors import ResolutionError  # noqa: E402
+from flopcalc.engine.pipelines import Settings, plan  # noqa: E402
+from flopcalc.engine.registry import RunShape, assemble, component_params  # noqa: E402
 
 pytestmark = pytest.mark.live
 

@@ -15,8 +15,8 @@ import json
 import pytest
 
 from live_support import REPO, SEED, assert_runs_match, check_plan, measure, random_size, write_config
-from flopcalc.pipelines import Settings, plan  # noqa: E402
-from flopcalc.registry import assemble, component_params  # noqa: E402
+from flopcalc.engine.pipelines import Settings, plan  # noqa: E402
+from flopcalc.engine.registry import assemble, component_params  # noqa: E402
 from test_live_cogvideox import _random_transformer
 
 pytestmark = pytest.mark.live

@@ -9,7 +9,7 @@ import random
 import pytest
 
 from live_support import SEED, check_plan, random_size, write_config  # noqa: E402  (skips without torch)
-from flopcalc.pipelines import Settings  # noqa: E402
+from flopcalc.engine.pipelines import Settings  # noqa: E402
 
 pytestmark = pytest.mark.live
 
@@ -50,7 +50,7 @@ def test_defaults_are_the_class_signature():
 
     import diffusers
 
-    from flopcalc.registry import lookup
+    from flopcalc.engine.registry import lookup
 
     signature = inspect.signature(diffusers.ControlNetUnionModel.__init__)
     for key, value in lookup("ControlNetUnionModel").defaults.items():

@@ -15,7 +15,7 @@ import json
 import pytest
 
 from live_support import REPO, check_plan, random_size, write_config  # noqa: E402  (skips without torch)
-from flopcalc.pipelines import Settings  # noqa: E402
+from flopcalc.engine.pipelines import Settings  # noqa: E402
 
 pytestmark = pytest.mark.live
 

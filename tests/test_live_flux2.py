@@ -24,7 +24,7 @@ from live_support import (  # noqa: E402  (skips without torch)
     random_size,
     write_config,
 )
-from flopcalc.pipelines import Settings  # noqa: E402
+from flopcalc.engine.pipelines import Settings  # noqa: E402
 
 pytestmark = [pytest.mark.live]
 
@@ -59,7 +59,7 @@ def test_card_transformers_with_reference_images(rng):
     """``--reference-images R`` on both cards' transformers: the generated tokens followed by R references' tokens
     (each reference the generated size, or resized to about 1024² pixels above it), measured with the ids the
     pipeline's ``_prepare_image_ids`` builds."""
-    from flopcalc.pipelines.flux2 import reference_size
+    from flopcalc.engine.pipelines.flux2 import reference_size
 
     klein = REPO / "model_cards/flux2-klein-9b"
     for card, index in ((CARD, INDEX), (klein, json.loads((klein / "model_index.json").read_text()))):

@@ -11,9 +11,9 @@ import json
 import pytest
 
 from live_support import REPO, SEED, assert_matches_measurement, measure, random_size, write_config  # noqa: E402
-from flopcalc.api import estimate_configs  # noqa: E402
-from flopcalc.pipelines import Settings  # noqa: E402
-from flopcalc.pipelines.flux_kontext import preferred_resolution  # noqa: E402
+from flopcalc.flops.estimate import estimate_configs  # noqa: E402
+from flopcalc.engine.pipelines import Settings  # noqa: E402
+from flopcalc.engine.pipelines.flux_kontext import preferred_resolution  # noqa: E402
 
 pytestmark = [pytest.mark.live,
               # diffusers' FluxControlNetModel imports FluxPosEmbed from its deprecated location

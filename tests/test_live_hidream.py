@@ -26,10 +26,10 @@ from live_support import (  # noqa: E402  (skips without torch)
     random_size,
     write_config,
 )
-from flopcalc.errors import ConfigError  # noqa: E402
-from flopcalc.pipelines import Settings  # noqa: E402
-from flopcalc.pipelines.hidream_image import run_size  # noqa: E402
-from flopcalc.registry import RunShape, assemble, component_params  # noqa: E402
+from flopcalc.engine.errors import ConfigError  # noqa: E402
+from flopcalc.engine.pipelines import Settings  # noqa: E402
+from flopcalc.engine.pipelines.hidream_image import run_size  # noqa: E402
+from flopcalc.engine.registry import RunShape, assemble, component_params  # noqa: E402
 
 pytestmark = pytest.mark.live
 

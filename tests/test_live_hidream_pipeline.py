@@ -14,8 +14,8 @@ from collections import Counter
 import pytest
 
 from live_support import SEED, random_size  # noqa: E402  (skips without torch)
-from flopcalc.api import estimate_configs  # noqa: E402
-from flopcalc.pipelines import Settings  # noqa: E402
+from flopcalc.flops.estimate import estimate_configs  # noqa: E402
+from flopcalc.engine.pipelines import Settings  # noqa: E402
 
 pytestmark = pytest.mark.live
 

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from live_support import REPO, SEED, assert_matches_measurement, measure  # noqa: E402  (skips without torch)
-from flopcalc.api import estimate_configs  # noqa: E402
-from flopcalc.pipelines import Settings  # noqa: E402
+from flopcalc.flops.estimate import estimate_configs  # noqa: E402
+from flopcalc.engine.pipelines import Settings  # noqa: E402
 
 pytestmark = pytest.mark.live
 
@@ -86,7 +86,7 @@ def test_resolution_binning_is_diffusers_own():
     of sizes (both orientations, supported and unsupported, every standard ratio's neighbourhood)."""
     from diffusers.pipelines.hunyuandit import pipeline_hunyuandit as pipe
 
-    from flopcalc.pipelines.hunyuan_dit import _shapes, hunyuan_binned_size
+    from flopcalc.engine.pipelines.hunyuan_dit import _shapes, hunyuan_binned_size
 
     tables = _shapes()
     assert tables["standard_ratio"] == [float(r) for r in pipe.STANDARD_RATIO]
@@ -105,9 +105,9 @@ def test_resolution_binning_is_diffusers_own():
 def test_pipeline_rotary_grid_matches_the_token_grid():
     """The rotary table the pipeline builds has one row per image token the assembler counts."""
     import torch
-    from flopcalc.measure.inputs.hunyuan_dit import hunyuan_rotary_emb
+    from flopcalc.engine.measure.inputs.hunyuan_dit import hunyuan_rotary_emb
 
-    from flopcalc.registry import RunShape, assemble
+    from flopcalc.engine.registry import RunShape, assemble
 
     folder = REPO / "model_cards/hunyuandit-v1.2/transformer"
     model = measure.build_model(folder)

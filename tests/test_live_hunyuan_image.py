@@ -24,9 +24,9 @@ from live_support import (  # noqa: E402  (skips without torch)
     random_size,
     write_config,
 )
-from flopcalc.pipelines import Settings  # noqa: E402
-from flopcalc.pipelines.hunyuan_image import GLYPH_TOKENS, TEXT_TOKENS  # noqa: E402
-from flopcalc.registry import RunShape, assemble  # noqa: E402
+from flopcalc.engine.pipelines import Settings  # noqa: E402
+from flopcalc.engine.pipelines.hunyuan_image import GLYPH_TOKENS, TEXT_TOKENS  # noqa: E402
+from flopcalc.engine.registry import RunShape, assemble  # noqa: E402
 
 pytestmark = pytest.mark.live
 

@@ -22,8 +22,8 @@ import random
 import pytest
 
 from live_support import REPO, SEED, assert_matches_measurement, check_plan, measure, write_config  # noqa: E402
-from flopcalc.api import estimate_configs  # noqa: E402
-from flopcalc.pipelines import Settings  # noqa: E402
+from flopcalc.flops.estimate import estimate_configs  # noqa: E402
+from flopcalc.engine.pipelines import Settings  # noqa: E402
 
 HV15 = REPO / "model_cards/hunyuanvideo-1.5-480p"
 HY_IMAGE = REPO / "model_cards/hunyuanimage-2.1"

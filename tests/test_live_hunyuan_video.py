@@ -22,9 +22,9 @@ from live_support import (  # noqa: E402  (skips without torch)
     measure,
     write_config as _write,
 )
-from flopcalc.api import estimate_configs  # noqa: E402
-from flopcalc.pipelines import Settings  # noqa: E402
-from flopcalc.pipelines.hunyuan_video import CROP_START  # noqa: E402
+from flopcalc.flops.estimate import estimate_configs  # noqa: E402
+from flopcalc.engine.pipelines import Settings  # noqa: E402
+from flopcalc.engine.pipelines.hunyuan_video import CROP_START  # noqa: E402
 
 pytestmark = pytest.mark.live
 

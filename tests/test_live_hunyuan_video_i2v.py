@@ -11,8 +11,8 @@ import json
 import pytest
 
 from live_support import REPO, check_plan, random_size  # noqa: E402  (skips without torch)
-from flopcalc.pipelines import Settings  # noqa: E402
-from flopcalc.pipelines.hunyuan_video_i2v import text_tokens  # noqa: E402
+from flopcalc.engine.pipelines import Settings  # noqa: E402
+from flopcalc.engine.pipelines.hunyuan_video_i2v import text_tokens  # noqa: E402
 
 pytestmark = pytest.mark.live
 

@@ -3,7 +3,7 @@
 Randomized ``UNet2DConditionModel`` configs (SD-like and SDXL-like: text-time embedding, per-block heads,
 transformer depths, linear or convolutional projections, plain or cross-attention mid block) with an
 IP-Adapter of random image-embedding width installed as ``load_ip_adapter`` does
-(:mod:`flopcalc.measure.ip_adapter`: ``IPAdapterAttnProcessor2_0`` in every ``attn2``,
+(:mod:`flopcalc.engine.measure.ip_adapter`: ``IPAdapterAttnProcessor2_0`` in every ``attn2``,
 ``MultiIPAdapterImageProjection([ImageProjection])``, or a plus adapter's Resampler of random width on a random
 number of hidden states), random sizes; FlopCounterMode on the real module
 built on meta equals flopcalc's tree in total, for every module path, in parameters and under thop. Then
@@ -19,9 +19,9 @@ import pytest
 
 from live_support import SEED, assert_runs_match, check_plan, measure, random_size, write_config  # noqa: E402
 from test_live_sd_addons import _encoder_config  # noqa: E402  (the UNet-encoder keys, at random small sizes)
-from flopcalc.pipelines import Settings  # noqa: E402
-from flopcalc.pipelines.ip_adapter import LAYOUTS  # noqa: E402
-from flopcalc.registry import RunShape, assemble  # noqa: E402
+from flopcalc.engine.pipelines import Settings  # noqa: E402
+from flopcalc.engine.pipelines.ip_adapter import LAYOUTS  # noqa: E402
+from flopcalc.engine.registry import RunShape, assemble  # noqa: E402
 
 pytestmark = pytest.mark.live
 

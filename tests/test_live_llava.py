@@ -20,8 +20,8 @@ from live_support import (  # noqa: E402  (skips without torch)
     measure,
     write_config as _write,
 )
-from flopcalc.pipelines import Settings  # noqa: E402
-from flopcalc.pipelines.hunyuan_video_i2v import llava_tokens  # noqa: E402
+from flopcalc.engine.pipelines import Settings  # noqa: E402
+from flopcalc.engine.pipelines.hunyuan_video_i2v import llava_tokens  # noqa: E402
 
 pytestmark = pytest.mark.live
 
@@ -72,9 +72,9 @@ def test_meta_help_matches_a_cpu_run(tmp_path):
     from torch.utils.flop_counter import FlopCounterMode
     from transformers import AutoConfig, LlavaForConditionalGeneration
 
-    from flopcalc.architectures.llava import image_features
-    from flopcalc.config import Config
-    from flopcalc.architectures.llava import DEFAULTS
+    from flopcalc.engine.architectures.llava import image_features
+    from flopcalc.engine.config import Config
+    from flopcalc.engine.architectures.llava import DEFAULTS
 
     rng = random.Random(SEED)
     for i in range(2):

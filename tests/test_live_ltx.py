@@ -26,12 +26,12 @@ from live_support import (  # noqa: E402  (skips without torch)
 )
 from live_support import write_config as _write
 
-from flopcalc.api import estimate_configs
-from flopcalc.architectures.autoencoder_kl_ltx import (
+from flopcalc.flops.estimate import estimate_configs
+from flopcalc.engine.architectures.autoencoder_kl_ltx import (
     spatial_compression,
     temporal_compression,
 )
-from flopcalc.pipelines import Settings
+from flopcalc.engine.pipelines import Settings
 
 pytestmark = pytest.mark.live
 

@@ -15,9 +15,9 @@ import pytest
 
 from live_support import REPO, SEED, assert_matches_measurement, check_plan, measure, random_size, write_config
 
-from flopcalc.api import estimate_configs  # noqa: E402
+from flopcalc.flops.estimate import estimate_configs  # noqa: E402
 
-from flopcalc.pipelines import Settings  # noqa: E402
+from flopcalc.engine.pipelines import Settings  # noqa: E402
 
 pytestmark = pytest.mark.live
 

@@ -14,9 +14,9 @@ import json
 import pytest
 
 from live_support import REPO, assert_runs_match, check_plan, measure, random_size, write_config  # noqa: E402
-from flopcalc.pipelines import plan  # noqa: E402
-from flopcalc.registry import assemble  # noqa: E402
-from flopcalc.pipelines import Settings  # noqa: E402
+from flopcalc.engine.pipelines import plan  # noqa: E402
+from flopcalc.engine.registry import assemble  # noqa: E402
+from flopcalc.engine.pipelines import Settings  # noqa: E402
 
 pytestmark = pytest.mark.live
 

@@ -6,7 +6,7 @@ PixArt, ``HunyuanDiT2DModel``, ``SanaTransformer2DModel`` with q/k norms), rando
 ``pag_applied_layers`` (layer ids drawn from prefixes of the real module names, so some match many
 layers through diffusers' regular-expression search and some match none) and the batch with
 classifier-free guidance (3 rows) or without (2 rows): diffusers' own ``PAGMixin`` installs the
-processors on the real module built on meta (:mod:`flopcalc.measure.perturbed`), FlopCounterMode counts
+processors on the real module built on meta (:mod:`flopcalc.engine.measure.perturbed`), FlopCounterMode counts
 the batched call, and flopcalc's plan of the PAG pipeline (original rows + perturbed row, one report row
 of two pieces) equals it in total, for every module path, in parameters and under thop. A layer id that
 matches nothing is refused by both; a PAG layer on an MMDiT-X ``attn2`` fails in diffusers and is refused
@@ -22,10 +22,10 @@ import pytest
 
 from live_support import SEED, assert_runs_match, measure, random_size, write_config  # noqa: E402  (skips without torch)
 from test_live_sd_addons import _encoder_config  # noqa: E402  (the UNet-encoder keys, at random small sizes)
-from flopcalc.api import estimate_configs  # noqa: E402
-from flopcalc.errors import OptionError  # noqa: E402
-from flopcalc.measure.perturbed import perturb  # noqa: E402
-from flopcalc.pipelines import Settings  # noqa: E402
+from flopcalc.flops.estimate import estimate_configs  # noqa: E402
+from flopcalc.engine.errors import OptionError  # noqa: E402
+from flopcalc.engine.measure.perturbed import perturb  # noqa: E402
+from flopcalc.engine.pipelines import Settings  # noqa: E402
 
 pytestmark = pytest.mark.live
 

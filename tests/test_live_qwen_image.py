@@ -22,7 +22,7 @@ from live_support import (  # noqa: E402  (skips without torch)
     measure,
     write_config as _write,
 )
-from flopcalc.cost import Node  # noqa: E402
+from flopcalc.engine.cost import Node  # noqa: E402
 from flopcalc.formulas.causal_vae import (  # noqa: E402
     causal_conv3d,
     causal_decoder,
@@ -31,7 +31,7 @@ from flopcalc.formulas.causal_vae import (  # noqa: E402
     encode_chunks,
     encoded_frames,
 )
-from flopcalc.pipelines import Settings  # noqa: E402
+from flopcalc.engine.pipelines import Settings  # noqa: E402
 
 pytestmark = pytest.mark.live
 

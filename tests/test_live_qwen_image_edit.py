@@ -22,9 +22,9 @@ from live_support import (  # noqa: E402  (skips without torch)
     measure,
     write_config as _write,
 )
-from flopcalc.api import estimate_configs  # noqa: E402
-from flopcalc.pipelines import Settings  # noqa: E402
-from flopcalc.pipelines.qwen_image_edit import (  # noqa: E402
+from flopcalc.flops.estimate import estimate_configs  # noqa: E402
+from flopcalc.engine.pipelines import Settings  # noqa: E402
+from flopcalc.engine.pipelines.qwen_image_edit import (  # noqa: E402
     CONDITION_IMAGE_SIZE,
     PROCESSOR_MAX_PIXELS,
     PROCESSOR_MIN_PIXELS,

@@ -9,8 +9,8 @@ import random
 import pytest
 
 from live_support import SEED, assert_matches_measurement, measure, write_config  # noqa: E402  (skips without torch)
-from flopcalc.api import estimate_configs  # noqa: E402
-from flopcalc.pipelines import Settings  # noqa: E402
+from flopcalc.flops.estimate import estimate_configs  # noqa: E402
+from flopcalc.engine.pipelines import Settings  # noqa: E402
 
 pytestmark = pytest.mark.live
 
@@ -44,8 +44,8 @@ def test_defaults_are_the_class_signatures():
 
     from transformers import SiglipVisionConfig
 
-    from flopcalc.pipelines.flux_prior_redux import flux_prior_redux_pipeline  # noqa: F401  (registers)
-    from flopcalc.registry import lookup
+    from flopcalc.engine.pipelines.flux_prior_redux import flux_prior_redux_pipeline  # noqa: F401  (registers)
+    from flopcalc.engine.registry import lookup
 
     config = SiglipVisionConfig()
     for key, value in lookup("SiglipVisionModel").defaults.items():

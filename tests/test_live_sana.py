@@ -29,8 +29,8 @@ from live_support import (  # noqa: E402  (skips without torch)
     measure,
     write_config as _write,
 )
-from flopcalc.api import estimate_configs  # noqa: E402
-from flopcalc.pipelines import Settings  # noqa: E402
+from flopcalc.flops.estimate import estimate_configs  # noqa: E402
+from flopcalc.engine.pipelines import Settings  # noqa: E402
 
 pytestmark = pytest.mark.live
 
@@ -209,7 +209,7 @@ def test_binning_matches_diffusers(rng):
     from diffusers.image_processor import PixArtImageProcessor
     from diffusers.pipelines.sana import pipeline_sana as sana
 
-    from flopcalc.pipelines.sana import sana_binned_size
+    from flopcalc.engine.pipelines.sana import sana_binned_size
 
     for sample, table in ((16, sana.ASPECT_RATIO_512_BIN), (32, sana.ASPECT_RATIO_1024_BIN),
                           (64, sana.ASPECT_RATIO_2048_BIN), (128, sana.ASPECT_RATIO_4096_BIN)):

@@ -14,7 +14,7 @@ import pytest
 
 from live_support import SEED, check_plan, random_size, write_config  # noqa: E402  (skips without torch)
 from test_live_sd_addons import _encoder_config  # noqa: E402
-from flopcalc.pipelines import Settings  # noqa: E402
+from flopcalc.engine.pipelines import Settings  # noqa: E402
 
 pytestmark = pytest.mark.live
 

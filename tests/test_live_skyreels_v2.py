@@ -17,7 +17,7 @@ import json
 import pytest
 
 from live_support import REPO, check_plan, random_size, write_config  # noqa: E402  (skips without torch)
-from flopcalc.pipelines import Settings  # noqa: E402
+from flopcalc.engine.pipelines import Settings  # noqa: E402
 
 pytestmark = pytest.mark.live
 
@@ -111,7 +111,7 @@ def _check_i2v(config_dir, settings: Settings, measured: dict, *, image_size: in
     """The I2V plan's transformer run against a measurement with the CLIP tokens the plan derives from the card's
     CLIP ViT-H/14 config at ``image_size`` (``(image_size / 14)² + 1``)."""
     from live_support import SEED, assert_matches_measurement, measure
-    from flopcalc.api import estimate_configs
+    from flopcalc.flops.estimate import estimate_configs
 
     cfg = json.loads((config_dir / "config.json").read_text())
     clip = {**json.loads((CARDS / "skyreels-v2-i2v-14b-720p/image_encoder/config.json").read_text()),

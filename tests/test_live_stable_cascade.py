@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from live_support import REPO, check_plan, write_config  # noqa: E402  (skips without torch)
-from flopcalc.pipelines import Settings  # noqa: E402
-from flopcalc.pipelines.stable_cascade import decoder_latent_side, prior_latent_side  # noqa: E402
+from flopcalc.engine.pipelines import Settings  # noqa: E402
+from flopcalc.engine.pipelines.stable_cascade import decoder_latent_side, prior_latent_side  # noqa: E402
 
 pytestmark = pytest.mark.live
 

@@ -24,7 +24,7 @@ from live_support import (  # noqa: E402  (skips without torch)
     check_plan,
     write_config as _write,
 )
-from flopcalc.pipelines import Settings  # noqa: E402
+from flopcalc.engine.pipelines import Settings  # noqa: E402
 
 pytestmark = pytest.mark.live
 

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from flopcalc.api import estimate_configs
-from flopcalc.pipelines import Settings
+from flopcalc.flops.estimate import estimate_configs
+from flopcalc.engine.pipelines import Settings
 
 REPO = Path(__file__).resolve().parent.parent
 CASES = ("sana-600m-512-text", "sana-1.6b-512-text", "lumina-image-2.0-text", "lumina-next-sft-text",
@@ -188,8 +188,8 @@ def test_bert_without_pooler(rng, measure):
     import torch
     from transformers import BertConfig, BertModel
 
-    from flopcalc.architectures.llm_encoders import BERT_DEFAULTS, bert_model_tree
-    from flopcalc.config import Config
+    from flopcalc.engine.architectures.llm_encoders import BERT_DEFAULTS, bert_model_tree
+    from flopcalc.engine.config import Config
 
     values = {"hidden_size": 24, "num_attention_heads": 3, "intermediate_size": 40,
               "num_hidden_layers": rng.randint(1, 3), "vocab_size": 90, "max_position_embeddings": 64}

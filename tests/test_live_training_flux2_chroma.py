@@ -11,11 +11,12 @@ import pytest
 
 from live_support import SEED, random_size, write_config  # noqa: E402
 from test_live_training_lora import _check as _check_lora  # noqa: E402
-from flopcalc.api import estimate_configs  # noqa: E402
-from flopcalc.backprop import MATH_ATTENTION_BACKWARD, backward, graph_of  # noqa: E402
-from flopcalc.errors import FlopcalcError  # noqa: E402
-from flopcalc.pipelines import Settings  # noqa: E402
-from flopcalc.training import lora_training  # noqa: E402
+from flopcalc.flops.estimate import estimate_configs  # noqa: E402
+from flopcalc.training.backward import backward, graph_of  # noqa: E402
+from flopcalc.engine.gradients import MATH_ATTENTION_BACKWARD
+from flopcalc.engine.errors import FlopcalcError  # noqa: E402
+from flopcalc.engine.pipelines import Settings  # noqa: E402
+from flopcalc.training.estimate import lora_training  # noqa: E402
 
 pytest.importorskip("peft")
 from measure_training import measure_training  # noqa: E402

@@ -10,7 +10,7 @@ import random
 import pytest
 
 from live_support import SEED, check_plan, random_size, write_config  # noqa: E402  (skips without torch)
-from flopcalc.pipelines import Settings  # noqa: E402
+from flopcalc.engine.pipelines import Settings  # noqa: E402
 
 pytestmark = pytest.mark.live
 

@@ -25,9 +25,9 @@ from live_support import (  # noqa: E402  (skips without torch)
     random_size,
     write_config,
 )
-from flopcalc.api import estimate, estimate_configs  # noqa: E402
-from flopcalc.errors import ConfigError  # noqa: E402
-from flopcalc.pipelines import Settings  # noqa: E402
+from flopcalc.flops.estimate import estimate, estimate_configs  # noqa: E402
+from flopcalc.engine.errors import ConfigError  # noqa: E402
+from flopcalc.engine.pipelines import Settings  # noqa: E402
 
 pytestmark = pytest.mark.live
 

@@ -1,5 +1,5 @@
 """``flopcalc estimate --measure``: a component whose class has no formula, built on the meta device
-and counted with FlopCounterMode by the validation harness (flopcalc/measure/), its runs from the plan;
+and counted with FlopCounterMode by the validation harness (flopcalc/engine/measure/), its runs from the plan;
 analytic and measured rows in one report; the symbolic path refuses; without torch, one line and exit 2."""
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from flopcalc.api import estimate
-from flopcalc.errors import FlopcalcError, MeasureError, UnknownArchitectureError, UnplannedPipelineError
-from flopcalc.registry import has_formula
-from flopcalc.report import render
+from flopcalc.flops.estimate import estimate
+from flopcalc.engine.errors import FlopcalcError, MeasureError, UnknownArchitectureError, UnplannedPipelineError
+from flopcalc.engine.registry import has_formula
+from flopcalc.flops.report import render
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -89,7 +89,7 @@ def test_a_planned_pipeline_measures_the_component_it_has_no_formula_for(tmp_pat
 
 def test_a_text_encoder_alone_is_measured_from_the_cli(tmp_path, rng):
     measure = _harness()
-    from flopcalc.cli import main
+    from flopcalc.cli.main import main
 
     folder = _xlmr_alone(tmp_path)
     seq = rng.randint(1, 300)
@@ -110,7 +110,7 @@ def test_a_class_without_an_input_builder_says_how_to_add_one(tmp_path):
     folder = tmp_path / "dinov2"  # XLMRobertaModel has an input builder now, SiglipVisionModel a formula
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps({"architectures": ["Dinov2Model"], "model_type": "dinov2"}))
-    with pytest.raises(MeasureError, match=r"no formula and no input builder.*flopcalc/measure/inputs/"):
+    with pytest.raises(MeasureError, match=r"no formula and no input builder.*flopcalc/engine/measure/inputs/"):
         estimate(str(folder), measure=True)
 
 
@@ -149,7 +149,7 @@ def test_a_component_the_plan_reads_through_its_formula_cannot_be_measured(tmp_p
 
 
 def test_the_symbolic_path_names_the_rows_it_cannot_express(tmp_path):
-    from flopcalc.symbolic import symbolic_estimate
+    from flopcalc.flops.symbolic import symbolic_estimate
 
     with pytest.raises(FlopcalcError, match=r"cannot express text_encoder \(XLMRobertaModel\).*--measure"):
         symbolic_estimate(str(_flux_with_xlmr(tmp_path)))
@@ -173,10 +173,10 @@ def test_measured_rows_are_the_torch_convention_only(tmp_path):
 def test_without_torch_one_line_says_what_to_install(tmp_path):
     """torch blocked in a fresh interpreter: exit 2 and one line naming the extra."""
     code = ("import sys; sys.modules['torch'] = None\n"
-            "from flopcalc.cli import main\n"
+            "from flopcalc.cli.main import main\n"
             f"sys.exit(main(['estimate', {str(_xlmr_alone(tmp_path) / 'config.json')!r}, '--measure']))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2, done.stderr
     assert done.stdout == ""
     assert done.stderr.count("\n") == 1
-    assert 'torch missing' in done.stderr and 'pip install "flopcalc[measure]"' in done.stderr
+    assert 'torch missing' in done.stderr and "pip install 'flopcalc[measure]'" in done.stderr and "pip install -e '.[measure]'" in done.stderr

@@ -7,17 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from flopcalc.cli import main
-from flopcalc.errors import FlopcalcError
-from flopcalc.gpus import gpu
-from flopcalc.memory_estimate import memory
-from flopcalc.weights import component_weights
+from flopcalc.cli.main import main
+from flopcalc.engine.errors import FlopcalcError
+from flopcalc.hardware.gpus import gpu
+from flopcalc.gpu_memory.estimate import memory
+from flopcalc.gpu_memory.weights import component_weights
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def test_weights_follow_the_dtype_and_the_exact_parameter_counts():
-    from flopcalc.api import estimate
+    from flopcalc.flops.estimate import estimate
 
     report = estimate("flux-dev")
     bf16, fp32 = memory("flux-dev"), memory("flux-dev", dtype="fp32")
@@ -135,11 +135,13 @@ def test_cli(capsys):
 
 
 def test_html_sections():
-    from flopcalc.html_memory_training import sections
+    from flopcalc.gpu_memory.html import section as memory_section
+    from flopcalc.training.html import section as training_section
 
-    page = sections("flux-dev", height=512, width=512)
-    assert "Memory: weights" in page and "Activation peaks" in page and "Training: FLOPs per sample" in page
-    assert "not validated" in sections("sana-600m-512")
+    assert "Memory: weights" in memory_section("flux-dev", height=512, width=512)
+    assert "Activation peaks" in memory_section("flux-dev", height=512, width=512)
+    assert "Training: FLOPs per sample" in training_section("flux-dev", height=512, width=512)
+    assert "not validated" in training_section("sana-600m-512")
 
 
 def test_a_component_loaded_but_not_run_is_resident_only_without_offload():
@@ -170,9 +172,9 @@ def test_a_listed_component_without_its_config_makes_every_total_a_lower_bound(c
     assert "weights resident: at least " in text and "peak with activations (fused attention): at least " in text
     assert "fits without text_encoder, text_encoder_2" in text
     assert memory("flux-dev").uncounted == ()
-    from flopcalc.html_memory_training import sections
+    from flopcalc.gpu_memory.html import section
 
-    assert "Peak without offload: at least " in sections("hidream-i1-full")
+    assert "Peak without offload: at least " in section("hidream-i1-full")
 
 
 def test_guidance_passes_batched_into_one_forward_are_noted_where_they_move_the_peak():

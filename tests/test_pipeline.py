@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 import flopcalc
-from flopcalc.errors import FlopcalcError, ResolutionError
+from flopcalc.engine.errors import FlopcalcError, ResolutionError
 from card_support import runs_by_call
 
 
@@ -176,7 +176,7 @@ def test_dit_is_square_only():
 
 
 def test_unet_tree_keeps_down_mid_up_and_block_kinds_add_up():
-    from flopcalc.report import by_block_kind
+    from flopcalc.flops.report import by_block_kind
 
     unet = flopcalc.estimate("sdxl-base").component("unet")
     names = [c.name for c in unet.tree.children]
@@ -218,13 +218,13 @@ def test_pixart_sigma_defaults(tmp_path):
 
 
 def test_every_pipeline_declares_only_known_options_and_refuses_the_rest_in_one_place():
-    from flopcalc.pipelines import base
-    from flopcalc.pipelines.base import COMMON_OPTIONS, OPTIONAL, Settings
+    from flopcalc.engine.pipelines import base
+    from flopcalc.engine.pipelines.base import COMMON_OPTIONS, OPTIONAL, Settings
 
     base._load()
     option_fields = set(Settings().options())
     assert COMMON_OPTIONS | set(OPTIONAL) == option_fields  # every option is common or declared per pipeline
-    from flopcalc.options import declared, known
+    from flopcalc.engine.settings import declared, known
 
     family = set(declared())
     assert family == set(known())  # the discovery index lists every declaration (the CLI's flags)
@@ -242,7 +242,7 @@ def test_every_pipeline_declares_only_known_options_and_refuses_the_rest_in_one_
 
 
 def test_image_to_image_variants_apply_the_options_of_their_base_pipeline():
-    from flopcalc.pipelines.base import pipeline_options
+    from flopcalc.engine.pipelines.base import pipeline_options
 
     assert pipeline_options("FluxImg2ImgPipeline") == pipeline_options("FluxPipeline") == {"true_cfg_scale",
                                                                                           "max_sequence_length",
@@ -252,14 +252,14 @@ def test_image_to_image_variants_apply_the_options_of_their_base_pipeline():
 
 
 def test_register_pipeline_refuses_a_second_registration():
-    from flopcalc.pipelines.base import register_pipeline
+    from flopcalc.engine.pipelines.base import register_pipeline
 
     with pytest.raises(RuntimeError, match="registered twice"):
         register_pipeline("StableDiffusionPipeline")(lambda components, s, index=None: None)
 
 
 def test_settings_are_keyword_only():
-    from flopcalc.pipelines import Settings
+    from flopcalc.engine.pipelines import Settings
 
     with pytest.raises(TypeError):
         Settings(512, 512)  # type: ignore[misc]
@@ -271,8 +271,8 @@ def test_plans_import_neither_the_symbolic_path_nor_the_report():
     import subprocess
     import sys
 
-    code = ("import sys, flopcalc.pipelines as p; p.base._load(); import flopcalc.report; "
-            "print(sorted(m for m in ('flopcalc.api', 'flopcalc.symbolic', 'sympy') if m in sys.modules))")
+    code = ("import sys, flopcalc.engine.pipelines as p; p.base._load(); import flopcalc.flops.report; "
+            "print(sorted(m for m in ('flopcalc.flops.estimate', 'flopcalc.flops.symbolic', 'sympy') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
@@ -282,7 +282,7 @@ def test_no_plan_inspects_the_type_of_its_numbers():
     """A plan asks ``s.symbolic`` (the counting the symbolic path declares), never ``type(x)``."""
     import re
 
-    import flopcalc.pipelines as package
+    import flopcalc.engine.pipelines as package
 
     for path in Path(package.__file__).parent.glob("*.py"):
         assert not re.search(r"\btype\([^)]*\) is (not )?int\b", path.read_text()), path.name

@@ -11,10 +11,10 @@ import pytest
 from card_support import Card, runs_by_call
 
 import flopcalc
-from flopcalc.errors import ConfigError, OptionError, ResolutionError
-from flopcalc.pipelines import Settings
-from flopcalc.pipelines.base import plan
-from flopcalc.registry import RunShape, assemble
+from flopcalc.engine.errors import ConfigError, OptionError, ResolutionError
+from flopcalc.engine.pipelines import Settings
+from flopcalc.engine.pipelines.dispatch import plan
+from flopcalc.engine.registry import RunShape, assemble
 
 REPO = Path(__file__).resolve().parent.parent
 AD = Card("animatediff-v1-5-3")

@@ -7,11 +7,11 @@ import pytest
 from card_support import Card
 
 import flopcalc
-from flopcalc.api import estimate_configs
-from flopcalc.errors import ConfigError, OptionError, ResolutionError
+from flopcalc.flops.estimate import estimate_configs
+from flopcalc.engine.errors import ConfigError, OptionError, ResolutionError
 from flopcalc.formulas.aura_flow import feed_forward_width
-from flopcalc.pipelines import Settings
-from flopcalc.pipelines.base import plan
+from flopcalc.engine.pipelines import Settings
+from flopcalc.engine.pipelines.dispatch import plan
 
 CARD = Card("aura-flow")
 

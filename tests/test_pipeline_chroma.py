@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 import flopcalc
-from flopcalc.api import estimate_configs
-from flopcalc.errors import ConfigError, FlopcalcError, OptionError, ResolutionError
-from flopcalc.pipelines import Settings
-from flopcalc.sources import resolve
+from flopcalc.flops.estimate import estimate_configs
+from flopcalc.engine.errors import ConfigError, FlopcalcError, OptionError, ResolutionError
+from flopcalc.engine.pipelines import Settings
+from flopcalc.engine.sources import resolve
 from card_support import runs_by_call
 
 REPO = Path(__file__).resolve().parent.parent

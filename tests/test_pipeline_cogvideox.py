@@ -9,10 +9,10 @@ import pytest
 from flopcalc.formulas import cogvideox_vae as vae
 
 import flopcalc
-from flopcalc.api import estimate_configs
-from flopcalc.errors import FlopcalcError, ResolutionError
-from flopcalc.pipelines import Settings, plan
-from flopcalc.sources import resolve
+from flopcalc.flops.estimate import estimate_configs
+from flopcalc.engine.errors import FlopcalcError, ResolutionError
+from flopcalc.engine.pipelines import Settings, plan
+from flopcalc.engine.sources import resolve
 from card_support import runs_by_call
 
 REPO = Path(__file__).resolve().parent.parent
@@ -170,7 +170,7 @@ def test_bare_transformer_runs_under_cogvideox_pipeline():
 
 
 def test_cli_takes_num_frames_and_vae_tiling(capsys):
-    from flopcalc.cli import main
+    from flopcalc.cli.main import main
 
     assert main(["estimate", "cogvideox-2b", "--num-frames", "17", "--vae-tiling"]) == 0
     out = capsys.readouterr().out
@@ -184,7 +184,7 @@ sympy = pytest.importorskip("sympy")
 def test_law_in_h_w_f_equals_the_numeric_estimate(branch_frames, frames):
     """The law holds on its branch: an odd latent frame count (F ≡ 1 mod 8, ``_decode``'s first
     batch of 3) or an even one (F ≡ 5 mod 8, batches of 2)."""
-    from flopcalc.symbolic import symbolic_estimate
+    from flopcalc.flops.symbolic import symbolic_estimate
 
     law = symbolic_estimate("cogvideox-2b", num_frames=branch_frames)
     assert "F" in law.symbols and "L" not in law.symbols  # the 2b text length is fixed at 226
@@ -194,7 +194,7 @@ def test_law_in_h_w_f_equals_the_numeric_estimate(branch_frames, frames):
 
 
 def test_symbolic_law_refuses_tiling():
-    from flopcalc.symbolic import symbolic_estimate
+    from flopcalc.flops.symbolic import symbolic_estimate
 
     with pytest.raises(FlopcalcError, match="no closed-form law"):
         symbolic_estimate("cogvideox-2b", vae_tiling=True)

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 import flopcalc
-from flopcalc.api import estimate_configs
-from flopcalc.errors import FlopcalcError, OptionError, ResolutionError
-from flopcalc.pipelines import Settings
+from flopcalc.flops.estimate import estimate_configs
+from flopcalc.engine.errors import FlopcalcError, OptionError, ResolutionError
+from flopcalc.engine.pipelines import Settings
 
 from card_support import Card, runs_by_call
 
@@ -78,7 +78,7 @@ def test_i2v_takes_no_strength_and_only_its_sample_size():
     with pytest.raises(FlopcalcError, match="max_text_seq_length=226"):
         flopcalc.estimate(I2V.name, max_sequence_length=128)
     with pytest.raises(FlopcalcError, match="no closed-form law"):
-        from flopcalc.symbolic import symbolic_estimate
+        from flopcalc.flops.symbolic import symbolic_estimate
 
         symbolic_estimate(I2V.name)
 

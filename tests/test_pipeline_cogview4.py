@@ -7,10 +7,10 @@ import pytest
 from card_support import Card
 
 import flopcalc
-from flopcalc.api import estimate_configs
-from flopcalc.errors import ConfigError, OptionError, ResolutionError
-from flopcalc.pipelines import Settings
-from flopcalc.pipelines.base import plan
+from flopcalc.flops.estimate import estimate_configs
+from flopcalc.engine.errors import ConfigError, OptionError, ResolutionError
+from flopcalc.engine.pipelines import Settings
+from flopcalc.engine.pipelines.dispatch import plan
 
 CARD = Card("cogview4-6b")
 
@@ -72,7 +72,7 @@ def test_transformer_closed_form():
 def test_kaplan_row_of_glm4():
     """Kaplan's N leaves out the token embedding: the measured parameters of ``layers`` and ``norm``;
     n_layer and d_attn = heads × head_dim from the config."""
-    from flopcalc.kaplan import kaplan_rows
+    from flopcalc.flops.kaplan import kaplan_rows
 
     (row,) = kaplan_rows("cogview4-6b")
     cfg, fixture = CARD.config("text_encoder"), CARD.fixture("text_encoder-L1024.json")

@@ -10,10 +10,10 @@ import pytest
 from card_support import Card
 
 import flopcalc
-from flopcalc.errors import ConfigError, FlopcalcError
-from flopcalc.api import estimate_configs
-from flopcalc.pipelines import Settings
-from flopcalc.pipelines.base import plan
+from flopcalc.engine.errors import ConfigError, FlopcalcError
+from flopcalc.flops.estimate import estimate_configs
+from flopcalc.engine.pipelines import Settings
+from flopcalc.engine.pipelines.dispatch import plan
 
 REPO = Path(__file__).resolve().parent.parent
 SDXL = Card("sdxl-base")
@@ -82,7 +82,7 @@ def test_a_union_without_addition_time_embed_dim_is_refused():
 
 
 def test_the_law_matches_the_exact_count():
-    from flopcalc.symbolic import symbolic_estimate
+    from flopcalc.flops.symbolic import symbolic_estimate
 
     law = symbolic_estimate(str(FOLDER))
     exact = flopcalc.estimate(str(FOLDER), height=768, width=512, steps=20, batch_size=2)

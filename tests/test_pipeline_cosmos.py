@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 import flopcalc
-from flopcalc.errors import FlopcalcError, OptionError
+from flopcalc.engine.errors import FlopcalcError, OptionError
 from card_support import runs_by_call
 
 
@@ -62,7 +62,7 @@ def test_guidance_off_and_refusals():
 
 
 def test_symbolic_laws():
-    from flopcalc.symbolic import symbolic_estimate
+    from flopcalc.flops.symbolic import symbolic_estimate
 
     for model, frames in [("cosmos-predict2-2b-text2image", None), ("cosmos-predict2-2b-video2world", 33)]:
         law = symbolic_estimate(model)

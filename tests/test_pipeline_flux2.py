@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 import flopcalc
-from flopcalc.api import estimate_configs
-from flopcalc.errors import ConfigError, OptionError, ResolutionError
-from flopcalc.pipelines import Settings
-from flopcalc.sources import resolve
+from flopcalc.flops.estimate import estimate_configs
+from flopcalc.engine.errors import ConfigError, OptionError, ResolutionError
+from flopcalc.engine.pipelines import Settings
+from flopcalc.engine.sources import resolve
 from card_support import runs_by_call
 
 REPO = Path(__file__).resolve().parent.parent
@@ -184,7 +184,7 @@ def test_klein_negative_pass_also_sees_the_references():
     ((1536, 2048), (880, 1168)),    # int(886.8) = 886 → 880, int(1182.4) = 1182 → 1168
 ])
 def test_reference_size_follows_the_call_resize_rule(size, encoded):
-    from flopcalc.pipelines.flux2 import reference_size
+    from flopcalc.engine.pipelines.flux2 import reference_size
 
     assert reference_size(*size, 16) == encoded
     r = _plan(Settings.make(height=size[0], width=size[1], reference_images=2))
@@ -199,7 +199,7 @@ def test_reference_size_is_the_image_processors():
     import random
 
     processor = pytest.importorskip("diffusers.pipelines.flux2.image_processor")
-    from flopcalc.pipelines.flux2 import REFERENCE_MAX_AREA, reference_size
+    from flopcalc.engine.pipelines.flux2 import REFERENCE_MAX_AREA, reference_size
 
     class Image:
         def __init__(self, size):
@@ -241,7 +241,7 @@ def test_symbolic_law_with_references():
     H × W): R encodes, and (N + R·N)-token transformer forwards; above the cap the resize's square root and
     ``int()`` have no closed form and the law is refused."""
     sp = pytest.importorskip("sympy")
-    from flopcalc.symbolic import symbolic_estimate
+    from flopcalc.flops.symbolic import symbolic_estimate
 
     law = symbolic_estimate("flux2-dev", reference_images=2, height=512, width=768)
     symbols = {x.name: x for x in law.flops.free_symbols}

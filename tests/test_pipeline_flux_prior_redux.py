@@ -9,9 +9,9 @@ import pytest
 from card_support import Card
 
 import flopcalc
-from flopcalc.errors import FlopcalcError, OptionError
-from flopcalc.pipelines import Settings
-from flopcalc.pipelines.base import plan
+from flopcalc.engine.errors import FlopcalcError, OptionError
+from flopcalc.engine.pipelines import Settings
+from flopcalc.engine.pipelines.dispatch import plan
 
 REPO = Path(__file__).resolve().parent.parent
 FOLDER = REPO / "validation" / "configs" / "flux1-redux-dev"
@@ -81,7 +81,7 @@ def test_a_folder_with_the_flux_transformer_plans_the_flux_run_on_1241_text_toke
 
 
 def test_the_law_of_the_prior_and_flux_run():
-    from flopcalc.symbolic import symbolic_estimate
+    from flopcalc.flops.symbolic import symbolic_estimate
 
     law = symbolic_estimate(str(WITH_FLUX))
     exact = flopcalc.estimate(str(WITH_FLUX), height=768, width=512, steps=20, batch_size=3)

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 import flopcalc
-from flopcalc.api import estimate_configs
-from flopcalc.errors import OptionError, ResolutionError
-from flopcalc.pipelines import Settings
-from flopcalc.pipelines.flux_kontext import PREFERRED_KONTEXT_RESOLUTIONS, max_area_size, preferred_resolution
-from flopcalc.sources import resolve
+from flopcalc.flops.estimate import estimate_configs
+from flopcalc.engine.errors import OptionError, ResolutionError
+from flopcalc.engine.pipelines import Settings
+from flopcalc.engine.pipelines.flux_kontext import PREFERRED_KONTEXT_RESOLUTIONS, max_area_size, preferred_resolution
+from flopcalc.engine.sources import resolve
 from card_support import runs_by_call
 
 
@@ -241,7 +241,7 @@ def test_xlabs_controlnet_reads_pixels():
 @pytest.mark.parametrize("net", ["flux-controlnet-union", "flux-controlnet-xlabs"])
 def test_controlnet_law_equals_estimate(net):
     sympy = pytest.importorskip("sympy")  # noqa: F841
-    from flopcalc.symbolic import symbolic_estimate
+    from flopcalc.flops.symbolic import symbolic_estimate
 
     law = symbolic_estimate(str(CONFIGS / net))
     for h, w, steps, t in ((512, 768, 20, 77), (1024, 1344, 28, 512), (256, 2048, 3, 1)):

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 import flopcalc
-from flopcalc.api import estimate_configs
-from flopcalc.errors import ConfigError, FlopcalcError, OptionError
+from flopcalc.flops.estimate import estimate_configs
+from flopcalc.engine.errors import ConfigError, FlopcalcError, OptionError
 from flopcalc.formulas.hidream import expert_params, swiglu_width
-from flopcalc.pipelines import Settings
-from flopcalc.pipelines.hidream_image import run_size
-from flopcalc.sources import resolve
+from flopcalc.engine.pipelines import Settings
+from flopcalc.engine.pipelines.hidream_image import run_size
+from flopcalc.engine.sources import resolve
 from card_support import runs_by_call
 
 REPO = Path(__file__).resolve().parent.parent
@@ -129,7 +129,7 @@ def test_options_it_does_not_take_are_refused():
 
 
 def test_no_symbolic_law():
-    from flopcalc.symbolic import symbolic_estimate
+    from flopcalc.flops.symbolic import symbolic_estimate
 
     with pytest.raises(FlopcalcError, match="rescales every size.*no closed-form law"):
         symbolic_estimate(CARD)

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 import flopcalc
-from flopcalc.api import estimate_configs
-from flopcalc.errors import ConfigError, FlopcalcError
-from flopcalc.pipelines import Settings, plan
-from flopcalc.pipelines.hunyuan_dit import hunyuan_binned_size, hunyuan_dit_pipeline
+from flopcalc.flops.estimate import estimate_configs
+from flopcalc.engine.errors import ConfigError, FlopcalcError
+from flopcalc.engine.pipelines import Settings, plan
+from flopcalc.engine.pipelines.hunyuan_dit import hunyuan_binned_size, hunyuan_dit_pipeline
 
 REPO = Path(__file__).resolve().parent.parent
 CARD = REPO / "model_cards" / "hunyuandit-v1.2"

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 import flopcalc
-from flopcalc.api import estimate_configs
-from flopcalc.errors import FlopcalcError, ResolutionError
+from flopcalc.flops.estimate import estimate_configs
+from flopcalc.engine.errors import FlopcalcError, ResolutionError
 from flopcalc.formulas.hunyuan_video import dual_stream_block, single_block, token_refiner_block
 from flopcalc.formulas.hunyuan_video_vae import tiles
-from flopcalc.pipelines import Settings
+from flopcalc.engine.pipelines import Settings
 from card_support import runs_by_call
 
 REPO = Path(__file__).resolve().parent.parent
@@ -194,7 +194,7 @@ def test_default_decode_chunks_33_latent_frames():
 @lru_cache(maxsize=None)
 def _law(**settings):
     pytest.importorskip("sympy")
-    from flopcalc.symbolic import symbolic_estimate
+    from flopcalc.flops.symbolic import symbolic_estimate
 
     return symbolic_estimate("hunyuanvideo", **settings)
 
@@ -229,7 +229,7 @@ def test_untiled_and_short_clip_laws(f):
 
 def test_tiled_vae_has_no_law():
     pytest.importorskip("sympy")
-    from flopcalc.symbolic import symbolic_estimate
+    from flopcalc.flops.symbolic import symbolic_estimate
 
     with pytest.raises(FlopcalcError, match="no closed-form law"):
         symbolic_estimate("hunyuanvideo", vae_tiling=True)

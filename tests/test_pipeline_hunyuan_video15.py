@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 import flopcalc
-from flopcalc.api import estimate_configs
-from flopcalc.errors import ConfigError, FlopcalcError, OptionError, ResolutionError
-from flopcalc.pipelines import Settings
-from flopcalc.pipelines.hunyuan_video15 import crop_sizes, default_size
-from flopcalc.registry import RunShape, assemble
+from flopcalc.flops.estimate import estimate_configs
+from flopcalc.engine.errors import ConfigError, FlopcalcError, OptionError, ResolutionError
+from flopcalc.engine.pipelines import Settings
+from flopcalc.engine.pipelines.hunyuan_video15 import crop_sizes, default_size
+from flopcalc.engine.registry import RunShape, assemble
 
 REPO = Path(__file__).resolve().parent.parent
 FOLDER = REPO / "model_cards/hunyuanvideo-1.5-480p"
@@ -162,7 +162,7 @@ def test_image_to_video_encodes_the_image_with_siglip_once():
 def test_image_to_video_card_defaults():
     """Card hunyuanvideo-1.5-480p-i2v: the text-to-video card's components plus FLUX.1-Redux-dev's SigLIP; 16:9
     without an image size; the bucket is a step function of the image's size, so no law."""
-    from flopcalc.symbolic import symbolic_estimate
+    from flopcalc.flops.symbolic import symbolic_estimate
 
     r = flopcalc.estimate("hunyuanvideo-1.5-480p-i2v")
     assert r.pipeline == "HunyuanVideo15ImageToVideoPipeline"

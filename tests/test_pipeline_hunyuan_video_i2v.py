@@ -9,10 +9,10 @@ import json
 
 import pytest
 
-from flopcalc.api import estimate_configs
-from flopcalc.errors import FlopcalcError, OptionError
-from flopcalc.pipelines import Settings
-from flopcalc.pipelines.hunyuan_video_i2v import llava_tokens, text_tokens
+from flopcalc.flops.estimate import estimate_configs
+from flopcalc.engine.errors import FlopcalcError, OptionError
+from flopcalc.engine.pipelines import Settings
+from flopcalc.engine.pipelines.hunyuan_video_i2v import llava_tokens, text_tokens
 
 from card_support import Card, FIXTURES, runs_by_call
 

@@ -7,9 +7,9 @@ import pytest
 from card_support import Card, runs_by_call
 
 import flopcalc
-from flopcalc.architectures.i2vgen_xl import context_tokens
-from flopcalc.errors import OptionError
-from flopcalc.registry import RunShape, assemble
+from flopcalc.engine.architectures.i2vgen_xl import context_tokens
+from flopcalc.engine.errors import OptionError
+from flopcalc.engine.registry import RunShape, assemble
 
 I2V = Card("i2vgen-xl")
 

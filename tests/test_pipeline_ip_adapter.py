@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 import flopcalc
-from flopcalc.errors import OptionError
-from flopcalc.pipelines.ip_adapter import LAYOUTS, layout_for
+from flopcalc.engine.errors import OptionError
+from flopcalc.engine.pipelines.ip_adapter import LAYOUTS, layout_for
 
 REPO = Path(__file__).resolve().parent.parent
 SD15 = str(REPO / "validation/configs/sd1.5-ip-adapter")
@@ -63,8 +63,8 @@ def test_card_without_image_encoder_is_noted():
     ("StableDiffusionXLInpaintPipeline", "sdxl-base", 0.9999, 49),
 ])
 def test_variants_inherit_the_adapter(pipeline, card, strength, steps):
-    from flopcalc.api import estimate_configs
-    from flopcalc.pipelines import Settings
+    from flopcalc.flops.estimate import estimate_configs
+    from flopcalc.engine.pipelines import Settings
 
     folder = REPO / "model_cards" / card
     index = {**json.loads((folder / "model_index.json").read_text()), "_class_name": pipeline}
@@ -104,8 +104,8 @@ def test_refusals():
         flopcalc.estimate("sd1.5", ip_adapter=["sd15", "sd15"])
     with pytest.raises(OptionError, match="does not apply to FluxPipeline"):
         flopcalc.estimate("flux-dev", ip_adapter="sd15")
-    from flopcalc.api import estimate_configs
-    from flopcalc.pipelines import Settings
+    from flopcalc.flops.estimate import estimate_configs
+    from flopcalc.engine.pipelines import Settings
 
     unet = json.loads((REPO / "model_cards/sd1.5/unet/config.json").read_text())
     with pytest.raises(OptionError, match="does not apply to StableDiffusionAdapterPipeline: its __call__ takes no"):

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 import flopcalc
-from flopcalc.api import estimate_configs
-from flopcalc.errors import OptionError, ResolutionError
-from flopcalc.pipelines import Settings
+from flopcalc.flops.estimate import estimate_configs
+from flopcalc.engine.errors import OptionError, ResolutionError
+from flopcalc.engine.pipelines import Settings
 from card_support import runs_by_call
 
 REPO = Path(__file__).resolve().parent.parent
@@ -149,8 +149,8 @@ def test_training_counts_the_image_embedding_unet_and_refuses_what_its_graph_doe
     """The decoder UNet's forward + backward is measured (validation/fixtures/training/kandinsky-2.2) without
     checkpointing; UNetMidBlock2DSimpleCrossAttn checkpoints none of its resnets and image_hint feeds conv_in
     through trained convolutions: both refused rather than counted wrong."""
-    from flopcalc.errors import FlopcalcError
-    from flopcalc.training import train
+    from flopcalc.engine.errors import FlopcalcError
+    from flopcalc.training.estimate import train
 
     folder = tmp_path / "decoder"
     (folder / "unet").mkdir(parents=True)

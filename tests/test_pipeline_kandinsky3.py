@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 import flopcalc
-from flopcalc.api import estimate_configs
-from flopcalc.errors import ConfigError, FlopcalcError, ResolutionError
-from flopcalc.pipelines import Settings
-from flopcalc.pipelines.kandinsky3 import downscale_height_and_width, img2img_steps
+from flopcalc.flops.estimate import estimate_configs
+from flopcalc.engine.errors import ConfigError, FlopcalcError, ResolutionError
+from flopcalc.engine.pipelines import Settings
+from flopcalc.engine.pipelines.kandinsky3 import downscale_height_and_width, img2img_steps
 from card_support import runs_by_call
 
 CARD = Path(__file__).resolve().parent.parent / "model_cards" / "kandinsky-3"
@@ -182,7 +182,7 @@ def test_block_closed_forms_match_the_code():
 
 def test_symbolic_sizes_give_the_numbers():
     sp = pytest.importorskip("sympy")
-    from flopcalc.registry import RunShape, assemble
+    from flopcalc.engine.registry import RunShape, assemble
 
     h, w, t = sp.symbols("h w t", positive=True, integer=True)
     comps = _components()

@@ -11,10 +11,10 @@ import pytest
 from card_support import Card
 
 import flopcalc
-from flopcalc.api import estimate_configs
-from flopcalc.errors import ConfigError, FlopcalcError, OptionError, ResolutionError, UnknownArchitectureError
-from flopcalc.pipelines import Settings
-from flopcalc.pipelines.base import plan
+from flopcalc.flops.estimate import estimate_configs
+from flopcalc.engine.errors import ConfigError, FlopcalcError, OptionError, ResolutionError, UnknownArchitectureError
+from flopcalc.engine.pipelines import Settings
+from flopcalc.engine.pipelines.dispatch import plan
 
 CARD = Card("kolors")
 
@@ -98,7 +98,7 @@ def test_chatglm_closed_form():
 def test_kaplan_row_of_chatglm():
     """Kaplan's N leaves out the token embedding and the LM head (built, never run): the measured
     parameters of ``encoder`` alone; n_layer and d_attn = heads × kv_channels from the config."""
-    from flopcalc.kaplan import kaplan_rows
+    from flopcalc.flops.kaplan import kaplan_rows
 
     (row,) = kaplan_rows("kolors")
     cfg, fixture = CARD.config("text_encoder"), CARD.fixture("text_encoder-L256.json")

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 import flopcalc
-from flopcalc.api import estimate_configs
-from flopcalc.errors import ConfigError, ResolutionError
-from flopcalc.pipelines import Settings
-from flopcalc.pipelines.ltx import tile_sides, tiles
-from flopcalc.sources import resolve
+from flopcalc.flops.estimate import estimate_configs
+from flopcalc.engine.errors import ConfigError, ResolutionError
+from flopcalc.engine.pipelines import Settings
+from flopcalc.engine.pipelines.ltx import tile_sides, tiles
+from flopcalc.engine.sources import resolve
 from card_support import runs_by_call
 
 REPO = Path(__file__).resolve().parent.parent
@@ -34,7 +34,7 @@ def _plan(settings: Settings, **overrides):
 def _pieces(settings: Settings, call: str, **kw):
     """The plan's runs of the VAE ``call``: one per tile shape when tiled (the report folds them
     into one row whose block tree lists the pieces)."""
-    from flopcalc.pipelines import plan
+    from flopcalc.engine.pipelines import plan
 
     report = _plan(settings, **kw)  # validates like the report does
     index, components = _configs()
@@ -191,7 +191,7 @@ def test_unsupported_configs_say_why():
 
 def test_symbolic_law_matches_the_estimate_in_height_width_and_frames():
     pytest.importorskip("sympy")
-    from flopcalc.symbolic import symbolic_estimate
+    from flopcalc.flops.symbolic import symbolic_estimate
 
     for settings in ({}, {"strength": 0.5}):
         law = symbolic_estimate("ltx-video", **settings)
@@ -203,7 +203,7 @@ def test_symbolic_law_matches_the_estimate_in_height_width_and_frames():
 
 def test_vae_decode_law_is_linear_in_area_and_frames():
     sp = pytest.importorskip("sympy")
-    from flopcalc.symbolic import F, H, W, symbolic_estimate
+    from flopcalc.flops.symbolic import F, H, W, symbolic_estimate
 
     law = symbolic_estimate("ltx-video")
     vae = next(c for c in law.components if c.call == "decode")

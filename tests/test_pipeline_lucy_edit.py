@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from flopcalc.api import estimate_configs
-from flopcalc.errors import FlopcalcError, OptionError
-from flopcalc.pipelines import Settings
+from flopcalc.flops.estimate import estimate_configs
+from flopcalc.engine.errors import FlopcalcError, OptionError
+from flopcalc.engine.pipelines import Settings
 
 from card_support import Card, runs_by_call
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 import flopcalc
-from flopcalc.api import estimate_configs
-from flopcalc.errors import ConfigError, FlopcalcError, ResolutionError
-from flopcalc.pipelines import Settings
+from flopcalc.flops.estimate import estimate_configs
+from flopcalc.engine.errors import ConfigError, FlopcalcError, ResolutionError
+from flopcalc.engine.pipelines import Settings
 
 REPO = Path(__file__).resolve().parent.parent
 CARDS = REPO / "model_cards"
@@ -39,7 +39,7 @@ def _runs(report):
 
 
 def test_lumina2_defaults_two_separate_passes_every_step():
-    from flopcalc.pipelines.base import plan
+    from flopcalc.engine.pipelines.dispatch import plan
 
     p = plan(_index("lumina-image-2.0"), {**_components("lumina-image-2.0"), "text_encoder": _config(
         "lumina-image-2.0", "text_encoder")}, Settings())
@@ -63,7 +63,7 @@ def test_lumina2_old_and_new_pipeline_names_plan_alike():
 
 
 def test_lumina2_no_guidance_is_one_pass_and_no_negative_prompt():
-    from flopcalc.pipelines.base import plan
+    from flopcalc.engine.pipelines.dispatch import plan
 
     comps = {**_components("lumina-image-2.0"), "text_encoder": _config("lumina-image-2.0", "text_encoder")}
     p = plan(_index("lumina-image-2.0"), comps, Settings(guidance_scale=1.0, steps=10, num_images_per_prompt=3))
@@ -107,7 +107,7 @@ def test_lumina2_rope_axes_must_sum_to_the_head_width():
 
 
 def test_lumina_next_defaults_doubled_batch():
-    from flopcalc.pipelines.base import plan
+    from flopcalc.engine.pipelines.dispatch import plan
 
     comps = {**_components("lumina-next-sft"), "text_encoder": _config("lumina-next-sft", "text_encoder")}
     p = plan(_index("lumina-next-sft"), comps, Settings(batch_size=2))
@@ -204,7 +204,7 @@ def test_model_closed_forms_with_symbolic_sizes():
     """The architecture module's two stated totals, for the cards' configs, at symbolic latent
     sides and text length."""
     from flopcalc.formulas.lumina import lumina2_block, lumina_next_block
-    from flopcalc.registry import RunShape, assemble
+    from flopcalc.engine.registry import RunShape, assemble
 
     sp = pytest.importorskip("sympy")
     hs, ws, t = sp.symbols("h w T", positive=True, integer=True)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 import flopcalc
-from flopcalc.errors import FlopcalcError, OptionError
+from flopcalc.engine.errors import FlopcalcError, OptionError
 from card_support import runs_by_call
 
 MODEL = "mochi-1-preview"
@@ -78,10 +78,10 @@ def test_refusals():
 def test_vae_tiling():
     """``enable_tiling()``: 32-latent tiles every 24 (256 / 192 pixels over 8), each decoded with all its frames; a
     latent within one tile decodes whole; no law for a tiled decode."""
-    from flopcalc.symbolic import symbolic_estimate
+    from flopcalc.flops.symbolic import symbolic_estimate
 
-    from flopcalc.pipelines import Settings, plan
-    from flopcalc.sources import resolve
+    from flopcalc.engine.pipelines import Settings, plan
+    from flopcalc.engine.sources import resolve
 
     source = resolve(MODEL)
     decodes = [r for r in plan(source.model_index, source.components, Settings(vae_tiling=True)).runs
@@ -100,7 +100,7 @@ def test_vae_tiling():
 
 
 def test_symbolic_law():
-    from flopcalc.symbolic import symbolic_estimate
+    from flopcalc.flops.symbolic import symbolic_estimate
 
     law = symbolic_estimate(MODEL)
     symbols = {x.name: x for x in law.flops.free_symbols}

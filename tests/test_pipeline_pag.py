@@ -14,12 +14,12 @@ import pytest
 from card_support import Card
 
 import flopcalc
-from flopcalc.api import estimate_configs
+from flopcalc.flops.estimate import estimate_configs
 from flopcalc.energy_laws.features import work_of
-from flopcalc.errors import ConfigError, OptionError
-from flopcalc.perturbed_attention import PerturbedAttention, layer_ids
-from flopcalc.pipelines import Settings
-from flopcalc.pipelines.base import plan
+from flopcalc.engine.errors import ConfigError, OptionError
+from flopcalc.engine.perturbed_attention import PerturbedAttention, layer_ids
+from flopcalc.engine.pipelines import Settings
+from flopcalc.engine.pipelines.dispatch import plan
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -176,7 +176,7 @@ def test_controlnet_guess_mode_under_cfg_is_refused_where_diffusers_fails():
 
 
 def test_cli_pag_options(capsys):
-    from flopcalc.cli import main
+    from flopcalc.cli.main import main
 
     assert main(["estimate", str(REPO / "validation/configs/sd1.5-pag"), "--pag-scale", "0"]) == 0
     assert "perturbed" not in capsys.readouterr().out

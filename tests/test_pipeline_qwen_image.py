@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 import flopcalc
-from flopcalc.api import estimate_configs
-from flopcalc.errors import FlopcalcError, ResolutionError
-from flopcalc.pipelines import Settings
-from flopcalc.sources import resolve
+from flopcalc.flops.estimate import estimate_configs
+from flopcalc.engine.errors import FlopcalcError, ResolutionError
+from flopcalc.engine.pipelines import Settings
+from flopcalc.engine.sources import resolve
 from card_support import runs_by_call
 
 REPO = Path(__file__).resolve().parent.parent
@@ -44,7 +44,7 @@ def test_defaults_one_pass_without_a_negative_prompt():
     assert any("text_encoder is absent" in n for n in r.notes)
 
 
-@pytest.mark.skipif(not (REPO / "flopcalc/architectures/llm_encoders.py").exists(),
+@pytest.mark.skipif(not (REPO / "flopcalc/engine/architectures/llm_encoders.py").exists(),
                     reason="the Qwen2.5-VL text encoder module is not there yet")
 def test_card_text_encoder_sees_the_template_tokens_too():
     r = flopcalc.estimate("model_cards/qwen-image")
@@ -66,7 +66,7 @@ def test_true_cfg_needs_a_negative_prompt_and_runs_two_forwards():
 def test_cfg_encodes_the_negative_prompt():
     index, components = _configs()
     minimal = {"text_encoder": {"architectures": ["Qwen2_5_VLForConditionalGeneration"]}}
-    from flopcalc.pipelines import plan
+    from flopcalc.engine.pipelines import plan
 
     p = plan(index, {**minimal, "transformer": components["transformer"]}, Settings(negative_prompt=True,
                                                                                   batch_size=3))
@@ -160,7 +160,7 @@ def test_causal_blocks_closed_forms():
 
 def test_image_decode_is_quadratic_in_latent_area_with_attention_as_the_square_term():
     sp = pytest.importorskip("sympy")
-    from flopcalc.registry import RunShape, assemble
+    from flopcalc.engine.registry import RunShape, assemble
 
     _, components = _configs()
     h, w = sp.symbols("h w", positive=True, integer=True)

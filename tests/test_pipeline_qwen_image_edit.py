@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 
 import flopcalc
-from flopcalc.api import estimate_configs
-from flopcalc.errors import FlopcalcError, OptionError
+from flopcalc.flops.estimate import estimate_configs
+from flopcalc.engine.errors import FlopcalcError, OptionError
 from flopcalc.formulas.qwen2_5_vision import segment_lengths, window_sides
-from flopcalc.pipelines import Settings
-from flopcalc.pipelines.qwen_image_edit import calculate_dimensions, condition_image, smart_resize
+from flopcalc.engine.pipelines import Settings
+from flopcalc.engine.pipelines.qwen_image_edit import calculate_dimensions, condition_image, smart_resize
 
 from card_support import Card, runs_by_call
 
@@ -88,7 +88,7 @@ def test_plus_refuses_several_prompts_and_edit_refuses_input_images():
 
 
 def test_no_symbolic_law():
-    from flopcalc.symbolic import symbolic_estimate
+    from flopcalc.flops.symbolic import symbolic_estimate
 
     with pytest.raises(FlopcalcError, match="no closed-form law"):
         symbolic_estimate("qwen-image-edit")

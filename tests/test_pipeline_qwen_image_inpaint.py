@@ -4,9 +4,9 @@ No torch needed."""
 
 from __future__ import annotations
 
-from flopcalc.api import estimate_configs
-from flopcalc.pipelines import Settings
-from flopcalc.sources import resolve
+from flopcalc.flops.estimate import estimate_configs
+from flopcalc.engine.pipelines import Settings
+from flopcalc.engine.sources import resolve
 from card_support import runs_by_call
 
 

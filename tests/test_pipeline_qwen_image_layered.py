@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import flopcalc
-from flopcalc.errors import FlopcalcError, OptionError
+from flopcalc.engine.errors import FlopcalcError, OptionError
 from card_support import runs_by_call
 
 FOLDER = str(Path(__file__).resolve().parent.parent / "validation/configs/qwen-image-layered")

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 import flopcalc
-from flopcalc.api import estimate_configs
-from flopcalc.errors import ConfigError, FlopcalcError, ResolutionError
-from flopcalc.pipelines import Settings
-from flopcalc.pipelines.sana import sana_binned_size
+from flopcalc.flops.estimate import estimate_configs
+from flopcalc.engine.errors import ConfigError, FlopcalcError, ResolutionError
+from flopcalc.engine.pipelines import Settings
+from flopcalc.engine.pipelines.sana import sana_binned_size
 from card_support import runs_by_call
 
 REPO = Path(__file__).resolve().parent.parent

@@ -13,8 +13,8 @@ from __future__ import annotations
 import pytest
 
 import flopcalc
-from flopcalc.api import estimate_configs
-from flopcalc.pipelines import Settings
+from flopcalc.flops.estimate import estimate_configs
+from flopcalc.engine.pipelines import Settings
 
 from card_support import Card, runs_by_call
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 import flopcalc
-from flopcalc.api import estimate_configs
-from flopcalc.errors import OptionError
-from flopcalc.pipelines import Settings
+from flopcalc.flops.estimate import estimate_configs
+from flopcalc.engine.errors import OptionError
+from flopcalc.engine.pipelines import Settings
 
 from card_support import Card, runs_by_call
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 import flopcalc
-from flopcalc.api import estimate_configs
-from flopcalc.errors import ConfigError, FlopcalcError
-from flopcalc.pipelines import Settings
+from flopcalc.flops.estimate import estimate_configs
+from flopcalc.engine.errors import ConfigError, FlopcalcError
+from flopcalc.engine.pipelines import Settings
 
 from card_support import Card, runs_by_call
 

@@ -10,10 +10,9 @@ import pytest
 from card_support import Card
 
 import flopcalc
-from flopcalc.errors import OptionError
-from flopcalc.api import estimate_configs
-from flopcalc.pipelines import Settings
-from flopcalc.pipelines.base import plan
+from flopcalc.engine.errors import OptionError
+from flopcalc.engine.pipelines import Settings
+from flopcalc.engine.pipelines.dispatch import plan
 
 REPO = Path(__file__).resolve().parent.parent
 SD3 = Card("sd3-medium")
@@ -90,7 +89,7 @@ def test_sd35_large_controlnet_runs_without_text_and_with_the_grafted_pos_embed(
 
 
 def test_the_law_matches_the_exact_count():
-    from flopcalc.symbolic import symbolic_estimate
+    from flopcalc.flops.symbolic import symbolic_estimate
 
     law = symbolic_estimate(str(REPO / "validation" / "configs" / "sd3-controlnet"))
     exact = flopcalc.estimate(str(REPO / "validation" / "configs" / "sd3-controlnet"), height=768, width=512,

@@ -10,9 +10,10 @@ import pytest
 from card_support import Card
 
 import flopcalc
-from flopcalc.errors import ConfigError, FlopcalcError
-from flopcalc.pipelines import Settings
-from flopcalc.pipelines.base import denoising_steps, denoising_steps_floored, plan
+from flopcalc.engine.errors import ConfigError, FlopcalcError
+from flopcalc.engine.pipelines import Settings
+from flopcalc.engine.pipelines.base import denoising_steps, denoising_steps_floored
+from flopcalc.engine.pipelines.dispatch import plan
 
 REPO = Path(__file__).resolve().parent.parent
 SD2 = Card("sd2-inpainting")
@@ -103,7 +104,7 @@ def test_a_denoiser_of_another_width_is_refused():
 
 
 def test_the_law_at_strength_one_and_at_fixed_steps_below():
-    from flopcalc.symbolic import symbolic_estimate
+    from flopcalc.flops.symbolic import symbolic_estimate
 
     law = symbolic_estimate("sd2-inpainting")
     exact = flopcalc.estimate("sd2-inpainting", height=640, width=384, steps=20, batch_size=2)
@@ -184,7 +185,7 @@ def test_sdxl_adapter_defaults_and_size_check():
     p = plan(index, comps, Settings())
     assert (p.settings.height, p.settings.guidance_scale) == (1024, 5.0)
     assert _runs(p)["adapter.forward"] == 1 and _runs(p)["unet.forward"] == 100
-    from flopcalc.errors import ResolutionError
+    from flopcalc.engine.errors import ResolutionError
     with pytest.raises(ResolutionError, match="downscale_factor"):
         plan(index, comps, Settings(height=1032, width=1024))
 
@@ -199,7 +200,7 @@ def test_t2i_adapter_estimate_equals_the_fixture():
 def test_training_a_pipeline_with_an_add_on_is_refused(tmp_path):
     import shutil
 
-    from flopcalc.training import train
+    from flopcalc.training.estimate import train
 
     folder = tmp_path / "sd-adapter"
     shutil.copytree(REPO / "model_cards" / "sd1.5", folder)

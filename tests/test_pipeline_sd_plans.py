@@ -11,10 +11,10 @@ import pytest
 from card_support import Card
 
 import flopcalc
-from flopcalc.api import estimate_configs
-from flopcalc.errors import ConfigError
-from flopcalc.pipelines import Settings
-from flopcalc.pipelines.base import plan
+from flopcalc.flops.estimate import estimate_configs
+from flopcalc.engine.errors import ConfigError
+from flopcalc.engine.pipelines import Settings
+from flopcalc.engine.pipelines.dispatch import plan
 
 REPO = Path(__file__).resolve().parent.parent
 SD = Card("sd1.5")
@@ -172,7 +172,7 @@ def test_sdxl_instruct_pix2pix_defaults():
 
 
 def test_instruct_pix2pix_refusals():
-    from flopcalc.errors import OptionError
+    from flopcalc.engine.errors import OptionError
 
     comps = {**SD.components(), "unet": _ip2p_unet()}
     index = {"_class_name": "StableDiffusionInstructPix2PixPipeline"}
@@ -187,7 +187,7 @@ def test_instruct_pix2pix_refusals():
 
 
 def test_instruct_pix2pix_law_carries_three_passes(tmp_path):
-    from flopcalc.symbolic import symbolic_estimate
+    from flopcalc.flops.symbolic import symbolic_estimate
 
     folder = tmp_path / "ip2p"
     shutil.copytree(REPO / "model_cards" / "sd1.5", folder)
@@ -231,7 +231,7 @@ def test_lcm_img2img_runs_every_step():
 
 
 def test_lcm_refuses_a_negative_prompt_and_counts_the_guidance_embedding():
-    from flopcalc.errors import OptionError
+    from flopcalc.engine.errors import OptionError
 
     with pytest.raises(OptionError, match="--negative-prompt does not apply"):
         plan({"_class_name": "LatentConsistencyModelPipeline"}, _lcm_components(), Settings(negative_prompt=True))
@@ -257,7 +257,7 @@ def test_x4_upscaler_card_defaults():
 
 
 def test_x4_upscaler_sizes_and_refusals():
-    from flopcalc.errors import OptionError, ResolutionError
+    from flopcalc.engine.errors import OptionError, ResolutionError
 
     r = flopcalc.estimate("sd-x4-upscaler", height=1024, width=2048, guidance_scale=1.0, steps=20, batch_size=2)
     assert r.component("unet").shape["latent_width"] == 512 and r.component("unet").runs == 20 * 2
@@ -341,7 +341,7 @@ def test_marigold_intrinsics_decodes_each_target():
 
 
 def test_marigold_refusals():
-    from flopcalc.errors import OptionError
+    from flopcalc.engine.errors import OptionError
 
     index, comps = _marigold()
     for settings, match in [(Settings(guidance_scale=3.0), "--guidance-scale does not apply"),

@@ -11,9 +11,9 @@ import random
 import pytest
 
 import flopcalc
-from flopcalc.errors import ConfigError, FlopcalcError, OptionError
-from flopcalc.pipelines import Settings
-from flopcalc.pipelines.skyreels_v2 import forcing_windows, timestep_matrix_rows
+from flopcalc.engine.errors import ConfigError, FlopcalcError, OptionError
+from flopcalc.engine.pipelines import Settings
+from flopcalc.engine.pipelines.skyreels_v2 import forcing_windows, timestep_matrix_rows
 from card_support import runs_by_call
 
 
@@ -109,8 +109,8 @@ def test_long_video_needs_overlap_history():
 
 
 def test_wrong_transformer_for_the_pipeline_is_refused():
-    from flopcalc.api import estimate_configs
-    from flopcalc.sources import resolve
+    from flopcalc.flops.estimate import estimate_configs
+    from flopcalc.engine.sources import resolve
 
     df = resolve("skyreels-v2-df-1.3b-540p")
     index = {**df.model_index, "_class_name": "SkyReelsV2Pipeline"}
@@ -135,7 +135,7 @@ def test_long_video_windows():
 
 
 def test_symbolic_law_at_the_defaults_only():
-    from flopcalc.symbolic import symbolic_estimate
+    from flopcalc.flops.symbolic import symbolic_estimate
 
     law = symbolic_estimate("skyreels-v2-df-14b-720p")
     symbols = {s.name: s for s in law.flops.free_symbols}
@@ -214,9 +214,9 @@ def test_forcing_plan_is_the_real_loop(options, image):  # noqa: C901
     latent output): every transformer forward and its latent frames, against the plan's runs; the returned latent's
     frames against the plan's decode."""
     torch = pytest.importorskip("torch")
-    from flopcalc.api import estimate_configs
-    from flopcalc.pipelines import plan
-    from flopcalc.sources import resolve
+    from flopcalc.flops.estimate import estimate_configs
+    from flopcalc.engine.pipelines import plan
+    from flopcalc.engine.sources import resolve
 
     pipe, calls = _tiny_pipeline(image)
     source = resolve("skyreels-v2-df-1.3b-540p")
@@ -265,9 +265,9 @@ def test_video_to_video_plan_is_the_real_loop(options):
     from diffusers import (AutoencoderKLWan, SkyReelsV2DiffusionForcingVideoToVideoPipeline,
                            SkyReelsV2Transformer3DModel, UniPCMultistepScheduler)
 
-    from flopcalc.api import estimate_configs
-    from flopcalc.pipelines import plan
-    from flopcalc.sources import resolve
+    from flopcalc.flops.estimate import estimate_configs
+    from flopcalc.engine.pipelines import plan
+    from flopcalc.engine.sources import resolve
 
     torch.manual_seed(0)
     transformer = SkyReelsV2Transformer3DModel(num_attention_heads=2, attention_head_dim=12, in_channels=4,
@@ -305,8 +305,8 @@ def test_video_to_video_plan_is_the_real_loop(options):
 
 
 def test_video_to_video_needs_overlap_history():
-    from flopcalc.api import estimate_configs
-    from flopcalc.sources import resolve
+    from flopcalc.flops.estimate import estimate_configs
+    from flopcalc.engine.sources import resolve
 
     source = resolve("skyreels-v2-df-14b-720p")
     index = {**source.model_index, "_class_name": "SkyReelsV2DiffusionForcingVideoToVideoPipeline"}
@@ -315,7 +315,7 @@ def test_video_to_video_needs_overlap_history():
     r = estimate_configs(index, dict(source.components), Settings.make(overlap_history=17))
     assert r.settings.num_frames == 121 and r.settings.guidance_scale == 6.0  # v2v.py:693-695, 120 rounded
     # L = 31, B = 25, O = 5: windows of 25 and min(31 − 25 + 5, 25) = 11 frames, 5 prefix frames each, 50 rows each
-    from flopcalc.pipelines import plan
+    from flopcalc.engine.pipelines import plan
 
     runs = [(run.shape.latent_frames, run.runs) for run in plan(index, source.components, r.settings).runs
             if run.component == "transformer"]
@@ -324,8 +324,8 @@ def test_video_to_video_needs_overlap_history():
 
 
 def test_diffusion_forcing_image_to_video_defaults():
-    from flopcalc.api import estimate_configs
-    from flopcalc.sources import resolve
+    from flopcalc.flops.estimate import estimate_configs
+    from flopcalc.engine.sources import resolve
 
     source = resolve("skyreels-v2-df-14b-720p")
     index = {**source.model_index, "_class_name": "SkyReelsV2DiffusionForcingImageToVideoPipeline"}

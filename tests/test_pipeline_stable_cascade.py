@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 import flopcalc
-from flopcalc.api import estimate_configs
-from flopcalc.errors import ConfigError, FlopcalcError, OptionError, ResolutionError
-from flopcalc.pipelines import Settings
-from flopcalc.pipelines.stable_cascade import decoder_latent_side, prior_latent_side
+from flopcalc.flops.estimate import estimate_configs
+from flopcalc.engine.errors import ConfigError, FlopcalcError, OptionError, ResolutionError
+from flopcalc.engine.pipelines import Settings
+from flopcalc.engine.pipelines.stable_cascade import decoder_latent_side, prior_latent_side
 from card_support import runs_by_call
 
 CARDS = Path(__file__).resolve().parent.parent / "model_cards"
@@ -139,7 +139,7 @@ def test_a_decoder_config_as_the_prior_is_refused():
 def test_no_image_to_image_and_no_law():
     with pytest.raises(OptionError, match="strength"):
         flopcalc.estimate("stable-cascade", strength=0.5)
-    from flopcalc.symbolic import symbolic_estimate
+    from flopcalc.flops.symbolic import symbolic_estimate
 
     with pytest.raises(FlopcalcError, match="closed-form"):
         symbolic_estimate("stable-cascade-prior")

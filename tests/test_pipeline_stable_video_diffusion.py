@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import flopcalc
-from flopcalc.errors import OptionError, ResolutionError
+from flopcalc.engine.errors import OptionError, ResolutionError
 from card_support import runs_by_call
 
 

@@ -11,8 +11,8 @@ import pytest
 from card_support import Card, runs_by_call
 
 import flopcalc
-from flopcalc.errors import ConfigError, OptionError
-from flopcalc.registry import RunShape, assemble
+from flopcalc.engine.errors import ConfigError, OptionError
+from flopcalc.engine.registry import RunShape, assemble
 
 MS = Card("modelscope-t2v-1.7b")
 

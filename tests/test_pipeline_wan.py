@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 import flopcalc
-from flopcalc.api import estimate_configs
-from flopcalc.errors import ConfigError, FlopcalcError, ResolutionError
-from flopcalc.pipelines import Settings
-from flopcalc.sources import resolve
+from flopcalc.flops.estimate import estimate_configs
+from flopcalc.engine.errors import ConfigError, FlopcalcError, ResolutionError
+from flopcalc.engine.pipelines import Settings
+from flopcalc.engine.sources import resolve
 from card_support import runs_by_call
 
 REPO = Path(__file__).resolve().parent.parent
@@ -36,7 +36,7 @@ def _plan(settings: Settings, *, index: dict | None = None, drop: tuple[str, ...
 def _pieces(settings: Settings, call: str, **kw):
     """The plan's runs of the VAE ``call``: one per tile shape when tiled (the report folds them
     into one row whose block tree lists the pieces)."""
-    from flopcalc.pipelines import plan
+    from flopcalc.engine.pipelines import plan
 
     report = _plan(settings, **kw)  # validates like the report does
     index, components = _configs()
@@ -208,7 +208,7 @@ def test_decode_is_linear_in_latent_frames():
     """One decoder call per latent frame: cost(T) = first call + (T − 1) × a later call (temporal
     upsamplers run from the second call on), exact for a symbolic T as well."""
     sp = pytest.importorskip("sympy")
-    from flopcalc.registry import RunShape, assemble
+    from flopcalc.engine.registry import RunShape, assemble
 
     _, components = _configs()
     vae = components["vae"]
@@ -224,7 +224,7 @@ def test_decode_is_linear_in_latent_frames():
 @pytest.mark.parametrize("convention", ["torch", "thop"])
 def test_law_in_height_width_and_frames_equals_the_estimate(convention):
     pytest.importorskip("sympy")
-    from flopcalc.symbolic import symbolic_estimate
+    from flopcalc.flops.symbolic import symbolic_estimate
 
     law = symbolic_estimate("wan2.1", convention=convention)
     assert {"H", "W", "F", "S", "P", "B", "L"} <= set(law.symbols)
@@ -238,7 +238,7 @@ def test_law_in_height_width_and_frames_equals_the_estimate(convention):
 
 def test_tiled_law_is_refused():
     pytest.importorskip("sympy")
-    from flopcalc.symbolic import symbolic_estimate
+    from flopcalc.flops.symbolic import symbolic_estimate
 
     with pytest.raises(FlopcalcError, match="tiled VAE has no closed-form law"):
         symbolic_estimate("wan2.1", vae_tiling=True)

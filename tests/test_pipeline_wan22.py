@@ -8,11 +8,11 @@ from __future__ import annotations
 import pytest
 
 import flopcalc
-from flopcalc.api import estimate_configs
-from flopcalc.errors import ConfigError, FlopcalcError
-from flopcalc.pipelines import Settings
-from flopcalc.pipelines.wan import expert_steps, flow_unipc_timesteps
-from flopcalc.sources import resolve
+from flopcalc.flops.estimate import estimate_configs
+from flopcalc.engine.errors import ConfigError, FlopcalcError
+from flopcalc.engine.pipelines import Settings
+from flopcalc.engine.pipelines.wan import expert_steps, flow_unipc_timesteps
+from flopcalc.engine.sources import resolve
 from card_support import runs_by_call
 
 A14B, TI2V = "wan2.2-t2v-a14b", "wan2.2-ti2v-5b"
@@ -91,7 +91,7 @@ def test_a14b_video_to_video_splits_the_kept_timesteps():
 
 def test_a14b_law_is_refused():
     pytest.importorskip("sympy")
-    from flopcalc.symbolic import symbolic_estimate
+    from flopcalc.flops.symbolic import symbolic_estimate
 
     with pytest.raises(FlopcalcError, match="no closed-form law in S"):
         symbolic_estimate(A14B)
@@ -140,7 +140,7 @@ def test_expanded_timesteps_need_2x2_patches():
 
 def test_ti2v_law_carries_the_per_token_timesteps():
     pytest.importorskip("sympy")
-    from flopcalc.symbolic import symbolic_estimate
+    from flopcalc.flops.symbolic import symbolic_estimate
 
     law = symbolic_estimate(TI2V)
     for h, w, f in ((480, 832, 81), (704, 1280, 121), (256, 512, 5)):
@@ -222,7 +222,7 @@ def test_wan21_i2v_image_encoder_runs_once_per_call():
 
 def test_context_split_is_pythons_slicing_at_512():
     """``WanAttnProcessor``: ``image_context_length = shape[1] − 512``; ``[:c]`` image, ``[c:]`` text."""
-    from flopcalc.architectures.wan import context_split
+    from flopcalc.engine.architectures.wan import context_split
 
     assert context_split(257 + 512) == (257, 512)
     assert context_split(257 + 600) == (345, 512)  # a longer text: its head counts as image context
@@ -232,7 +232,7 @@ def test_context_split_is_pythons_slicing_at_512():
 
 def test_wan21_i2v_law_is_refused():
     pytest.importorskip("sympy")
-    from flopcalc.symbolic import symbolic_estimate
+    from flopcalc.flops.symbolic import symbolic_estimate
 
     with pytest.raises(FlopcalcError, match="hard-coded 512 text tokens"):
         symbolic_estimate(I2V21)

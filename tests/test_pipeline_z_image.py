@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 import flopcalc
-from flopcalc.api import estimate_configs
-from flopcalc.errors import ConfigError, OptionError, ResolutionError
-from flopcalc.pipelines import Settings
-from flopcalc.sources import resolve
+from flopcalc.flops.estimate import estimate_configs
+from flopcalc.engine.errors import ConfigError, OptionError, ResolutionError
+from flopcalc.engine.pipelines import Settings
+from flopcalc.engine.sources import resolve
 from card_support import runs_by_call
 
 REPO = Path(__file__).resolve().parent.parent
@@ -96,7 +96,7 @@ def test_kaplan_on_the_qwen3_encoder_misses_the_av_matmul_and_counts_the_norm_ga
     """Kaplan's row for ``Qwen3Model``: d_attn = heads · head_dim (not hidden_size); with no biases it
     misses exactly the A·V matmul and counts every RMSNorm gain (two per layer, q/k norms, the final
     norm) as a multiplied weight."""
-    from flopcalc.kaplan import kaplan_rows
+    from flopcalc.flops.kaplan import kaplan_rows
 
     (row,) = kaplan_rows("z-image-turbo")
     cfg = json.loads((CARD / "text_encoder/config.json").read_text())
@@ -165,8 +165,8 @@ def test_crossover_of_the_padded_law_is_where_attention_overtakes_linear():
     """The law holds ceilings (the padding to 32 tokens); the crossover solves it without them, and
     the exact counts either side of that square side agree."""
     pytest.importorskip("sympy")
-    from flopcalc.symbolic import symbolic_estimate
-    from flopcalc.symbolic_report import crossover
+    from flopcalc.flops.symbolic import symbolic_estimate
+    from flopcalc.flops.symbolic_report import crossover
 
     (t,) = [c for c in crossover(symbolic_estimate("z-image-turbo")) if c.component == "transformer"]
     side = round(t.side / 16) * 16

@@ -11,8 +11,8 @@ import pytest
 from live_support import REPO
 
 from flopcalc.formulas import ops
-from flopcalc.quantized import FORMATS
-from flopcalc.weights import component_weights
+from flopcalc.gpu_memory.quantized import FORMATS
+from flopcalc.gpu_memory.weights import component_weights
 
 WIDTH = {"bf16": 2, "fp32": 4}
 FIXTURE = REPO / "validation" / "fixtures" / "quantized" / "layers" / "storage.json"

@@ -1,4 +1,4 @@
-"""flopcalc.sources / flopcalc.cards: local folders, bundled cards, and the Hub through huggingface_hub.
+"""flopcalc.engine.sources / flopcalc.engine.cards: local folders, bundled cards, and the Hub through huggingface_hub.
 
 Self-contained and offline: the data are the bundled cards (``model_cards/<name>``, each a valid
 diffusers pipeline folder), and the Hub is a real HTTP server on 127.0.0.1 (``hub_server.FakeHub``)
@@ -21,9 +21,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # hub_server, whether 
 from hub_server import FakeHub, repo_files_from_folder  # noqa: E402
 
 import flopcalc  # noqa: E402
-from flopcalc import cards as cards_mod  # noqa: E402
-from flopcalc.errors import ConfigError, FlopcalcError, SourceError  # noqa: E402
-from flopcalc.sources import (  # noqa: E402
+from flopcalc.engine import cards as cards_mod  # noqa: E402
+from flopcalc.engine.errors import ConfigError, FlopcalcError, SourceError  # noqa: E402
+from flopcalc.engine.sources import (  # noqa: E402
     MalformedConfigError,
     ModelSource,
     component_name_for,
@@ -357,7 +357,7 @@ _RUNNER = r"""
 import json, sys
 calls = json.loads(sys.argv[1])
 out = []
-from flopcalc.sources import resolve
+from flopcalc.engine.sources import resolve
 for call in calls:
     try:
         s = resolve(call["model"], revision=call.get("revision"), token=call.get("token"))
@@ -565,7 +565,7 @@ def test_hub_endpoint_that_is_not_a_hub(hub, tmp_path):
 
 def test_local_paths_do_not_import_huggingface_hub(tmp_path):
     code = (
-        "import sys; from flopcalc.sources import resolve; resolve('flux-dev'); resolve(sys.argv[1]);"
+        "import sys; from flopcalc.engine.sources import resolve; resolve('flux-dev'); resolve(sys.argv[1]);"
         "print('HUB' if 'huggingface_hub' in sys.modules else 'NOHUB')"
     )
     proc = subprocess.run(

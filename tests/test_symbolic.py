@@ -13,13 +13,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import flopcalc
-from flopcalc.cards import list_cards
-from flopcalc.errors import FlopcalcError
+from flopcalc.engine.cards import list_cards
+from flopcalc.engine.errors import FlopcalcError
 
 sympy = pytest.importorskip("sympy")
-from flopcalc.symbolic import symbolic_estimate  # noqa: E402
-from flopcalc.symbolic_report import crossover, ratio, report_dict, shares  # noqa: E402
-from flopcalc.sweep import parse_values, run_sweep  # noqa: E402
+from flopcalc.flops.symbolic import symbolic_estimate  # noqa: E402
+from flopcalc.flops.symbolic_report import crossover, ratio, report_dict, shares  # noqa: E402
+from flopcalc.flops.sweep import parse_values, run_sweep  # noqa: E402
 
 #: Cards with a law; a card whose card.yaml says ``no_law: <why>`` has none (e.g. two experts whose step
 #: split comes from floating-point timesteps) and must be refused, which test_cards_without_a_law checks.

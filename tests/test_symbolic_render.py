@@ -14,10 +14,10 @@ from sympy.core.function import AppliedUndef  # noqa: E402
 from sympy.parsing.latex import parse_latex  # noqa: E402
 from sympy.parsing.sympy_parser import parse_expr  # noqa: E402
 
-from flopcalc.cards import list_cards  # noqa: E402
-from flopcalc.errors import FlopcalcError  # noqa: E402
-from flopcalc.symbolic import SYMBOL_TEXT, structure, symbolic_estimate  # noqa: E402
-from flopcalc.symbolic_report import render_text  # noqa: E402
+from flopcalc.engine.cards import list_cards  # noqa: E402
+from flopcalc.engine.errors import FlopcalcError  # noqa: E402
+from flopcalc.flops.symbolic import SYMBOL_TEXT, structure, symbolic_estimate  # noqa: E402
+from flopcalc.flops.symbolic_report import render_text  # noqa: E402
 
 CARDS = [c.name for c in list_cards() if not c.data.get("no_law")]  # no_law: refused, see test_symbolic.py
 SYMBOLS = {name: sp.Symbol(name, positive=True, integer=True) for name in SYMBOL_TEXT}

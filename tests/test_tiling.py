@@ -39,7 +39,7 @@ def test_symbolic_slices_are_exact_past_one_slice(window, stride):
 
 def test_tracked_int_gives_the_law_of_its_expression():
     pytest.importorskip("sympy")
-    from flopcalc.symbolic import F, Tracked
+    from flopcalc.flops.symbolic import F, Tracked
 
     assert slices(Tracked(33, F), 5, 3) == slices(F, 5, 3)
     assert whole(Tracked(3, F)) == ((F, 1),)

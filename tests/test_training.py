@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from flopcalc.api import estimate
-from flopcalc.backprop import FUSED_ATTENTION_BACKWARD, backward, graph_of
-from flopcalc.cli import main
-from flopcalc.errors import FlopcalcError
-from flopcalc.training import train
+from flopcalc.flops.estimate import estimate
+from flopcalc.training.backward import backward, graph_of
+from flopcalc.engine.gradients import FUSED_ATTENTION_BACKWARD
+from flopcalc.cli.main import main
+from flopcalc.engine.errors import FlopcalcError
+from flopcalc.training.estimate import train
 
 #: full fine-tuning's fixtures (the LoRA ones: tests/test_training_lora.py)
 FIXTURES = sorted(p for p in (Path(__file__).resolve().parent.parent / "validation" / "fixtures" / "training").glob(
@@ -74,7 +75,7 @@ def test_backward_is_exact_against_the_measured_forward_and_backward(path):
 
 def _attention_recompute(tree, graph) -> int:
     """Attention MACs inside the checkpointed modules (their bmm run again in the backward)."""
-    from flopcalc.backprop import _items_matched
+    from flopcalc.engine.gradients import items_matched as _items_matched
 
     wrapped = [tuple(c.pattern.split(".")) for c in graph.checkpointed]
     total = 0
@@ -112,7 +113,7 @@ def test_sample_adds_frozen_forwards_unless_cached_and_step_scales_with_batch_an
 
 
 def test_mfu_against_the_gpu_tables_dense_peak():
-    from flopcalc.gpus import gpu
+    from flopcalc.hardware.gpus import gpu
 
     est = train("flux-dev", height=512, width=512, batch_size=2, num_gpus=4, step_time=1.5, gpu="h100-sxm")
     assert est.mfu == est.flops_per_step / (1.5 * 4 * gpu("h100-sxm").peak_flops["bf16"])

@@ -12,12 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from flopcalc.api import estimate
-from flopcalc.backprop import MATH_ATTENTION_BACKWARD, backward, graph_of, lora_supported
-from flopcalc.cli import main
-from flopcalc.errors import FlopcalcError
-from flopcalc.lora import MAX_RANK
-from flopcalc.training import lora_training, train
+from flopcalc.flops.estimate import estimate
+from flopcalc.training.backward import backward, graph_of, lora_supported
+from flopcalc.engine.gradients import MATH_ATTENTION_BACKWARD
+from flopcalc.cli.main import main
+from flopcalc.engine.errors import FlopcalcError
+from flopcalc.training.lora import MAX_RANK
+from flopcalc.training.estimate import lora_training, train
 from test_training import measured_component
 
 FIXTURES = sorted(p for p in (Path(__file__).resolve().parent.parent / "validation" / "fixtures" / "training").glob(
@@ -139,7 +140,8 @@ def test_bad_lora_input_is_a_one_line_error(capsys, args, match):
 
 
 def test_html_report_shows_a_lora_run_beside_full_fine_tuning():
-    from flopcalc.html_memory_training import REPORT_LORA_RANK, sections
+    from flopcalc.training.html import REPORT_LORA_RANK
+    from flopcalc.training.html import section as sections
 
     est = train("sd1.5", height=512, width=512, trainable=f"lora:{REPORT_LORA_RANK}")
     html = sections("sd1.5", height=512, width=512)
@@ -157,8 +159,8 @@ def test_unet_cross_attention_text_states_need_no_gradient():
 
 
 def test_a_wrapped_module_before_the_first_adapter_is_not_recomputed():
-    from flopcalc.backprop import Checkpointed
-    from flopcalc.lora import adapters, lora_backward
+    from flopcalc.engine.gradients import Checkpointed
+    from flopcalc.training.lora import adapters, lora_backward
 
     tree = estimate("sd1.5", height=512, width=512, steps=1).component("unet").tree
     flow = graph_of("UNet2DConditionModel").lora
@@ -183,7 +185,7 @@ def test_bad_api_input_is_a_flopcalc_error(kwargs, match):
 
 def test_families_without_a_declared_flow_refuse_lora_naming_the_supported_ones():
     """Every denoiser whose full fine-tuning is validated declares its LoRA dataflow; a graph without one is refused."""
-    from flopcalc.backprop import GradientGraph
+    from flopcalc.engine.gradients import GradientGraph
 
     assert {"FluxTransformer2DModel", "UNet2DConditionModel", "SD3Transformer2DModel", "CogVideoXTransformer3DModel",
             "WanTransformer3DModel", "PixArtTransformer2DModel", "LTXVideoTransformer3DModel"} <= set(lora_supported())

@@ -13,9 +13,9 @@ import json
 
 import pytest
 
-from flopcalc.api import estimate
-from flopcalc.backprop import graph_of
-from flopcalc.training import train
+from flopcalc.flops.estimate import estimate
+from flopcalc.training.backward import graph_of
+from flopcalc.training.estimate import train
 
 QWEN = "QwenImageTransformer2DModel"
 ZIMAGE = "ZImageTransformer2DModel"
@@ -74,10 +74,10 @@ def test_z_image_default_lora_targets_adapt_every_blocks_attention_refiners_incl
 
 def test_z_image_with_unused_patch_entries_is_refused():
     """peft would adapt the ``linear`` of an all_final_layer entry the call never runs (parameters, no work)."""
-    from flopcalc.api import estimate_configs
-    from flopcalc.errors import FlopcalcError
-    from flopcalc.pipelines import Settings
-    from flopcalc.training import lora_training
+    from flopcalc.flops.estimate import estimate_configs
+    from flopcalc.engine.errors import FlopcalcError
+    from flopcalc.engine.pipelines import Settings
+    from flopcalc.training.estimate import lora_training
 
     cfg = {"_class_name": ZIMAGE, "all_patch_size": [1, 2], "all_f_patch_size": [1, 1], "in_channels": 16, "dim": 48,
            "n_layers": 1, "n_refiner_layers": 1, "n_heads": 3, "n_kv_heads": 3, "qk_norm": True, "cap_feat_dim": 40,
@@ -92,10 +92,10 @@ def test_adapters_the_output_does_not_depend_on_are_refused(tmp_path):
     """A one-block Qwen-Image transformer: its text stream's to_add_out feeds nothing (the output is the image
     stream's), so LoRA there trains nothing: torch's backward has no gradient to follow, and flopcalc gives no number.
     With a second block the same adapters feed the next block's joint attention and are counted."""
-    from flopcalc.api import estimate_configs
-    from flopcalc.errors import FlopcalcError
-    from flopcalc.pipelines import Settings
-    from flopcalc.training import lora_training
+    from flopcalc.flops.estimate import estimate_configs
+    from flopcalc.engine.errors import FlopcalcError
+    from flopcalc.engine.pipelines import Settings
+    from flopcalc.training.estimate import lora_training
 
     cfg = {"_class_name": QWEN, "attention_head_dim": 16, "num_attention_heads": 2, "num_layers": 1, "patch_size": 2,
            "in_channels": 16, "out_channels": 4, "joint_attention_dim": 24, "axes_dims_rope": [4, 6, 6],
@@ -164,9 +164,9 @@ def test_random_training_runs_are_exact(rng, tmp_path, class_name, pipeline, mak
     from measure_training import measure_training
     from test_live_training_lora import _check as _check_lora
 
-    from flopcalc.api import estimate_configs
-    from flopcalc.backprop import backward
-    from flopcalc.pipelines import Settings
+    from flopcalc.flops.estimate import estimate_configs
+    from flopcalc.training.backward import backward
+    from flopcalc.engine.pipelines import Settings
 
     for i in range(4):
         cfg = make(rng)

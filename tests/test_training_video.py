@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from flopcalc.errors import FlopcalcError
-from flopcalc.training import train
+from flopcalc.engine.errors import FlopcalcError
+from flopcalc.training.estimate import train
 
 FIXTURES = Path(__file__).resolve().parent.parent / "validation" / "fixtures" / "training"
 
@@ -109,9 +109,9 @@ def _video_size(rng, cfg: dict) -> tuple[int, int, int, int]:
 def test_random_hunyuan_video_full_fine_tuning_is_exact(rng, tmp_path):
     """Every parameter trained, with and without gradient checkpointing."""
     from live_support import SEED, write_config
-    from flopcalc.api import estimate_configs
-    from flopcalc.backprop import backward, graph_of
-    from flopcalc.pipelines import Settings
+    from flopcalc.flops.estimate import estimate_configs
+    from flopcalc.training.backward import backward, graph_of
+    from flopcalc.engine.pipelines import Settings
 
     pytest.importorskip("torch")
     from measure_training import measure_training
@@ -137,7 +137,7 @@ def test_random_hunyuan_video_lora_runs_are_exact(rng, tmp_path):
     pytest.importorskip("peft")
     from live_support import write_config
     from test_live_training_lora import _check
-    from flopcalc.pipelines import Settings
+    from flopcalc.engine.pipelines import Settings
 
     names = ("to_q", "to_k", "to_v", "to_out.0", "add_q_proj", "add_k_proj", "add_v_proj", "to_add_out",
              "ff.net.0.proj", "ff.net.2", "ff_context.net.0.proj", "ff_context.net.2", "proj_in")
@@ -157,10 +157,10 @@ def test_random_wan_i2v_lora_runs_are_exact(rng, tmp_path):
     them, with and without gradient checkpointing."""
     pytest.importorskip("peft")
     from live_support import REPO, SEED, random_size, write_config
-    from flopcalc.api import estimate_configs
-    from flopcalc.backprop import graph_of
-    from flopcalc.pipelines import Settings
-    from flopcalc.training import lora_training
+    from flopcalc.flops.estimate import estimate_configs
+    from flopcalc.training.backward import graph_of
+    from flopcalc.engine.pipelines import Settings
+    from flopcalc.training.estimate import lora_training
     from measure_training import measure_training
 
     card = REPO / "model_cards" / "wan2.1-i2v-14b-480p"

@@ -11,10 +11,10 @@ import pytest
 from live_support import REPO, measure  # noqa: F401  (skips without torch/diffusers/transformers)
 from measure_weights import converted_linears, keep_in_fp32, loaded_bytes, offloaded_modules
 
-from flopcalc.errors import FlopcalcError
+from flopcalc.engine.errors import FlopcalcError
 from flopcalc.formulas import ops
-from flopcalc.quantized import FORMATS
-from flopcalc.weights import component_weights
+from flopcalc.gpu_memory.quantized import FORMATS
+from flopcalc.gpu_memory.weights import component_weights
 
 COMPONENTS = sorted(p.parent for p in (REPO / "model_cards").glob("*/*/config.json")) + sorted(
     p.parent for p in (REPO / "validation" / "configs").glob("*/config.json"))

@@ -13,7 +13,7 @@ measured equal at the smaller sizes) to the attention's scores (above it at the 
 of two such quadratics, each fitted to its own sizes (:func:`law`). A call whose n its config fixes (Kandinsky 2.2's PriorTransformer: num_embeddings text states and
 its additional embeddings at every image size) is measured at that n and fitted by the constant it measured. The error is leave-one-out: each size predicted by the fit of the others; the largest relative
 error is what ``flopcalc memory`` prints beside the estimate. Fits are keyed by the component's class, call,
-the inputs it is fed beyond latent and text (``flopcalc.activations.form``) and the config's declared keys, so
+the inputs it is fed beyond latent and text (``flopcalc.gpu_memory.activations.form``) and the config's declared keys, so
 they apply to the measured models only.
 
     python validation/fit_activations.py           # write flopcalc/data/activation_fit.json
@@ -54,7 +54,7 @@ def positions(fx: dict) -> tuple[int, str]:
 
 def planned(fx: dict) -> tuple[int, str, bool, tuple[str, ...]]:
     """:func:`positions`, whether the plan runs the call on one latent frame, and the inputs beyond latent and text
-    it is fed (``flopcalc.activations.form``): its fit is keyed by both."""
+    it is fed (``flopcalc.gpu_memory.activations.form``): its fit is keyed by both."""
     s = fx["settings"]
     return _planned(card_of(fx["case"]), fx["component"], fx["call"], s.get("seq_len"), s.get("height"),
                     s.get("width"), s.get("num_frames"))
@@ -63,8 +63,8 @@ def planned(fx: dict) -> tuple[int, str, bool, tuple[str, ...]]:
 @lru_cache(maxsize=None)
 def _planned(card: str, component: str, call: str, seq_len: int | None, height: int | None, width: int | None,
              num_frames: int | None) -> tuple[int, str, bool, tuple[str, ...]]:
-    from flopcalc.activations import form, positions as latent_positions, single_frame
-    from flopcalc.api import estimate
+    from flopcalc.gpu_memory.activations import form, positions as latent_positions, single_frame
+    from flopcalc.flops.estimate import estimate
 
     if height is None:  # the class the card's plan loads (e.g. Qwen3Model from a Qwen3ForCausalLM checkpoint)
         return seq_len, estimate(card).component(component, call).class_name, False, ()
@@ -123,7 +123,7 @@ def loo_error(ns: list[int], peaks: list[int], fused: list[int] | None = None) -
 def fit_key(class_name: str, call: str, config: dict, *, tiled: bool, single_frame: bool = False,
             fed: tuple[str, ...] = ()) -> str:
     sys.path.insert(0, str(REPO_ROOT))
-    from flopcalc.activations import fit_key as key
+    from flopcalc.gpu_memory.activations import fit_key as key
 
     return key(class_name, call, config, tiled=tiled, single_frame=single_frame, fed=fed)
 

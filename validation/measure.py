@@ -1,9 +1,9 @@
 """``import measure`` for the validation scripts and tests: this name *is*
-:mod:`flopcalc.measure.harness` (the module object itself, not a copy).
+:mod:`flopcalc.engine.measure.harness` (the module object itself, not a copy).
 
 The harness ships with flopcalc so that ``flopcalc estimate --measure`` builds a model's inputs with
 the same builders the fixtures were measured with; its input builders are
-``flopcalc/measure/inputs/<family>.py`` (every module there is loaded). See validation/README.md.
+``flopcalc/engine/measure/inputs/<family>.py`` (every module there is loaded). See validation/README.md.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from pathlib import Path
 _stray = sorted(p.name for p in Path(__file__).resolve().parent.glob("inputs_*.py"))
 if _stray:
     raise ImportError(
-        f"input builders now live in flopcalc/measure/inputs/<family>.py: move {', '.join(_stray)} there "
-        "and import from flopcalc.measure.harness instead of measure"
+        f"input builders now live in flopcalc/engine/measure/inputs/<family>.py: move {', '.join(_stray)} there "
+        "and import from flopcalc.engine.measure.harness instead of measure"
     )
 
-from flopcalc.measure import harness  # noqa: E402
+from flopcalc.engine.measure import harness  # noqa: E402
 
 sys.modules[__name__] = harness

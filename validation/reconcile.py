@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
 import flopcalc
-from flopcalc.api import Report
+from flopcalc.flops.report import Report
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -81,7 +80,7 @@ def estimate(card: str, convention: str, **overrides) -> Report:
 def encoders_alone(card: str, tokens: int, prompts: int) -> tuple[int, list[str]]:
     """Every text encoder of ``card`` run alone on ``tokens`` tokens (CLIP capped at its 77
     positions) for ``prompts`` prompts, thop MACs summed; with the flopcalc commands that do it."""
-    from flopcalc.sources import resolve
+    from flopcalc.engine.sources import resolve
 
     source = resolve(card)
     total, commands = 0, []

@@ -1,7 +1,7 @@
 """The work of one generation, per item, split by op class: what the energy laws consume.
 
-Read from a :class:`flopcalc.api.Report` (the exact counts of ``flopcalc.estimate`` at the
-settings given), never re-derived. Op classes follow :class:`flopcalc.cost.Cost`:
+Read from a :class:`flopcalc.flops.estimate.Report` (the exact counts of ``flopcalc.estimate`` at the
+settings given), never re-derived. Op classes follow :class:`flopcalc.engine.cost.Cost`:
 
 * ``linear``: dense layers (``Cost.linear``),
 * ``attention``: the QKᵀ and A·V matmuls (``Cost.attention``),
@@ -39,8 +39,8 @@ from typing import TYPE_CHECKING
 from flopcalc.formulas.ops import SOFTMAX_OPS
 
 if TYPE_CHECKING:
-    from flopcalc.api import Report
-    from flopcalc.cost import Node
+    from flopcalc.flops.report import Report
+    from flopcalc.engine.cost import Node
 
 OP_CLASSES = ("linear", "attention", "conv")
 #: FlashAttention-2's head widths: multiples of 32 up to 256 (see the module docstring).

@@ -24,7 +24,7 @@ BYTES_PER_PARAMETER = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}  # and per act
 
 def sample_of(work: Work, gpu_key: str, precision: str, calibration: str, label: str = "",
               energy: float = 0.0, latency: float = 0.0) -> Sample:
-    from flopcalc.gpus import gpu
+    from flopcalc.hardware.gpus import gpu
 
     g = gpu(gpu_key)
     peak = g.peak_flops.get(precision) or g.peak_flops["bf16"]
@@ -118,7 +118,7 @@ def _multi_gpu(records: Sequence[Record], flops: Sequence[float]) -> dict[str, A
 def _gpu_ratio(records: Sequence[Record], src: str, dst: str, target: str) -> float:
     """log of the datasheet ratio a law scales by from GPU ``src`` to ``dst``: dense peak for
     latency, peak per watt of TDP for energy (src over dst)."""
-    from flopcalc.gpus import gpu
+    from flopcalc.hardware.gpus import gpu
 
     prec = next(r.precision for r in records if r.gpu == src)
     a, b = gpu(src), gpu(dst)

@@ -4,16 +4,15 @@ calibrated GPU (at the report's settings), and the measured-vs-predicted validat
 from __future__ import annotations
 
 import html
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
-from flopcalc.errors import FlopcalcError
+from flopcalc.engine.errors import FlopcalcError
+from flopcalc.flops.report import Report
+from flopcalc.render.html_tables import html_table
 
-if TYPE_CHECKING:
-    from flopcalc.api import Report
 
-
-def section(reports: Sequence["Report"], table) -> str:
-    """``table(rows, numeric)`` is the report's table renderer (html_report._table)."""
+def section(reports: Sequence[Report]) -> str:
+    """The energy section of the page of ``reports``."""
     from flopcalc.energy_laws.plot import load_points, measured_vs_predicted
     from flopcalc.energy_laws.predict import load_coefficients, predict
 
@@ -42,7 +41,7 @@ def section(reports: Sequence["Report"], table) -> str:
                      *(f"{e[t]['median_pct']:.1f} / {e[t]['p90_pct']:.1f} / {e[t]['max_pct']:.1f}"
                        for t in ("energy", "latency"))))
     try:
-        from flopcalc.plots import svg_text
+        from flopcalc.render.figures import svg_text
 
         figure = svg_text(measured_vs_predicted(doc, load_points()))
     except FlopcalcError as exc:  # matplotlib missing
@@ -51,7 +50,7 @@ def section(reports: Sequence["Report"], table) -> str:
             "<p>Predicted from the exact counts above by the laws of <code>flopcalc energy</code>, fitted on public "
             "ML.ENERGY measurements (GPU energy only); 90% intervals from leave-one-model-out errors. "
             "Other GPUs: <code>flopcalc energy MODEL --gpu NAME</code>.</p>"
-            + table(rows, numeric=(4, 5, 6, 7))
+            + html_table(rows, numeric=(4, 5, 6, 7))
             + "".join(f'<p class="note">{html.escape(n)}</p>' for n in notes)
             + "<h3>Validation: every measurement, predicted with its model held out</h3>"
-            + table(errs, numeric=(1,)) + figure)
+            + html_table(errs, numeric=(1,)) + figure)

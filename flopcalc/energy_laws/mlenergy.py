@@ -55,7 +55,7 @@ def _entry(model_map: Mapping[str, Mapping], model: str, path: Path) -> Mapping[
 
 def read_mlenergy(path: str | Path, model_map: Mapping[str, Mapping], base: Path) -> list[Record]:
     """Records of one ML.ENERGY file; ``base`` is the folder relative ``source`` paths are read from."""
-    from flopcalc.gpus import gpu
+    from flopcalc.hardware.gpus import gpu
 
     p = Path(path)
     try:

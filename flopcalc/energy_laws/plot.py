@@ -1,6 +1,6 @@
 """Measured against predicted, log-log, every validation record (each predicted with its model held
 out of the fit), one column per calibration (GPU × precision × stack), energy and latency rows, the
-90% interval band shaded. Reuses :mod:`flopcalc.plots` (matplotlib, the ``[plot]`` extra)."""
+90% interval band shaded. Uses :mod:`flopcalc.render.figures` (matplotlib, the ``[plot]`` extra)."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ def load_points() -> list[dict]:
 
 
 def measured_vs_predicted(coefficients: Mapping[str, Any], points: list[dict], law: str | None = None) -> Any:
-    from flopcalc.plots import _pyplot
+    from flopcalc.render.figures import pyplot
 
-    plt = _pyplot()
+    plt = pyplot()
     law = law or coefficients["default_law"]
     cals = list(coefficients["calibrations"])
     fig, axes = plt.subplots(2, len(cals), figsize=(3.6 * len(cals), 7), squeeze=False)

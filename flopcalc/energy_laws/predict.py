@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from flopcalc.energy_laws.features import Work, work_of
 from flopcalc.energy_laws.laws import LAWS, OPCLASS_TERMS, Sample, opclass_row
-from flopcalc.errors import FlopcalcError
-from flopcalc.limits import check_count
+from flopcalc.engine.errors import FlopcalcError
+from flopcalc.engine.limits import check_count
 
 if TYPE_CHECKING:
-    from flopcalc.api import Report
+    from flopcalc.flops.report import Report
 
 SHIPPED = Path(__file__).resolve().parents[1] / "data" / "energy_coefficients.yaml"
 #: World average carbon intensity of electricity generation in 2023 (Ember, Global Electricity
@@ -126,7 +126,7 @@ def load_coefficients(path: str | None = None) -> Mapping[str, Any]:
 
 def _check(doc: Mapping) -> None:
     """Every key and number :func:`predict` reads is there, finite, and of its type."""
-    from flopcalc.gpus import gpu as lookup
+    from flopcalc.hardware.gpus import gpu as lookup
 
     LAWS.index(doc["default_law"])
     for cal in doc["calibrations"].values():
@@ -159,7 +159,7 @@ def _choose(doc: Mapping, gpu_key: str, precision: str) -> tuple[str, list[str],
     there is one (most models first), else its other 16-bit one, else another GPU's (datasheet
     scaling from those at the same precision (else 16-bit, else any), the ones with the most models, the closest
     dense peak among those)."""
-    from flopcalc.gpus import gpu as lookup
+    from flopcalc.hardware.gpus import gpu as lookup
 
     cals = doc["calibrations"]
     order = sorted(cals, key=lambda k: (-len(cals[k]["models"]), k))
@@ -199,7 +199,7 @@ def _choose(doc: Mapping, gpu_key: str, precision: str) -> tuple[str, list[str],
 def _scale(doc: Mapping, ref_gpu: str, gpu_key: str, precision: str) -> dict[str, float]:
     """Factor from the reference GPU's prediction to ``gpu_key``'s: the datasheet ratio (dense
     peak; peak per TDP watt for energy) to the fitted exponent (validation/energy/RESULTS.md)."""
-    from flopcalc.gpus import gpu as lookup
+    from flopcalc.hardware.gpus import gpu as lookup
 
     a, b = lookup(ref_gpu), lookup(gpu_key)
     pa, pb = a.peak_flops.get(precision, a.peak_flops["bf16"]), b.peak_flops[precision]
@@ -227,7 +227,7 @@ def predict(report: "Report", *, gpu: str, precision: str = "bf16", law: str | N
     (``coefficients``: a file written by ``flopcalc energy-fit``, or its parsed mapping; default shipped)."""
     from flopcalc.energy_laws.fit import sample_of
     from flopcalc.energy_laws.laws import predict_law
-    from flopcalc.gpus import gpu as lookup
+    from flopcalc.hardware.gpus import gpu as lookup
 
     g = lookup(gpu)
     if precision not in g.peak_flops:
@@ -375,7 +375,7 @@ def energy(model: str, *, gpu: str, precision: str = "bf16", law: str | None = N
     >>> r = flopcalc.energy("flux-dev", gpu="h100", steps=28)
     >>> r.energy_j, r.energy_j_interval, r.to_dict()["prediction"]["latency_s"]
     """
-    from flopcalc.api import estimate
+    from flopcalc.flops.estimate import estimate
 
     return predict(estimate(model, **settings), gpu=gpu, precision=precision, law=law, num_gpus=num_gpus,
                    grid_intensity=grid_intensity, coefficients=coefficients, items=items)

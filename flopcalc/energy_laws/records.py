@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from flopcalc.errors import FlopcalcError
+from flopcalc.engine.errors import FlopcalcError
 
 COLUMNS = ("model", "label", "gpu", "precision", "stack", "num_gpus", "batch_size", "steps", "height", "width",
            "num_frames", "guidance_scale", "max_sequence_length", "vae_tiling", "energy_j", "latency_s", "source")
@@ -122,7 +122,7 @@ def is_records_csv(path: str | Path) -> bool:
 
 def read_csv(path: str | Path) -> tuple[Record, ...]:
     """Records of a measurement CSV (format in the module docstring); bad rows name their line."""
-    from flopcalc.gpus import gpu
+    from flopcalc.hardware.gpus import gpu
 
     p = Path(path)
     try:
@@ -155,7 +155,7 @@ def read_csv(path: str | Path) -> tuple[Record, ...]:
 
 def estimate_record(r: Record):
     """The exact report of the setting ``r`` ran (relative model paths read from the CSV's folder)."""
-    from flopcalc.api import estimate
+    from flopcalc.flops.estimate import estimate
 
     model = r.model
     local = r.base / model

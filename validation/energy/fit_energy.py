@@ -183,7 +183,7 @@ def _term_columns(records) -> list[tuple[str, str, dict[str, float], float, floa
     """(label, calibration, columns, TDP, energy, latency) of every single-GPU record of a fitted calibration."""
     from flopcalc.energy_laws.fit import BYTES_PER_PARAMETER, samples_of
     from flopcalc.energy_laws.records import estimate_record
-    from flopcalc.gpus import gpu
+    from flopcalc.hardware.gpus import gpu
 
     samples, works = samples_of(records)
     out = []
@@ -244,9 +244,9 @@ def _public_latency(doc: dict) -> list[str]:
     import ast
     import csv
 
-    from flopcalc.api import estimate
+    from flopcalc.flops.estimate import estimate
     from flopcalc.energy_laws.predict import predict
-    from flopcalc.errors import FlopcalcError
+    from flopcalc.engine.errors import FlopcalcError
 
     cards = {"black-forest-labs/FLUX.1-dev": ("flux-dev", {"height": 1024, "width": 1024}),
              "tencent/HunyuanVideo": ("hunyuanvideo", {"vae_tiling": True})}

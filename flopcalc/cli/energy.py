@@ -1,0 +1,139 @@
+"""The energy commands: ``gpus``, ``energy``, ``energy-fit``, ``energy-plot``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from flopcalc.cli.common import (
+    GENERATION_OPTIONS, add_family_options, add_format, add_model, add_run_options, positive_int, run_settings,
+)
+
+
+def configure_gpus(p: argparse.ArgumentParser) -> None:
+    add_format(p, ("table", "json"))
+
+
+def run_gpus(args: argparse.Namespace) -> int:
+    from flopcalc.hardware.gpus import DTYPES, gpus
+
+    table = gpus()
+    if args.format == "json":
+        sys.stdout.write(json.dumps([g.to_dict() for g in table], indent=2) + "\n")
+        return 0
+    head = ("key", "name", "mem GiB", "GB/s", "TDP W", *(f"{d} TF" for d in DTYPES))
+    rows = [head]
+    for g in table:
+        peaks = tuple(f"{g.peak_flops[d] / 1e12:g}" if d in g.peak_flops else "-" for d in DTYPES)
+        rows.append((g.key, g.name, f"{g.memory_bytes / 2**30:g}", f"{g.memory_bandwidth / 1e9:g}", f"{g.tdp_w:g}",
+                     *peaks))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+    for r in rows:
+        print("  ".join(v.ljust(w) if i < 2 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths))).rstrip())
+    print("Dense tensor-core peaks in TFLOP/s (int8: TOP/s); fp32 is the non-tensor peak. "
+          "Sources: `flopcalc gpus --format json`.")
+    return 0
+
+
+def configure_energy(p: argparse.ArgumentParser) -> None:
+    p.description = ("MODEL and settings as for `estimate`; the prediction applies a law fitted on public "
+                     "measurements (validation/energy/RESULTS.md) to the exact per-op-class counts of the estimate.")
+    add_model(p)
+    add_run_options(p, GENERATION_OPTIONS)
+    add_family_options(p)
+    add_format(p, ("table", "json", "csv"))
+    p.add_argument("--measure", action="store_true",
+                   help="as for `estimate`: count a component with no formula on the meta device")
+    p.add_argument("--gpu", required=True, help="a GPU of `flopcalc gpus` (key or alias, e.g. h100, A100-SXM4-40GB)")
+    p.add_argument("--num-gpus", type=positive_int, default=1,
+                   help="sequence-parallel GPUs (overhead fitted on 2/4/8-GPU runs)")
+    p.add_argument("--precision", choices=("bf16", "fp16", "fp32", "fp8"), default="bf16",
+                   help="the dtype the pipeline runs in (default bf16)")
+    p.add_argument("--grid-intensity", type=float,
+                   help="grams of CO2e per kWh of the grid (default 480: world average 2023, Ember)")
+    p.add_argument("--law", choices=("opclass", "loglog", "linear"),
+                   help="the energy law: opclass (time and energy per op class), loglog (the seed paper's) or linear "
+                        "(E = k·FLOPs); default: the calibration's")
+    p.add_argument("--coefficients", help="a coefficients file written by `flopcalc energy-fit` (default: the shipped "
+                                          "ones)")
+    p.add_argument("--items", type=positive_int, default=1,
+                   help="images or videos to generate: adds their kWh and GPU-hours")
+
+
+def run_energy(args: argparse.Namespace) -> int:
+    from flopcalc.energy_laws.predict import predict
+    from flopcalc.energy_laws.render import render
+    from flopcalc.flops.estimate import estimate
+
+    report = estimate(args.model, revision=args.revision, measure=args.measure, **run_settings(args))
+    result = predict(report, gpu=args.gpu, precision=args.precision, law=args.law, num_gpus=args.num_gpus,
+                     grid_intensity=args.grid_intensity, coefficients=args.coefficients, items=args.items)
+    sys.stdout.write(render(result, args.format))
+    return 0
+
+
+def configure_energy_fit(p: argparse.ArgumentParser) -> None:
+    from flopcalc.energy_laws.records import COLUMNS
+
+    p.description = ("FILE: a CSV with columns " + ", ".join(COLUMNS) + " (see flopcalc/energy_laws/records.py), or "
+                     "ML.ENERGY leaderboard files (v3 task JSON, v2 table) with --model-map; writes coefficients for "
+                     "`flopcalc energy --coefficients` and prints their leave-one-model-out errors.")
+    p.add_argument("file", nargs="+", metavar="FILE", help="measurement files: records CSVs or ML.ENERGY result files")
+    p.add_argument("--model-map", help="ML.ENERGY files: YAML mapping each model id to the flopcalc `source` that "
+                                       "counts it (and `settings`), or `left_out` (see validation/energy/models.yaml)")
+    p.add_argument("--out", required=True, help="the coefficients YAML to write")
+
+
+def run_energy_fit(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    import yaml
+
+    from flopcalc.energy_laws.fit import calibrate
+    from flopcalc.energy_laws.mlenergy import load_model_map, read_mlenergy
+    from flopcalc.energy_laws.records import MeasurementError, is_records_csv, read_csv
+    from flopcalc.render.output import check_writable, write_file
+
+    check_writable(args.out, "--out")
+    records = []
+    for name in args.file:
+        if not Path(name).is_file():
+            raise MeasurementError(f"cannot read {name}: no such file")
+        if is_records_csv(name):
+            records += read_csv(name)
+        elif args.model_map is None:
+            raise MeasurementError(f"{name}: not a records CSV; for ML.ENERGY files pass --model-map")
+        else:
+            records += read_mlenergy(name, load_model_map(args.model_map), Path(args.model_map).parent)
+    doc, _ = calibrate(records)
+    doc = {"source": f"flopcalc energy-fit {' '.join(args.file)}", **doc}
+    write_file(args.out, yaml.safe_dump(doc, sort_keys=False, width=120), "--out")
+    print(f"wrote {args.out} (default law {doc['default_law']}); leave-one-model-out abs % error, median / max:")
+    for cal, c in doc["calibrations"].items():
+        for law, v in c["laws"].items():
+            e, t = v["errors"]["energy"], v["errors"]["latency"]
+            print(f"  {cal:<36} {law:<8} energy {e['median_pct']:5.1f} / {e['max_pct']:5.1f}   "
+                  f"latency {t['median_pct']:5.1f} / {t['max_pct']:5.1f}   ({len(c['models'])} models, {e['n']} records)")
+    for cal, models in doc["left_out_calibrations"].items():
+        print(f"  {cal}: left out, fewer than 3 models ({', '.join(models)})")
+    return 0
+
+
+def configure_energy_plot(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", required=True, help="the figure to write: a .png or .svg file")
+    p.add_argument("--law", choices=("opclass", "loglog", "linear"),
+                   help="the law whose predictions are plotted (default: each calibration's)")
+
+
+def run_energy_plot(args: argparse.Namespace) -> int:
+    from flopcalc.energy_laws.plot import load_points, measured_vs_predicted
+    from flopcalc.energy_laws.predict import load_coefficients
+    from flopcalc.render.figures import SUFFIXES, figure_bytes
+    from flopcalc.render.output import check_writable, write_file
+
+    check_writable(args.out, "--out", SUFFIXES)
+    fig = measured_vs_predicted(load_coefficients(), load_points(), law=args.law)
+    write_file(args.out, figure_bytes(fig, args.out), "--out", SUFFIXES)
+    print(f"wrote {args.out}")
+    return 0

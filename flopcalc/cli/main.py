@@ -1,0 +1,115 @@
+"""The command line: ``flopcalc COMMAND …``.
+
+:data:`COMMANDS` lists every command with its one-line help and where its parser and its work live. Only the
+parser of the command asked for is built (``flopcalc estimate …`` builds ``estimate``'s alone); ``flopcalc
+--help`` lists them all without building any. User errors print one line (``flopcalc: error: …``) and exit
+with status 2, never a traceback (:func:`flopcalc.render.output.run_guarded`).
+"""
+
+from __future__ import annotations
+
+import argparse
+from types import ModuleType
+from typing import Callable, NamedTuple, Sequence
+
+from flopcalc.cli import energy, flops, memory, training
+from flopcalc.engine.version import __version__
+
+
+class Command(NamedTuple):
+    help: str
+    module: ModuleType  # holds configure_<name> (the parser) and run_<name> (the work)
+
+    def part(self, name: str, what: str) -> Callable:
+        return getattr(self.module, f"{what}_{name.replace('-', '_')}")
+
+
+COMMANDS: dict[str, Command] = {
+    "estimate": Command("MACs/FLOPs of one generation, per component and per block", flops),
+    "list": Command("the bundled model cards", flops),
+    "coverage": Command("which diffusers pipeline and model classes flopcalc counts", flops),
+    "symbolic": Command("the exact FLOP law in H, W, steps, passes, batch, text length, frames", flops),
+    "formulas": Command("the block formulas as closed forms (text or LaTeX)", flops),
+    "sweep": Command("FLOPs over a grid of settings (the law compiled once to numpy)", flops),
+    "compare": Command("several models side by side at one setting", flops),
+    "plot": Command("FLOPs against resolution per component, and their shares (needs matplotlib)", flops),
+    "report": Command("one self-contained HTML page: tables, the law, the plot, memory, training, energy", flops),
+    "gpus": Command("the GPU table: dense tensor peaks, memory, bandwidth, TDP, sources", energy),
+    "energy": Command("energy (J, Wh), latency and CO2e per image/video on a named GPU, with 90% intervals", energy),
+    "energy-fit": Command("fit the energy/latency laws on your own measurements", energy),
+    "energy-plot": Command("measured vs predicted energy and latency of every validation record (needs matplotlib)",
+                           energy),
+    "train": Command("FLOPs per training sample and step (forward + backward), and MFU", training),
+    "memory": Command("weights per component in bytes, resident under offload, fit on a GPU", memory),
+    "kaplan": Command("Kaplan's C≈2N+2·n_layer·n_ctx·d_attn beside the exact text-encoder count", flops),
+}
+
+#: Examples printed at the end of each command's --help (a test runs every one of them).
+EXAMPLES = {
+    "estimate": ["flopcalc estimate flux-dev", "flopcalc estimate sd3-medium --height 768 --width 1344 --per-block",
+                 "flopcalc estimate sdxl-base --strength 0.3 --steps 28 --format json",
+                 "flopcalc estimate wan2.1-t2v-1.3b --num-frames 33 --format csv"],
+    "list": ["flopcalc list"],
+    "coverage": ["flopcalc coverage", "flopcalc coverage --format markdown"],
+    "symbolic": ["flopcalc symbolic sd3-medium", "flopcalc symbolic flux-dev --format latex",
+                 "flopcalc symbolic sd3-medium --ratio 1024x1024:512x512", "flopcalc symbolic sd3-medium --ratio steps=50:28",
+                 "flopcalc symbolic wan2.1-t2v-1.3b --ratio frames=81:49", "flopcalc symbolic sd1.5 --crossover",
+                 "flopcalc symbolic sd3-medium --shares 256,512,1024,2048"],
+    "formulas": ["flopcalc formulas", "flopcalc formulas resnet_block --latex"],
+    "sweep": ["flopcalc sweep sd1.5 --height 512,768 --width 512:1024:256 --steps 20,50",
+              "flopcalc sweep flux-dev --height 256:2048:64 --width 1024 --format json"],
+    "compare": ["flopcalc compare flux-dev sd3-medium sdxl-base --height 1024 --width 1024"],
+    "plot": ["flopcalc plot flux-dev sd3-medium --out flops.png", "flopcalc plot sd1.5 --sides 256:2048:128 --out sd.svg"],
+    "report": ["flopcalc report flux-dev sd1.5 --html report.html"],
+    "gpus": ["flopcalc gpus"],
+    "energy": ["flopcalc energy flux-dev --gpu h100 --steps 28", "flopcalc energy sdxl-base --gpu a100 --format json"],
+    "energy-plot": ["flopcalc energy-plot --out energy.png"],
+    "train": ["flopcalc train flux-dev --gradient-checkpointing --step-time 2.1 --gpu h100-sxm --num-gpus 8",
+              "flopcalc train flux-dev --trainable lora:16 --height 512 --width 512"],
+    "memory": ["flopcalc memory flux-dev --gpu rtx-4090 --offload model",
+               "flopcalc memory wan2.1-t2v-1.3b --dtype-of text_encoder=nf4 --format json"],
+    "kaplan": ["flopcalc kaplan sd3-medium"],
+}
+
+
+def _examples(command: str) -> str | None:
+    lines = EXAMPLES.get(command)
+    return "examples:\n" + "\n".join(f"  {line}" for line in lines) if lines else None
+
+
+def _parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser with every command listed; only ``only``'s own options built (every command's when None)."""
+    p = argparse.ArgumentParser(
+        prog="flopcalc",
+        description="Weight-free FLOP calculator for diffusion pipelines (exact against torch's FLOP counter): "
+                    "FLOPs and laws, energy and latency, GPU memory and training compute, from config files alone.",
+    )
+    p.add_argument("--version", action="version", version=f"flopcalc {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", help="one of:")
+    for name, command in COMMANDS.items():
+        q = sub.add_parser(name, help=command.help.replace("%", "%%"), epilog=_examples(name),
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        if only is None or name == only:
+            command.part(name, "configure")(q)
+    return p
+
+
+def _command_of(argv: Sequence[str]) -> str | None:
+    """The command named in ``argv`` (its first word that is no option), if it is one of :data:`COMMANDS`."""
+    for word in argv:
+        if not word.startswith("-"):
+            return word if word in COMMANDS else None
+    return None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    import sys
+
+    from flopcalc.render.output import guard_streams, run_guarded
+
+    guard_streams()  # before argparse: --help and errors print on any terminal encoding
+    argv = sys.argv[1:] if argv is None else list(argv)
+    name = _command_of(argv)
+    args = _parser(name or "").parse_args(argv)
+    run = COMMANDS[args.command].part(args.command, "run")
+    return run_guarded(lambda: run(args))

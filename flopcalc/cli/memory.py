@@ -1,0 +1,54 @@
+"""The memory command: ``memory``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from flopcalc.cli.common import add_family_options, add_format, add_model, add_run_options, run_settings
+
+
+def configure_memory(p: argparse.ArgumentParser) -> None:
+    p.description = ("MODEL as for `flopcalc estimate`. Weights as from_pretrained(torch_dtype=...) loads them "
+                     "(parameters, float32-kept modules, buffers), exact; activation peaks of the measured denoisers "
+                     "and VAE decoders, estimated.")
+    add_model(p)
+    add_run_options(p, ("height", "width", "num_frames", "batch_size", "max_sequence_length", "vae_tiling",
+                        "no_vae_tiling"),
+                    batch_size="samples in one denoiser forward (2 where a pipeline batches classifier-free guidance)",
+                    vae_tiling="decode in tiles (pipe.vae.enable_tiling()): its own activation peak")
+    p.add_argument("--attention", choices=("fused", "math"), default="fused",
+                   help="fused: SDPA/flash kernels, no score matrix (default); math: the scores materialised")
+    p.add_argument("--dtype", choices=("bf16", "fp16", "fp32", "int8", "nf4", "fp8"), default="bf16",
+                   help="dtype the weights load in; int8 / nf4: bitsandbytes LLM.int8 / NF4, fp8: optimum-quanto "
+                        "qfloat8 (nn.Linear weights quantized, the rest in bf16)")
+    p.add_argument("--dtype-of", action="append", default=[], metavar="COMPONENT=DTYPE",
+                   help="another dtype for one component, e.g. text_encoder_2=nf4 (repeatable)")
+    p.add_argument("--offload", choices=("none", "model", "sequential"), default="none",
+                   help="none: pipe.to('cuda'); model: enable_model_cpu_offload(), one component at a time; "
+                        "sequential: enable_sequential_cpu_offload(), one module at a time")
+    p.add_argument("--gpu", help="a GPU of `flopcalc gpus`: whether it fits, with the headroom")
+    add_format(p, ("table", "json", "csv"))
+    add_family_options(p)
+
+
+def _dtype_of(pairs: list[str]) -> dict[str, str]:
+    from flopcalc.engine.errors import FlopcalcError
+
+    out = {}
+    for pair in pairs:
+        component, sep, dtype = pair.partition("=")
+        if not sep or not component or not dtype:
+            raise FlopcalcError(f"--dtype-of {pair!r}: expected COMPONENT=DTYPE, e.g. text_encoder_2=fp32")
+        out[component] = dtype
+    return out
+
+
+def run_memory(args: argparse.Namespace) -> int:
+    from flopcalc.gpu_memory.estimate import memory
+    from flopcalc.gpu_memory.report import render_memory
+
+    est = memory(args.model, attention=args.attention, dtype=args.dtype, dtype_of=_dtype_of(args.dtype_of),
+                 offload=args.offload, gpu=args.gpu, revision=args.revision, **run_settings(args))
+    sys.stdout.write(render_memory(est, args.format))
+    return 0

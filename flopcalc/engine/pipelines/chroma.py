@@ -1,0 +1,80 @@
+"""Chroma pipelines (diffusers ``pipelines/chroma``)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Mapping
+
+from flopcalc.engine.errors import FlopcalcError
+from flopcalc.engine.pipelines.base import (
+    Plan,
+    Settings,
+    cfg_passes,
+    check_divisible,
+    denoiser_run,
+    missing_notes,
+    register_pipeline,
+    text_runs,
+    vae_scale_factor,
+)
+from flopcalc.engine.pipelines.vae import image_runs
+
+#: ``ChromaPipeline.default_sample_size``: 128 latent pixels → 1024² with the 8× VAE.
+DEFAULT_SAMPLE_SIZE = 128
+#: ``check_inputs``: ``max_sequence_length`` cannot be greater than 512.
+MAX_SEQUENCE_LENGTH = 512
+#: ``ChromaImg2ImgPipeline.__call__``'s default ``strength``.
+IMG2IMG_STRENGTH = 0.9
+
+
+#: ``true_cfg_scale``: ChromaPipeline's own reason for refusing it.
+NO_TRUE_CFG = {"true_cfg_scale": "its __call__ takes no true_cfg_scale: guidance_scale > 1 already runs "
+                                 "classifier-free guidance as a second forward on the negative prompt"}
+#: The optional options ChromaPipeline applies.
+OPTIONS = ("max_sequence_length",)
+
+
+@register_pipeline("ChromaPipeline", denoisers=("ChromaTransformer2DModel",), options=OPTIONS, refuses=NO_TRUE_CFG)
+def chroma_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
+                    index: Mapping[str, Any] | None = None) -> Plan:
+    """``ChromaPipeline.__call__`` (diffusers ``pipelines/chroma/pipeline_chroma.py``): 1024² default
+    (``default_sample_size`` 128 × ``vae_scale_factor``), 35 steps, ``guidance_scale`` 5.0. Chroma is
+    not guidance-distilled: classifier-free guidance (``guidance_scale > 1``) runs a second, separate
+    transformer forward per step on the negative prompt, which is encoded too ("" when none is given,
+    ``encode_prompt``). T5 runs on ``max_sequence_length`` (512, at most 512) tokens, padded
+    (``padding="max_length"``), and the transformer sees them all: the attention mask only masks
+    padding, which never changes the dense work. Latents are packed 2×2, so each side must divide by
+    ``vae_scale_factor · 2`` (diffusers floors other sizes with a warning)."""
+    f = vae_scale_factor(components)
+    s = replace(
+        s,
+        height=s.height or DEFAULT_SAMPLE_SIZE * f,
+        width=s.width or DEFAULT_SAMPLE_SIZE * f,
+        steps=s.steps or 35,
+        guidance_scale=5.0 if s.guidance_scale is None else s.guidance_scale,
+        max_sequence_length=s.max_sequence_length or 512,
+    )
+    if s.max_sequence_length > MAX_SEQUENCE_LENGTH:
+        raise FlopcalcError(f"max_sequence_length cannot be greater than {MAX_SEQUENCE_LENGTH} for Chroma, "
+                            f"got {s.max_sequence_length}")
+    check_divisible(s.height, s.width, f * 2, "Chroma height and width (packed 2×2 latents)")
+    cfg = s.guidance_scale > 1
+    passes = cfg_passes(s, cfg)
+    notes = list(missing_notes(components, ["text_encoder", "transformer", "vae"]))
+    if s.negative_prompt and not cfg:
+        notes.append("the negative prompt is ignored with guidance_scale <= 1 (as in ChromaPipeline)")
+    runs = text_runs(components, [("text_encoder", s.max_sequence_length)], s.batch_size * passes,
+                     f"{s.batch_size} prompt(s)" + (" + negative" if cfg else ""))
+    runs += denoiser_run(components, "transformer", s, f, s.max_sequence_length, passes)
+    runs += image_runs(components, s, f)
+    return Plan("ChromaPipeline", s, passes, tuple(runs), tuple(notes))
+
+
+@register_pipeline("ChromaImg2ImgPipeline", options=OPTIONS, refuses=NO_TRUE_CFG)
+def chroma_img2img_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
+                            index: Mapping[str, Any] | None = None) -> Plan:
+    """``ChromaImg2ImgPipeline.__call__`` (``pipeline_chroma_img2img.py``): the text-to-image defaults
+    (35 steps, ``guidance_scale`` 5.0) plus ``strength`` 0.9: the input image is VAE-encoded once per
+    prompt and only the last ``strength`` of the schedule runs (``get_timesteps``)."""
+    s = replace(s, strength=IMG2IMG_STRENGTH if s.strength is None else s.strength)
+    return replace(chroma_pipeline(components, s, index=index), pipeline="ChromaImg2ImgPipeline")

@@ -1,0 +1,129 @@
+"""Activation peaks: the largest live activation memory of one forward (or VAE decode), an estimate.
+
+Method: the peak of live floating activation elements of the real module was measured at batch 1 on the meta
+device at five sizes, with the attention's math path (the N×N score matrix materialised) and with the fused
+kernel (none), by ``validation/measure_activations.py`` (``validation/fixtures/activations``); and fitted per
+component as ``c0 + c1·n + c2·n²`` in the latent positions ``n`` (height × width × frames of the latent; a text
+encoder's sequence length; a call whose n its config fixes, as Kandinsky 2.2's prior, by its one measured peak) —
+on the math path, where the peak moves from the widest non-attention layer at small n to the score matrix at large
+n, the larger of two such quadratics (``coef``, ``attention_coef``), each fitted to its own sizes — by
+``validation/fit_activations.py``, which writes ``flopcalc/data/activation_fit.json`` with each fit's
+leave-one-out error. An estimate is given only for configs measured (matched by the keys the architecture
+reads, :func:`config_key`, and by the inputs the call is fed, :func:`form`); at batch B it is
+B × the batch-1 peak (activations scale with the batch), in the activation dtype's bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Mapping
+
+_DATA = Path(__file__).resolve().parents[1] / "data" / "activation_fit.json"
+ATTENTION = ("fused", "math")
+
+
+def config_key(config: Mapping[str, Any]) -> str:
+    """A component config's identity for its fits: the sha256 (16 hex digits) of the keys its class declares (what
+    the architecture reads, :func:`flopcalc.engine.config.declare_keys`), so that checkpoints of one architecture share
+    a fit whatever else their config.json carries (versions, dtypes, names); all keys not starting with ``_``
+    for a class that declares none."""
+    from flopcalc.engine.config import class_name_of, declared_keys
+    from flopcalc.engine.errors import FlopcalcError
+    from flopcalc.engine.registry import lookup
+
+    name = class_name_of(config)
+    try:
+        lookup(name)  # imports the family module, which declares the class's keys
+    except FlopcalcError:
+        pass
+    keys = declared_keys(name)
+    body = json.dumps({k: v for k, v in config.items() if not str(k).startswith("_") and (keys is None or k in keys)},
+                      sort_keys=True, default=str)
+    return hashlib.sha256(body.encode()).hexdigest()[:16]
+
+
+@lru_cache(maxsize=1)
+def _fits() -> dict[str, Any]:
+    with _DATA.open(encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+@dataclass(frozen=True)
+class ActivationPeak:
+    """The estimated activation peak of one call at batch 1, in elements, for one attention path."""
+
+    attention: str
+    elements: int
+    loo_max_rel_error: float
+    n: int
+    n_range: tuple[int, int]
+    measured_on: str
+    text_len: int | None = None  # the text length the fit was measured at (None: no text input)
+    num_frames: int | None = None  # the frames the fit was measured at (None: an image call)
+
+    @property
+    def extrapolated(self) -> bool:
+        return not self.n_range[0] <= self.n <= self.n_range[1]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"attention": self.attention, "elements": self.elements, "loo_max_rel_error": self.loo_max_rel_error,
+                "n": self.n, "fitted_n_range": list(self.n_range), "extrapolated": self.extrapolated,
+                "measured_on": self.measured_on, "fitted_text_len": self.text_len,
+                "fitted_num_frames": self.num_frames}
+
+
+def positions(shape: Mapping[str, Any]) -> int:
+    """The n a fit is in: latent positions (height × width × frames) of a denoiser or VAE call, a text encoder's
+    sequence length. A decode planned with ``frames`` and no ``latent_frames`` decodes that many latent frames
+    (Stable Video Diffusion's temporal decoder: no temporal compression, every frame in one chunk)."""
+    if "latent_height" not in shape:
+        return shape["seq_len"]
+    return shape["latent_height"] * shape["latent_width"] * (shape.get("latent_frames") or shape.get("frames") or 1)
+
+
+#: Run-shape fields that change what a denoiser is fed, not its size (``flopcalc.engine.registry.RunShape``): one config
+#: run with and without one of them peaks differently (SkyReels V2 14B: one timestep per latent frame under the
+#: diffusion-forcing pipeline holds per-token modulation tensors, 2.4 × the fused peak of the text-to-video call).
+FORM_FIELDS = ("image_tokens", "timestep_tokens", "reference_tokens", "text_len_2", "ip_image_embed_dim")
+
+
+def form(shape: Mapping[str, Any]) -> tuple[str, ...]:
+    """The :data:`FORM_FIELDS` a run shape sets: the inputs beyond the latent and the text that the call is fed."""
+    return tuple(f for f in FORM_FIELDS if shape.get(f) is not None)
+
+
+def fit_key(class_name: str, call: str, config: Mapping[str, Any], *, tiled: bool = False,
+            single_frame: bool = False, fed: tuple[str, ...] = ()) -> str:
+    """The key of a fit: the class, the call (``decode:tiled`` for a decode in spatial tiles; ``:single-frame`` for
+    a video module run on one latent frame, an image: no temporal chunks, a law of its own; ``forward[image_tokens]``
+    for a call fed the inputs :func:`form` names) and the config."""
+    inputs = f"[{','.join(fed)}]" if fed else ""
+    return f"{class_name}.{call}{':tiled' if tiled else ''}{':single-frame' if single_frame else ''}{inputs}:" \
+           f"{config_key(config)}"
+
+
+def single_frame(shape: Mapping[str, Any]) -> bool:
+    """Whether a planned call runs a video module on one latent frame (Cosmos Predict2 text-to-image's Wan VAE)."""
+    return shape.get("latent_frames") == 1
+
+
+def activation_peak(class_name: str, call: str, config: Mapping[str, Any], shape: Mapping[str, Any],
+                    attention: str, *, tiled: bool = False) -> ActivationPeak | None:
+    """The fitted peak of ``class_name.call`` on the latent ``shape`` (a plan's RunShape fields; for a tiled
+    decode, the whole latent's), or None when this config was not measured."""
+    fed = form(shape)
+    keys = [fit_key(class_name, call, config, tiled=tiled, single_frame=True, fed=fed)] if single_frame(shape) else []
+    keys.append(fit_key(class_name, call, config, tiled=tiled, fed=fed))  # else the multi-frame fit, with its note
+    entry = next((_fits()[k] for k in keys if k in _fits()), None)
+    if entry is None or attention not in entry:
+        return None
+    fit = entry[attention]
+    n = positions(shape)
+    phases = [fit[k] for k in ("coef", "attention_coef") if k in fit]
+    elements = max(0, round(max(c0 + c1 * n + c2 * n * n for c0, c1, c2 in phases)))
+    return ActivationPeak(attention, elements, fit["loo_max_rel_error"], n, tuple(fit["n_range"]), entry["measured_on"],
+                          entry["settings"].get("text_len"), entry["settings"].get("num_frames"))

@@ -1,0 +1,294 @@
+"""``memory()``: the weights a pipeline holds in GPU memory, what is resident at the peak under diffusers'
+offload modes, and whether that fits a GPU of the table.
+
+* weights per component: :func:`flopcalc.gpu_memory.weights.component_weights` (parameters at the loaded dtype,
+  float32-kept modules, buffers), exact;
+* activations: the estimated peak of each measured text encoder, denoiser forward and VAE decode
+  (:mod:`flopcalc.gpu_memory.activations`, with its leave-one-out error), for the fused attention kernel and the
+  math path, × the samples per forward, in the component's dtype;
+* at the peak: ``none`` (``pipe.to("cuda")``): every component's weights + the largest activation peak, also of
+  the components ``from_pretrained`` loads that these settings never run (``ComponentWeights.runs`` False);
+  ``model`` (``enable_model_cpu_offload()``): one component at a time, the largest weights + activations (a
+  component that never runs is never moved to the GPU);
+  ``sequential`` (``enable_sequential_cpu_offload()``, ``pipeline_utils.py:1349``): accelerate's ``cpu_offload``
+  hooks every module with direct tensors (``hooks.py`` ``attach_align_device_hook``) and moves only those
+  tensors to the GPU for that module's forward (``AlignDevicesHook.pre_forward`` / ``post_forward``); buffers stay
+  on the GPU. Resident: every component's buffers + the largest single module (exact) + that component's
+  activations. accelerate also keeps the direct parameters of the modules enclosing the running one (tables,
+  scales, an attention's in-projection: at most 7.1% of the largest module on every bundled component, measured by
+  ``tests/test_weights.py``),
+  which this leaves out;
+* against a GPU of :mod:`flopcalc.hardware.gpus`: fits when that peak is at most its memory; the headroom is what is
+  left for the CUDA context and the allocator.
+
+Quantized weights (``int8``, ``nf4``, ``fp8``): :mod:`flopcalc.gpu_memory.quantized`; their activations are in bf16, the
+dtype the unquantized layers and the computation run in.
+
+Not counted: activations of components whose config was not measured (a note names them); sequential offload
+of quantized weights.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping
+
+from flopcalc.gpu_memory.activations import ATTENTION, ActivationPeak, activation_peak
+from flopcalc.engine.errors import FlopcalcError
+from flopcalc.engine.limits import check_count
+from flopcalc.gpu_memory.quantized import FORMATS, REST_DTYPE
+from flopcalc.gpu_memory.weights import DTYPE_BYTES, ComponentWeights, component_weights
+
+OFFLOAD = ("none", "model", "sequential")
+#: What ``resident`` holds under each offload mode.
+RESIDENT = {"none": "every component's weights and buffers",
+            "model": "the largest component's weights and buffers (one component at a time)",
+            "sequential": "every component's buffers and the largest single module's parameters (one module at a "
+                          "time; the enclosing modules' direct parameters, at most 7.1% of it on the bundled models, "
+                          "are not included)"}
+
+
+@dataclass(frozen=True)
+class CallActivations:
+    """The estimated activation peaks of one call (a denoiser forward, a VAE decode) at the run's size."""
+
+    component: str
+    call: str
+    batch: int
+    bytes_per_element: int
+    fused: ActivationPeak | None
+    math: ActivationPeak | None
+
+    def bytes(self, attention: str) -> int | None:
+        peak = self.fused if attention == "fused" else self.math
+        return None if peak is None else peak.elements * self.batch * self.bytes_per_element
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"component": self.component, "call": self.call, "batch": self.batch,
+                "bytes_per_element": self.bytes_per_element,
+                **{a: None if p is None else {**p.to_dict(), "bytes": self.bytes(a)}
+                   for a, p in (("fused", self.fused), ("math", self.math))}}
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    model: str
+    pipeline: str
+    offload: str
+    components: tuple[ComponentWeights, ...]
+    activations: tuple[CallActivations, ...] = ()
+    attention: str = "fused"
+    settings: dict[str, Any] = field(default_factory=dict, hash=False)
+    gpu_key: str | None = None
+    gpu_name: str | None = None
+    gpu_memory_bytes: int | None = None
+    notes: tuple[str, ...] = ()
+    #: components model_index.json lists (from_pretrained loads them) whose config.json is not in the source:
+    #: not weighed, so every total is a lower bound
+    uncounted: tuple[str, ...] = ()
+
+    @property
+    def weights_bytes(self) -> int:
+        return sum(c.bytes for c in self.components)
+
+    @property
+    def buffer_bytes(self) -> int:
+        return sum(c.buffer_bytes for c in self.components)
+
+    @property
+    def running(self) -> tuple[ComponentWeights, ...]:
+        """The components the pipeline runs at these settings (offload moves only these to the GPU)."""
+        return tuple(c for c in self.components if c.runs)
+
+    def _held(self, c: ComponentWeights) -> int:
+        """What the offload mode holds on the GPU while ``c`` runs, beyond what stays there throughout."""
+        return c.largest_module_bytes if self.offload == "sequential" else c.bytes
+
+    @property
+    def resident_bytes(self) -> int:
+        """Weights on the GPU at the peak under the offload mode."""
+        if self.offload == "model":
+            return max((c.bytes for c in self.running), default=0)
+        if self.offload == "sequential":
+            return self.buffer_bytes + max((c.largest_module_bytes for c in self.running), default=0)
+        return self.weights_bytes
+
+    @property
+    def resident_components(self) -> tuple[str, ...]:
+        if self.offload != "none" and self.running:
+            return (max(self.running, key=self._held).component,)
+        return tuple(c.component for c in self.components)
+
+    def activation_bytes(self, component: str) -> int:
+        """The largest estimated activation peak among ``component``'s calls (0 where none is estimated)."""
+        return max((a.bytes(self.attention) or 0 for a in self.activations if a.component == component), default=0)
+
+    @property
+    def peak_bytes(self) -> int:
+        """Weights resident + activations at the worst moment of the run."""
+        if self.offload == "model":
+            return max((c.bytes + self.activation_bytes(c.component) for c in self.running), default=0)
+        if self.offload == "sequential":
+            return self.buffer_bytes + max((c.largest_module_bytes + self.activation_bytes(c.component)
+                                            for c in self.running), default=0)
+        return self.weights_bytes + max((self.activation_bytes(c.component) for c in self.components), default=0)
+
+    @property
+    def fits(self) -> bool | None:
+        return None if self.gpu_memory_bytes is None else self.peak_bytes <= self.gpu_memory_bytes
+
+    @property
+    def headroom_bytes(self) -> int | None:
+        return None if self.gpu_memory_bytes is None else self.gpu_memory_bytes - self.peak_bytes
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "model": self.model,
+            "pipeline": self.pipeline,
+            "unit": "bytes",
+            "offload": self.offload,
+            "components": [c.to_dict() for c in self.components],
+            "weights_bytes": self.weights_bytes,
+            "resident": {"bytes": self.resident_bytes, "components": list(self.resident_components),
+                         "what": RESIDENT[self.offload]},
+            "settings": dict(self.settings),
+            "activations": [a.to_dict() for a in self.activations],
+            "attention": self.attention,
+            "peak_bytes": self.peak_bytes,
+            "notes": list(self.notes),
+            "uncounted_components": list(self.uncounted),
+        }
+        if self.gpu_key is not None:
+            out["gpu"] = {"key": self.gpu_key, "name": self.gpu_name, "memory_bytes": self.gpu_memory_bytes,
+                          "fits": self.fits, "headroom_bytes": self.headroom_bytes}
+        return out
+
+
+def memory(model: str, *, height: int | None = None, width: int | None = None, num_frames: int | None = None,
+           max_sequence_length: int | None = None, batch_size: int = 1, attention: str = "fused",
+           dtype: str = "bf16", dtype_of: Mapping[str, str] | None = None, offload: str = "none",
+           gpu: str | None = None, vae_tiling: bool | None = None, revision: str | None = None,
+           token: str | None = None, **options: Any) -> MemoryEstimate:
+    """The weights of ``model``'s components (the pipeline's, as :func:`flopcalc.estimate` plans them), each
+    loaded in ``dtype`` unless ``dtype_of`` names its own, the activation peaks of the measured calls at the
+    run's size with ``batch_size`` samples per forward, and what is resident at the peak under ``offload``.
+    ``options``: the pipeline families' own options, as :func:`flopcalc.estimate` takes them
+    (``reference_images=2``, ``glyph_prompts=1``): they decide which components run and on what."""
+    from flopcalc.flops.estimate import estimate_configs
+    from flopcalc.engine.settings import checked
+    from flopcalc.engine.pipelines import Settings
+    from flopcalc.engine.sources import resolve
+
+    extra = checked(options)  # before any file is read, as estimate does
+    if offload not in OFFLOAD:
+        raise FlopcalcError(f"--offload {offload!r}: choose one of {', '.join(OFFLOAD)}")
+    for d in (dtype, *(dtype_of or {}).values()):
+        if d not in DTYPE_BYTES and d not in FORMATS:
+            raise FlopcalcError(f"dtype {d!r}: choose one of {', '.join([*DTYPE_BYTES, *FORMATS])}")
+        if offload == "sequential" and d in FORMATS:
+            raise FlopcalcError(f"--offload sequential with {d} weights is not modelled (accelerate's hooks move "
+                                "quantized layers differently): use --offload model, or a bf16/fp16/fp32 dtype")
+    if attention not in ATTENTION:
+        raise FlopcalcError(f"--attention {attention!r}: choose one of {', '.join(ATTENTION)}")
+    check_count("batch_size", batch_size, "--batch-size")
+    source = resolve(model, revision=revision, token=token)
+    settings = Settings(height=height, width=width, num_frames=num_frames, max_sequence_length=max_sequence_length,
+                        vae_tiling=vae_tiling, extra=extra)
+
+    def plan(settings: Settings):
+        return estimate_configs(source.model_index, source.components, settings, model=source.name,
+                                source_kind=source.kind, revision=source.revision, source_notes=source.notes,
+                                missing=tuple(source.missing))
+
+    report = plan(settings)
+    # a decode split into tiles: its fit is in the whole latent's positions, the shape the untiled plan gives
+    whole = {(c.component, c.call): c for c in plan(replace(settings, vae_tiling=False)).components} if vae_tiling \
+        else {}
+    names = list(dict.fromkeys(c.component for c in report.components))
+    idle, notes = _loaded_not_run(source, names)
+    notes += source.notes  # a listed component without its config.json (not weighed), a skipped safety checker
+    unknown = sorted(set(dtype_of or {}) - set(names) - set(idle))
+    if unknown:
+        raise FlopcalcError(f"--dtype-of names {', '.join(unknown)}, not components of {source.name}: "
+                            f"{', '.join(names + idle)}")
+    weights = tuple(replace(component_weights(source.components[n], component=n, dtype=(dtype_of or {}).get(n, dtype)),
+                            runs=n not in idle) for n in names + idle)
+    dtypes = {w.component: w.dtype for w in weights}
+    acts = []
+    for c in report.components:
+        if c.role not in ("text_encoder", "denoiser", "vae_decoder"):
+            continue
+        cfg = source.components[c.component]
+        untiled = whole.get((c.component, c.call))
+        tiled = untiled is not None and (untiled.shape != c.shape or untiled.runs != c.runs)
+        shape = untiled.shape if tiled else c.shape
+        peaks = {a: activation_peak(c.class_name, c.call, cfg, shape, a, tiled=tiled) for a in ATTENTION}
+        if peaks["fused"] is None:
+            notes.append(f"{c.component}.{c.call}: no activation estimate (this config was not measured"
+                         f"{' in tiles' if tiled else ''})")
+            continue
+        acts.append(CallActivations(c.component, c.call, batch_size,
+                                    DTYPE_BYTES[REST_DTYPE if dtypes[c.component] in FORMATS else dtypes[c.component]],
+                                    peaks["fused"], peaks["math"]))
+        if peaks["fused"].text_len not in (None, c.shape.get("text_len")):
+            notes.append(f"{c.component}: fitted at {peaks['fused'].text_len} text tokens, run with "
+                         f"{c.shape.get('text_len')}: the activation estimate does not follow the text length")
+        if peaks["fused"].num_frames not in (None, report.settings.num_frames):
+            notes.append(f"{c.component}.{c.call}: fitted at {peaks['fused'].num_frames} frames, run with "
+                         f"{report.settings.num_frames}: the estimate follows the latent positions, an extrapolation "
+                         "in the frame count")
+        if peaks["fused"].extrapolated:
+            notes.append(f"{c.component}.{c.call}: {peaks['fused'].n} latent positions lie outside the fitted "
+                         f"{peaks['fused'].n_range[0]}–{peaks['fused'].n_range[1]}: the activation peak is extrapolated")
+    key = name = mem = None
+    if gpu is not None:
+        from flopcalc.hardware.gpus import gpu as lookup_gpu
+
+        g = lookup_gpu(gpu)
+        key, name, mem = g.key, g.name, g.memory_bytes
+    s = report.settings
+    run = {"height": s.height, "width": s.width, "num_frames": s.num_frames, "batch_size": batch_size}
+    est = MemoryEstimate(source.name, report.pipeline, offload, weights, tuple(acts), attention, run, key, name, mem,
+                         tuple(notes), tuple(source.missing))
+    return replace(est, notes=est.notes + _guidance_batch_note(est, report))
+
+
+def _guidance_batch_note(est: MemoryEstimate, report: Any) -> tuple[str, ...]:
+    """Where the denoiser runs more than one pass per step (classifier-free guidance) and one sample per forward
+    was asked: the peak when the pipeline batches the passes into one forward, as the UNet and most DiT pipelines
+    do (``torch.cat([latents] * 2)``); pipelines that call the denoiser once per pass (WanPipeline) hold one."""
+    if report.passes < 2 or est.activations == () or any(a.batch != 1 for a in est.activations):
+        return ()
+    denoisers = {c.component for c in report.components if c.role == "denoiser"}
+    if len(denoisers) != 1:  # the passes are the pipeline's, not each stage's (Stable Cascade's decoder: one)
+        return ()
+    batched = replace(est, activations=tuple(replace(a, batch=report.passes) if a.component in denoisers else a
+                                             for a in est.activations))
+    if batched.peak_bytes == est.peak_bytes:
+        return ()
+    return (f"the denoiser runs {report.passes} passes per step (guidance): a pipeline that batches "
+            f"them into one forward (torch.cat([latents] * {report.passes}), as StableDiffusionPipeline does) holds "
+            f"{report.passes} samples per denoiser forward: peak {batched.peak_bytes / 2**30:.2f} GiB; one that calls "
+            "it once per pass (WanPipeline) holds 1",)
+
+
+def _loaded_not_run(source: Any, running: list[str]) -> tuple[list[str], list[str]]:
+    """The components ``from_pretrained`` loads (their config is in the source and their class is counted) that
+    the plan does not run at these settings, and a note for each of them and for those not counted."""
+    from flopcalc.engine.config import class_name_of
+    from flopcalc.engine.registry import registered
+
+    known = {a.class_name for a in registered()}
+    idle, notes = [], []
+    for name, cfg in source.components.items():
+        if name in running:
+            continue
+        cls = class_name_of(cfg)
+        if cls in known:
+            idle.append(name)
+            notes.append(f"{name} ({cls}): loaded by from_pretrained but not run at these settings: its weights are "
+                         "resident without offload, never moved to the GPU with offload")
+        else:
+            notes.append(f"{name} ({cls}): loaded by from_pretrained, not run; its weights are not in the totals (no formula "
+                         f"for {cls})")
+    return idle, notes

@@ -1,0 +1,140 @@
+r"""Bytes of a component's weights as ``from_pretrained(..., torch_dtype=dtype)`` leaves them in memory.
+
+Exact from the configuration: the parameters of every module of the cost tree (the same trees whose
+parameter counts equal the real modules'), at the bytes of the dtype loaded, plus the module's buffers:
+
+* parameters: ``dtype`` bytes each, except in the modules a class keeps in float32 (diffusers
+  ``_keep_in_fp32_modules``: any dotted part of the parameter name equals a listed name, for every
+  dtype, ``models/model_loading_utils.py:238``; transformers: the same names for ``float16`` only,
+  ``modeling_utils.py:3842``);
+* persistent buffers (in the state dict) are loaded like parameters (floating ones in ``dtype``);
+* non-persistent buffers (rotary tables, position ids, fixed sin-cos tables) keep the dtype they
+  are created with (``float32``, ``float64`` or ``int64``).
+
+Each family declares its float32 modules and its buffers beside its assembler with
+:func:`flopcalc.engine.loading.loading_rules`; a class that declares none has none (the weights test checks every bundled
+component against the real module's ``named_parameters()`` and ``named_buffers()``).
+The largest single module (its own parameters, the unit ``enable_sequential_cpu_offload()`` moves to the GPU)
+comes from ``Cost.largest_module`` of the same trees.
+Quantized storage (``int8``, ``nf4``, ``fp8``): the ``nn.Linear`` weights the quantizer converts in their
+format's storage, everything else as loaded in bf16 (:mod:`flopcalc.gpu_memory.quantized`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from flopcalc.engine.cost import Node, total_of
+from flopcalc.engine.errors import FlopcalcError
+from flopcalc.engine.loading import DTYPE_BYTES, Buffer, rules_of
+
+@dataclass(frozen=True)
+class ComponentWeights:
+    """One component's weights in memory."""
+
+    component: str
+    class_name: str
+    dtype: str
+    params: int
+    params_fp32: int  # parameters kept in float32
+    param_bytes: int
+    buffers: tuple[Buffer, ...]
+    buffer_bytes: int
+    linear_params: int  # elements of the nn.Linear weights (biases excluded)
+    quantized_params: int = 0  # elements of the nn.Linear weights stored quantized
+    quantized_layers: int = 0
+    largest_module_params: int = 0  # the largest single module's own parameters (sequential offload)
+    largest_module_bytes: int = 0
+    #: False for a component ``from_pretrained`` loads that the pipeline does not run at these settings (byT5
+    #: without quoted text, the combined Stable Cascade decoder's text encoder): resident without offload only
+    runs: bool = True
+
+    @property
+    def bytes(self) -> int:
+        return self.param_bytes + self.buffer_bytes
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"component": self.component, "class_name": self.class_name, "dtype": self.dtype,
+                "params": self.params, "params_kept_fp32": self.params_fp32, "param_bytes": self.param_bytes,
+                "buffers": [{"name": b.name, "numel": b.numel, "dtype": b.dtype} for b in self.buffers],
+                "buffer_bytes": self.buffer_bytes, "bytes": self.bytes, "linear_params": self.linear_params,
+                "quantized_params": self.quantized_params,
+                "quantized_layers": self.quantized_layers, "largest_module_params": self.largest_module_params,
+                "largest_module_bytes": self.largest_module_bytes, "runs": self.runs}
+
+
+def _fp32_params(tree: Node, keep: tuple[str, ...]) -> int:
+    """Parameters of the tree's modules with a path part in ``keep`` (their subtrees included)."""
+    total = 0
+
+    def visit(node: Node, k: int, kept: bool) -> None:
+        nonlocal total
+        k *= node.count
+        kept = kept or node.name in keep
+        if kept:
+            total += k * node.cost.params
+        for child in node.children:
+            visit(child, k, kept)
+
+    visit(tree, 1, False)
+    return total
+
+
+def _largest_module(tree: Node, keep: tuple[str, ...], width: int) -> tuple[int, int]:
+    """``(parameters, bytes)`` of the largest single module of the tree (``Cost.largest_module`` of each node's own
+    cost; modules under a ``keep`` name are float32, the rest ``width`` bytes per parameter)."""
+    best = (0, 0)
+
+    def visit(node: Node, kept: bool) -> None:
+        nonlocal best
+        kept = kept or node.name in keep
+        size = node.cost.largest_module
+        if size * (4 if kept else width) > best[1]:
+            best = (size, size * (4 if kept else width))
+        for child in node.children:
+            visit(child, kept)
+
+    visit(tree, False)
+    return best
+
+
+def component_weights(config_values: Mapping[str, Any], *, component: str, dtype: str) -> ComponentWeights:
+    """The weights of one component (every module it holds, all calls) loaded in ``dtype``: a floating dtype of
+    :data:`DTYPE_BYTES` or a quantized format of :data:`flopcalc.gpu_memory.quantized.FORMATS`."""
+    from flopcalc.engine.config import Config, class_name_of
+    from flopcalc.engine.registry import lookup, registered
+    from flopcalc.gpu_memory.quantized import FORMATS, REST_DTYPE, converted_linears, quantized_bytes
+
+    if dtype not in DTYPE_BYTES and dtype not in FORMATS:
+        raise FlopcalcError(f"--dtype {dtype!r}: choose one of {', '.join([*DTYPE_BYTES, *FORMATS])}")
+    fmt = FORMATS.get(dtype)
+    loaded = REST_DTYPE if fmt is not None else dtype
+    name = class_name_of(config_values)
+    archs = [a for a in registered() if a.class_name == name] or [lookup(name, component=component)]
+    arch = archs[0]
+    rules = rules_of(arch.class_name)
+    keep = rules.keep_in_fp32 if loaded in rules.keep_in_fp32_dtypes else ()
+    trees = [a.assemble(Config(component, config_values, a.defaults), a.nominal) for a in archs]
+    params = sum(t.total.params for t in trees)
+    fp32 = sum(_fp32_params(t, keep) for t in trees) if keep else 0
+    config = Config(component, config_values, arch.defaults)
+    buffers = rules.buffers(config) if rules.buffers is not None else ()
+    buffer_bytes = sum(b.nbytes(loaded, any(part in keep for part in b.name.split("."))) for b in buffers)
+    param_bytes = (params - fp32) * DTYPE_BYTES[loaded] + fp32 * 4
+    linear = sum(t.total.linear_weights for t in trees)
+    if fmt is None:
+        largest = max((_largest_module(t, keep, DTYPE_BYTES[loaded]) for t in trees), key=lambda p: p[1])
+        return ComponentWeights(component, arch.class_name, dtype, params, fp32, param_bytes, tuple(buffers),
+                                buffer_bytes, linear, largest_module_params=largest[0],
+                                largest_module_bytes=largest[1])
+    skip = (*rules.keep_in_fp32, *rules.not_quantized,
+            *(rules.not_bnb_quantized if fmt.library == "bitsandbytes" else ()))
+    # a diffusers ModelMixin follows diffusers' quantizer rules; ChatGLMModel (diffusers/pipelines/kolors) and the
+    # transformers classes are PreTrainedModels
+    quanto_rule = fmt.library == "quanto" and arch.source.startswith("diffusers/models/")
+    split = [converted_linears(t, skip, keep, own_name_only=quanto_rule) for t in trees]
+    converted = (total_of(s[0] for s in split), total_of(s[1] for s in split))
+    q = quantized_bytes(dtype, converted, param_bytes)
+    return ComponentWeights(component, arch.class_name, dtype, params, fp32, q["bytes"], tuple(buffers), buffer_bytes,
+                            linear, q["quantized_params"], q["quantized_layers"])

@@ -1,0 +1,316 @@
+"""``train()``: the FLOPs of one training sample and one step, and the MFU of a measured step time.
+
+What one sample costs (batch 1, torch convention: FLOPs = 2 × MACs):
+
+* the trained denoiser: its forward (the inference report's exact count of one run) and its backward,
+  derived module by module from the forward tree (:mod:`flopcalc.training.backward`: weight gradients, input
+  gradients except where the input is a model input, attention 2 ×, and under gradient checkpointing
+  the recomputed forward of the blocks diffusers wraps);
+* frozen text encoders and the VAE encoder: one forward each per sample (``frozen_encoders="online"``)
+  or nothing when prompt embeddings and latents are cached beforehand (``"cached"``);
+* nothing else: no sampling loop, no VAE decode.
+
+``trainable="lora:RANK"``: the denoiser frozen, peft LoRA adapters of rank RANK on ``lora_targets`` (default:
+the family's diffusers training script's ``target_modules``) trained; the forward includes the adapters and
+the backward follows which tensors require grad (:mod:`flopcalc.training.lora`).
+
+Per step: × ``batch_size`` (per GPU) × ``num_gpus``. MFU = FLOPs per step / (step time × GPUs × the
+GPU's dense peak for ``precision``), with the peak from :mod:`flopcalc.hardware.gpus`.
+
+The common rules of thumb (training = 3 × forward; 4 × with activation recomputation) are reported beside
+the exact count for comparison, never used. Validated against ``FlopCounterMode`` counting forward +
+backward of the real module on the meta device (``validation/fixtures/training``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from flopcalc.training.backward import Backward, backward, graph_of, lora_supported, refusal
+from flopcalc.engine.gradients import GradientGraph
+from flopcalc.engine.cost import Node
+from flopcalc.engine.errors import FlopcalcError, OptionError
+from flopcalc.engine.limits import check_count
+
+FROZEN_ENCODERS = ("online", "cached")
+#: Components run forward only per sample (``--frozen-encoders online``): text encoders, an image-to-video
+#: pipeline's image encoder (Wan I2V's CLIP vision tower), the VAE encoder.
+FROZEN_ROLES = ("text_encoder", "image_encoder", "vae_encoder")
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8")
+
+
+@dataclass(frozen=True)
+class ComponentTraining:
+    """One component's work per training sample (batch 1), in MACs."""
+
+    component: str
+    class_name: str
+    call: str
+    role: str
+    treatment: str  # "trained" | "frozen forward" | "cached"
+    forward_macs: int
+    backward_macs: int = 0
+
+    @property
+    def flops(self) -> int:
+        return 2 * (self.forward_macs + self.backward_macs)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"component": self.component, "class_name": self.class_name, "call": self.call, "role": self.role,
+                "treatment": self.treatment, "forward_flops": 2 * self.forward_macs,
+                "backward_flops": 2 * self.backward_macs, "flops": self.flops}
+
+
+@dataclass(frozen=True)
+class LoraTraining:
+    """The adapters of a LoRA run and their share of the trained denoiser's work (MACs, batch 1)."""
+
+    rank: int
+    targets: tuple[str, ...]
+    layers: int
+    trainable_params: int
+    adapter_forward: int
+    adapter_weight_grad: int
+    adapter_input_grad: int
+    base_input_grad: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rank": self.rank, "targets": list(self.targets), "trainable_params": self.trainable_params,
+                "layers": self.layers, "adapter_forward_flops": 2 * self.adapter_forward,
+                "adapter_weight_grad_flops": 2 * self.adapter_weight_grad,
+                "adapter_input_grad_flops": 2 * self.adapter_input_grad,
+                "frozen_layers_input_grad_flops": 2 * self.base_input_grad}
+
+
+@dataclass(frozen=True)
+class TrainingEstimate:
+    """FLOPs of one training sample / step of ``model`` and, given a step time and a GPU, the MFU."""
+
+    model: str
+    pipeline: str
+    settings: dict[str, Any] = field(hash=False)
+    trainable: str
+    frozen_encoders: str
+    gradient_checkpointing: bool
+    batch_size: int
+    num_gpus: int
+    components: tuple[ComponentTraining, ...]
+    trained: ComponentTraining
+    backward: Backward
+    precision: str
+    step_time: float | None = None
+    gpu_key: str | None = None
+    gpu_name: str | None = None
+    peak_flops: float | None = None
+    notes: tuple[str, ...] = ()
+    params: int = 0
+    lora: LoraTraining | None = None
+
+    @property
+    def trainable_params(self) -> int:
+        """Parameters that receive a gradient: the adapters' under LoRA, else every one of the denoiser."""
+        return self.lora.trainable_params if self.lora is not None else self.params
+
+    @property
+    def flops_per_sample(self) -> int:
+        return sum(c.flops for c in self.components)
+
+    @property
+    def flops_per_step(self) -> int:
+        return self.flops_per_sample * self.batch_size * self.num_gpus
+
+    @property
+    def trained_forward_flops(self) -> int:
+        return 2 * self.trained.forward_macs
+
+    @property
+    def fused_attention_flops_per_sample(self) -> int:
+        """The same sample with attention through a fused SDPA kernel, whose backward torch counts as
+        2.5 × its forward (the scores are recomputed) instead of the math path's 2 ×; under LoRA, for every
+        attention whose query, key or value requires grad (the math path computes only the gradients required)."""
+        return self.flops_per_sample + 2 * (self.backward.fused_attention_macs() - self.backward.macs)
+
+    @property
+    def mfu(self) -> float | None:
+        if self.step_time is None or self.peak_flops is None:
+            return None
+        return self.flops_per_step / (self.step_time * self.num_gpus * self.peak_flops)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "model": self.model,
+            "pipeline": self.pipeline,
+            "settings": dict(self.settings),
+            "unit": "FLOPs (torch convention: 2 × multiply-accumulates of matmuls, convolutions, attention)",
+            "train": {
+                "trainable": self.trainable,
+                "params": self.params,
+                "trainable_params": self.trainable_params,
+                "frozen_encoders": self.frozen_encoders,
+                "gradient_checkpointing": self.gradient_checkpointing,
+                "batch_size": self.batch_size,
+                "num_gpus": self.num_gpus,
+                "flops_per_sample": self.flops_per_sample,
+                "flops_per_step": self.flops_per_step,
+                "components": [c.to_dict() for c in self.components],
+                "backward": {
+                    "weight_grad_flops": 2 * self.backward.weight_grad,
+                    "input_grad_flops": 2 * self.backward.input_grad,
+                    "attention_grad_flops": 2 * self.backward.attention_grad,
+                    "recompute_flops": 2 * self.backward.recompute,
+                    "skipped_input_grad_flops": 2 * self.backward.no_input_grad,
+                    "unused_grad_flops": 2 * self.backward.unused,  # layers the output does not depend on
+                },
+                "attention_backward": "math path (2 × forward bmm); fused SDPA kernel: 2.5 × forward"
+                if self.lora is None else "math path: dQ, dK, dV, dA only for operands that require grad",
+                "flops_per_sample_fused_attention": self.fused_attention_flops_per_sample,
+                "rules_of_thumb": {"3x_forward": 3 * self.trained_forward_flops,
+                                   "4x_forward": 4 * self.trained_forward_flops,
+                                   "of": f"{self.trained.component} forward"},
+            },
+            "notes": list(self.notes),
+        }
+        if self.lora is not None:
+            out["train"]["lora"] = self.lora.to_dict()
+        if self.step_time is not None:
+            out["step_time_s"] = self.step_time
+        if self.gpu_key is not None:
+            out["gpu"] = {"key": self.gpu_key, "name": self.gpu_name, "precision": self.precision,
+                          "num_gpus": self.num_gpus, "peak_flops": self.peak_flops}
+        if self.mfu is not None:
+            out["mfu"] = self.mfu
+        return out
+
+
+def train(
+    model: str,
+    *,
+    height: int | None = None,
+    width: int | None = None,
+    num_frames: int | None = None,
+    batch_size: int = 1,
+    max_sequence_length: int | None = None,
+    trainable: str = "denoiser",
+    lora_targets: tuple[str, ...] | str | None = None,
+    frozen_encoders: str = "online",
+    gradient_checkpointing: bool = False,
+    step_time: float | None = None,
+    gpu: str | None = None,
+    num_gpus: int = 1,
+    precision: str = "bf16",
+    revision: str | None = None,
+    token: str | None = None,
+) -> TrainingEstimate:
+    """FLOPs of one training sample and step of ``model``'s denoiser: full fine-tuning
+    (``trainable="denoiser"``) or LoRA (``"lora:RANK"``, adapters on ``lora_targets``, peft's names;
+    default: the family's diffusers training script's).
+
+    ``model`` is anything :func:`flopcalc.estimate` takes. Sizes default to the pipeline's. Raises
+    :class:`FlopcalcError` on bad input, for a denoiser whose backward is not validated, or when only
+    one of ``step_time`` and ``gpu`` is given.
+    """
+    from flopcalc.flops.estimate import estimate
+    from flopcalc.training.lora import parse_trainable
+
+    rank = parse_trainable(trainable)
+    if lora_targets is not None and rank is None:
+        raise FlopcalcError("--lora-targets goes with --trainable lora:RANK")
+    _check_options(frozen_encoders, batch_size, num_gpus, step_time, precision)
+    if (step_time is None) != (gpu is None):
+        raise FlopcalcError("MFU needs both --step-time and --gpu")
+    sizes = dict(height=height, width=width, num_frames=num_frames, steps=1, max_sequence_length=max_sequence_length,
+                 resolution_binning=False, revision=revision, token=token)
+    try:  # strength 1: the VAE encoder is planned (the training latents are encoded)
+        report = estimate(model, strength=1.0, **sizes)
+    except OptionError as exc:  # an image-to-video pipeline encodes its conditioning anyway
+        if "--strength does not apply" not in str(exc):
+            raise
+        report = estimate(model, **sizes)
+    denoisers = [c for c in report.components if c.role == "denoiser"]
+    if len(denoisers) != 1:
+        raise FlopcalcError(f"{report.model}: training counts one denoiser; this pipeline has "
+                            f"{', '.join(c.component for c in denoisers) or 'none'}")
+    add_ons = [f"{c.component} ({c.role})" for c in report.components
+               if c.role not in ("denoiser", *FROZEN_ROLES, "vae_decoder")]
+    if add_ons:
+        raise FlopcalcError(f"{report.model}: training with an add-on model is not modelled ({', '.join(add_ons)}); "
+                            "estimate the base pipeline")
+    den = denoisers[0]
+    graph = graph_of(den.class_name)
+    lora = None
+    if rank is None:
+        back = backward(den.tree, graph, checkpointing=gradient_checkpointing)
+        forward_macs = den.macs_per_run
+    else:
+        back, lora = lora_training(den.tree, graph, rank, lora_targets, gradient_checkpointing)
+        forward_macs = den.macs_per_run + lora.adapter_forward
+    trained = ComponentTraining(den.component, den.class_name, den.call, den.role,
+                                "trained" if lora is None else f"LoRA r={rank}", forward_macs, back.macs)
+    parts = []
+    for c in report.components:
+        if c.role == "denoiser":
+            parts.append(trained)
+        elif c.role in FROZEN_ROLES:
+            treatment = "frozen forward" if frozen_encoders == "online" else "cached"
+            macs = c.macs_per_run if frozen_encoders == "online" else 0
+            parts.append(ComponentTraining(c.component, c.class_name, c.call, c.role, treatment, macs))
+    # the inference plan's notes are about sampling (guidance, strength, negative prompts); keep what is missing
+    notes = [n for n in report.notes if "absent" in n or "not counted" in n]
+    if not any(c.role == "vae_encoder" for c in report.components):
+        notes.append("this pipeline has no VAE encoder run: latents are taken as given")
+    peak = name = key = None
+    if gpu is not None:
+        from flopcalc.hardware.gpus import gpu as lookup_gpu
+
+        g = lookup_gpu(gpu)
+        if precision not in g.peak_flops:
+            raise FlopcalcError(f"{g.name} has no {precision} peak in the GPU table; it has "
+                                f"{', '.join(g.peak_flops)}")
+        peak, name, key = g.peak_flops[precision], g.name, g.key
+    s = report.settings
+    settings = {"height": s.height, "width": s.width, "num_frames": s.num_frames,
+                "max_sequence_length": s.max_sequence_length, **{k: v for k, v in den.shape.items()}}
+    return TrainingEstimate(report.model, report.pipeline, settings, trainable, frozen_encoders, gradient_checkpointing,
+                            batch_size, num_gpus, tuple(parts), trained, back, precision, step_time, key, name, peak,
+                            tuple(notes), den.tree.total.params, lora)
+
+
+def lora_training(tree: Node, graph: GradientGraph, rank: int, targets: tuple[str, ...] | str | None,
+          checkpointing: bool) -> tuple[Backward, LoraTraining]:
+    """The backward of a LoRA run of ``tree``: adapters on ``targets`` (default: the family's)."""
+    from flopcalc.training.lora import adapters, check_target_names, lora_backward
+
+    if graph.lora is None:
+        raise FlopcalcError(f"LoRA training FLOPs are not modelled for {graph.class_name}; supported denoisers: "
+                            f"{', '.join(lora_supported())}")
+    refusal(tree, graph, checkpointing)
+    if isinstance(targets, str):  # "attn.to_q,attn.to_v", as the CLI takes it
+        targets = tuple(t.strip() for t in targets.split(","))
+    if targets is None and not graph.lora.default_targets:
+        raise FlopcalcError(f"{graph.class_name}: diffusers has no LoRA training script to take default targets from; "
+                            "name them with --lora-targets (e.g. to_q,to_k,to_v,to_out.0)")
+    names = graph.lora.default_targets if targets is None else check_target_names(tuple(targets), graph.lora)
+    chosen = adapters(tree, graph.lora, names)
+    lb = lora_backward(tree, graph.lora, chosen, rank, graph.checkpointed if checkpointing else ())
+    if lb.adapter_weight_grad == 0:  # torch's backward fails: no output requires grad
+        raise FlopcalcError(f"LoRA on {', '.join(names)} trains nothing in this {graph.class_name}: the output "
+                            "depends on none of these adapters, so "
+                            "loss.backward() has nothing to differentiate; name layers the output depends on")
+    back = Backward(lb.adapter_weight_grad, lb.adapter_input_grad + lb.base_input_grad, lb.attention_grad,
+                    lb.recompute, lb.no_input_grad, lb.fused_attention_grad)
+    return back, LoraTraining(rank, names, lb.layers, lb.trainable_params, lb.adapter_forward, lb.adapter_weight_grad,
+                              lb.adapter_input_grad, lb.base_input_grad)
+
+
+def _check_options(frozen_encoders: str, batch_size: int, num_gpus: int, step_time: float | None,
+                   precision: str) -> None:
+    if frozen_encoders not in FROZEN_ENCODERS:
+        raise FlopcalcError(f"--frozen-encoders {frozen_encoders!r}: choose one of {', '.join(FROZEN_ENCODERS)}")
+    check_count("batch_size", batch_size, "--batch-size")
+    check_count("num_gpus", num_gpus, "--num-gpus")
+    if step_time is not None and not (step_time > 0 and math.isfinite(step_time)):
+        raise FlopcalcError(f"--step-time must be a positive number of seconds, got {step_time}")
+    if precision not in PRECISIONS:
+        raise FlopcalcError(f"--precision {precision!r}: choose one of {', '.join(PRECISIONS)}")
