@@ -210,6 +210,18 @@ def test_guider_entries_are_skipped_with_a_note(tmp_path):
     assert any("guidance helper" in n for n in report.notes)
 
 
+@pytest.mark.parametrize("component, key", [("text_encoder_2", "architectures"), ("transformer", "_class_name")])
+def test_a_config_naming_no_class_takes_the_class_model_index_names(tmp_path, component, key):
+    """diffusers loads the class the index entry names (``load_sub_model``), whatever the config.json says: a
+    transformers config written without ``architectures`` (a shared Cosmos T5 encoder's) is still a T5 encoder."""
+    folder = _copy_card("flux-dev", tmp_path)
+    path = folder / component / "config.json"
+    config = _load(path)
+    del config[key]
+    path.write_text(json.dumps(config))
+    assert flopcalc.estimate(str(folder)).flops == flopcalc.estimate("flux-dev").flops
+
+
 def test_card_folder_is_a_valid_local_folder():
     source = resolve(str(CARDS_DIR / "sd3.5-large"))
     assert source.kind == "folder"

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from flopcalc.engine import cards as _cards
+from flopcalc.engine.config import class_name_of
 from flopcalc.engine.errors import ConfigError, SourceError
 
 if TYPE_CHECKING:
@@ -271,13 +272,13 @@ def _read_pipeline_folder(root: Traversable | Path, display: str) -> _Folder:
     index = _parse_object(_read_bytes(root.joinpath(MODEL_INDEX), index_where), index_where)
     components: dict[str, Mapping[str, Any]] = {}
     missing: dict[str, str] = {}
-    for name, (_library, cls) in _model_index_components(index, index_where).items():
+    for name, (library, cls) in _model_index_components(index, index_where).items():
         node = root.joinpath(name, CONFIG)
         where = f"{display}/{name}/{CONFIG}"
         if not node.is_file():
             missing[name] = cls
             continue
-        components[name] = _parse_object(_read_bytes(node, where), where)
+        components[name] = _with_index_class(_parse_object(_read_bytes(node, where), where), library, cls)
         for extra in _multi_model_folders(name, cls):  # a MultiControlNetModel's further nets
             node = root.joinpath(extra, CONFIG)
             if not node.is_file():
@@ -291,6 +292,16 @@ def _read_pipeline_folder(root: Traversable | Path, display: str) -> _Folder:
         where = f"{display}/{PROVENANCE}"
         provenance = _parse_object(_read_bytes(prov, where), where)
     return _Folder(index, components, provenance, missing, noted_skips(index))
+
+
+def _with_index_class(config: dict[str, Any], library: str, class_name: str) -> dict[str, Any]:
+    """``config`` naming the class ``model_index.json`` names for it, where the file itself names none: a
+    transformers config written without ``architectures`` (a shared Cosmos T5 encoder's) is still loaded as that
+    class by diffusers (``pipeline_loading_utils.load_sub_model`` takes the class from the index entry)."""
+    if class_name_of(config) is not None or not is_model_class(class_name):
+        return config
+    key, value = ("_class_name", class_name) if library == "diffusers" else ("architectures", [class_name])
+    return {**config, key: value}
 
 
 #: Index classes saved as several models: ``MultiControlNetModel.save_pretrained``
@@ -703,7 +714,7 @@ class _Hub:
         pinned = sha or self.revision  # every component from the same commit as model_index.json
         components: dict[str, Mapping[str, Any]] = {}
         absent: dict[str, str] = {}
-        for name, (_library, cls) in _model_index_components(index, where).items():
+        for name, (library, cls) in _model_index_components(index, where).items():
             filename = f"{name}/{CONFIG}"
             try:
                 path = self.download(filename, pinned)
@@ -712,7 +723,7 @@ class _Hub:
                     absent[name] = cls
                     continue
                 raise SourceError(self._not_cached_message(filename, missing)) from None
-            components[name] = self.read(path, filename)
+            components[name] = _with_index_class(self.read(path, filename), library, cls)
             for extra in _multi_model_folders(name, cls):  # a MultiControlNetModel's further nets
                 try:
                     path = self.download(f"{extra}/{CONFIG}", pinned)
