@@ -12,7 +12,7 @@ import pytest
 
 from flopcalc.flops.estimate import estimate
 from flopcalc.training.backward import backward, graph_of
-from flopcalc.engine.gradients import FUSED_ATTENTION_BACKWARD
+from flopcalc.training.factors import FUSED_ATTENTION_BACKWARD
 from flopcalc.cli.main import main
 from flopcalc.engine.errors import FlopcalcError
 from flopcalc.training.estimate import train

@@ -14,7 +14,7 @@ import pytest
 
 from flopcalc.flops.estimate import estimate
 from flopcalc.training.backward import backward, graph_of, lora_supported
-from flopcalc.engine.gradients import MATH_ATTENTION_BACKWARD
+from flopcalc.training.factors import MATH_ATTENTION_BACKWARD
 from flopcalc.cli.main import main
 from flopcalc.engine.errors import FlopcalcError
 from flopcalc.training.lora import MAX_RANK

@@ -9,16 +9,21 @@ with status 2, never a traceback (:func:`flopcalc.render.output.run_guarded`).
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable, Sequence
 from types import ModuleType
-from typing import Callable, NamedTuple, Sequence
 
 from flopcalc.cli import energy, flops, memory, training
 from flopcalc.engine.version import __version__
 
 
-class Command(NamedTuple):
-    help: str
-    module: ModuleType  # holds configure_<name> (the parser) and run_<name> (the work)
+class Command:
+    """A command's one-line help and the module that holds its ``configure_<name>`` (the parser) and
+    ``run_<name>`` (the work)."""
+
+    __slots__ = ("help", "module")
+
+    def __init__(self, help: str, module: ModuleType) -> None:
+        self.help, self.module = help, module
 
     def part(self, name: str, what: str) -> Callable:
         return getattr(self.module, f"{what}_{name.replace('-', '_')}")
@@ -78,7 +83,8 @@ def _examples(command: str) -> str | None:
 
 
 def _parser(only: str | None = None) -> argparse.ArgumentParser:
-    """The parser with every command listed; only ``only``'s own options built (every command's when None)."""
+    """The parser: every command listed, each with its own options (``only``: that command alone, the one asked
+    for, so that nothing else is built)."""
     p = argparse.ArgumentParser(
         prog="flopcalc",
         description="Weight-free FLOP calculator for diffusion pipelines (exact against torch's FLOP counter): "
@@ -87,9 +93,9 @@ def _parser(only: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"flopcalc {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", help="one of:")
     for name, command in COMMANDS.items():
-        q = sub.add_parser(name, help=command.help.replace("%", "%%"), epilog=_examples(name),
-                           formatter_class=argparse.RawDescriptionHelpFormatter)
         if only is None or name == only:
+            q = sub.add_parser(name, help=command.help.replace("%", "%%"), epilog=_examples(name),
+                               formatter_class=argparse.RawDescriptionHelpFormatter)
             command.part(name, "configure")(q)
     return p
 
@@ -110,6 +116,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     guard_streams()  # before argparse: --help and errors print on any terminal encoding
     argv = sys.argv[1:] if argv is None else list(argv)
     name = _command_of(argv)
-    args = _parser(name or "").parse_args(argv)
+    args = _parser(name).parse_args(argv)
     run = COMMANDS[args.command].part(args.command, "run")
     return run_guarded(lambda: run(args))

@@ -36,7 +36,7 @@ SCALE = "scale"  # a finite number >= 0
 NAMES = "names"  # one or more identifiers (letters, digits, ``_``, ``.``)
 PAIRS = "pairs"  # one or more integer pairs (count ≥ 1, index ≥ 0), written COUNT@INDEX, the flag repeated
 KINDS = (COUNT, INDEX, SCALE, NAMES, PAIRS)
-_NAME = re.compile(r"[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*")
+_NAME = r"[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*"  # compiled on first use (re caches it)
 MAX_NAMES, MAX_NAME_LENGTH = 64, 100
 
 
@@ -224,7 +224,7 @@ def simple_names(value: object, what: str) -> tuple[str, ...]:
     if not isinstance(ids, (list, tuple)) or not ids or len(ids) > MAX_NAMES:
         raise OptionError(f"{what} must be one id or a list of 1 to {MAX_NAMES} ids, got {value!r}")
     for name in ids:
-        if not isinstance(name, str) or len(name) > MAX_NAME_LENGTH or not _NAME.fullmatch(name):
+        if not isinstance(name, str) or len(name) > MAX_NAME_LENGTH or not re.fullmatch(_NAME, name):
             raise OptionError(f"{what}: {name!r} is not a simple id (dotted names of letters, digits and '_', such "
                               "as 'mid', 'down_blocks.2', 'blocks.14'); flopcalc takes no regular expressions")
     return tuple(ids)

@@ -27,10 +27,8 @@ from dataclasses import dataclass
 
 from flopcalc.engine.cost import Node
 from flopcalc.engine.errors import FlopcalcError
-from flopcalc.engine.gradients import (
-    FUSED_ATTENTION_BACKWARD, MATH_ATTENTION_BACKWARD, Checkpointed, GradientGraph, declared_graphs, items_matched,
-    path_matches,
-)
+from flopcalc.engine.gradients import Checkpointed, GradientGraph, declared_graphs, items_matched, path_matches
+from flopcalc.training.factors import FUSED_ATTENTION_BACKWARD, MATH_ATTENTION_BACKWARD
 from flopcalc.engine.registry import registered
 
 def graph_of(class_name: str) -> GradientGraph:
