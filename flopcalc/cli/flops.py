@@ -146,11 +146,12 @@ def configure_formulas(p: argparse.ArgumentParser) -> None:
 
 
 def run_formulas(args: argparse.Namespace) -> int:
-    from flopcalc.engine.errors import FlopcalcError
+    from flopcalc.engine.errors import FlopcalcError, close_to
     from flopcalc.formulas.catalog import CATALOG, render
 
     if args.name is not None and args.name not in CATALOG:
-        raise FlopcalcError(f"no block formula {args.name!r}; known: {', '.join(CATALOG)}")
+        raise FlopcalcError(f"no block formula {args.name!r}{close_to(args.name, CATALOG)}; `flopcalc formulas` "
+                            f"lists all {len(CATALOG)}")
     for name in [args.name] if args.name else list(CATALOG):
         print(render(name, args.convention, latex=args.latex))
     return 0

@@ -13,7 +13,7 @@ from typing import Any, Callable, Mapping
 from flopcalc.engine.config import Config
 from flopcalc.engine.cost import Node
 from flopcalc.engine.discovery import load_class, load_everything, provide
-from flopcalc.engine.errors import UnknownArchitectureError, unbuildable
+from flopcalc.engine.errors import UnknownArchitectureError, close_to, unbuildable
 
 
 @dataclass(frozen=True)
@@ -140,13 +140,11 @@ def lookup(class_name: str | None, call: str = "forward", *, component: str = "m
         name = _ALIASES.get(class_name or "", class_name)
         arch = _REGISTRY.get((name or "", call))
     if arch is None:
-        known = ", ".join(sorted({k[0] for k in _REGISTRY}))
         what = f"class {class_name!r}" if class_name else "no _class_name / architectures entry"
-        raise UnknownArchitectureError(
-            f"{component}: {what} is not a supported architecture"
-            + (f" (no {call!r} formula)" if class_name and any(k[0] == name for k in _REGISTRY) else "")
-            + f". Supported: {known}."
-        )
+        partial = class_name and any(k[0] == name for k in _REGISTRY)
+        near = "" if partial else close_to(class_name or "", {k[0] for k in _REGISTRY})
+        raise UnknownArchitectureError(f"{component}: {what} has no {call + ' ' if partial else ''}formula in flopcalc"
+                                       f"{near}; `flopcalc coverage` lists the classes it counts")
     return arch
 
 

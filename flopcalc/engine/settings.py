@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Callable, Mapping
 
 from flopcalc.engine.discovery import provide
-from flopcalc.engine.errors import OptionError
+from flopcalc.engine.errors import OptionError, close_to, few
 
 #: Kinds of option values.
 COUNT = "count"  # an integer > 0
@@ -189,8 +189,8 @@ def option(name: str) -> PipelineOption:
     """The declaration of ``name``; a one-line error naming the known options."""
     options = _DECLARED if name in _DECLARED else known()
     if name not in options:
-        raise OptionError(f"unknown option {name!r}; options of particular pipelines: "
-                            f"{', '.join(sorted(options)) or 'none'}")
+        raise OptionError(f"unknown option {name!r}{close_to(name, options)}; options of particular pipelines: "
+                          f"{few(sorted(options), 6) or 'none'} (`flopcalc estimate --help` lists them)")
     return options[name]
 
 

@@ -31,7 +31,7 @@ from typing import Any
 from flopcalc.training.backward import Backward, backward, graph_of, lora_supported, refusal
 from flopcalc.engine.gradients import GradientGraph
 from flopcalc.engine.cost import Node
-from flopcalc.engine.errors import FlopcalcError, OptionError
+from flopcalc.engine.errors import FlopcalcError, OptionError, few
 from flopcalc.engine.limits import check_count
 
 FROZEN_ENCODERS = ("online", "cached")
@@ -283,8 +283,8 @@ def lora_training(tree: Node, graph: GradientGraph, rank: int, targets: tuple[st
     from flopcalc.training.lora import adapters, check_target_names, lora_backward
 
     if graph.lora is None:
-        raise FlopcalcError(f"LoRA training FLOPs are not modelled for {graph.class_name}; supported denoisers: "
-                            f"{', '.join(lora_supported())}")
+        raise FlopcalcError(f"LoRA training FLOPs are not modelled for {graph.class_name}; modelled denoisers: "
+                            f"{few(lora_supported())} (docs/training.md lists them)")
     refusal(tree, graph, checkpointing)
     if isinstance(targets, str):  # "attn.to_q,attn.to_v", as the CLI takes it
         targets = tuple(t.strip() for t in targets.split(","))
