@@ -14,8 +14,11 @@ What one sample costs (batch 1, torch convention: FLOPs = 2 × MACs):
 the family's diffusers training script's ``target_modules``) trained; the forward includes the adapters and
 the backward follows which tensors require grad (:mod:`flopcalc.training.lora`).
 
-Per step: × ``batch_size`` (per GPU) × ``num_gpus``. MFU = FLOPs per step / (step time × GPUs × the
-GPU's dense peak for ``precision``), with the peak from :mod:`flopcalc.hardware.gpus`.
+Per step: × ``batch_size`` (per GPU) × ``num_gpus``. MFU, as the field defines it (PaLM, Chowdhery et al. 2022,
+appendix B): the model's FLOPs per step (forward + backward, **without** the forward that gradient checkpointing
+runs again) / (step time × GPUs × the GPU's dense peak for ``precision``, :mod:`flopcalc.hardware.gpus`); HFU,
+beside it, counts the recompute too (what the hardware ran). A step time at which the hardware would exceed its
+dense peak (HFU > 1) is refused: it cannot have been measured.
 
 The common rules of thumb (training = 3 × forward; 4 × with activation recomputation) are reported beside
 the exact count for comparison, never used. Validated against ``FlopCounterMode`` counting forward +
@@ -133,10 +136,28 @@ class TrainingEstimate:
         return self.flops_per_sample + 2 * (self.backward.fused_attention_macs() - self.backward.macs)
 
     @property
-    def mfu(self) -> float | None:
+    def model_flops_per_sample(self) -> int:
+        """The model's FLOPs per sample: forward + backward without the recompute of gradient checkpointing."""
+        return self.flops_per_sample - 2 * self.backward.recompute
+
+    @property
+    def model_flops_per_step(self) -> int:
+        return self.model_flops_per_sample * self.batch_size * self.num_gpus
+
+    def _utilisation(self, flops_per_step: int) -> float | None:
         if self.step_time is None or self.peak_flops is None:
             return None
-        return self.flops_per_step / (self.step_time * self.num_gpus * self.peak_flops)
+        return flops_per_step / (self.step_time * self.num_gpus * self.peak_flops)
+
+    @property
+    def mfu(self) -> float | None:
+        """Model FLOPs utilisation: the model's FLOPs per step (no recompute) over the dense peak × GPUs × step time."""
+        return self._utilisation(self.model_flops_per_step)
+
+    @property
+    def hfu(self) -> float | None:
+        """Hardware FLOPs utilisation: as :attr:`mfu`, with the recomputed forward of gradient checkpointing."""
+        return self._utilisation(self.flops_per_step)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -181,6 +202,8 @@ class TrainingEstimate:
                           "num_gpus": self.num_gpus, "peak_flops": self.peak_flops}
         if self.mfu is not None:
             out["mfu"] = self.mfu
+            out["hfu"] = self.hfu
+            out["model_flops_per_step"] = self.model_flops_per_step
         return out
 
 
@@ -272,9 +295,15 @@ def train(
     s = report.settings
     settings = {"height": s.height, "width": s.width, "num_frames": s.num_frames,
                 "max_sequence_length": s.max_sequence_length, **{k: v for k, v in den.shape.items()}}
-    return TrainingEstimate(report.model, report.pipeline, settings, trainable, frozen_encoders, gradient_checkpointing,
-                            batch_size, num_gpus, tuple(parts), trained, back, precision, step_time, key, name, peak,
-                            tuple(notes), den.tree.total.params, lora)
+    est = TrainingEstimate(report.model, report.pipeline, settings, trainable, frozen_encoders, gradient_checkpointing,
+                           batch_size, num_gpus, tuple(parts), trained, back, precision, step_time, key, name, peak,
+                           tuple(notes), den.tree.total.params, lora)
+    if est.hfu is not None and est.hfu > 1:
+        raise FlopcalcError(f"--step-time {step_time:g}: {est.flops_per_step / 1e12:,.1f} TFLOPs per step on "
+                            f"{num_gpus} × {name} would run at {100 * est.hfu:,.0f}% of the dense {precision} peak "
+                            f"({peak / 1e12:g} TFLOP/s per GPU): faster than physically possible; check the step "
+                            "time, --batch-size (per GPU) and --num-gpus")
+    return est
 
 
 def lora_training(tree: Node, graph: GradientGraph, rank: int, targets: tuple[str, ...] | str | None,
