@@ -12,6 +12,8 @@ from flopcalc.cli.common import (
 
 
 def configure_gpus(p: argparse.ArgumentParser) -> None:
+    p.description = ("The GPU table: dense tensor peaks per dtype, memory, bandwidth, TDP, idle power, host and "
+                     "GPU-to-GPU links; `--format json` adds every figure's source.")
     add_format(p, ("table", "json"))
 
 
@@ -22,17 +24,20 @@ def run_gpus(args: argparse.Namespace) -> int:
     if args.format == "json":
         sys.stdout.write(json.dumps([g.to_dict() for g in table], indent=2) + "\n")
         return 0
-    head = ("key", "name", "mem GiB", "GB/s", "TDP W", *(f"{d} TF" for d in DTYPES))
+    head = ("key", "name", "mem GiB", "GB/s", "TDP W", "idle W", "host link", "GPU link", *(f"{d} TF" for d in DTYPES))
     rows = [head]
     for g in table:
         peaks = tuple(f"{g.peak_flops[d] / 1e12:g}" if d in g.peak_flops else "-" for d in DTYPES)
         rows.append((g.key, g.name, f"{g.memory_bytes / 2**30:g}", f"{g.memory_bandwidth / 1e9:g}", f"{g.tdp_w:g}",
-                     *peaks))
+                     f"{g.idle_w:g}", f"{g.host_link_label} {round(g.host_link_bytes_per_s / 1e9, 1):g}",
+                     f"{g.gpu_link_label} {round(g.gpu_link_bytes_per_s / 1e9, 1):g}", *peaks))
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     for r in rows:
-        print("  ".join(v.ljust(w) if i < 2 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths))).rstrip())
-    print("Dense tensor-core peaks in TFLOP/s (int8: TOP/s); fp32 is the non-tensor peak. "
-          "Sources: `flopcalc gpus --format json`.")
+        print("  ".join(v.ljust(w) if i in (0, 1, 6, 7) else v.rjust(w)
+                        for i, (v, w) in enumerate(zip(r, widths))).rstrip())
+    print("Dense tensor-core peaks in TFLOP/s (int8: TOP/s); fp32 is the non-tensor peak; '-': no tensor path. "
+          "Idle W: nvidia-smi / rocm-smi at rest. Links in GB/s per direction per GPU (GPU link 'PCIe': over the "
+          "host link). Sources: `flopcalc gpus --format json`.")
     return 0
 
 
