@@ -53,8 +53,15 @@ def configure_energy(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpu", required=True, help="a GPU of `flopcalc gpus` (key or alias, e.g. h100, A100-SXM4-40GB)")
     p.add_argument("--num-gpus", type=positive_int, default=1,
                    help="sequence-parallel GPUs (overhead fitted on 2/4/8-GPU runs)")
-    p.add_argument("--precision", choices=("bf16", "fp16", "fp32", "fp8"), default="bf16",
-                   help="the dtype the pipeline runs in (default bf16)")
+    p.add_argument("--precision", choices=("bf16", "fp16", "fp32", "fp8"),
+                   help="the dtype the pipeline runs in (default bf16, fp16 on a GPU without bf16); fp32 as PyTorch runs it by default: matmuls in "
+                        "full fp32, convolutions in TF32; fp8: linear layers in fp8")
+    p.add_argument("--tf32", action="store_true",
+                   help="with --precision fp32: matmuls in TF32 too (torch.backends.cuda.matmul.allow_tf32 = True)")
+    p.add_argument("--stack", help="the software stack measured (`flopcalc energy` names them; default: the first "
+                                   "measured on that GPU, else the first: xdit, then diffusers)")
+    p.add_argument("--offload", choices=("none", "model", "sequential"), default="none",
+                   help="diffusers' offload mode; the weight transfers over the host link add to the latency")
     p.add_argument("--grid-intensity", type=float,
                    help="grams of CO2e per kWh of the grid (default 480: world average 2023, Ember)")
     p.add_argument("--law", choices=("opclass", "loglog", "linear"),
@@ -67,13 +74,13 @@ def configure_energy(p: argparse.ArgumentParser) -> None:
 
 
 def run_energy(args: argparse.Namespace) -> int:
-    from flopcalc.energy_laws.predict import predict
+    from flopcalc.energy_laws.predict import energy
     from flopcalc.energy_laws.render import render
-    from flopcalc.flops.estimate import estimate
 
-    report = estimate(args.model, revision=args.revision, measure=args.measure, **run_settings(args))
-    result = predict(report, gpu=args.gpu, precision=args.precision, law=args.law, num_gpus=args.num_gpus,
-                     grid_intensity=args.grid_intensity, coefficients=args.coefficients, items=args.items)
+    result = energy(args.model, gpu=args.gpu, precision=args.precision, law=args.law, num_gpus=args.num_gpus,
+                    grid_intensity=args.grid_intensity, coefficients=args.coefficients, items=args.items,
+                    stack=args.stack, tf32=args.tf32, offload=args.offload, revision=args.revision,
+                    measure=args.measure, **run_settings(args))
     sys.stdout.write(render(result, args.format))
     return 0
 
@@ -96,7 +103,9 @@ def run_energy_fit(args: argparse.Namespace) -> int:
     import yaml
 
     from flopcalc.energy_laws.fit import calibrate
-    from flopcalc.energy_laws.mlenergy import load_model_map, read_mlenergy
+    from flopcalc.energy_laws.laws import LAWS
+    from flopcalc.energy_laws.predict import law_errors
+    from flopcalc.energy_laws.mlenergy import STACKS, load_model_map, read_mlenergy
     from flopcalc.energy_laws.records import MeasurementError, is_records_csv, read_csv
     from flopcalc.render.output import check_writable, write_file
 
@@ -111,13 +120,14 @@ def run_energy_fit(args: argparse.Namespace) -> int:
             raise MeasurementError(f"{name}: not a records CSV; for ML.ENERGY files pass --model-map")
         else:
             records += read_mlenergy(name, load_model_map(args.model_map), Path(args.model_map).parent)
-    doc, _ = calibrate(records)
+    doc, _ = calibrate(records, stacks=STACKS)
     doc = {"source": f"flopcalc energy-fit {' '.join(args.file)}", **doc}
     write_file(args.out, yaml.safe_dump(doc, sort_keys=False, width=120), "--out")
-    print(f"wrote {args.out} (default law {doc['default_law']}); leave-one-model-out abs % error, median / max:")
+    print(f"wrote {args.out}; leave-one-model-out abs % error, median / max (opclass: nested, its terms chosen "
+          "inside each fold):")
     for cal, c in doc["calibrations"].items():
-        for law, v in c["laws"].items():
-            e, t = v["errors"]["energy"], v["errors"]["latency"]
+        for law in LAWS:
+            e, t = law_errors(c, law)["energy"], law_errors(c, law)["latency"]
             print(f"  {cal:<36} {law:<8} energy {e['median_pct']:5.1f} / {e['max_pct']:5.1f}   "
                   f"latency {t['median_pct']:5.1f} / {t['max_pct']:5.1f}   ({len(c['models'])} models, {e['n']} records)")
     for cal, models in doc["left_out_calibrations"].items():
@@ -128,7 +138,7 @@ def run_energy_fit(args: argparse.Namespace) -> int:
 def configure_energy_plot(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, help="the figure to write: a .png or .svg file")
     p.add_argument("--law", choices=("opclass", "loglog", "linear"),
-                   help="the law whose predictions are plotted (default: each calibration's)")
+                   help="the law whose predictions are plotted (default: opclass)")
 
 
 def run_energy_plot(args: argparse.Namespace) -> int:

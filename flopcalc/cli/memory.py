@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from flopcalc.cli.common import add_family_options, add_format, add_model, add_run_options, run_settings
+from flopcalc.cli.common import (
+    GENERATION_OPTIONS, add_family_options, add_format, add_model, add_run_options, run_settings,
+)
 
 
 def configure_memory(p: argparse.ArgumentParser) -> None:
@@ -13,10 +15,7 @@ def configure_memory(p: argparse.ArgumentParser) -> None:
                      "(parameters, float32-kept modules, buffers), exact; activation peaks of the measured denoisers "
                      "and VAE decoders, estimated.")
     add_model(p)
-    add_run_options(p, ("height", "width", "num_frames", "batch_size", "max_sequence_length", "vae_tiling",
-                        "no_vae_tiling"),
-                    batch_size="samples in one denoiser forward (2 where a pipeline batches classifier-free guidance)",
-                    vae_tiling="decode in tiles (pipe.vae.enable_tiling()): its own activation peak")
+    add_run_options(p, GENERATION_OPTIONS)
     p.add_argument("--attention", choices=("fused", "math"), default="fused",
                    help="fused: SDPA/flash kernels, no score matrix (default); math: the scores materialised")
     p.add_argument("--dtype", choices=("bf16", "fp16", "fp32", "int8", "nf4", "fp8"), default="bf16",

@@ -143,6 +143,13 @@ class PipelineOption:
     module: str = ""
     cli_flag: str = ""  # the flag when it is not the name's (``--condition`` for ``conditions``, repeated)
     metavar: str = ""
+    #: values as the command line writes them that some pipeline applying it takes (tests run each through the CLI
+    #: and the API); default: one per kind (a count 2, an index 1, a scale 2.0, a pair 1@0)
+    examples: tuple[str, ...] = ()
+
+    @property
+    def sample_values(self) -> tuple[str, ...]:
+        return self.examples or {COUNT: ("2",), INDEX: ("1",), SCALE: ("2.0",), PAIRS: ("1@0",)}.get(self.kind, ())
 
     @property
     def flag(self) -> str:
@@ -153,7 +160,7 @@ _DECLARED: dict[str, PipelineOption] = {}
 
 
 def pipeline_option(name: str, *, kind: str, help: str, refusal: str, bound: tuple[int, str] | None = None,
-                    flag: str = "", metavar: str = "") -> PipelineOption:
+                    flag: str = "", metavar: str = "", examples: tuple[str, ...] = ()) -> PipelineOption:
     """Declare a family's option (once, in the family's pipeline module, before the plans naming it)."""
     import sys
 
@@ -162,7 +169,9 @@ def pipeline_option(name: str, *, kind: str, help: str, refusal: str, bound: tup
     if name in _DECLARED or name in OPTIONAL or name in Settings.__dataclass_fields__ or not name.isidentifier():
         raise RuntimeError(f"option {name!r} declared twice, or the name of a common option")
     module = sys._getframe(1).f_globals.get("__name__", "")  # the declaring module (no source read)
-    option = PipelineOption(name, kind, help, refusal, bound, module, flag, metavar)
+    if kind == NAMES and not examples:
+        raise RuntimeError(f"option {name}: a list of names needs examples (values some pipeline applying it takes)")
+    option = PipelineOption(name, kind, help, refusal, bound, module, flag, metavar, tuple(examples))
     _DECLARED[name] = option
     return option
 
@@ -181,7 +190,8 @@ def known() -> dict[str, PipelineOption]:
     """Every declared option, from the discovery index (no family module imported)."""
     from flopcalc.engine.discovery import index
 
-    return {name: PipelineOption(**{**spec, "bound": tuple(spec["bound"]) if spec["bound"] else None})
+    return {name: PipelineOption(**{**spec, "bound": tuple(spec["bound"]) if spec["bound"] else None,
+                                    "examples": tuple(spec.get("examples", ()))})
             for name, spec in index().options.items()}
 
 

@@ -113,7 +113,9 @@ def estimate_configs(
         _check_counts(estimates[-1])
     plan_notes = tuple(n for n in p.notes if not any(n.startswith(f"{name} is absent") for name in missing))
     return Report(model, source_kind, revision, p.pipeline, convention, p.settings, p.passes, tuple(estimates),
-                  tuple(source_notes) + plan_notes + tuple(measured_notes), dict(config_origins or {}))
+                  tuple(source_notes) + plan_notes + tuple(measured_notes), dict(config_origins or {}),
+                  {name: components[name] for name in dict.fromkeys(c.component for c in estimates)},
+                  p.batched_passes)
 
 
 def _plan(model_index: Mapping[str, Any] | None, components: Mapping[str, Mapping[str, Any]], settings: Settings,

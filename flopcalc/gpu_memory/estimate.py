@@ -35,7 +35,6 @@ from typing import Any, Mapping
 
 from flopcalc.gpu_memory.activations import ATTENTION, ActivationPeak, activation_peak
 from flopcalc.engine.errors import FlopcalcError
-from flopcalc.engine.limits import check_count
 from flopcalc.gpu_memory.quantized import FORMATS, REST_DTYPE
 from flopcalc.gpu_memory.weights import DTYPE_BYTES, ComponentWeights, component_weights
 
@@ -86,6 +85,26 @@ class MemoryEstimate:
     #: components model_index.json lists (from_pretrained loads them) whose config.json is not in the source:
     #: not weighed, so every total is a lower bound
     uncounted: tuple[str, ...] = ()
+    #: component → the forwards it makes per generation (each call of the real module: a step's doubled-batch
+    #: denoiser call once, a tile once), what sequential offload moves its weights for
+    forwards: Mapping[str, int] = field(default_factory=dict, hash=False)
+    #: images or videos one generation makes (prompts × per prompt)
+    items: int = 1
+
+    @property
+    def transfer_bytes(self) -> int:
+        """Weight bytes moved to the GPU per generation by the offload mode: none without offload; each running
+        component once under ``enable_model_cpu_offload()`` (its hook moves it when it is called, it stays until
+        another is); every module for every forward under ``enable_sequential_cpu_offload()``."""
+        if self.offload == "model":
+            return sum(c.bytes for c in self.running)
+        if self.offload == "sequential":
+            return sum((c.bytes - c.buffer_bytes) * self.forwards.get(c.component, 1) for c in self.running)
+        return 0
+
+    @property
+    def transfer_bytes_per_item(self) -> float:
+        return self.transfer_bytes / self.items
 
     @property
     def weights_bytes(self) -> int:
@@ -155,6 +174,7 @@ class MemoryEstimate:
             "activations": [a.to_dict() for a in self.activations],
             "attention": self.attention,
             "peak_bytes": self.peak_bytes,
+            "transfer_bytes": self.transfer_bytes,
             "notes": list(self.notes),
             "uncounted_components": list(self.uncounted),
         }
@@ -164,22 +184,33 @@ class MemoryEstimate:
         return out
 
 
-def memory(model: str, *, height: int | None = None, width: int | None = None, num_frames: int | None = None,
-           max_sequence_length: int | None = None, batch_size: int = 1, attention: str = "fused",
-           dtype: str = "bf16", dtype_of: Mapping[str, str] | None = None, offload: str = "none",
-           gpu: str | None = None, vae_tiling: bool | None = None, revision: str | None = None,
-           token: str | None = None, **options: Any) -> MemoryEstimate:
+def forward_batch(report: Any, role: str) -> int:
+    """Samples one forward of a component of ``role`` holds, as the pipeline batches them: the denoiser the images of
+    the batch × the guidance passes when ``__call__`` concatenates them (``torch.cat([latents] * 2)``), else the
+    images alone (a forward per pass); the VAE decoder the images (``vae.decode(latents)`` on the whole batch);
+    text encoders, image encoders and the VAE encoder the prompts (their inputs)."""
+    s = report.settings
+    items = s.batch_size * s.num_images_per_prompt
+    if role == "denoiser":
+        return items * (report.passes if report.batched_passes else 1)
+    if role == "vae_decoder":
+        return items
+    return s.batch_size
+
+
+def memory(model: str, *, attention: str = "fused", dtype: str = "bf16", dtype_of: Mapping[str, str] | None = None,
+           offload: str = "none", gpu: str | None = None, revision: str | None = None, token: str | None = None,
+           **settings: Any) -> MemoryEstimate:
     """The weights of ``model``'s components (the pipeline's, as :func:`flopcalc.estimate` plans them), each
     loaded in ``dtype`` unless ``dtype_of`` names its own, the activation peaks of the measured calls at the
-    run's size with ``batch_size`` samples per forward, and what is resident at the peak under ``offload``.
-    ``options``: the pipeline families' own options, as :func:`flopcalc.estimate` takes them
-    (``reference_images=2``, ``glyph_prompts=1``): they decide which components run and on what."""
-    from flopcalc.flops.estimate import estimate_configs
-    from flopcalc.engine.settings import checked
-    from flopcalc.engine.pipelines import Settings
+    run's size with the samples each forward holds (:func:`forward_batch`), and what is resident at the peak under
+    ``offload``. ``settings`` are :func:`flopcalc.estimate`'s (size, steps, guidance, batch of prompts, family
+    options such as ``reference_images=2``): they decide which components run, on what, how often."""
+    from flopcalc.engine.settings import Settings
     from flopcalc.engine.sources import resolve
+    from flopcalc.flops.estimate import estimate_configs
 
-    extra = checked(options)  # before any file is read, as estimate does
+    run = Settings.make(**settings)  # family options checked before any file is read, as estimate does
     if offload not in OFFLOAD:
         raise FlopcalcError(f"--offload {offload!r}: choose one of {', '.join(OFFLOAD)}")
     for d in (dtype, *(dtype_of or {}).values()):
@@ -190,19 +221,16 @@ def memory(model: str, *, height: int | None = None, width: int | None = None, n
                                 "quantized layers differently): use --offload model, or a bf16/fp16/fp32 dtype")
     if attention not in ATTENTION:
         raise FlopcalcError(f"--attention {attention!r}: choose one of {', '.join(ATTENTION)}")
-    check_count("batch_size", batch_size, "--batch-size")
     source = resolve(model, revision=revision, token=token)
-    settings = Settings(height=height, width=width, num_frames=num_frames, max_sequence_length=max_sequence_length,
-                        vae_tiling=vae_tiling, extra=extra)
 
     def plan(settings: Settings):
         return estimate_configs(source.model_index, source.components, settings, model=source.name,
                                 source_kind=source.kind, revision=source.revision, source_notes=source.notes,
                                 missing=tuple(source.missing))
 
-    report = plan(settings)
+    report = plan(run)
     # a decode split into tiles: its fit is in the whole latent's positions, the shape the untiled plan gives
-    whole = {(c.component, c.call): c for c in plan(replace(settings, vae_tiling=False)).components} if vae_tiling \
+    whole = {(c.component, c.call): c for c in plan(replace(run, vae_tiling=False)).components} if run.vae_tiling \
         else {}
     names = list(dict.fromkeys(c.component for c in report.components))
     idle, notes = _loaded_not_run(source, names)
@@ -215,7 +243,9 @@ def memory(model: str, *, height: int | None = None, width: int | None = None, n
                             runs=n not in idle) for n in names + idle)
     dtypes = {w.component: w.dtype for w in weights}
     acts = []
+    forwards: dict[str, int] = {}
     for c in report.components:
+        forwards[c.component] = forwards.get(c.component, 0) + max(1, c.runs // forward_batch(report, c.role))
         if c.role not in ("text_encoder", "denoiser", "vae_decoder"):
             continue
         cfg = source.components[c.component]
@@ -227,7 +257,7 @@ def memory(model: str, *, height: int | None = None, width: int | None = None, n
             notes.append(f"{c.component}.{c.call}: no activation estimate (this config was not measured"
                          f"{' in tiles' if tiled else ''})")
             continue
-        acts.append(CallActivations(c.component, c.call, batch_size,
+        acts.append(CallActivations(c.component, c.call, forward_batch(report, c.role),
                                     DTYPE_BYTES[REST_DTYPE if dtypes[c.component] in FORMATS else dtypes[c.component]],
                                     peaks["fused"], peaks["math"]))
         if peaks["fused"].text_len not in (None, c.shape.get("text_len")):
@@ -247,29 +277,12 @@ def memory(model: str, *, height: int | None = None, width: int | None = None, n
         g = lookup_gpu(gpu)
         key, name, mem = g.key, g.name, g.memory_bytes
     s = report.settings
-    run = {"height": s.height, "width": s.width, "num_frames": s.num_frames, "batch_size": batch_size}
-    est = MemoryEstimate(source.name, report.pipeline, offload, weights, tuple(acts), attention, run, key, name, mem,
-                         tuple(notes), tuple(source.missing))
-    return replace(est, notes=est.notes + _guidance_batch_note(est, report))
-
-
-def _guidance_batch_note(est: MemoryEstimate, report: Any) -> tuple[str, ...]:
-    """Where the denoiser runs more than one pass per step (classifier-free guidance) and one sample per forward
-    was asked: the peak when the pipeline batches the passes into one forward, as the UNet and most DiT pipelines
-    do (``torch.cat([latents] * 2)``); pipelines that call the denoiser once per pass (WanPipeline) hold one."""
-    if report.passes < 2 or est.activations == () or any(a.batch != 1 for a in est.activations):
-        return ()
-    denoisers = {c.component for c in report.components if c.role == "denoiser"}
-    if len(denoisers) != 1:  # the passes are the pipeline's, not each stage's (Stable Cascade's decoder: one)
-        return ()
-    batched = replace(est, activations=tuple(replace(a, batch=report.passes) if a.component in denoisers else a
-                                             for a in est.activations))
-    if batched.peak_bytes == est.peak_bytes:
-        return ()
-    return (f"the denoiser runs {report.passes} passes per step (guidance): a pipeline that batches "
-            f"them into one forward (torch.cat([latents] * {report.passes}), as StableDiffusionPipeline does) holds "
-            f"{report.passes} samples per denoiser forward: peak {batched.peak_bytes / 2**30:.2f} GiB; one that calls "
-            "it once per pass (WanPipeline) holds 1",)
+    items = s.batch_size * s.num_images_per_prompt
+    summary = {"height": s.height, "width": s.width, "num_frames": s.num_frames, "batch_size": s.batch_size,
+               "num_images_per_prompt": s.num_images_per_prompt, "guidance_passes": report.passes,
+               "passes_in_one_forward": report.batched_passes}
+    return MemoryEstimate(source.name, report.pipeline, offload, weights, tuple(acts), attention, summary, key, name,
+                          mem, tuple(notes), tuple(source.missing), forwards, items)
 
 
 def _loaded_not_run(source: Any, running: list[str]) -> tuple[list[str], list[str]]:

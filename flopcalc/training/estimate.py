@@ -207,14 +207,22 @@ class TrainingEstimate:
         return out
 
 
+#: Run settings a training sample has no use for, and why (every other one of ``flopcalc.estimate``'s applies).
+NOT_FOR_TRAINING = {
+    "steps": "a training sample runs the denoiser once, at one noise level",
+    "guidance_scale": "training runs no classifier-free guidance",
+    "true_cfg_scale": "training runs no classifier-free guidance",
+    "negative_prompt": "training encodes no negative prompt",
+    "num_images_per_prompt": "a training sample is one image or clip (use --batch-size for samples per GPU)",
+    "strength": "training encodes the whole target image or clip",
+    "vae_tiling": "training encodes the target with the VAE and never decodes",
+}
+
+
 def train(
     model: str,
     *,
-    height: int | None = None,
-    width: int | None = None,
-    num_frames: int | None = None,
     batch_size: int = 1,
-    max_sequence_length: int | None = None,
     trainable: str = "denoiser",
     lora_targets: tuple[str, ...] | str | None = None,
     frozen_encoders: str = "online",
@@ -225,14 +233,17 @@ def train(
     precision: str = "bf16",
     revision: str | None = None,
     token: str | None = None,
+    **settings: Any,
 ) -> TrainingEstimate:
     """FLOPs of one training sample and step of ``model``'s denoiser: full fine-tuning
     (``trainable="denoiser"``) or LoRA (``"lora:RANK"``, adapters on ``lora_targets``, peft's names;
-    default: the family's diffusers training script's).
+    default: the family's diffusers training script's). ``batch_size``: samples per GPU per step.
 
-    ``model`` is anything :func:`flopcalc.estimate` takes. Sizes default to the pipeline's. Raises
-    :class:`FlopcalcError` on bad input, for a denoiser whose backward is not validated, or when only
-    one of ``step_time`` and ``gpu`` is given.
+    ``model`` is anything :func:`flopcalc.estimate` takes, and ``settings`` its run settings that shape a sample
+    (``height``, ``width``, ``num_frames``, ``max_sequence_length``, family options such as ``reference_images``);
+    one that means nothing to a training sample (:data:`NOT_FOR_TRAINING`) is refused. Sizes default to the
+    pipeline's. Raises :class:`FlopcalcError` on bad input, for a denoiser whose backward is not validated, or when
+    only one of ``step_time`` and ``gpu`` is given.
     """
     from flopcalc.flops.estimate import estimate
     from flopcalc.training.lora import parse_trainable
@@ -243,8 +254,11 @@ def train(
     _check_options(frozen_encoders, batch_size, num_gpus, step_time, precision)
     if (step_time is None) != (gpu is None):
         raise FlopcalcError("MFU needs both --step-time and --gpu")
-    sizes = dict(height=height, width=width, num_frames=num_frames, steps=1, max_sequence_length=max_sequence_length,
-                 resolution_binning=False, revision=revision, token=token)
+    for key, why in NOT_FOR_TRAINING.items():
+        if settings.get(key) not in (None, False) and not (key == "num_images_per_prompt" and settings[key] == 1):
+            raise OptionError(f"--{key.replace('_', '-')} does not apply to a training step: {why}")
+    settings = {k: v for k, v in settings.items() if k not in NOT_FOR_TRAINING}
+    sizes = dict(settings, steps=1, resolution_binning=False, revision=revision, token=token)
     try:  # strength 1: the VAE encoder is planned (the training latents are encoded)
         report = estimate(model, strength=1.0, **sizes)
     except OptionError as exc:  # an image-to-video pipeline encodes its conditioning anyway

@@ -34,7 +34,7 @@ NO_TRUE_CFG = {"true_cfg_scale": "its __call__ takes no true_cfg_scale: guidance
 OPTIONS = ("max_sequence_length",)
 
 
-@register_pipeline("ChromaPipeline", denoisers=("ChromaTransformer2DModel",), options=OPTIONS, refuses=NO_TRUE_CFG)
+@register_pipeline("ChromaPipeline", guidance="separate", denoisers=("ChromaTransformer2DModel",), options=OPTIONS, refuses=NO_TRUE_CFG)
 def chroma_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                     index: Mapping[str, Any] | None = None) -> Plan:
     """``ChromaPipeline.__call__`` (diffusers ``pipelines/chroma/pipeline_chroma.py``): 1024² default
@@ -70,7 +70,7 @@ def chroma_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
     return Plan("ChromaPipeline", s, passes, tuple(runs), tuple(notes))
 
 
-@register_pipeline("ChromaImg2ImgPipeline", options=OPTIONS, refuses=NO_TRUE_CFG)
+@register_pipeline("ChromaImg2ImgPipeline", guidance="separate", options=OPTIONS, refuses=NO_TRUE_CFG)
 def chroma_img2img_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                             index: Mapping[str, Any] | None = None) -> Plan:
     """``ChromaImg2ImgPipeline.__call__`` (``pipeline_chroma_img2img.py``): the text-to-image defaults

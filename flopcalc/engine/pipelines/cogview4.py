@@ -29,7 +29,7 @@ DEFAULT_SAMPLE_SIZE = 128
 SIZE_MULTIPLE = TOKEN_MULTIPLE = 16
 
 
-@register_pipeline("CogView4Pipeline", denoisers=("CogView4Transformer2DModel",), options=("max_sequence_length",))
+@register_pipeline("CogView4Pipeline", guidance="separate", denoisers=("CogView4Transformer2DModel",), options=("max_sequence_length",))
 def cogview4_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                       index: Mapping[str, Any] | None = None) -> Plan:
     """``CogView4Pipeline.__call__``: ``height = width = transformer.sample_size × vae_scale_factor``

@@ -44,7 +44,8 @@ def plan(model_index: Mapping[str, Any] | None, components: Mapping[str, Mapping
         name = next((pipe for pipe, applies in base._SERVED_BY.get(name, []) if applies(configs)), name)
         _refuse_unapplied(name, settings)
         with unbuildable("model_index.json", name, "pipeline plan"):
-            return base._PIPELINES[name](configs, settings, index=model_index)
+            planned = base._PIPELINES[name](configs, settings, index=model_index)
+        return replace(planned, batched_passes=base._GUIDANCE[name] == "batched")
     with unbuildable(next(iter(components), "model"), None, "plan"):
         return _standalone(components, settings, role_without_formula)
 
@@ -138,7 +139,8 @@ def _standalone(components: Mapping[str, Mapping[str, Any]], s: Settings,
         _refuse_unapplied(pipe, s)
         p = base._PIPELINES[pipe](_configs({comp: cfg}), s)
         runs = tuple(replace(r, component=name) for r in p.runs)
-        return replace(p, pipeline=f"{pipe} (denoiser only)", runs=runs, notes=p.notes + ("only the denoiser was given",))
+        return replace(p, pipeline=f"{pipe} (denoiser only)", runs=runs, notes=p.notes + ("only the denoiser was given",),
+                       batched_passes=base._GUIDANCE[pipe] == "batched")
     if role == "text_encoder":
         _refuse_unapplied_alone("text encoder", s)
         # its position limit when that is a short CLIP-like window, else 512 (LLM limits run to 128k)

@@ -167,7 +167,7 @@ def _is_distilled(index: Mapping[str, Any] | None) -> bool:
     return value
 
 
-@register_pipeline("Flux2KleinPipeline", options=OPTIONS, refuses=NO_TRUE_CFG)
+@register_pipeline("Flux2KleinPipeline", guidance="separate", options=OPTIONS, refuses=NO_TRUE_CFG)
 def flux2_klein_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                          index: Mapping[str, Any] | None = None) -> Plan:
     """``Flux2KleinPipeline.__call__`` (``pipelines/flux2/pipeline_flux2_klein.py``): 1024² default, the

@@ -36,6 +36,7 @@ from flopcalc.engine.pipelines.base import (
     Settings,
     denoising_steps,
     denoising_steps_floored,
+    guidance_of,
     pipeline_options,
     register_pipeline,
     registered_plan,
@@ -53,7 +54,8 @@ pipeline_option("pag_scale", kind=SCALE, help="PAG pipelines: perturbed-attentio
                 refusal="it has no perturbed-attention guidance (use its PAG pipeline)")
 pipeline_option("pag_applied_layers", kind=NAMES,
                 help="PAG pipelines: self-attention layer ids (e.g. mid, down_blocks.2, blocks.14)",
-                refusal="it has no perturbed-attention guidance (use its PAG pipeline)")
+                refusal="it has no perturbed-attention guidance (use its PAG pipeline)",
+                examples=("mid", "down_blocks.2", "blocks.14"))
 
 #: ``pag_scale``'s default in every PAG pipeline's ``__call__`` (e.g. pipeline_pag_sd.py:772).
 PAG_SCALE = 3.0
@@ -117,7 +119,8 @@ def _pag(name: str, base_name: str, base: PlanFn, *, denoiser: str, layers: tupl
 
     plan_fn.__doc__ = (f"``{name}.__call__``: {base_name}'s plan with perturbed-attention guidance (see the module "
                        f"doc); default pag_applied_layers {list(layers)}.")
-    register_pipeline(name, options=tuple(pipeline_options(base_name)) + ("pag_scale", "pag_applied_layers"))(plan_fn)
+    register_pipeline(name, options=tuple(pipeline_options(base_name)) + ("pag_scale", "pag_applied_layers"),
+                      guidance=guidance_of(base_name))(plan_fn)
 
 
 def _check_guess_mode(name: str, components: Mapping[str, Any], p: Plan, crashes: bool) -> None:
