@@ -33,7 +33,6 @@ def _table(est: TrainingEstimate) -> str:
         rows.append((c.component, cls, c.treatment, _t(2 * c.forward_macs), _t(2 * c.backward_macs), _t(c.flops)))
     rows.append(("total", "", "", "", "", _t(est.flops_per_sample)))
     lines += ruled_table(rows, 3)
-    b = est.backward
     fwd = est.trained_forward_flops
     lines += ["", f"per step: {_t(est.flops_per_step)} TFLOPs ({est.batch_size} sample(s) × {est.num_gpus} GPU(s))"]
     lines += _backward_lines(est) if est.lora is None else _lora_lines(est)
