@@ -102,7 +102,10 @@ def planned(report) -> dict[str, int]:
 
 
 def configs_of(models: dict[str, Any]) -> dict[str, dict]:
-    """flopcalc's view of tiny models: diffusers ``_class_name`` configs, transformers ``architectures`` ones."""
+    """flopcalc's view of tiny models: diffusers ``_class_name`` configs, transformers ``architectures`` ones, as
+    a ``config.json`` holds them (tuples become lists)."""
+    import json
+
     out = {}
     for name, model in models.items():
         config = model.config
@@ -110,4 +113,5 @@ def configs_of(models: dict[str, Any]) -> dict[str, dict]:
             out[name] = {**config, "_class_name": type(model).__name__}
         else:
             out[name] = {**config.to_dict(), "architectures": [type(model).__name__]}
+        out[name] = json.loads(json.dumps(out[name], default=str))
     return out
