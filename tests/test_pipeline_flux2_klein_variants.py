@@ -117,3 +117,74 @@ def test_inpaint_plan_mirrors_the_real_call(rng):
     assert report.component("transformer").shape["reference_tokens"] == (1 + refs) * n, where
     assert shapes["text_encoder"] == {(length,)}, where
     assert shapes["vae.encode"] == {(h, w)} and shapes["vae.decode"] == {(h // 8, w // 8)}, where
+
+
+# --------------------------------------------------------------------------- Flux2KleinKVPipeline
+
+
+def test_kv_defaults_without_references_are_plain_forwards():
+    r = _plan(pipeline="Flux2KleinKVPipeline")
+    s = r.settings
+    assert r.pipeline == "Flux2KleinKVPipeline" and r.passes == 1
+    assert (s.height, s.width, s.steps, s.guidance_scale) == (1024, 1024, 4, None)
+    assert runs_by_call(r) == {"text_encoder.forward": 1, "transformer.forward": 4, "vae.decode": 1}
+    fx = CARD.fixture("transformer-1024x1024.json")
+    assert 2 * r.component("transformer").macs_per_run == fx["torch"]["flops"]
+
+
+def test_kv_references_run_once_then_come_from_the_cache():
+    """Step 0 runs the reference tokens (and caches their keys and values), the later steps the latent alone: each
+    later step costs less than the plain forward on latent + references (``Flux2KleinPipeline``'s), more than the
+    plain forward on the latent."""
+    r = _plan(Settings.make(reference_images=2, batch_size=2, steps=5), pipeline="Flux2KleinKVPipeline")
+    comp = r.component("transformer")
+    extract, cached = comp.tree.children
+    assert (comp.runs, extract.count, cached.count) == (2, 1, 4)  # 2 images: 1 extract + 4 cached steps each
+    assert runs_by_call(r) == {"text_encoder.forward": 2, "vae.encode": 2, "transformer.forward": 2,
+                               "vae.decode": 2}
+    assert comp.shape["reference_tokens"] == 2 * 64 * 64
+    klein = _plan(Settings.make(reference_images=2), pipeline="Flux2KleinPipeline", is_distilled=True)
+    plain = _plan(Settings(), pipeline="Flux2KleinKVPipeline").component("transformer").macs_per_run
+    full = klein.component("transformer").macs_per_run
+    assert plain < cached.per_item.macs("torch") < full
+    assert extract.per_item.macs("torch") < full  # the references attend to themselves only
+
+
+def test_kv_refusals():
+    with pytest.raises(OptionError, match="--strength does not apply to Flux2KleinKVPipeline"):
+        _plan(Settings(strength=0.5), pipeline="Flux2KleinKVPipeline")
+    with pytest.raises(OptionError, match="--guidance-scale does not apply to Flux2KleinKVPipeline"):
+        _plan(Settings(guidance_scale=3.0), pipeline="Flux2KleinKVPipeline")
+
+
+def test_kv_plan_mirrors_the_real_call(rng):
+    from PIL import Image
+    from pipeline_call_support import Tokenizer, configs_of, planned, record
+
+    import torch
+    from diffusers import FlowMatchEulerDiscreteScheduler, Flux2KleinKVPipeline
+
+    models = _tiny_klein()
+    configs = configs_of(models)
+    calls, shapes = record(models, ("text_encoder", "transformer"))
+    pipe = Flux2KleinKVPipeline(scheduler=FlowMatchEulerDiscreteScheduler(), tokenizer=Tokenizer(), **models)
+    h, w = 16 * rng.randint(4, 6), 16 * rng.randint(4, 6)
+    steps, refs, length = rng.randint(1, 3), rng.randint(0, 2), rng.choice([8, 20])
+    images = [Image.new("RGB", (w, h)) for _ in range(refs)]
+    with torch.no_grad():
+        pipe(prompt="a prompt", image=images or None, height=h, width=w, num_inference_steps=steps,
+             max_sequence_length=length, text_encoder_out_layers=(0, 1, 2), output_type="np")
+    index = {"_class_name": "Flux2KleinKVPipeline", **{n: ["x", "y"] for n in models}}
+    report = estimate_configs(index, configs, Settings.make(height=h, width=w, steps=steps, max_sequence_length=length,
+                                                            reference_images=refs or None))
+    where = f"{h}×{w}, {steps} steps, {refs} refs"
+    runs = planned(report)
+    tree = report.component("transformer").tree
+    if tree.formula == "pieces":  # one report row of extract and cached pieces: a forward per step
+        runs["transformer"] = sum(p.count for p in tree.children)
+    assert runs == dict(calls), where
+    n = (h // 16) * (w // 16)
+    assert shapes["transformer"] == ({((1 + refs) * n, 16)} | ({(n, 16)} if steps > 1 else set())
+                                     if refs else {(n, 16)}), where
+    assert shapes.get("vae.encode", set()) == ({(h, w)} if refs else set()), where
+
