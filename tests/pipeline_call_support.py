@@ -28,9 +28,16 @@ PROMPT_TOKENS = 3
 class _Batch(dict):
     __getattr__ = dict.__getitem__
 
+    def to(self, device):
+        return _Batch({k: v.to(device) for k, v in self.items()})
+
 
 class Tokenizer:
-    """Pads every prompt to ``max_length`` with ``padding="max_length"``; otherwise ``PROMPT_TOKENS`` tokens."""
+    """Pads every prompt to ``max_length`` with ``padding="max_length"``; otherwise ``unpadded`` tokens
+    (``PROMPT_TOKENS`` by default; at most ``max_length`` when truncating)."""
+
+    def __init__(self, unpadded: int = PROMPT_TOKENS) -> None:
+        self.unpadded = unpadded
 
     model_max_length = 100_000
     eos_token = "</s>"
@@ -48,7 +55,9 @@ class Tokenizer:
         import torch
 
         prompts = [prompt] if isinstance(prompt, str) else list(prompt)
-        length = max_length if padding == "max_length" else PROMPT_TOKENS
+        length = max_length if padding == "max_length" else self.unpadded
+        if kwargs.get("truncation") and max_length is not None:
+            length = min(length, max_length)
         return _Batch(input_ids=torch.ones(len(prompts), length, dtype=torch.long),
                       attention_mask=torch.ones(len(prompts), length, dtype=torch.long))
 

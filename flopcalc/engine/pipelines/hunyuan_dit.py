@@ -122,8 +122,7 @@ def hunyuan_dit_pipeline(components: Mapping[str, Mapping[str, Any]], s: Setting
     return Plan("HunyuanDiTPipeline", s, passes, tuple(runs), tuple(notes))
 
 
-@register_pipeline("HunyuanDiTControlNetPipeline", denoisers=("HunyuanDiT2DControlNetModel",), component="controlnet",
-                   refuses={"max_sequence_length": f"it encodes a fixed {BERT_TOKENS} BERT and {MT5_TOKENS} mT5 "
+@register_pipeline("HunyuanDiTControlNetPipeline", refuses={"max_sequence_length": f"it encodes a fixed {BERT_TOKENS} BERT and {MT5_TOKENS} mT5 "
                                                    "tokens"})
 def hunyuan_dit_controlnet_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                                     index: Mapping[str, Any] | None = None) -> Plan:
