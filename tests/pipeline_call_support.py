@@ -124,3 +124,9 @@ def configs_of(models: dict[str, Any]) -> dict[str, dict]:
             out[name] = {**config.to_dict(), "architectures": [type(model).__name__]}
         out[name] = json.loads(json.dumps(out[name], default=str))
     return out
+
+
+def index_of(pipeline: str, models: dict[str, Any]) -> dict:
+    """A ``model_index.json`` for ``pipeline`` naming each tiny model's library and class."""
+    return {"_class_name": pipeline, **{name: [type(m).__module__.split(".")[0], type(m).__name__]
+                                        for name, m in models.items()}}
