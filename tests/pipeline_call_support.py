@@ -36,10 +36,10 @@ class Tokenizer:
     """Pads every prompt to ``max_length`` with ``padding="max_length"``; otherwise ``unpadded`` tokens
     (``PROMPT_TOKENS`` by default; at most ``max_length`` when truncating)."""
 
-    def __init__(self, unpadded: int = PROMPT_TOKENS) -> None:
+    def __init__(self, unpadded: int = PROMPT_TOKENS, model_max_length: int = 100_000) -> None:
         self.unpadded = unpadded
+        self.model_max_length = model_max_length
 
-    model_max_length = 100_000
     eos_token = "</s>"
     pad_token = "<pad>"
     pad_token_id = 0
