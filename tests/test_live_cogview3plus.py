@@ -1,6 +1,6 @@
-"""Live re-measurement of the CogView3-Plus transformer (``CogView3PlusTransformer2DModel``) against flopcalc: the
-card's transformer at a random size and text length, and randomized configs (heads, head width, depth, patch size,
-channels in and out, text, time and condition widths), planned under ``CogView3PlusPipeline`` and built on meta:
+"""Live re-measurement of the CogView3-Plus transformer (``CogView3PlusTransformer2DModel``) against flopcalc:
+randomized configs (heads, head width, depth, patch size, channels in and out, text, time and condition widths; the
+card's transformer is measured in its fixtures), planned under ``CogView3PlusPipeline`` and built on meta:
 ``torch`` convention exact in total and for every module path measured, parameters exact, ``thop`` exact. The seed
 is printed; ``FLOPCALC_SEED=N`` replays it."""
 
@@ -8,19 +8,12 @@ from __future__ import annotations
 
 import pytest
 
-from live_support import REPO, check_plan, random_size, write_config  # noqa: E402  (skips without torch)
+from live_support import check_plan, random_size, write_config  # noqa: E402  (skips without torch)
 from flopcalc.engine.pipelines import Settings  # noqa: E402
 
 pytestmark = pytest.mark.live
 
 INDEX = {"_class_name": "CogView3PlusPipeline", "transformer": ["diffusers", "CogView3PlusTransformer2DModel"]}
-
-
-def test_card_transformer_at_random_size(rng):
-    h, w, t = random_size(rng, 16, 128, 768), random_size(rng, 16, 128, 768), rng.randint(1, 224)
-    check_plan(REPO / "model_cards/cogview3-plus-3b/transformer", "transformer",
-               Settings(height=h, width=w, max_sequence_length=t), {"height": h, "width": w, "text_len": t},
-               index=INDEX, thop=False)
 
 
 def test_random_transformer_configs(rng, tmp_path):

@@ -1,7 +1,8 @@
-"""FLUX.2 [klein] inpainting (``Flux2KleinInpaintPipeline``, diffusers ``pipelines/flux2/pipeline_flux2_klein_inpaint.py``)
-on the flux2-klein-9b card: defaults (the step-distilled card and a base model), the image's own latent as a
-reference, ``image_reference``, the 1024²-pixel resize, refusals, the transformer against the card's measured
-reference fixtures, and the plan against the real ``__call__`` run on tiny random components on the CPU."""
+"""FLUX.2 [klein] inpainting (``Flux2KleinInpaintPipeline``, diffusers
+``pipelines/flux2/pipeline_flux2_klein_inpaint.py``) and KV caching (``Flux2KleinKVPipeline``) on the flux2-klein-9b
+card: defaults (the step-distilled card and a base model), the image's own latent as a reference,
+``image_reference``, the 1024²-pixel resize, the cached references, refusals, the transformer against the card's
+measured reference fixtures, and the plans against the real ``__call__`` run on tiny random components on the CPU."""
 
 from __future__ import annotations
 
@@ -53,7 +54,8 @@ def test_the_image_and_reference_tokens_equal_the_measured_reference_fixture():
 
 def test_an_image_above_1024_squared_pixels_is_resized_and_sets_the_size():
     r = _plan(Settings(height=1536, width=2048))
-    assert (r.settings.height, r.settings.width) == (880, 1168)  # int(1536·s) = 886, int(2048·s) = 1182, floored to 16
+    # int(1536·s) = 886 and int(2048·s) = 1182, floored to 16
+    assert (r.settings.height, r.settings.width) == (880, 1168)
     assert r.component("vae", "encode").shape == {"height": 880, "width": 1168}
     assert any("resized to about 1048576 pixels" in n for n in r.notes)
 

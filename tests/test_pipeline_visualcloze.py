@@ -126,8 +126,9 @@ def test_the_plans_mirror_the_real_calls(rng, pipeline):
     with torch.no_grad():
         pipe(**kwargs)
     index = {"_class_name": pipeline, "resolution": resolution, **{n: ["x", "y"] for n in models}}
-    report = estimate_configs(index, configs, Settings.make(height=ih, width=iw, steps=steps, max_sequence_length=length,
-                                                            grid_rows=rows, grid_columns=columns, **options))
+    report = estimate_configs(index, configs, Settings.make(height=ih, width=iw, steps=steps,
+                                                            max_sequence_length=length, grid_rows=rows,
+                                                            grid_columns=columns, **options))
     where = f"{pipeline} {rows}×{columns} grid of {ih}×{iw}, {steps} steps, {options}"
     assert planned(report) == dict(calls), where
     h, w = report.settings.height, report.settings.width

@@ -138,8 +138,9 @@ def test_the_plans_mirror_the_real_calls(rng, pipeline):
         kwargs.update(image=torch.rand(1, 3, h, w), mask_image=torch.ones(images if controlled else 1, 1, h, w))
     with torch.no_grad():
         pipe("a prompt", **kwargs)
-    report = estimate_configs(index_of(pipeline, models), configs, Settings(height=h, width=w, steps=steps, guidance_scale=guidance,
-                                                        num_images_per_prompt=images, max_sequence_length=length))
+    report = estimate_configs(index_of(pipeline, models), configs, Settings(
+        height=h, width=w, steps=steps, guidance_scale=guidance, num_images_per_prompt=images,
+        max_sequence_length=length))
     where = f"{pipeline} ({mode}) {h}×{w}, {steps} steps, guidance {guidance}, {images} images, {length} tokens"
     assert planned(report) == dict(calls), where
     assert shapes["text_encoder"] == {(length,)}, where

@@ -110,8 +110,9 @@ def flux2_transformer(config: Config, shape: RunShape) -> Node:
     # the tokens every linear sees: the cached forward runs the latent alone; the output layers see the latent only
     n = latent if mode == "cached" else latent + refs
     out = n if mode is None else latent
-    attention = None if mode is None else kv_attention(queries=t + latent, keys=t + refs + latent, heads=heads,
-                                                       head_dim=head_dim, self_attending=refs if mode == "extract" else 0)
+    attention = None if mode is None else kv_attention(
+        queries=t + latent, keys=t + refs + latent, heads=heads, head_dim=head_dim,
+        self_attending=refs if mode == "extract" else 0)
 
     embed = [mlp_embedder("timestep_embedder", channels, dim, bias=False)]
     if boolean(config, "guidance_embeds"):

@@ -259,7 +259,8 @@ def flux2_klein_inpaint_pipeline(components: Mapping[str, Mapping[str, Any]], s:
                      f"{out_h}×{out_w}, the generated size (as __call__ does)")
     notes.append(f"the image's own latent is the first reference: {tokens} reference tokens in every transformer "
                  f"forward ({1 + refs} image(s) of {out_h}×{out_w})")
-    return replace(plan, pipeline="Flux2KleinInpaintPipeline", settings=st.with_options(reference_images=s.reference_images),
+    return replace(plan, pipeline="Flux2KleinInpaintPipeline",
+                   settings=st.with_options(reference_images=s.reference_images),
                    runs=tuple(kept[:at] + encodes + kept[at:]), notes=tuple(notes))
 
 

@@ -122,13 +122,14 @@ def hunyuan_dit_pipeline(components: Mapping[str, Mapping[str, Any]], s: Setting
     return Plan("HunyuanDiTPipeline", s, passes, tuple(runs), tuple(notes))
 
 
-@register_pipeline("HunyuanDiTControlNetPipeline", refuses={"max_sequence_length": f"it encodes a fixed {BERT_TOKENS} BERT and {MT5_TOKENS} mT5 "
-                                                   "tokens"})
+@register_pipeline("HunyuanDiTControlNetPipeline", refuses={
+    "max_sequence_length": f"it encodes a fixed {BERT_TOKENS} BERT and {MT5_TOKENS} mT5 tokens"})
 def hunyuan_dit_controlnet_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                                     index: Mapping[str, Any] | None = None) -> Plan:
-    """``HunyuanDiTControlNetPipeline.__call__`` (``pipelines/controlnet_hunyuandit/pipeline_hunyuandit_controlnet.py``):
-    HunyuanDiTPipeline's plan (1024², floored to 16 and resolution-binned, 50 steps, ``guidance_scale`` 5.0, BERT on
-    77 and mT5 on 256 tokens, CFG as a doubled batch) with a ``HunyuanDiT2DControlNetModel``:
+    """``HunyuanDiTControlNetPipeline.__call__``
+    (``pipelines/controlnet_hunyuandit/pipeline_hunyuandit_controlnet.py``): HunyuanDiTPipeline's plan (1024²,
+    floored to 16 and resolution-binned, 50 steps, ``guidance_scale`` 5.0, BERT on 77 and mT5 on 256 tokens, CFG as a
+    doubled batch) with a ``HunyuanDiT2DControlNetModel``:
 
     * ``prepare_image`` repeats the control image to every image and, under CFG, doubles the batch *before*
       ``vae.encode`` (``do_classifier_free_guidance=...``, ``guess_mode=False``): the encoder runs images × passes

@@ -152,7 +152,8 @@ def visualcloze_pipeline(components: Mapping[str, Mapping[str, Any]], s: Setting
                                                 upsampling_width=s.upsampling_width)
     if strength == 0:
         return replace(generation, pipeline="VisualClozePipeline", settings=settings,
-                       notes=generation.notes + ("upsampling_strength 0: the generated images are returned as they are",))
+                       notes=generation.notes + ("upsampling_strength 0: the generated images are returned as "
+                                                 "they are",))
     st = generation.settings
     images = st.batch_size * st.num_images_per_prompt
     upsampling = flux_fill_pipeline(components, Settings(

@@ -146,10 +146,11 @@ def _with_controlnet(components: Mapping[str, Mapping[str, Any]], s: Settings, i
     images = st.batch_size * st.num_images_per_prompt
     runs = list(base.runs)
     at = next((i for i, r in enumerate(runs) if r.role == "denoiser"), len(runs))
-    runs.insert(at, ComponentRun("controlnet", component_class(components, "controlnet") or "?", "forward", "controlnet",
-                                 RunShape(latent_height=st.height // f, latent_width=st.width // f,
-                                          text_len=st.max_sequence_length, shared=transformer),
-                                 st.steps * passes * images, f"{st.steps} steps × {passes} pass(es) × {images} image(s)"))
+    runs.insert(at, ComponentRun(
+        "controlnet", component_class(components, "controlnet") or "?", "forward", "controlnet",
+        RunShape(latent_height=st.height // f, latent_width=st.width // f, text_len=st.max_sequence_length,
+                 shared=transformer),
+        st.steps * passes * images, f"{st.steps} steps × {passes} pass(es) × {images} image(s)"))
     if "vae" in components:
         encodes = images * (2 if inpaint else 1)
         what = f"{images} control image(s)" + (f" + {images} masked image(s)" if inpaint else "")
@@ -161,7 +162,8 @@ def _with_controlnet(components: Mapping[str, Mapping[str, Any]], s: Settings, i
              "their parameters in the transformer's",)
     if inpaint and images > 1:
         notes += ("diffusers 0.42.1 joins the mask to the repeated control latents without repeating it "
-                  "(pipeline_z_image_controlnet_inpaint.py:606): more than one image per call needs one mask per image",)
+                  "(pipeline_z_image_controlnet_inpaint.py:606): more than one image per call needs one mask per "
+                  "image",)
     return replace(base, runs=tuple(runs), notes=base.notes + notes)
 
 

@@ -85,10 +85,10 @@ def _z_image_controlnet(config_dir) -> nn.Module:
     controlnet = ZImageControlNetModel.from_transformer(controlnet, transformer)
     controlnet._measure_shared = (*SHARED, "x_pad_token", "cap_pad_token")
     controlnet._measure_transformer_config = transformer.config
-    controlnet._measure_notes = ["built as ZImageControlNetPipeline.__init__ builds it: ZImageControlNetModel."
-                                 "from_transformer(controlnet, transformer), the transformer from the pipeline folder's "
-                                 "transformer/config.json; the transformer's modules it runs count here by their work "
-                                 "and with the transformer by their parameters (left out of params)"]
+    controlnet._measure_notes = [
+        "built as ZImageControlNetPipeline.__init__ builds it: ZImageControlNetModel.from_transformer(controlnet, "
+        "transformer), the transformer from the pipeline folder's transformer/config.json; the transformer's modules "
+        "it runs count here by their work and with the transformer by their parameters (left out of params)"]
     return controlnet
 
 
@@ -100,13 +100,14 @@ def _z_image_controlnet_inputs(model: nn.Module, call: str, s: Mapping[str, int]
     transformer = model._measure_transformer_config
     h = _exact_div(s["height"], VAE_SCALE_FACTOR, "height")
     w = _exact_div(s["width"], VAE_SCALE_FACTOR, "width")
-    wrapped = "(a wrapper constant, not a thop input)"
+    wrapped = "as ZImageControlNetPipeline passes it (a wrapper constant, not a thop input)"
     return {
         "x": _TensorListSpec((transformer["in_channels"], 1, h, w),
-                             what=f"python list [latent (C, 1, H/8, W/8)] as ZImageControlNetPipeline passes it {wrapped}"),
+                             what=f"python list [latent (C, 1, H/8, W/8)] {wrapped}"),
         "t": TensorSpec((1,)),
         "cap_feats": _TensorListSpec((s["text_len"], transformer["cap_feat_dim"]),
                                      what=f"python list [caption (T, cap_feat_dim)] {wrapped}"),
-        "control_context": _TensorListSpec((_cfg(model, "control_in_dim"), 1, h, w),
-                                           what=f"python list [control latent (control_in_dim, 1, H/8, W/8)] {wrapped}"),
+        "control_context": _TensorListSpec(
+            (_cfg(model, "control_in_dim"), 1, h, w),
+            what=f"python list [control latent (control_in_dim, 1, H/8, W/8)] {wrapped}"),
     }
