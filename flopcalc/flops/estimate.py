@@ -63,6 +63,10 @@ def estimate(
                             config_origins=source.origins, measure=measure)
 
 
+#: RunShape fields that say how a call runs, not a size: left out of a report's shape.
+_HOW_IT_RUNS = ("split", "perturbed", "kv_cache", "shared")
+
+
 def estimate_configs(
     model_index: Mapping[str, Any] | None,
     components: Mapping[str, Mapping[str, Any]],
@@ -103,7 +107,7 @@ def estimate_configs(
         if run.component not in params:
             params[run.component] = component_params(cfg, component=run.component, assembled=trees[0],
                                                      call=run.call, class_name=run.built_class)
-        shape = {k: v for k, v in vars(run.shape).items() if v is not None and k not in ("split", "perturbed")}
+        shape = {k: v for k, v in vars(run.shape).items() if v is not None and k not in _HOW_IT_RUNS}
         if len(group) == 1:
             tree, runs, why = replace(trees[0], name=run.component), run.runs, run.why
         else:
@@ -159,7 +163,7 @@ def _measured(cfg: Mapping[str, Any], group: list, settings: Settings, conventio
                            "--measure counts a call made whole only")
     m = measure_call(cfg, component=run.component, class_name=run.class_name, call=run.call, shape=run.shape,
                      settings=settings)
-    shape = {k: v for k, v in vars(run.shape).items() if v is not None and k not in ("split", "perturbed")}
+    shape = {k: v for k, v in vars(run.shape).items() if v is not None and k not in _HOW_IT_RUNS}
     row = ComponentEstimate(run.component, run.class_name, run.call, run.role, run.runs, run.why, m.params, shape,
                             m.tree, convention, method="measured", measure_seconds=m.seconds)
     inputs = ", ".join(f"{k}={v}" for k, v in m.inputs_from.items()) or "no settings"
