@@ -88,7 +88,7 @@ INPAINT_NO_TRUE_CFG = {"true_cfg_scale": "its __call__ takes a true_cfg_scale bu
                                          "prompt"}
 
 
-@register_pipeline("ChromaInpaintPipeline", options=OPTIONS, refuses=INPAINT_NO_TRUE_CFG)
+@register_pipeline("ChromaInpaintPipeline", options=OPTIONS, refuses=INPAINT_NO_TRUE_CFG, guidance="separate")
 def chroma_inpaint_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                             index: Mapping[str, Any] | None = None) -> Plan:
     """``ChromaInpaintPipeline.__call__`` (``pipeline_chroma_inpainting.py:766-1201``): ChromaPipeline's plan

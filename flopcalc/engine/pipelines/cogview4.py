@@ -75,7 +75,7 @@ def cogview4_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
     return Plan("CogView4Pipeline", s, passes, tuple(runs), tuple(notes))
 
 
-@register_pipeline("CogView4ControlPipeline", options=("max_sequence_length",))
+@register_pipeline("CogView4ControlPipeline", options=("max_sequence_length",), guidance="separate")
 def cogview4_control_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                               index: Mapping[str, Any] | None = None) -> Plan:
     """``CogView4ControlPipeline.__call__`` (``pipeline_cogview4_control.py:436-739``): CogView4Pipeline's plan

@@ -213,7 +213,7 @@ def flux2_klein_pipeline(components: Mapping[str, Mapping[str, Any]], s: Setting
 KLEIN_INPAINT_STRENGTH, KLEIN_INPAINT_GUIDANCE = 0.8, 8.0
 
 
-@register_pipeline("Flux2KleinInpaintPipeline", options=OPTIONS, refuses=NO_TRUE_CFG)
+@register_pipeline("Flux2KleinInpaintPipeline", options=OPTIONS, refuses=NO_TRUE_CFG, guidance="separate")
 def flux2_klein_inpaint_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                                  index: Mapping[str, Any] | None = None) -> Plan:
     """``Flux2KleinInpaintPipeline.__call__`` (``pipelines/flux2/pipeline_flux2_klein_inpaint.py``): Klein's plan

@@ -65,7 +65,7 @@ def _with_controlnet(components: Mapping[str, Mapping[str, Any]], s: Settings, i
     return replace(base, runs=tuple(runs))
 
 
-@register_pipeline("QwenImageControlNetPipeline", options=OPTIONS)
+@register_pipeline("QwenImageControlNetPipeline", options=OPTIONS, guidance="separate")
 def qwen_image_controlnet_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                                    index: Mapping[str, Any] | None = None) -> Plan:
     """``QwenImageControlNetPipeline.__call__``: see the module docstring; the control image's latent
@@ -73,7 +73,7 @@ def qwen_image_controlnet_pipeline(components: Mapping[str, Mapping[str, Any]], 
     return _with_controlnet(components, s, index, "QwenImageControlNetPipeline", "control image(s)", 0)
 
 
-@register_pipeline("QwenImageControlNetInpaintPipeline", options=OPTIONS)
+@register_pipeline("QwenImageControlNetInpaintPipeline", options=OPTIONS, guidance="separate")
 def qwen_image_controlnet_inpaint_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                                            index: Mapping[str, Any] | None = None) -> Plan:
     """``QwenImageControlNetInpaintPipeline.__call__``: see the module docstring; the masked control image's latent

@@ -32,20 +32,20 @@ from flopcalc.engine.settings import COUNT, SCALE, pipeline_option
 
 pipeline_option("grid_rows", kind=COUNT, bound=(64, "rows"),
                 help="VisualCloze: rows of the image grid, the in-context examples and the query (default 2)",
-                refusal="it takes no image grid (VisualCloze's)")
+                refusal="it takes no image grid (VisualCloze's)", examples=("3",))
 pipeline_option("grid_columns", kind=COUNT, bound=(64, "columns"),
                 help="VisualCloze: images per grid row, the target among them (default 2)",
-                refusal="it takes no image grid (VisualCloze's)")
+                refusal="it takes no image grid (VisualCloze's)", examples=("3",))
 pipeline_option("upsampling_strength", kind=SCALE,
                 help="VisualClozePipeline: strength of the FLUX Fill upsampling of each generated image (default 1.0; "
                      "0 skips it)",
-                refusal="it has no upsampling stage (VisualClozePipeline's)")
+                refusal="it has no upsampling stage (VisualClozePipeline's)", examples=("0.5",))
 pipeline_option("upsampling_height", kind=COUNT, bound=(16384, "pixels"),
                 help="VisualClozePipeline: height of the upsampled image (default FluxFillPipeline's 1024)",
-                refusal="it has no upsampling stage (VisualClozePipeline's)")
+                refusal="it has no upsampling stage (VisualClozePipeline's)", examples=("768",))
 pipeline_option("upsampling_width", kind=COUNT, bound=(16384, "pixels"),
                 help="VisualClozePipeline: width of the upsampled image (default FluxFillPipeline's 1024)",
-                refusal="it has no upsampling stage (VisualClozePipeline's)")
+                refusal="it has no upsampling stage (VisualClozePipeline's)", examples=("768",))
 
 #: ``VisualClozeGenerationPipeline.__init__``'s ``resolution`` default (pipeline_visualcloze_generation.py:165).
 RESOLUTION = 384
