@@ -666,7 +666,7 @@ def _input_notes(inputs: Mapping[str, Any], module_depth: int) -> list[str]:
     constants = [k for k, v in inputs.items() if v is None]
     if constants:
         notes.append("Passed as constant None (not thop inputs): " + ", ".join(constants) + ".")
-    values = [f"{k}={v!r}" for k, v in inputs.items() if v is not None and not isinstance(v, torch.Tensor)]
+    values = [f"{k}={v!r}" for k, v in inputs.items() if v is not None and not hasattr(v, "shape")]
     if values:
         notes.append("Passed as constants (not thop inputs): " + ", ".join(values) + ".")
     if module_depth != TORCH_MODULE_DEPTH:
@@ -737,9 +737,11 @@ def measure_model(
         "class_name": type(model).__name__,
         "call": call,
         "device": "meta",
-        "inputs": {k: list(t.shape) if isinstance(t, torch.Tensor) else t for k, t in tensors.items()},
+        # a wrapper constant that carries a shape and a dtype (a python list of tensors a pipeline passes, made by an
+        # input builder) is recorded by them, like a tensor
+        "inputs": {k: list(t.shape) if hasattr(t, "shape") else t for k, t in tensors.items()},
         "input_dtypes": {
-            k: str(t.dtype).removeprefix("torch.") for k, t in tensors.items() if isinstance(t, torch.Tensor)
+            k: str(t.dtype).removeprefix("torch.") for k, t in tensors.items() if hasattr(t, "dtype")
         },
         "method": _method(call, _attention_summary(model), notes),
         "attention": _attention_summary(model),
