@@ -35,11 +35,11 @@ from flopcalc.engine.settings import COUNT, pipeline_option
 DEFAULT_PROMPT_TOKENS = 128
 
 pipeline_option("prompt_tokens", kind=COUNT, bound=(1_000_000, "tokens"),
-                help="OmniGen: condition tokens of each row, the tokenized instruction with OmniGen's template "
-                     "(every row is padded to the longest, the default negative prompt's included; default "
-                     f"{DEFAULT_PROMPT_TOKENS}, an assumption: flopcalc has no tokenizer)",
-                refusal="its text length is not set by a token count of the prompt (see --max-sequence-length "
-                        "where it applies)")
+                help="pipelines that run the prompt unpadded (OmniGen, ERNIE-Image, BRIA FIBO): tokens of the "
+                     "tokenized prompt, as each pipeline counts them (OmniGen: each row of the instruction "
+                     f"template; default {DEFAULT_PROMPT_TOKENS}, an assumption: flopcalc has no tokenizer)",
+                refusal="it pads or truncates the prompt to a fixed length (see --max-sequence-length where it "
+                        "applies)")
 
 #: ``OmniGenPipeline.__init__``: ``default_sample_size`` 128 latent pixels (× ``vae_scale_factor``: 1024²).
 DEFAULT_SAMPLE_SIZE = 128
