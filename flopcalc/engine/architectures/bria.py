@@ -100,4 +100,51 @@ def bria_transformer(config: Config, shape: RunShape) -> Node:
                 formula="bria_transformer")
 
 
+# --------------------------------------------------------------------------- BRIA FIBO
+
+#: ``BriaFiboTransformer2DModel.__init__`` keyword defaults (transformer_bria_fibo.py:447-463): Bria's, plus the
+#: text encoder's width ``text_encoder_dim`` the caption projections read.
+FIBO_DEFAULTS = {**DEFAULTS, "text_encoder_dim": 2048}
+FIBO_SOURCE = "diffusers/models/transformers/transformer_bria_fibo.py"
+
+declare_keys("BriaFiboTransformer2DModel", {
+    "patch_size": SIZE, "in_channels": SIZE, "num_layers": LAYERS, "num_single_layers": LAYERS,
+    "attention_head_dim": SIZE, "num_attention_heads": SIZE, "joint_attention_dim": SIZE,
+    "pooled_projection_dim": SIZE | NULL, "guidance_embeds": FLAG, "axes_dims_rope": ListOf(Int(0), lo=1),
+    "text_encoder_dim": SIZE,
+})
+
+
+def caption_projections(config: Config, t) -> Node:
+    """``caption_projection``: one ``BriaFiboTextProjection`` per block (``num_layers + num_single_layers``), a
+    bias-free linear ``text_encoder_dim`` → d/2 on the ``t`` text tokens of one text-encoder layer each (:294-303,
+    :583-587); the block's text stream is ``context_embedder``'s first d/2 features joined with it."""
+    dim = positive_int(config, "num_attention_heads") * positive_int(config, "attention_head_dim")
+    if dim % 2:
+        raise ConfigError(f"{config.component}/config.json: the width num_attention_heads × attention_head_dim = {dim} "
+                          "must be even (each block's text stream is two halves of d/2)")
+    blocks = count_int(config, "num_layers") + count_int(config, "num_single_layers")
+    proj = Node("proj", children=(Node("linear", ops.linear(t, positive_int(config, "text_encoder_dim"), dim // 2,
+                                                             bias=False)),))
+    return module_list("caption_projection", [proj] * blocks)
+
+
+@register("BriaFiboTransformer2DModel", role="denoiser", defaults=FIBO_DEFAULTS, source=FIBO_SOURCE)
+def bria_fibo_transformer(config: Config, shape: RunShape) -> Node:
+    """``BriaFiboTransformer2DModel.forward`` (:517-644) on the image tokens (``BriaFiboPipeline`` packs none by
+    default: ``N = (H/16)(W/16)`` latent pixels of its ×16 VAE, one token each; ``shape.reference_tokens`` more for the edit
+    pipeline's image) and ``shape.text_len``. ``guidance_embed`` (``guidance_embeds``) holds parameters; the
+    pipelines pass no guidance, so it never runs."""
+    n = shape.latent_height * shape.latent_width  # do_patching=False (the default): one token per latent pixel
+    if shape.reference_tokens is not None:
+        n = n + shape.reference_tokens
+    t = shape.text_len
+    trunk = list(bria_trunk(config, n, t, False))
+    if boolean(config, "guidance_embeds"):
+        dim = positive_int(config, "num_attention_heads") * positive_int(config, "attention_head_dim")
+        trunk.insert(1, Node("guidance_embed", children=(mlp_embedder("timestep_embedder", 256, dim, tokens=0),)))
+    return Node("transformer", children=(*trunk, *bria_head(config, n), caption_projections(config, t)),
+                formula="bria_fibo_transformer")
+
+
 __all__ = ["bria_head", "bria_trunk", "packed_tokens", "rotary_head_dim"]
