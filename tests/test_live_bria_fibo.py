@@ -1,6 +1,5 @@
 """Live re-measurement of BRIA FIBO's classes: ``BriaFiboTransformer2DModel`` (randomized width, heads, rotary axes,
-layer counts, channels, patch size, text widths, guidance embedding) and SmolLM3 (``SmolLM3ForCausalLM`` /
-``SmolLM3Model``: widths, heads, key/value heads, layers, vocabulary, biases, tied embeddings), built on the meta
+layer counts, channels, patch size, text widths, guidance embedding) and ``SmolLM3ForCausalLM`` (widths, heads, key/value heads, layers, vocabulary, biases, tied embeddings), built on the meta
 device and counted now, against the plan.
 
 The seed is printed; ``FLOPCALC_SEED=N`` replays it. Bar: ``torch`` convention exact (total and every measured
@@ -45,7 +44,7 @@ def test_random_smollm3_configs(rng, tmp_path):
     for i in range(2):
         kv = rng.randint(1, 2)
         cfg = {
-            "architectures": [rng.choice(["SmolLM3ForCausalLM", "SmolLM3Model"])],
+            "architectures": ["SmolLM3ForCausalLM"],
             "model_type": "smollm3",
             "hidden_size": 8 * kv * rng.randint(1, 2),
             "intermediate_size": rng.choice([16, 40]),

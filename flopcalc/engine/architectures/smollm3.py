@@ -1,5 +1,5 @@
-"""SmolLM3 text encoders (transformers ``models/smollm3/modeling_smollm3.py``): ``SmolLM3Model`` and
-``SmolLM3ForCausalLM``, BRIA FIBO's text encoder (SmolLM3-3B).
+"""SmolLM3 text encoder (transformers ``models/smollm3/modeling_smollm3.py``): ``SmolLM3ForCausalLM``, BRIA FIBO's
+text encoder (SmolLM3-3B).
 
 A Llama-layout decoder: per layer (``SmolLM3DecoderLayer``) an RMS-normed grouped-query self-attention
 (``q_proj``/``o_proj`` h·d_h wide, ``k_proj``/``v_proj`` h_kv·d_h, biases when ``attention_bias``; head width
@@ -40,7 +40,7 @@ DEFAULTS = {
     "pad_token_id": 128004,
 }
 
-declare_keys(("SmolLM3Model", "SmolLM3ForCausalLM"), {
+declare_keys("SmolLM3ForCausalLM", {
     "vocab_size": SIZE, "hidden_size": SIZE, "intermediate_size": SIZE, "num_hidden_layers": LAYERS,
     "num_attention_heads": SIZE, "num_key_value_heads": SIZE, "attention_bias": FLAG, "mlp_bias": FLAG,
     "tie_word_embeddings": FLAG, "pad_token_id": Int(-(2**31), 2**31) | NULL,
@@ -61,10 +61,8 @@ def _kaplan_layers(config: Config) -> tuple[int, int]:
     return count_int(config, "num_hidden_layers"), heads * head_dim
 
 
-@register("SmolLM3Model", role="text_encoder", defaults=DEFAULTS, source=SOURCE,
-          kaplan=KaplanShape(_kaplan_layers, embeddings=("embed_tokens",)))
 def smollm3_model(config: Config, shape: RunShape) -> Node:
-    """``embed_tokens`` (a lookup), ``num_hidden_layers`` decoder layers, ``norm``, ``rotary_emb`` on ``seq_len``."""
+    """``SmolLM3Model``: ``embed_tokens`` (a lookup), ``num_hidden_layers`` decoder layers, ``norm``, ``rotary_emb`` on ``seq_len``."""
     n, d = shape.seq_len, positive_int(config, "hidden_size")
     pad, vocab = config["pad_token_id"], positive_int(config, "vocab_size")
     if pad is not None and not -vocab <= pad < vocab:
@@ -95,7 +93,6 @@ def smollm3_for_causal_lm(config: Config, shape: RunShape) -> Node:
     return Node("text_encoder", children=(model, Node("lm_head", lm_head)), formula="smollm3_for_causal_lm")
 
 
-loading_rules("SmolLM3Model", buffers=lambda c: rotary_buffers("rotary_emb", _heads(c)[2]), source=SOURCE)
 # lm_head holds the last parameter: transformers' get_keys_to_not_convert keeps it out of a quantizer
 loading_rules("SmolLM3ForCausalLM", buffers=lambda c: rotary_buffers("model.rotary_emb", _heads(c)[2]),
               not_quantized=("lm_head",), source=SOURCE)

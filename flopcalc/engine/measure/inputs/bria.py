@@ -58,4 +58,4 @@ def _bria_fibo_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict
     }
 
 
-input_builder("SmolLM3ForCausalLM", "SmolLM3Model", settings=("seq_len",))(_sdpa_text_inputs)
+input_builder("SmolLM3ForCausalLM", settings=("seq_len",))(_sdpa_text_inputs)
