@@ -1,8 +1,8 @@
 r"""ERNIE-Image's single-stream block: one shared adaptive modulation, RMS-normed attention and a GELU-gated MLP.
 
 Mirrors diffusers ``models/transformers/transformer_ernie_image.py`` (diffusers 0.42.1):
-``ErnieImageSharedAdaLNBlock`` (:229-271), ``ErnieImageAttention`` with ``ErnieImageSingleStreamAttnProcessor``
-(:89-205) and ``ErnieImageFeedForward`` (:208-216).
+``ErnieImageSharedAdaLNBlock`` (:242-279), ``ErnieImageAttention`` with ``ErnieImageSingleStreamAttnProcessor``
+(:83-227) and ``ErnieImageFeedForward`` (:230-239).
 
 Symbols: :math:`L = N + T` tokens (image patches, then text), width :math:`d = h d_h`, MLP width :math:`d_f`
 (``ffn_hidden_size``).

@@ -1,8 +1,8 @@
 r"""Krea 2's blocks: gated grouped-query attention, SwiGLU MLPs, a text-fusion stage and the single-stream block.
 
 Mirrors diffusers ``models/transformers/transformer_krea2.py`` (diffusers 0.42.1): ``Krea2Attention`` with
-``Krea2AttnProcessor`` (:38-118), ``Krea2SwiGLU`` (:121-131), ``Krea2TextFusionBlock`` (:134-148),
-``Krea2TextFusion`` (:151-196) and ``Krea2TransformerBlock`` (:199-228).
+``Krea2AttnProcessor`` (:54-144), ``Krea2SwiGLU`` (:147-157), ``Krea2TextFusionBlock`` (:160-173),
+``Krea2TextFusion`` (:176-222) and ``Krea2TransformerBlock`` (:225-255).
 
 Symbols: :math:`n` tokens of one attention sequence, width :math:`d = h d_h`, key/value heads :math:`h_{kv}`,
 MLP width :math:`d_f`.

@@ -1,8 +1,8 @@
 r"""OmniGen's transformer: a Phi-3 decoder run over the condition tokens, a time token and the image patches.
 
 Mirrors diffusers ``models/transformers/transformer_omnigen.py`` (diffusers 0.42.1): ``OmniGenBlock``
-(:229-272), ``OmniGenFeedForward`` (:33-45), ``OmniGenPatchEmbed`` (:48-127), ``OmniGenSuScaledRotaryEmbedding``
-(:130-180) and ``OmniGenTransformer2DModel.forward`` (:402-496).
+(:237-280), ``OmniGenFeedForward`` (:33-45), ``OmniGenPatchEmbed`` (:48-133), ``OmniGenSuScaledRotaryEmbedding``
+(:136-184) and ``OmniGenTransformer2DModel.forward`` (:407-496).
 
 Symbols: :math:`L = T + 1 + N` tokens (:math:`T` condition tokens, the time token, :math:`N` image patches),
 width :math:`d = h d_h`, feed-forward width :math:`d_f`.
@@ -14,7 +14,7 @@ width :math:`d = h d_h`, feed-forward width :math:`d_f`.
      + \underbrace{3 L d d_f}_{\text{gate\_up } (2 d_f),\ \text{down}}
 
 Derivation: ``self_attn`` is a diffusers ``Attention(query_dim=d, cross_attention_dim=d, heads=h, kv_heads=h,
-bias=False, out_bias=False)`` run by ``OmniGenAttnProcessor2_0`` (:183-226) on the normed sequence (keys and
+bias=False, out_bias=False)`` run by ``OmniGenAttnProcessor2_0`` (:187-234) on the normed sequence (keys and
 values from the same tokens); the mask (causal over the condition, bidirectional over the image) is added to
 the dense :math:`L \times L` scores and saves no MAC. ``mlp`` is one fused ``gate_up_proj`` (d → 2 d_f, no
 bias), ``up · silu(gate)`` and ``down_proj`` (d_f → d). Both norms are diffusers ``RMSNorm`` with a gain.
@@ -40,7 +40,7 @@ BLOCK_KINDS = block_kinds("omnigen_block", "omnigen_rotary_embedding")
 
 
 def omnigen_block(*, tokens: Any, dim: int, heads: int, d_ff: int) -> Node:
-    """One ``OmniGenBlock`` (transformer_omnigen.py:229-272) on ``tokens`` tokens: ``input_layernorm``,
+    """One ``OmniGenBlock`` (transformer_omnigen.py:237-280) on ``tokens`` tokens: ``input_layernorm``,
     ``self_attn`` (bias-free q/k/v/out, keys and values from the same normed tokens), the residual,
     ``post_attention_layernorm``, ``mlp`` (fused ``gate_up_proj``, ``down_proj``), the residual."""
     norm = ops.rms_norm(tokens, dim)
@@ -55,7 +55,7 @@ def omnigen_block(*, tokens: Any, dim: int, heads: int, d_ff: int) -> Node:
 
 
 def omnigen_rotary_embedding(name: str, tokens: Any, head_dim: int) -> Node:
-    r"""``OmniGenSuScaledRotaryEmbedding.forward`` (:157-180): ``inv_freq_expanded @ position_ids_expanded``,
+    r"""``OmniGenSuScaledRotaryEmbedding.forward`` (:153-184): ``inv_freq_expanded @ position_ids_expanded``,
     a ``(⌈d_h/2⌉ × 1)·(1 × L)`` matmul per row (torch counts it; :math:`\lceil d_h/2 \rceil L` MACs), then cos and
     sin of the table. No parameters (a non-persistent ``inv_freq`` buffer)."""
     freqs = (head_dim + 1) // 2  # torch.arange(0, dim, 2)

@@ -1,7 +1,7 @@
 r"""Ovis-Image's blocks: the FLUX.1 double- and single-stream blocks with gated (SwiGLU / SiLU-gated) MLPs.
 
 Mirrors diffusers ``models/transformers/transformer_ovis_image.py`` (diffusers 0.42.1):
-``OvisImageTransformerBlock`` (:300-380) and ``OvisImageSingleTransformerBlock`` (:240-297).
+``OvisImageTransformerBlock`` (:272-353) and ``OvisImageSingleTransformerBlock`` (:215-268).
 
 Symbols: :math:`d = h d_h` width, :math:`N` image tokens, :math:`T` text tokens, MLP width :math:`4d`.
 

@@ -4,7 +4,7 @@ The FLUX.1 MMDiT without a pooled-text or guidance embedding: the pipeline packs
 2×2 patches (``N = (H/16)(W/16)`` tokens of ``in_channels = 4C`` features), T5 gives ``T`` text tokens (zero-padded
 to ``max_sequence_length`` by the pipeline), the timestep alone conditions the blocks (``time_embed``:
 ``BriaTimestepProjEmbeddings``, a sinusoidal projection and ``timestep_embedder``). The blocks are FLUX's
-(``BriaTransformerBlock`` :329-407, ``BriaSingleTransformerBlock`` :410-465: the same layers as
+(``BriaTransformerBlock`` :364-445, ``BriaSingleTransformerBlock`` :449-501: the same layers as
 ``FluxTransformerBlock`` / ``FluxSingleTransformerBlock``), so their formulas are FLUX's
 (:mod:`flopcalc.formulas.mmdit_joint_block`, :mod:`flopcalc.formulas.single_stream_block`). ``guidance_embeds``
 cannot be built in diffusers 0.42.1 (``BriaTimestepProjEmbeddings`` is called without its ``time_theta``): refused.
@@ -26,7 +26,7 @@ from flopcalc.formulas.single_stream_block import single_stream_block
 
 SOURCE = "diffusers/models/transformers/transformer_bria.py"
 
-#: ``BriaTransformer2DModel.__init__`` keyword defaults (transformer_bria.py:489-503).
+#: ``BriaTransformer2DModel.__init__`` keyword defaults (transformer_bria.py:528-542).
 DEFAULTS = {
     "patch_size": 1,
     "in_channels": 64,
@@ -91,7 +91,7 @@ def packed_tokens(shape: RunShape):
 
 @register("BriaTransformer2DModel", role="denoiser", defaults=DEFAULTS, source=SOURCE)
 def bria_transformer(config: Config, shape: RunShape) -> Node:
-    """``BriaTransformer2DModel.forward`` (:540-650) on ``N`` packed image tokens and ``shape.text_len``."""
+    """``BriaTransformer2DModel.forward`` (:583-714) on ``N`` packed image tokens and ``shape.text_len``."""
     if boolean(config, "guidance_embeds"):
         raise ConfigError(f"{config.component}/config.json: guidance_embeds true cannot be built by diffusers 0.42.1's "
                           "BriaTransformer2DModel (BriaTimestepProjEmbeddings(embedding_dim) misses time_theta)")
@@ -117,8 +117,8 @@ declare_keys("BriaFiboTransformer2DModel", {
 
 def caption_projections(config: Config, t) -> Node:
     """``caption_projection``: one ``BriaFiboTextProjection`` per block (``num_layers + num_single_layers``), a
-    bias-free linear ``text_encoder_dim`` → d/2 on the ``t`` text tokens of one text-encoder layer each (:294-303,
-    :583-587); the block's text stream is ``context_embedder``'s first d/2 features joined with it."""
+    bias-free linear ``text_encoder_dim`` → d/2 on the ``t`` text tokens of one text-encoder layer each (:294-301,
+    :580-584); the block's text stream is ``context_embedder``'s first d/2 features joined with it."""
     dim = positive_int(config, "num_attention_heads") * positive_int(config, "attention_head_dim")
     if dim % 2:
         raise ConfigError(f"{config.component}/config.json: the width num_attention_heads × attention_head_dim = {dim} "
@@ -131,7 +131,7 @@ def caption_projections(config: Config, t) -> Node:
 
 @register("BriaFiboTransformer2DModel", role="denoiser", defaults=FIBO_DEFAULTS, source=FIBO_SOURCE)
 def bria_fibo_transformer(config: Config, shape: RunShape) -> Node:
-    """``BriaFiboTransformer2DModel.forward`` (:517-644) on the image tokens (``BriaFiboPipeline`` packs none by
+    """``BriaFiboTransformer2DModel.forward`` (:511-644) on the image tokens (``BriaFiboPipeline`` packs none by
     default: ``N = (H/16)(W/16)`` latent pixels of its ×16 VAE, one token each; ``shape.reference_tokens`` more for the edit
     pipeline's image) and ``shape.text_len``. ``guidance_embed`` (``guidance_embeds``) holds parameters; the
     pipelines pass no guidance, so it never runs."""

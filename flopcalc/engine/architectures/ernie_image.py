@@ -24,7 +24,7 @@ from flopcalc.formulas.ernie_image import ernie_image_block
 
 SOURCE = "diffusers/models/transformers/transformer_ernie_image.py"
 
-#: ``ErnieImageTransformer2DModel.__init__`` keyword defaults (transformer_ernie_image.py:299-312).
+#: ``ErnieImageTransformer2DModel.__init__`` keyword defaults (transformer_ernie_image.py:301-315).
 DEFAULTS = {
     "hidden_size": 3072,
     "num_attention_heads": 24,
@@ -61,7 +61,7 @@ def _geometry(config: Config) -> tuple[int, int]:
 
 @register("ErnieImageTransformer2DModel", role="denoiser", defaults=DEFAULTS, source=SOURCE)
 def ernie_image_transformer(config: Config, shape: RunShape) -> Node:
-    """``ErnieImageTransformer2DModel.forward`` (:314-420) on the patchified latent grid ``shape.latent_height ×
+    """``ErnieImageTransformer2DModel.forward`` (:348-458) on the patchified latent grid ``shape.latent_height ×
     shape.latent_width`` (H/16 × W/16) and ``shape.text_len`` text tokens (padded to the batch's longest)."""
     d, heads = _geometry(config)
     p, c_in, c_out = (positive_int(config, k) for k in ("patch_size", "in_channels", "out_channels"))

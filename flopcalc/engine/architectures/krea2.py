@@ -22,7 +22,7 @@ from flopcalc.formulas.krea2 import krea2_block, krea2_text_fusion_block
 
 SOURCE = "diffusers/models/transformers/transformer_krea2.py"
 
-#: ``Krea2Transformer2DModel.__init__`` keyword defaults (transformer_krea2.py:330-348).
+#: ``Krea2Transformer2DModel.__init__`` keyword defaults (transformer_krea2.py:392-412).
 DEFAULTS = {
     "in_channels": 64,
     "num_layers": 28,
@@ -65,7 +65,7 @@ def _heads(config: Config, width: int, heads_key: str, kv_key: str) -> tuple[int
 
 @register("Krea2Transformer2DModel", role="denoiser", defaults=DEFAULTS, source=SOURCE)
 def krea2_transformer(config: Config, shape: RunShape) -> Node:
-    """``Krea2Transformer2DModel.forward`` (:390-445) on ``N`` packed image tokens and ``shape.text_len`` text tokens."""
+    """``Krea2Transformer2DModel.forward`` (:457-531) on ``N`` packed image tokens and ``shape.text_len`` text tokens."""
     head_dim = positive_int(config, "attention_head_dim")
     if sum(config["axes_dims_rope"]) != head_dim:
         raise ConfigError(f"{config.component}/config.json: sum(axes_dims_rope) = {sum(config['axes_dims_rope'])} must "
@@ -104,5 +104,5 @@ def krea2_transformer(config: Config, shape: RunShape) -> Node:
     ), formula="krea2_transformer")
 
 
-# transformer_krea2.py:326 _keep_in_fp32_modules: every Krea2RMSNorm's zero-centred gain stays in float32
+# transformer_krea2.py:388 _keep_in_fp32_modules: every Krea2RMSNorm's zero-centred gain stays in float32
 loading_rules("Krea2Transformer2DModel", keep_in_fp32=("norm", "norm1", "norm2", "norm_q", "norm_k"), source=SOURCE)

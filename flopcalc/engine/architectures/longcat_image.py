@@ -3,7 +3,7 @@
 
 Layer for layer the Bria transformer (:mod:`flopcalc.engine.architectures.bria`): FLUX.1's double- and
 single-stream blocks (``LongCatImageTransformerBlock`` :269-350, ``LongCatImageSingleTransformerBlock``
-:215-266, the same layers as FLUX's), ``time_embed`` (``LongCatImageTimestepEmbeddings``: a sinusoidal
+:215-265, the same layers as FLUX's), ``time_embed`` (``LongCatImageTimestepEmbeddings``: a sinusoidal
 projection and ``timestep_embedder``), ``context_embedder`` (``joint_attention_dim`` → d, Qwen2.5-VL's hidden
 states), ``x_embedder`` on the 2×2-packed latent, ``norm_out`` and ``proj_out`` (d → p²·in_channels). No guidance
 or pooled-text embedding is built (``pooled_projection_dim`` is stored and unused; the forward's ``guidance`` is
@@ -19,7 +19,7 @@ from flopcalc.engine.registry import RunShape, register
 
 SOURCE = "diffusers/models/transformers/transformer_longcat_image.py"
 
-#: ``LongCatImageTransformer2DModel.__init__`` keyword defaults (transformer_longcat_image.py:411-421).
+#: ``LongCatImageTransformer2DModel.__init__`` keyword defaults (transformer_longcat_image.py:411-423).
 DEFAULTS = {
     "patch_size": 1,
     "in_channels": 64,
@@ -41,7 +41,7 @@ declare_keys("LongCatImageTransformer2DModel", {
 
 @register("LongCatImageTransformer2DModel", role="denoiser", defaults=DEFAULTS, source=SOURCE)
 def longcat_image_transformer(config: Config, shape: RunShape) -> Node:
-    """``LongCatImageTransformer2DModel.forward`` (:270-350) on ``N`` packed image tokens (the edit pipeline
+    """``LongCatImageTransformer2DModel.forward`` (:464-548) on ``N`` packed image tokens (the edit pipeline
     appends the input image's packed latent: ``shape.reference_tokens`` more) and ``shape.text_len``."""
     n = packed_tokens(shape)
     if shape.reference_tokens is not None:

@@ -5,7 +5,7 @@ itself (``embed_tokens``) and runs every step on the whole sequence ``[condition
 patches]``. The latent ``C × H/8 × W/8`` is cut into ``p × p`` patches (``output_image_proj``): ``N = (H/8p)(W/8p)``
 image tokens; the condition is ``shape.text_len`` token embeddings plus, when the instruction holds input images
 (editing), ``shape.reference_tokens`` tokens of those images' VAE latents, patch-embedded by ``input_image_proj``
-and written over the placeholder ids of the instruction (``_get_multimodal_embeddings``, :384-400). The blocks,
+and written over the placeholder ids of the instruction (``_get_multimodal_embeddings``, :388-405). The blocks,
 the final ``norm`` and the rotary table run on all ``L = text_len + reference_tokens + 1 + N`` tokens; ``norm_out``
 and ``proj_out`` on the last ``N``. Block formulas: :mod:`flopcalc.formulas.omnigen`.
 """
@@ -25,7 +25,7 @@ from flopcalc.formulas.omnigen import omnigen_block, omnigen_rotary_embedding, p
 
 SOURCE = "diffusers/models/transformers/transformer_omnigen.py"
 
-#: ``OmniGenTransformer2DModel.__init__`` keyword defaults (transformer_omnigen.py:331-352).
+#: ``OmniGenTransformer2DModel.__init__`` keyword defaults (transformer_omnigen.py:329-350).
 DEFAULTS = {
     "in_channels": 4,
     "patch_size": 2,
@@ -85,7 +85,7 @@ def _geometry(config: Config) -> tuple[int, int, int]:
 
 @register("OmniGenTransformer2DModel", role="denoiser", defaults=DEFAULTS, source=SOURCE)
 def omnigen_transformer(config: Config, shape: RunShape) -> Node:
-    """``OmniGenTransformer2DModel.forward`` (:402-496) on one row: ``shape.text_len`` instruction tokens
+    """``OmniGenTransformer2DModel.forward`` (:407-496) on one row: ``shape.text_len`` instruction tokens
     (``shape.reference_tokens`` more of input images), the time token and the latent's patches."""
     d, heads, head_dim = _geometry(config)
     c, p = positive_int(config, "in_channels"), positive_int(config, "patch_size")
@@ -120,7 +120,7 @@ def omnigen_transformer(config: Config, shape: RunShape) -> Node:
 
 def _buffers(config: Config) -> tuple[Buffer, ...]:
     """``patch_embedding.pos_embed`` (persistent, float32 at creation: the 2-D sin-cos table of
-    ``pos_embed_max_size²`` positions, :71-78) and the rotary ``rope.inv_freq`` (non-persistent float32, :139)."""
+    ``pos_embed_max_size²`` positions, :72-79) and the rotary ``rope.inv_freq`` (non-persistent float32, :147)."""
     d, heads, head_dim = _geometry(config)
     size = positive_int(config, "pos_embed_max_size")
     return (Buffer("patch_embedding.pos_embed", size * size * d, "loaded"),

@@ -21,7 +21,7 @@ from flopcalc.formulas.ovis_image import ovis_image_double_block, ovis_image_sin
 
 SOURCE = "diffusers/models/transformers/transformer_ovis_image.py"
 
-#: ``OvisImageTransformer2DModel.__init__`` keyword defaults (transformer_ovis_image.py:440-451).
+#: ``OvisImageTransformer2DModel.__init__`` keyword defaults (transformer_ovis_image.py:424-436).
 DEFAULTS = {
     "patch_size": 1,
     "in_channels": 64,
@@ -56,7 +56,7 @@ def _head_dim(config: Config) -> int:
 
 @register("OvisImageTransformer2DModel", role="denoiser", defaults=DEFAULTS, source=SOURCE)
 def ovis_image_transformer(config: Config, shape: RunShape) -> Node:
-    """``OvisImageTransformer2DModel.forward`` (:470-585) on ``N`` packed image tokens and ``shape.text_len``."""
+    """``OvisImageTransformer2DModel.forward`` (:477-585) on ``N`` packed image tokens and ``shape.text_len``."""
     heads, head_dim = positive_int(config, "num_attention_heads"), _head_dim(config)
     dim = heads * head_dim
     c_in, patch = positive_int(config, "in_channels"), positive_int(config, "patch_size")

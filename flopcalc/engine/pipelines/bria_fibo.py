@@ -93,7 +93,7 @@ def bria_fibo_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
 
 # --------------------------------------------------------------------------- FIBO Edit
 
-#: ``PREFERRED_RESOLUTION[1024 * 1024]`` of pipeline_bria_fibo_edit.py:97-136, ``(width, height)`` pairs: without a
+#: ``PREFERRED_RESOLUTION[1024 * 1024]`` of pipeline_bria_fibo_edit.py:97-127, ``(width, height)`` pairs: without a
 #: size, the output takes the one whose aspect is nearest the first reference image's.
 PREFERRED_EDIT_RESOLUTIONS = ((832, 1248), (880, 1184), (912, 1136), (1024, 1024), (1136, 912), (1184, 880),
                               (1216, 848), (1248, 832), (1248, 832), (1264, 816), (1296, 800), (1360, 768))

@@ -47,11 +47,11 @@ DEFAULT_SAMPLE_SIZE = 128
 #: ``max_input_image_size`` 1024 follow).
 STEPS, GUIDANCE = 50, 2.5
 MAX_INPUT_IMAGE_SIZE = 1024
-#: ``crop_image`` (processor_omnigen.py:28-50): input images end as multiples of 16 pixels, at least 16.
+#: ``crop_image`` (processor_omnigen.py:28-52): input images end as multiples of 16 pixels, at least 16.
 IMAGE_MULTIPLE = 16
 
 def input_image_size(height: int, width: int, max_size: int = MAX_INPUT_IMAGE_SIZE) -> tuple[int, int]:
-    """``crop_image`` (processor_omnigen.py:28-50) on a ``height × width`` image: halved (box) while its short
+    """``crop_image`` (processor_omnigen.py:28-52) on a ``height × width`` image: halved (box) while its short
     side is at least twice ``max_size``, scaled down so its long side is ``max_size`` (each side rounded), scaled
     up so its short side is 16, then centre-cropped to multiples of 16. PIL sizes are (width, height)."""
     w, h = width, height

@@ -23,7 +23,7 @@ TOKEN_SIDE = 16
 
 @input_builder("BriaTransformer2DModel", settings=("height", "width", "text_len"))
 def _bria_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict[str, TensorSpec]:
-    """As ``BriaPipeline.__call__`` feeds one row (pipeline_bria.py:686-694): hidden_states (1, (H/16)(W/16),
+    """As ``BriaPipeline.__call__`` feeds one row (pipeline_bria.py:682-690): hidden_states (1, (H/16)(W/16),
     in_channels), the packed latent; timestep (1,); encoder_hidden_states (1, text_len, joint_attention_dim);
     txt_ids (text_len, 3) and img_ids ((H/16)(W/16), 3), 2-D as the pipeline passes them."""
     tokens = _exact_div(s["height"], TOKEN_SIDE, "height") * _exact_div(s["width"], TOKEN_SIDE, "width")

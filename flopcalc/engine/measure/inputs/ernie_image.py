@@ -44,7 +44,7 @@ def patch_pos_embed(model: nn.Module) -> None:
 
 @input_builder("ErnieImageTransformer2DModel", settings=("height", "width", "text_len"))
 def _ernie_image_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict[str, TensorSpec]:
-    """One row as ``ErnieImagePipeline.__call__`` feeds it (pipeline_ernie_image.py:339-346): hidden_states
+    """One row as ``ErnieImagePipeline.__call__`` feeds it (pipeline_ernie_image.py:346-352): hidden_states
     (1, in_channels, H/16, W/16), timestep (1,), text_bth (1, text_len, text_in_dim), text_lens (1,) int64;
     ``model.pos_embed`` made to run on CPU."""
     patch_pos_embed(model)

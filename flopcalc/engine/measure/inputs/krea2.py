@@ -23,7 +23,7 @@ TOKEN_SIDE = 16
 
 @input_builder("Krea2Transformer2DModel", settings=("height", "width", "text_len"))
 def _krea2_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict[str, TensorSpec]:
-    """One pass as ``Krea2Pipeline.__call__`` feeds it (pipeline_krea2.py:662-670): hidden_states (1, N, in_channels),
+    """One pass as ``Krea2Pipeline.__call__`` feeds it (pipeline_krea2.py:646-654): hidden_states (1, N, in_channels),
     N = (H/16)(W/16) packed tokens; encoder_hidden_states (1, text_len, num_text_layers, text_hidden_dim); timestep
     (1,); position_ids (text_len + N, 3); encoder_attention_mask (1, text_len) bool."""
     tokens = _exact_div(s["height"], TOKEN_SIDE, "height") * _exact_div(s["width"], TOKEN_SIDE, "width")

@@ -55,7 +55,7 @@ def patch_rope(model: nn.Module) -> None:
 @input_builder("OmniGenTransformer2DModel", settings=("height", "width", "text_len"),
                optional=("input_images", "input_height", "input_width"))
 def _omnigen_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict[str, Any]:
-    """One row as ``OmniGenPipeline`` feeds it (pipeline_omnigen.py:513-523, batch 1): hidden_states (1, C, H/8, W/8),
+    """One row as ``OmniGenPipeline`` feeds it (pipeline_omnigen.py:446-455, batch 1): hidden_states (1, C, H/8, W/8),
     timestep (1,), input_ids (1, T) int64 with T = ``text_len`` + the input images' patch tokens, the processor's
     (1, L, L) mask (L = T + 1 + image patches), position_ids (1, L) on CPU; with ``input_images`` images of
     ``input_height × input_width`` pixels: input_img_latents, a list of their (1, C, h/8, w/8) latents, and
