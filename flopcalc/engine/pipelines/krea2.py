@@ -45,7 +45,8 @@ def _check_layers(components: Mapping[str, Any], index: Mapping[str, Any]) -> No
                               f"({depth + 1} hidden states)")
 
 
-@register_pipeline("Krea2Pipeline", denoisers=("Krea2Transformer2DModel",), options=("max_sequence_length",))
+@register_pipeline("Krea2Pipeline", denoisers=("Krea2Transformer2DModel",), options=("max_sequence_length",),
+                   guidance="separate")
 def krea2_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                    index: Mapping[str, Any] | None = None) -> Plan:
     """``Krea2Pipeline.__call__``: 1024², 28 steps, ``guidance_scale`` 4.5. Guidance runs whenever

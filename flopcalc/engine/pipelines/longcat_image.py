@@ -35,7 +35,8 @@ REWRITE_NOTE = ("the prompt rewrite (enable_prompt_rewrite, on by default: text_
                 "instruction, up to 512 new tokens) is not counted: its length is the generated text's")
 
 
-@register_pipeline("LongCatImagePipeline", denoisers=("LongCatImageTransformer2DModel",), options=("vae_tiling",))
+@register_pipeline("LongCatImagePipeline", denoisers=("LongCatImageTransformer2DModel",), options=("vae_tiling",),
+                   guidance="separate")
 def longcat_image_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                            index: Mapping[str, Any] | None = None) -> Plan:
     """``LongCatImagePipeline.__call__``: ``height = width = default_sample_size · vae_scale_factor`` (1024²), 50

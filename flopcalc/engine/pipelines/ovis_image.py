@@ -28,7 +28,7 @@ STEPS, GUIDANCE, MAX_SEQUENCE_LENGTH = 50, 5.0, 256
 
 
 @register_pipeline("OvisImagePipeline", denoisers=("OvisImageTransformer2DModel",),
-                   options=("max_sequence_length", "vae_tiling"))
+                   options=("max_sequence_length", "vae_tiling"), guidance="separate")
 def ovis_image_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                         index: Mapping[str, Any] | None = None) -> Plan:
     """``OvisImagePipeline.__call__``: ``height = width = default_sample_size · vae_scale_factor`` (1024²), 50
