@@ -309,7 +309,13 @@ def ltx2_encoder(*, in_channels: int, latent_channels: int, block_out_channels: 
     children = [causal_conv3d("conv_in", in_channels * patch_size ** 2, c, 3, g)]
     downs = []
     for i, width in enumerate(block_out_channels):
-        node, g = ltx2_down_block(c, width, layers_per_block[i], g, spatio_temporal_scale=bool(spatio_temporal_scaling[i]),
+        scale = bool(spatio_temporal_scaling[i])
+        if (not scale or downsample_type[i] == "conv") and c != width:
+            # the block keeps its input width (no space-to-depth downsampler), but the next one is built for
+            # ``width``: the real encoder fails there
+            raise ValueError(f"encoder block {i} keeps {c} channels (downsample {downsample_type[i]!r}, "
+                             f"spatio_temporal_scaling {scale}) but block_out_channels[{i}] is {width}")
+        node, g = ltx2_down_block(c, width, layers_per_block[i], g, spatio_temporal_scale=scale,
                                   downsample_type=downsample_type[i])
         downs.append(node)
         c = width
@@ -350,7 +356,16 @@ def ltx2_decoder(*, latent_channels: int, out_channels: int, block_out_channels:
                 Node("mid_block", children=tuple(mid), formula="ltx_mid_block")]
     ups = []
     for i in range(len(boc)):
-        c_in, c = c // factor[i], boc[i] // factor[i]
+        hidden, (c_in, c) = c, (c // factor[i], boc[i] // factor[i])
+        # the channels the real up block is built for: conv_in takes c_in, else the upsampler c·factor, else the
+        # residual blocks c; conv_in gets the raw timestep and its noise scales have c_in entries for c channels
+        expected = c_in if c_in != c else (c * factor[i] if scaling[i] else c)
+        if hidden != expected:
+            raise ValueError(f"decoder up block {i} is built for {expected} input channels but gets {hidden} "
+                             "(decoder_block_out_channels / upsample_factor / decoder_spatio_temporal_scaling)")
+        if c_in != c and (timestep_conditioning or noise[i + 1]):
+            raise ValueError(f"decoder up block {i} changes width ({c_in} → {c}) with timestep_conditioning or "
+                             "inject_noise: its conv_in residual block cannot take the raw timestep / noise")
         block = []
         if c_in != c:
             block.append(Node("conv_in", children=ltx2_resnet_block(c_in, c, g, inject_noise=noise[i + 1], **kw).children,

@@ -46,7 +46,7 @@ declare_keys("AutoencoderKLLTX2Audio", {
 
 def _common(config: Config) -> dict:
     mult = config["ch_mult"]
-    if not isinstance(mult, list) or not mult:
+    if not isinstance(mult, (list, tuple)) or not mult:
         raise ConfigError(f"{config.component}/config.json: 'ch_mult' must be a non-empty list, got {mult!r}")
     norm, axis = config["norm_type"], config["causality_axis"]
     base = positive_int(config, "base_channels")

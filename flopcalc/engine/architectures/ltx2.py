@@ -91,12 +91,6 @@ class LTX2Pass:
     isolate: bool = False
     cross_timestep: bool = True
 
-    @property
-    def label(self) -> str:
-        if self.isolate:
-            return "modality-isolation pass"
-        return "STG pass" if self.stg_blocks else "conditional / unconditional pass"
-
 
 PLAIN = LTX2Pass()
 
@@ -130,14 +124,17 @@ def _check_transformer(config: Config) -> None:
     if config["activation_fn"] not in ACTIVATIONS:
         raise ConfigError(f"{config.component}/config.json: activation_fn {config['activation_fn']!r} is not one "
                           f"diffusers' FeedForward builds ({', '.join(ACTIVATIONS)})")
-    if boolean(config, "use_prompt_embeddings"):
-        for key, width in (("cross_attention_dim", "num_attention_heads"),
-                           ("audio_cross_attention_dim", "audio_num_attention_heads")):
-            inner = positive_int(config, width) * positive_int(config, width.replace("num_attention_heads",
-                                                                                      "attention_head_dim"))
-            if positive_int(config, key) != inner:
-                raise ConfigError(f"{config.component}/config.json: {key} {config[key]} must equal the stream's "
-                                  f"inner width {inner} (caption_projection feeds the prompt cross-attention)")
+    audio_inner = positive_int(config, "audio_num_attention_heads") * positive_int(config, "audio_attention_head_dim")
+    if positive_int(config, "audio_cross_attention_dim") != audio_inner:
+        raise ConfigError(f"{config.component}/config.json: audio_cross_attention_dim {config['audio_cross_attention_dim']}"
+                          f" must equal the audio stream's inner width {audio_inner} (the cross-modal rotary tables, "
+                          "cross_attn_rope, are that wide)")
+    inner = positive_int(config, "num_attention_heads") * positive_int(config, "attention_head_dim")
+    prompt_mod = boolean(config, "cross_attn_mod") or boolean(config, "audio_cross_attn_mod")
+    if (boolean(config, "use_prompt_embeddings") or prompt_mod) and positive_int(config, "cross_attention_dim") != inner:
+        raise ConfigError(f"{config.component}/config.json: cross_attention_dim {config['cross_attention_dim']} must "
+                          f"equal the video stream's inner width {inner} (caption_projection feeds the prompt "
+                          "cross-attention; the prompt modulation table is that wide)")
 
 
 @register("LTX2VideoTransformer3DModel", role="denoiser", defaults=DEFAULTS, nominal=NOMINAL,

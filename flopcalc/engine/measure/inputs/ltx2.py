@@ -60,7 +60,7 @@ def _Value(value: Any) -> _ConstantSpec:
 
 
 @input_builder("LTX2VideoTransformer3DModel", settings=("height", "width", "num_frames", "text_len"),
-               optional=("frame_rate", "per_token_timesteps", "step"))
+               optional=("frame_rate", "per_token_timesteps", "step", "stg_block"))
 def _ltx2_transformer_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict[str, Any]:
     """As ``LTX2Pipeline`` calls it at batch 1: hidden_states (1, N, in_channels), audio_hidden_states
     (1, A, audio_in_channels), encoder_hidden_states / audio_encoder_hidden_states (1, text_len, width) (the
@@ -90,9 +90,9 @@ def _ltx2_transformer_inputs(model: nn.Module, call: str, s: Mapping[str, int]) 
         "sigma": TensorSpec((1,)),
         "encoder_attention_mask": TensorSpec((1, t)),
         "audio_encoder_attention_mask": TensorSpec((1, t)),
-        "num_frames": _const(gt, "latent frames"),
-        "height": _const(gh, "latent rows"),
-        "width": _const(gw, "latent columns"),
+        "num_frames": _const(frames, "latent frames"),  # the latent grid: the rotary coordinates step by the patch
+        "height": _const(rows, "latent rows"),
+        "width": _const(cols, "latent columns"),
         "audio_num_frames": _const(audio, "audio latent frames"),
         "fps": _Value(float(s.get("frame_rate", FRAME_RATE))),
         "use_cross_timestep": _Value(True),
@@ -100,7 +100,7 @@ def _ltx2_transformer_inputs(model: nn.Module, call: str, s: Mapping[str, int]) 
     if s.get("per_token_timesteps"):
         inputs["audio_timestep"] = TensorSpec((1,))
     if s.get("step"):
-        _wrap_step(model)
+        _wrap_step(model, (s["stg_block"],) if "stg_block" in s else STG_BLOCKS)
     return inputs
 
 
@@ -108,23 +108,25 @@ _BATCHED = ("hidden_states", "audio_hidden_states", "encoder_hidden_states", "au
             "timestep", "audio_timestep", "sigma", "encoder_attention_mask", "audio_encoder_attention_mask")
 
 
-def _wrap_step(model: nn.Module) -> None:
+def _wrap_step(model: nn.Module, stg_blocks: tuple[int, ...]) -> None:
     """Make ``model.forward`` one denoising step of ``LTX2Pipeline.__call__`` at its defaults (pipeline_ltx2.py:
     1410-1530): the CFG call on the doubled batch (``torch.cat`` of the rows), the STG call on one row with
-    ``spatio_temporal_guidance_blocks=[28]``, the modality-isolation call on one row with ``isolate_modalities``."""
+    ``spatio_temporal_guidance_blocks`` (``[28]``; the setting ``stg_block`` names another), the
+    modality-isolation call on one row with ``isolate_modalities``."""
     forward = model.forward
 
     def step(**kwargs: Any) -> Any:
         doubled = {k: (torch.cat([v, v]) if k in _BATCHED and isinstance(v, torch.Tensor) else v)
                    for k, v in kwargs.items()}
         forward(**doubled)
-        forward(**kwargs, spatio_temporal_guidance_blocks=list(STG_BLOCKS))
+        forward(**kwargs, spatio_temporal_guidance_blocks=list(stg_blocks))
         return forward(**kwargs, isolate_modalities=True)
 
     model.forward = step
     model._measure_notes = [(
         "step 1: model.forward wrapped to make one LTX2Pipeline denoising step at its defaults: the CFG call on the "
-        "doubled batch (inputs concatenated with themselves), the STG call (spatio_temporal_guidance_blocks=[28]) "
+        f"doubled batch (inputs concatenated with themselves), the STG call (spatio_temporal_guidance_blocks="
+        f"{list(stg_blocks)}) "
         "and the modality-isolation call (isolate_modalities=True), one row each; counts are their sum.")]
 
 

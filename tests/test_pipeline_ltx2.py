@@ -1,0 +1,355 @@
+"""LTX2Pipeline semantics (diffusers ``pipelines/ltx2/pipeline_ltx2.py``): defaults, the guidance passes of a step
+(CFG on a doubled batch, spatio-temporal guidance, modality isolation) and their options, the audio length, the
+refusals; the card's fixtures against the estimate; and the plan against the real ``LTX2Pipeline.__call__`` run on
+tiny random components on CPU (which component runs how often, on what shape)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+import flopcalc
+from card_support import FIXTURES, Card, runs_by_call
+from flopcalc.engine.errors import FlopcalcError, OptionError, ResolutionError
+from flopcalc.engine.pipelines import Settings
+from flopcalc.flops.estimate import estimate_configs
+
+CARD = Card("ltx-2")
+
+
+def _plan(**options):
+    return flopcalc.estimate("ltx-2", **options)
+
+
+def _pieces(report, component="transformer"):
+    """``{label: count per run}`` of a row made of pieces (or the one run)."""
+    comp = report.component(component)
+    nodes = comp.tree.children if comp.tree.formula == "pieces" else (comp.tree,)
+    return [n.count for n in nodes], comp
+
+
+# --------------------------------------------------------------------------- defaults and guidance
+
+
+def test_defaults_are_the_signature_s():
+    r = _plan()
+    s = r.settings
+    assert (s.height, s.width, s.num_frames, s.steps, s.guidance_scale, s.max_sequence_length) == \
+        (512, 768, 121, 30, 3.0, 1024)
+    assert dict(s.extra) == {"audio_guidance_scale": 7.0, "audio_modality_scale": 3.0, "audio_stg_scale": 1.0,
+                             "frame_rate": 24.0, "modality_scale": 3.0, "stg_blocks": ("28",), "stg_scale": 1.0}
+    assert r.pipeline == "LTX2Pipeline" and r.passes == 4
+    assert runs_by_call(r) == {"text_encoder.forward": 2, "connectors.forward": 2, "transformer.forward": 30,
+                               "vae.decode": 1, "audio_vae.decode": 1, "vocoder.forward": 1}
+    assert r.component("text_encoder").shape == {"seq_len": 1024}
+    assert r.component("connectors").shape == {"seq_len": 1024}
+    # 121 frames → 16 latent frames of 512/32 × 768/32; round(121 / 24 · 25) = 126 audio tokens
+    assert r.component("transformer").shape == {"latent_height": 16, "latent_width": 24, "latent_frames": 16,
+                                                 "text_len": 1024, "seq_len": 126}
+    assert r.component("vae", "decode").shape == {"latent_height": 16, "latent_width": 24, "latent_frames": 16}
+    assert r.component("audio_vae", "decode").shape == {"seq_len": 126}
+    assert r.component("vocoder").shape == {"seq_len": 4 * 126 - 3}
+    # one row of two pieces per step: CFG's two rows and the STG call (a plain forward: the card has no
+    # perturbed_attn) as 3 plain forwards, and the modality-isolation call
+    counts, comp = _pieces(r)
+    assert counts == [3, 1] and comp.runs == 30
+    plain, isolated = comp.tree.children
+    assert isolated.find("transformer_blocks.0.audio_to_video_attn").total.macs() == 0
+    assert plain.find("transformer_blocks.0.audio_to_video_attn").total.macs() > 0
+
+
+def test_audio_guidance_keeps_cfg_on_at_guidance_1():
+    # audio_guidance_scale (7.0) keeps do_classifier_free_guidance on; both at 1 turn it off
+    assert _plan(guidance_scale=1.0).passes == 4
+    r = _plan(guidance_scale=1.0, audio_guidance_scale=1.0)
+    assert r.passes == 3
+    assert runs_by_call(r)["text_encoder.forward"] == 1 and runs_by_call(r)["connectors.forward"] == 1
+    assert _pieces(r)[0] == [2, 1]  # the conditional call + the plain STG call; the isolation call
+
+
+def test_audio_scales_fall_back_to_the_video_ones():
+    # ``audio_x = audio_x or x``: a zero audio scale takes the video one
+    r = _plan(stg_scale=0.0)
+    assert r.passes == 4 and dict(r.settings.extra)["audio_stg_scale"] == 1.0  # audio STG still on
+    r = _plan(stg_scale=0.0, audio_stg_scale=0.0)
+    assert r.passes == 3 and _pieces(r)[0] == [2, 1]
+    r = _plan(modality_scale=1.0, audio_modality_scale=0.0)
+    assert dict(r.settings.extra)["audio_modality_scale"] == 1.0 and r.passes == 3
+    counts, comp = _pieces(r)
+    assert comp.tree.formula != "pieces" and comp.runs == 30 * 3
+    r = _plan(guidance_scale=1.0, audio_guidance_scale=0.0, stg_scale=0.0, audio_stg_scale=0.0,
+              modality_scale=0.5, audio_modality_scale=0.5)
+    assert r.passes == 1 and runs_by_call(r)["transformer.forward"] == 30
+
+
+def test_batch_videos_steps_text_length_and_frame_rate():
+    r = _plan(batch_size=2, num_images_per_prompt=3, steps=8, max_sequence_length=256, num_frames=49,
+              frame_rate=30.0)
+    calls = runs_by_call(r)
+    assert calls["text_encoder.forward"] == 2 * 2  # prompts and negatives, before the per-video repeat
+    assert calls["connectors.forward"] == 6 * 2  # per video and guidance row
+    assert calls["transformer.forward"] == 8 * 6 and calls["vae.decode"] == calls["vocoder.forward"] == 6
+    assert _pieces(r)[0] == [3, 1]
+    assert r.component("transformer").shape["seq_len"] == round(49 / 30 * 25) == 41
+    assert r.component("transformer").shape["text_len"] == 256
+    assert r.component("vocoder").shape == {"seq_len": 161}
+
+
+def test_perturbed_attention_makes_the_stg_call_its_own_piece():
+    components = CARD.components()
+    components["transformer"]["perturbed_attn"] = True
+    r = estimate_configs(CARD.index(), components, Settings())
+    counts, comp = _pieces(r)
+    assert counts == [2, 1, 1]  # CFG rows; the STG call; the isolation call
+    plain, stg, _ = comp.tree.children
+    assert comp.params == CARD_PARAMS
+    for name in ("attn1", "audio_attn1"):  # block 28: value path only (to_v, to_out)
+        p, q = plain.find(f"transformer_blocks.28.{name}"), stg.find(f"transformer_blocks.28.{name}")
+        assert q.total.params == p.total.params and q.total.attention == 0
+        assert q.total.linear == p.find("to_v").total.linear + p.find("to_out.0").total.linear
+    assert stg.find("transformer_blocks.27").total == plain.find("transformer_blocks.27").total
+    r = estimate_configs(CARD.index(), components, Settings().with_options(stg_blocks=("3", "60")))
+    stg = _pieces(r)[1].tree.children[1]
+    assert stg.find("transformer_blocks.3.attn1").total.attention == 0  # block 60 does not exist: ignored
+
+
+CARD_PARAMS = 18_876_174_592
+
+
+# --------------------------------------------------------------------------- refusals
+
+
+def test_refusals_name_the_nearest_valid_values():
+    with pytest.raises(OptionError, match="--strength does not apply to LTX2Pipeline"):
+        _plan(strength=0.5)
+    with pytest.raises(ResolutionError, match="width 700 → nearest valid: 672 or 704"):
+        _plan(width=700)
+    with pytest.raises(ResolutionError, match="num_frames 120 → nearest valid: 113 or 121"):
+        _plan(num_frames=120)
+    with pytest.raises(ResolutionError, match="128 learnable registers: 1000 → nearest valid: 896 or 1024"):
+        _plan(max_sequence_length=1000)
+    with pytest.raises(OptionError, match="block indices"):
+        _plan(stg_blocks=["last"])
+    with pytest.raises(OptionError, match="--vae-tiling"):
+        _plan(vae_tiling=True)
+    with pytest.raises(OptionError, match="--stg-scale does not apply to FluxPipeline"):
+        flopcalc.estimate("flux-dev", stg_scale=1.0)
+
+
+def test_no_symbolic_law():
+    pytest.importorskip("sympy")
+    from flopcalc.flops.symbolic import symbolic_estimate
+
+    with pytest.raises(FlopcalcError, match="no closed-form law"):
+        symbolic_estimate("ltx-2")
+
+
+def test_bare_transformer_runs_under_the_pipeline():
+    r = estimate_configs(None, {"transformer": CARD.config("transformer")}, Settings(num_frames=25))
+    assert r.pipeline == "LTX2Pipeline (denoiser only)"
+    assert r.component("transformer").shape == {"latent_height": 16, "latent_width": 24, "latent_frames": 4,
+                                                "text_len": 1024, "seq_len": 26}
+    with pytest.raises(FlopcalcError, match="runs inside its pipeline"):
+        estimate_configs(None, {"vocoder": CARD.config("vocoder")}, Settings())
+
+
+def test_bad_configs_say_why():
+    for component, key, value, match in (("transformer", "qk_norm", "rms_norm", "rms_norm_across_heads"),
+                                         ("transformer", "cross_attention_dim", 2048, "inner width"),
+                                         ("vocoder", "act_fn", "snakebeta", "leaky_relu"),
+                                         ("connectors", "video_connector_attention_head_dim", 64, "must equal"),
+                                         ("audio_vae", "norm_type", "group", "causality_axis 'none'")):
+        components = CARD.components()
+        components[component][key] = value
+        with pytest.raises(FlopcalcError, match=match):
+            estimate_configs(CARD.index(), components, Settings())
+
+
+# --------------------------------------------------------------------------- the fixtures
+
+
+@pytest.mark.parametrize("path", sorted((FIXTURES / "ltx-2").glob("*.json")) + sorted(
+    (FIXTURES / "ltx-2-text").glob("*.json")), ids=lambda p: p.stem)
+def test_fixture_equals_the_estimate(path: Path):
+    fx = json.loads(path.read_text())
+    s = fx["settings"]
+    r = _plan(**{k: v for k, v in (("height", s.get("height")), ("width", s.get("width")),
+                                     ("num_frames", s.get("num_frames"))) if v is not None})
+    comp = next(c for c in r.components if c.class_name == fx["class_name"] and c.call == fx["call"])
+    for key in ("seq_len", "text_len"):
+        if key in s:
+            assert comp.shape[key] == s[key]
+    pieces = comp.tree.children if comp.tree.formula == "pieces" else (comp.tree,)
+    assert 2 * comp.macs_per_run == fx["torch"]["flops"]
+    for module, flops in fx["torch"]["by_module"].items():
+        nodes = [(p.count, p if module == "Global" else p.find(module)) for p in pieces]
+        assert 2 * sum(n * node.per_item.macs() for n, node in nodes if node is not None) == flops, module
+    assert comp.params == fx["params"]
+    assert sum(p.count * p.per_item.macs("thop") for p in pieces) == fx["thop"]["macs"]
+
+
+# --------------------------------------------------------------------------- the real __call__
+
+
+class _Batch(dict):
+    __getattr__ = dict.__getitem__
+
+
+class _Tokenizer:
+    """Pads every prompt to ``max_length`` (left padding, as the pipeline sets it); the counts depend on that
+    length only."""
+
+    model_max_length = 100_000
+    eos_token = pad_token = "<pad>"
+    padding_side = "left"
+
+    def __call__(self, prompt, padding=None, max_length=None, return_tensors=None, **kwargs):
+        import torch
+
+        prompts = [prompt] if isinstance(prompt, str) else prompt
+        length = max_length if padding == "max_length" else 3
+        return _Batch(input_ids=torch.ones(len(prompts), length, dtype=torch.long),
+                      attention_mask=torch.ones(len(prompts), length, dtype=torch.long))
+
+
+def tiny_components(perturbed: bool = False):
+    """Tiny random LTX-2 components (the card's structure: 32×/8× video VAE with residual ×2 upsamplers, 4× audio VAE,
+    a two-stage vocoder, Gemma-3 with both attention kinds, 8-register connectors) and their configs."""
+    from diffusers import (AutoencoderKLLTX2Audio, AutoencoderKLLTX2Video, FlowMatchEulerDiscreteScheduler,
+                           LTX2VideoTransformer3DModel)
+    from diffusers.pipelines.ltx2.connectors import LTX2TextConnectors
+    from diffusers.pipelines.ltx2.vocoder import LTX2Vocoder
+    from transformers import Gemma3Config, Gemma3ForConditionalGeneration
+
+    gemma = Gemma3Config(
+        text_config=dict(hidden_size=16, intermediate_size=32, num_hidden_layers=2, num_attention_heads=2,
+                         num_key_value_heads=1, head_dim=8, vocab_size=64, sliding_window=8,
+                         layer_types=["sliding_attention", "full_attention"]),
+        vision_config=dict(model_type="siglip_vision_model", hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                           num_attention_heads=2, image_size=28, patch_size=14), mm_tokens_per_image=4)
+    models = {
+        "text_encoder": Gemma3ForConditionalGeneration(gemma),
+        "connectors": LTX2TextConnectors(
+            caption_channels=16, text_proj_in_factor=3, video_connector_num_attention_heads=2,
+            video_connector_attention_head_dim=8, video_connector_num_layers=1, video_connector_num_learnable_registers=8,
+            audio_connector_num_attention_heads=2, audio_connector_attention_head_dim=8, audio_connector_num_layers=1,
+            audio_connector_num_learnable_registers=8),
+        "vae": AutoencoderKLLTX2Video(
+            latent_channels=8, block_out_channels=(8, 8, 8, 8), decoder_block_out_channels=(8, 16, 32),
+            layers_per_block=(1, 1, 1, 1, 1), decoder_layers_per_block=(1, 1, 1, 1), spatial_compression_ratio=32,
+            temporal_compression_ratio=8),
+        "audio_vae": AutoencoderKLLTX2Audio(base_channels=8, ch_mult=(1, 2, 4), num_res_blocks=1, latent_channels=2,
+                                            mel_bins=16),
+        "vocoder": LTX2Vocoder(in_channels=32, hidden_channels=32, upsample_kernel_sizes=[4, 4], upsample_factors=[2, 2],
+                               resnet_kernel_sizes=[3], resnet_dilations=[[1, 3]]),
+        "transformer": LTX2VideoTransformer3DModel(
+            in_channels=8, out_channels=8, num_attention_heads=2, attention_head_dim=8, cross_attention_dim=16,
+            audio_in_channels=8, audio_out_channels=8, audio_num_attention_heads=2, audio_attention_head_dim=4,
+            audio_cross_attention_dim=8, num_layers=3, caption_channels=16, perturbed_attn=perturbed),
+    }
+    for model in models.values():
+        model.eval()
+    configs = {name: {**m.config, "_class_name": type(m).__name__} for name, m in models.items() if name != "text_encoder"}
+    configs["text_encoder"] = {**gemma.to_dict(), "architectures": ["Gemma3ForConditionalGeneration"]}
+    return models, configs, FlowMatchEulerDiscreteScheduler()
+
+
+def _record(models: dict, calls: Counter, shapes: dict) -> None:
+    def hook(name):
+        def record(module, args, kwargs):
+            first = args[0] if args else next(iter(kwargs.values()))
+            key = name
+            if name == "transformer":
+                key += ".isolated" if kwargs.get("isolate_modalities") else (
+                    ".stg" if kwargs.get("spatio_temporal_guidance_blocks") else "")
+                shapes.setdefault(key, set()).add((tuple(first.shape[1:]),
+                                                   tuple(kwargs["audio_hidden_states"].shape[1:]),
+                                                   kwargs["encoder_hidden_states"].shape[1]))
+            else:
+                shapes.setdefault(key, set()).add(tuple(first.shape[1:]))
+            calls[key] += first.shape[0]
+        return record
+
+    for name in ("text_encoder", "connectors", "transformer", "vocoder"):
+        models[name].register_forward_pre_hook(hook(name), with_kwargs=True)
+    for name in ("vae", "audio_vae"):
+        decode = models[name].decode
+
+        def counted(z, *args, _decode=decode, _name=name, **kwargs):
+            calls[f"{_name}.decode"] += z.shape[0]
+            shapes.setdefault(f"{_name}.decode", set()).add(tuple(z.shape[2:]))
+            return _decode(z, *args, **kwargs)
+
+        models[name].decode = counted
+
+
+def test_the_plan_mirrors_the_real_call(rng):
+    torch = pytest.importorskip("torch")
+    from diffusers import LTX2Pipeline
+
+    models, configs, scheduler = tiny_components()
+    calls: Counter = Counter()
+    shapes: dict = {}
+    _record(models, calls, shapes)
+    pipe = LTX2Pipeline(scheduler=scheduler, tokenizer=_Tokenizer(), **models)
+    h, w = 64, 32 * rng.randint(2, 3)
+    frames, steps, length = 8 * rng.randint(1, 2) + 1, rng.randint(1, 2), 8 * rng.randint(1, 3)
+    scales = rng.choice([{}, {"guidance_scale": 1.0, "audio_guidance_scale": 1.0}, {"stg_scale": 0.0},
+                         {"stg_scale": 0.0, "audio_stg_scale": 0.0, "modality_scale": 1.0, "audio_modality_scale": 1.0}])
+    batch, videos = rng.choice([(1, 1), (2, 1), (1, 2)])
+    with torch.no_grad():
+        pipe(["a prompt"] * batch, height=h, width=w, num_frames=frames, num_inference_steps=steps,
+             max_sequence_length=length, num_videos_per_prompt=videos, output_type="np", **scales,
+             generator=torch.Generator().manual_seed(0))
+    index = {"_class_name": "LTX2Pipeline", **{name: ["x", "y"] for name in configs}}
+    settings = Settings.make(height=h, width=w, num_frames=frames, steps=steps, max_sequence_length=length,
+                             batch_size=batch, num_images_per_prompt=videos, **scales)
+    report = estimate_configs(index, configs, settings)
+    where = f"{h}×{w}, {frames} frames, {steps} steps, L {length}, batch {batch}×{videos}, {scales}"
+    comp = report.component("transformer")
+    pieces = comp.tree.children if comp.tree.formula == "pieces" else (comp.tree,)
+    real_rows = calls.pop("transformer") + calls.pop("transformer.stg", 0)  # no perturbed_attn: plain forwards
+    assert [p.count * comp.runs for p in pieces] == [real_rows] + ([calls.pop("transformer.isolated")]
+                                                                   if "transformer.isolated" in calls else []), where
+    planned = {f"{c.component}.{c.call}" if c.call != "forward" else c.component: c.runs for c in report.components
+               if c.component != "transformer"}
+    assert planned == dict(calls), where
+    lat = ((frames - 1) // 8 + 1, h // 32, w // 32)
+    audio = round(frames / 24 * 25)
+    assert shapes["vae.decode"] == {lat} and shapes["audio_vae.decode"] == {(audio, 4)}, where
+    assert shapes["text_encoder"] == {(length,)} and shapes["connectors"] == {(length, 48)}, where
+    assert {s for k, v in shapes.items() if k.startswith("transformer") for s in v} == \
+        {((lat[0] * lat[1] * lat[2], 8), (audio, 8), length)}, where
+    assert shapes["vocoder"] == {(2, 4 * audio - 3, 16)}, where
+    assert comp.shape["seq_len"] == audio and report.component("vocoder").shape == {"seq_len": 4 * audio - 3}
+
+
+def test_perturbed_attention_runs_as_planned():
+    """With ``perturbed_attn`` the STG call's blocks take the value path: the real call (tiny model, 3 blocks, STG on
+    block 1) counted by FlopCounterMode equals the plan's STG piece."""
+    torch = pytest.importorskip("torch")
+    from torch.utils.flop_counter import FlopCounterMode
+
+    models, configs, _ = tiny_components(perturbed=True)
+    tr = models["transformer"].to("meta")  # on meta, SDPA runs its bmm math, which FlopCounterMode counts
+    settings = Settings.make(height=64, width=96, num_frames=9, max_sequence_length=16, stg_blocks=["1"])
+    index = {"_class_name": "LTX2Pipeline", "transformer": ["x", "y"]}
+    report = estimate_configs(index, {"transformer": configs["transformer"]}, settings)
+    plain, stg, isolated = report.component("transformer").tree.children
+    n, a, t = 2 * 2 * 3, round(9 / 24 * 25), 16
+    meta = {"device": "meta"}
+    kwargs = dict(hidden_states=torch.zeros(1, n, 8, **meta), audio_hidden_states=torch.zeros(1, a, 8, **meta),
+                  encoder_hidden_states=torch.zeros(1, t, 16, **meta),
+                  audio_encoder_hidden_states=torch.zeros(1, t, 16, **meta), timestep=torch.zeros(1, **meta),
+                  sigma=torch.zeros(1, **meta), num_frames=2, height=2, width=3, audio_num_frames=a,
+                  use_cross_timestep=True)
+    for node, extra in ((plain, {}), (stg, {"spatio_temporal_guidance_blocks": [1]}),
+                        (isolated, {"isolate_modalities": True})):
+        counter = FlopCounterMode(display=False)
+        with counter, torch.no_grad():
+            tr(**kwargs, **extra)
+        assert counter.get_total_flops() == 2 * node.per_item.macs(), extra
+    assert stg.per_item.macs() < plain.per_item.macs() and isolated.per_item.macs() < plain.per_item.macs()
