@@ -87,6 +87,11 @@ def test_random_transformer_forward_and_step(rng, tmp_path):
         size = {"height": h, "width": w, "num_frames": frames}
         check_plan(folder, "transformer", Settings.make(**size, max_sequence_length=text, **PLAIN),
                    {**size, "text_len": text}, index=_index("transformer"))
+        if frames > 1:  # LTX2ConditionPipeline: a 9-frame video at latent index 1, appended; one timestep per token
+            plan = Settings.make(**size, max_sequence_length=text, ltx2_conditions=[(9, 1)], **PLAIN)
+            lh, lw = h // 32 // p, w // 32 // p
+            check_plan(folder, "transformer", plan, {**size, "text_len": text, "extra_tokens": 2 * lh * lw},
+                       index={**_index("transformer"), "_class_name": "LTX2ConditionPipeline"})
         block = rng.randint(0, 3)  # the STG block (perhaps past the last: then no block is perturbed)
         report = estimate_configs(_index("transformer"), {"transformer": cfg},
                                   Settings.make(**size, max_sequence_length=text, stg_blocks=[str(block)]))

@@ -171,17 +171,25 @@ def test_bad_configs_say_why():
 # --------------------------------------------------------------------------- the fixtures
 
 
-@pytest.mark.parametrize("path", sorted((FIXTURES / "ltx-2").glob("*.json")) + sorted(
-    (FIXTURES / "ltx-2-text").glob("*.json")), ids=lambda p: p.stem)
+REPO = Path(__file__).resolve().parent.parent
+#: Each fixture case of the family and what flopcalc estimates it from.
+CASES = {"ltx-2": "ltx-2", "ltx-2-text": "ltx-2", "ltx-2-i2v": str(REPO / "validation/configs/ltx-2-i2v")}
+
+
+@pytest.mark.parametrize("path", [p for case in CASES for p in sorted((FIXTURES / case).glob("*.json"))],
+                         ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_fixture_equals_the_estimate(path: Path):
     fx = json.loads(path.read_text())
     s = fx["settings"]
-    r = _plan(**{k: v for k, v in (("height", s.get("height")), ("width", s.get("width")),
-                                     ("num_frames", s.get("num_frames"))) if v is not None})
+    r = flopcalc.estimate(CASES[path.parent.name], **{k: v for k, v in (
+        ("height", s.get("height")), ("width", s.get("width")), ("num_frames", s.get("num_frames"))) if v is not None})
     comp = next(c for c in r.components if c.class_name == fx["class_name"] and c.call == fx["call"])
     for key in ("seq_len", "text_len"):
         if key in s:
             assert comp.shape[key] == s[key]
+    if s.get("per_token_timesteps"):
+        assert comp.shape["timestep_tokens"] == comp.shape["latent_frames"] * comp.shape["latent_height"] * \
+            comp.shape["latent_width"]
     pieces = comp.tree.children if comp.tree.formula == "pieces" else (comp.tree,)
     assert 2 * comp.macs_per_run == fx["torch"]["flops"]
     for module, flops in fx["torch"]["by_module"].items():
@@ -189,6 +197,48 @@ def test_fixture_equals_the_estimate(path: Path):
         assert 2 * sum(n * node.per_item.macs() for n, node in nodes if node is not None) == flops, module
     assert comp.params == fx["params"]
     assert sum(p.count * p.per_item.macs("thop") for p in pieces) == fx["thop"]["macs"]
+
+
+# --------------------------------------------------------------------------- image to video, conditions
+
+
+def test_image_to_video_encodes_the_image_and_embeds_every_token():
+    r = flopcalc.estimate(CASES["ltx-2-i2v"], num_frames=25)
+    assert r.pipeline == "LTX2ImageToVideoPipeline" and r.passes == 4
+    assert runs_by_call(r) == {"vae.encode": 1, "transformer.forward": 30, "vae.decode": 1}
+    assert [c.component + "." + c.call for c in r.components][0] == "vae.encode"  # before the denoising
+    assert r.component("vae", "encode").shape == {"height": 512, "width": 768, "frames": 1}
+    assert r.component("transformer").shape["timestep_tokens"] == 4 * 16 * 24
+    plain = flopcalc.estimate("ltx-2", num_frames=25).component("transformer")
+    time_embed = r.component("transformer").tree.children[0].find("time_embed")
+    assert time_embed.total.macs() == 4 * 16 * 24 * plain.tree.children[0].find("time_embed").total.macs()
+    with pytest.raises(OptionError, match="--strength does not apply to LTX2ImageToVideoPipeline"):
+        flopcalc.estimate(CASES["ltx-2-i2v"], strength=0.5)
+
+
+def _condition(conditions=None, **options):
+    index = {**CARD.index(), "_class_name": "LTX2ConditionPipeline"}
+    return estimate_configs(index, CARD.components(), Settings.make(ltx2_conditions=conditions, **options))
+
+
+def test_conditions_are_encoded_and_keyframes_appended():
+    r = _condition()
+    assert r.pipeline == "LTX2ConditionPipeline" and "vae.encode" not in runs_by_call(r)
+    n = 16 * 16 * 24
+    assert r.component("transformer").shape["timestep_tokens"] == n  # one timestep per token, conditions or not
+    # an image at 0 (replaces the first tokens), a 17-frame video at latent 2 (frames 9.. : 17 kept, 3 latent
+    # frames appended), a 30-frame video at latent 1 (25 kept: 4 latent frames), an image past the last latent frame
+    r = _condition([(1, 0), (17, 2), (30, 1), (1, 16)])
+    shape = r.component("transformer").shape
+    extra = (3 + 4) * 16 * 24
+    assert shape["reference_tokens"] == extra and shape["timestep_tokens"] == n + extra
+    encodes = [c for c in r.components if c.call == "encode"]
+    assert len(encodes) == 1 and sorted(p.name for p in encodes[0].tree.children) == ["piece0", "piece1", "piece2"]
+    assert runs_by_call(r)["vae.encode"] == 1  # three one-call pieces: 1, 17 and 25 frames
+    assert any("past the last latent frame: skipped" in note for note in r.notes)
+    assert r.component("vae", "decode").shape["latent_frames"] == 16  # the appended tokens are not decoded
+    with pytest.raises(OptionError, match="--ltx2-condition does not apply to LTX2Pipeline"):
+        _plan(ltx2_conditions=[(1, 0)])
 
 
 # --------------------------------------------------------------------------- the real __call__
@@ -275,48 +325,65 @@ def _record(models: dict, calls: Counter, shapes: dict) -> None:
 
     for name in ("text_encoder", "connectors", "transformer", "vocoder"):
         models[name].register_forward_pre_hook(hook(name), with_kwargs=True)
-    for name in ("vae", "audio_vae"):
-        decode = models[name].decode
+    for name, call in (("vae", "decode"), ("audio_vae", "decode"), ("vae", "encode")):
+        method = getattr(models[name], call)
 
-        def counted(z, *args, _decode=decode, _name=name, **kwargs):
-            calls[f"{_name}.decode"] += z.shape[0]
-            shapes.setdefault(f"{_name}.decode", set()).add(tuple(z.shape[2:]))
-            return _decode(z, *args, **kwargs)
+        def counted(z, *args, _method=method, _key=f"{name}.{call}", **kwargs):
+            calls[_key] += z.shape[0]
+            shapes.setdefault(_key, set()).add(tuple(z.shape[2:]))
+            return _method(z, *args, **kwargs)
 
-        models[name].decode = counted
+        setattr(models[name], call, counted)
 
 
-def test_the_plan_mirrors_the_real_call(rng):
-    torch = pytest.importorskip("torch")
-    from diffusers import LTX2Pipeline
-
-    models, configs, scheduler = tiny_components()
-    calls: Counter = Counter()
-    shapes: dict = {}
-    _record(models, calls, shapes)
-    pipe = LTX2Pipeline(scheduler=scheduler, tokenizer=_Tokenizer(), **models)
-    h, w = 64, 32 * rng.randint(2, 3)
-    frames, steps, length = 8 * rng.randint(1, 2) + 1, rng.randint(1, 2), 8 * rng.randint(1, 3)
-    scales = rng.choice([{}, {"guidance_scale": 1.0, "audio_guidance_scale": 1.0}, {"stg_scale": 0.0},
-                         {"stg_scale": 0.0, "audio_stg_scale": 0.0, "modality_scale": 1.0, "audio_modality_scale": 1.0}])
-    batch, videos = rng.choice([(1, 1), (2, 1), (1, 2)])
-    with torch.no_grad():
-        pipe(["a prompt"] * batch, height=h, width=w, num_frames=frames, num_inference_steps=steps,
-             max_sequence_length=length, num_videos_per_prompt=videos, output_type="np", **scales,
-             generator=torch.Generator().manual_seed(0))
-    index = {"_class_name": "LTX2Pipeline", **{name: ["x", "y"] for name in configs}}
-    settings = Settings.make(height=h, width=w, num_frames=frames, steps=steps, max_sequence_length=length,
-                             batch_size=batch, num_images_per_prompt=videos, **scales)
-    report = estimate_configs(index, configs, settings)
-    where = f"{h}×{w}, {frames} frames, {steps} steps, L {length}, batch {batch}×{videos}, {scales}"
+def _check_against(report, calls: Counter, where: str) -> None:
+    """The plan's batch-1 runs per component call (the transformer's pieces: plain rows, with the STG call when it is a
+    plain forward, and the isolation call; a call made in pieces of several shapes: one run per piece) against the
+    rows the real call ran."""
+    calls = Counter(calls)
     comp = report.component("transformer")
     pieces = comp.tree.children if comp.tree.formula == "pieces" else (comp.tree,)
     real_rows = calls.pop("transformer") + calls.pop("transformer.stg", 0)  # no perturbed_attn: plain forwards
     assert [p.count * comp.runs for p in pieces] == [real_rows] + ([calls.pop("transformer.isolated")]
                                                                    if "transformer.isolated" in calls else []), where
-    planned = {f"{c.component}.{c.call}" if c.call != "forward" else c.component: c.runs for c in report.components
-               if c.component != "transformer"}
-    assert planned == dict(calls), where
+    planned: Counter = Counter()
+    for c in report.components:
+        if c.component != "transformer":
+            count = sum(p.count for p in c.tree.children) if c.tree.formula == "pieces" else 1
+            planned[f"{c.component}.{c.call}" if c.call != "forward" else c.component] += c.runs * count
+    assert planned == calls, where
+
+
+def _run(pipeline_class, models, scheduler, **call):
+    torch = pytest.importorskip("torch")
+    calls: Counter = Counter()
+    shapes: dict = {}
+    _record(models, calls, shapes)
+    pipe = pipeline_class(scheduler=scheduler, tokenizer=_Tokenizer(), **models)
+    with torch.no_grad():
+        pipe(output_type="np", generator=torch.Generator().manual_seed(0), **call)
+    return calls, shapes
+
+
+def test_the_plan_mirrors_the_real_call(rng):
+    pytest.importorskip("torch")
+    from diffusers import LTX2Pipeline
+
+    models, configs, scheduler = tiny_components()
+    h, w = 64, 32 * rng.randint(2, 3)
+    frames, steps, length = 8 * rng.randint(1, 2) + 1, rng.randint(1, 2), 8 * rng.randint(1, 3)
+    scales = rng.choice([{}, {"guidance_scale": 1.0, "audio_guidance_scale": 1.0}, {"stg_scale": 0.0},
+                         {"stg_scale": 0.0, "audio_stg_scale": 0.0, "modality_scale": 1.0, "audio_modality_scale": 1.0}])
+    batch, videos = rng.choice([(1, 1), (2, 1), (1, 2)])
+    calls, shapes = _run(LTX2Pipeline, models, scheduler, prompt=["a prompt"] * batch, height=h, width=w,
+                         num_frames=frames, num_inference_steps=steps, max_sequence_length=length,
+                         num_videos_per_prompt=videos, **scales)
+    index = {"_class_name": "LTX2Pipeline", **{name: ["x", "y"] for name in configs}}
+    settings = Settings.make(height=h, width=w, num_frames=frames, steps=steps, max_sequence_length=length,
+                             batch_size=batch, num_images_per_prompt=videos, **scales)
+    report = estimate_configs(index, configs, settings)
+    where = f"{h}×{w}, {frames} frames, {steps} steps, L {length}, batch {batch}×{videos}, {scales}"
+    _check_against(report, calls, where)
     lat = ((frames - 1) // 8 + 1, h // 32, w // 32)
     audio = round(frames / 24 * 25)
     assert shapes["vae.decode"] == {lat} and shapes["audio_vae.decode"] == {(audio, 4)}, where
@@ -324,7 +391,39 @@ def test_the_plan_mirrors_the_real_call(rng):
     assert {s for k, v in shapes.items() if k.startswith("transformer") for s in v} == \
         {((lat[0] * lat[1] * lat[2], 8), (audio, 8), length)}, where
     assert shapes["vocoder"] == {(2, 4 * audio - 3, 16)}, where
-    assert comp.shape["seq_len"] == audio and report.component("vocoder").shape == {"seq_len": 4 * audio - 3}
+    run = report.component("transformer")
+    assert run.shape["seq_len"] == audio and report.component("vocoder").shape == {"seq_len": 4 * audio - 3}
+
+
+def test_image_to_video_and_conditions_mirror_the_real_calls():
+    """``LTX2ImageToVideoPipeline`` (one image) and ``LTX2ConditionPipeline`` (an image at latent 0, a 9-frame video
+    at latent 1, an image past the last latent frame) on tiny components: the encodes, their frame counts, the
+    appended keyframe tokens and every count as planned."""
+    PIL = pytest.importorskip("PIL.Image")
+    from diffusers import LTX2ConditionPipeline, LTX2ImageToVideoPipeline
+    from diffusers.pipelines.ltx2.pipeline_ltx2_condition import LTX2VideoCondition
+
+    image = PIL.new("RGB", (96, 64))
+    models, configs, scheduler = tiny_components()
+    common = dict(prompt="a prompt", height=64, width=96, num_frames=17, num_inference_steps=1, max_sequence_length=8)
+    calls, shapes = _run(LTX2ImageToVideoPipeline, models, scheduler, image=image, image_crf=0, **common)
+    settings = Settings.make(height=64, width=96, num_frames=17, steps=1, max_sequence_length=8)
+    report = estimate_configs({"_class_name": "LTX2ImageToVideoPipeline", **{n: ["x", "y"] for n in configs}}, configs,
+                              settings)
+    _check_against(report, calls, "image to video")
+    assert shapes["vae.encode"] == {(1, 64, 96)}
+    assert report.component("transformer").shape["timestep_tokens"] == 3 * 2 * 3
+
+    models, configs, scheduler = tiny_components()
+    conditions = [LTX2VideoCondition(frames=image, index=0, crf=0), LTX2VideoCondition(frames=[image] * 9, index=1),
+                  LTX2VideoCondition(frames=image, index=5, crf=0)]
+    calls, shapes = _run(LTX2ConditionPipeline, models, scheduler, conditions=conditions, **common)
+    report = estimate_configs({"_class_name": "LTX2ConditionPipeline", **{n: ["x", "y"] for n in configs}}, configs,
+                              settings.with_options(ltx2_conditions=[(1, 0), (9, 1), (1, 5)]))
+    _check_against(report, calls, "conditions")
+    assert shapes["vae.encode"] == {(1, 64, 96), (9, 64, 96)}
+    assert {s[0] for k, v in shapes.items() if k.startswith("transformer") for s in v} == {(3 * 6 + 2 * 6, 8)}
+    assert report.component("transformer").shape["reference_tokens"] == 2 * 6
 
 
 def test_perturbed_attention_runs_as_planned():

@@ -8,8 +8,10 @@ tokens of ``in_channels`` features and the ``C_a × L × M`` audio latent into `
 (= ``audio_in_channels``) features (``_pack_audio_latents`` without patch sizes); the video and audio streams
 each attend to ``T`` prompt tokens (the connectors' outputs, ``max_sequence_length`` of them). A run shape
 says: the latent grid (``latent_frames`` × ``latent_height`` × ``latent_width``), ``text_len`` = T,
-``seq_len`` = L (the audio stream's tokens), ``timestep_tokens`` (the image-to-video pipelines' one video
-timestep per token) and, in ``perturbed``, an :class:`LTX2Pass` (which guidance pass: spatio-temporal guidance
+``seq_len`` = L (the audio stream's tokens), ``timestep_tokens`` (the image-to-video and condition pipelines' one
+video timestep per token), ``reference_tokens`` (keyframe conditions' packed latents appended to the video tokens
+by ``LTX2ConditionPipeline``: every video token-wise layer runs on them too) and, in ``perturbed``, an
+:class:`LTX2Pass` (which guidance pass: spatio-temporal guidance
 blocks, modality isolation, the cross-modal timestep). The model:
 
 * ``proj_in`` (in_channels → d) on N tokens, ``audio_proj_in`` (C_a·M → d_a) on L;
@@ -148,7 +150,8 @@ def ltx2_video_transformer(config: Config, shape: RunShape) -> Node:
     c_in, ca_in = positive_int(config, "in_channels"), positive_int(config, "audio_in_channels")
     c_out = config["out_channels"] or c_in
     ca_out = config["audio_out_channels"] or ca_in
-    n, a, t = video_tokens(config, shape), shape.seq_len, shape.text_len
+    # the condition pipelines append the packed latents of keyframe conditions to the video tokens
+    n, a, t = video_tokens(config, shape) + (shape.reference_tokens or 0), shape.seq_len, shape.text_len
     if a is None or t is None:
         raise ConfigError(f"{config.component}: LTX2VideoTransformer3DModel runs under an LTX-2 pipeline (audio "
                           "tokens and prompt tokens come from its plan)")

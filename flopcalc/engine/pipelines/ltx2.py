@@ -300,9 +300,12 @@ def base_plan(components: Mapping[str, Mapping[str, Any]], s: Settings, *, pipel
     return Plan(pipeline, s, g.passes, tuple(runs), tuple(notes)), g
 
 
-@register_pipeline(NAME, denoisers=("LTX2VideoTransformer3DModel",),
-                   options=("max_sequence_length", "num_frames", "audio_guidance_scale", "stg_scale",
-                            "audio_stg_scale", "modality_scale", "audio_modality_scale", "stg_blocks", "frame_rate"))
+#: The options every LTX-2 generation pipeline applies.
+LTX2_OPTIONS = ("max_sequence_length", "num_frames", "audio_guidance_scale", "stg_scale", "audio_stg_scale",
+                "modality_scale", "audio_modality_scale", "stg_blocks", "frame_rate")
+
+
+@register_pipeline(NAME, denoisers=("LTX2VideoTransformer3DModel",), options=LTX2_OPTIONS)
 def ltx2_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                   index: Mapping[str, Any] | None = None) -> Plan:
     """``LTX2Pipeline.__call__`` (see the module doc): 512×768, 121 frames at 24 fps, 30 steps, CFG (3.0 video,

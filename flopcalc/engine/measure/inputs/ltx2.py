@@ -60,7 +60,7 @@ def _Value(value: Any) -> _ConstantSpec:
 
 
 @input_builder("LTX2VideoTransformer3DModel", settings=("height", "width", "num_frames", "text_len"),
-               optional=("frame_rate", "per_token_timesteps", "step", "stg_block"))
+               optional=("frame_rate", "per_token_timesteps", "extra_tokens", "step", "stg_block"))
 def _ltx2_transformer_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict[str, Any]:
     """As ``LTX2Pipeline`` calls it at batch 1: hidden_states (1, N, in_channels), audio_hidden_states
     (1, A, audio_in_channels), encoder_hidden_states / audio_encoder_hidden_states (1, text_len, width) (the
@@ -68,13 +68,15 @@ def _ltx2_transformer_inputs(model: nn.Module, call: str, s: Mapping[str, int]) 
     timestep and sigma (1,), the binary prompt mask (1, text_len) for both streams, and the latent grid,
     ``audio_num_frames`` and ``fps`` as constants; ``use_cross_timestep`` True (the ``__call__`` default).
     ``per_token_timesteps`` 1: timestep (1, N) and audio_timestep (1,), as ``LTX2ImageToVideoPipeline`` passes
-    them. A is ``audio_num_frames`` from the model's own ``audio_sampling_rate`` / ``audio_hop_length`` (16000 /
-    160 for LTX-2, the audio VAE's)."""
+    them. ``extra_tokens`` E: ``LTX2ConditionPipeline``'s keyframe-condition tokens appended to the N latent tokens
+    (hidden_states (1, N + E, C), one timestep per token, ``video_coords`` (1, 3, N + E, 2) as that pipeline
+    passes them). A is ``audio_num_frames`` from the model's own ``audio_sampling_rate`` / ``audio_hop_length``
+    (16000 / 160 for LTX-2, the audio VAE's)."""
     frames, rows, cols = (s["num_frames"] - 1) // TEMPORAL + 1, _div(s["height"], SPATIAL, "height"), \
         _div(s["width"], SPATIAL, "width")
     p, pt = _cfg(model, "patch_size"), _cfg(model, "patch_size_t")
     gt, gh, gw = _div(frames, pt, "latent frames"), _div(rows, p, "latent height"), _div(cols, p, "latent width")
-    tokens = gt * gh * gw
+    tokens = gt * gh * gw + s.get("extra_tokens", 0)
     audio = audio_frames(s["num_frames"], s.get("frame_rate", FRAME_RATE), _cfg(model, "audio_sampling_rate"),
                          _cfg(model, "audio_hop_length"))
     projected = _cfg(model, "use_prompt_embeddings")
@@ -86,7 +88,7 @@ def _ltx2_transformer_inputs(model: nn.Module, call: str, s: Mapping[str, int]) 
         "audio_hidden_states": TensorSpec((1, audio, _cfg(model, "audio_in_channels"))),
         "encoder_hidden_states": TensorSpec((1, t, video_width)),
         "audio_encoder_hidden_states": TensorSpec((1, t, audio_width)),
-        "timestep": TensorSpec((1, tokens) if s.get("per_token_timesteps") else (1,)),
+        "timestep": TensorSpec((1, tokens) if s.get("per_token_timesteps") or s.get("extra_tokens") else (1,)),
         "sigma": TensorSpec((1,)),
         "encoder_attention_mask": TensorSpec((1, t)),
         "audio_encoder_attention_mask": TensorSpec((1, t)),
@@ -97,15 +99,18 @@ def _ltx2_transformer_inputs(model: nn.Module, call: str, s: Mapping[str, int]) 
         "fps": _Value(float(s.get("frame_rate", FRAME_RATE))),
         "use_cross_timestep": _Value(True),
     }
-    if s.get("per_token_timesteps"):
+    if s.get("per_token_timesteps") or s.get("extra_tokens"):
         inputs["audio_timestep"] = TensorSpec((1,))
+    if s.get("extra_tokens"):
+        inputs["video_coords"] = TensorSpec((1, 3, tokens, 2))
     if s.get("step"):
         _wrap_step(model, (s["stg_block"],) if "stg_block" in s else STG_BLOCKS)
     return inputs
 
 
 _BATCHED = ("hidden_states", "audio_hidden_states", "encoder_hidden_states", "audio_encoder_hidden_states",
-            "timestep", "audio_timestep", "sigma", "encoder_attention_mask", "audio_encoder_attention_mask")
+            "timestep", "audio_timestep", "sigma", "encoder_attention_mask", "audio_encoder_attention_mask",
+            "video_coords")
 
 
 def _wrap_step(model: nn.Module, stg_blocks: tuple[int, ...]) -> None:
