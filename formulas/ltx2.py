@@ -578,3 +578,48 @@ def vocoder(*, in_channels: int, hidden_channels: int, out_channels: int, upsamp
                  Node("act_out", ops.activation(c * t)),
                  Node("conv_out", ops.conv(c, out_channels, 7, t, bias=final_bias))]
     return Node("vocoder", children=tuple(children), formula="ltx2_vocoder")
+
+
+# --------------------------------------------------------------------------- latent upsampler
+
+#: ``RATIONAL_RESAMPLER_SCALE_MAPPING`` (latent_upsampler.py:23): scale → (numerator, denominator).
+RATIONAL_SCALES = {0.75: (3, 4), 1.5: (3, 2), 2.0: (2, 1), 4.0: (4, 1)}
+#: ``BlurDownsample``'s default binomial kernel size.
+BLUR_KERNEL = 5
+
+
+def ltx2_latent_upsampler(*, in_channels: int, mid_channels: int, blocks: int, dims: int, spatial: bool,
+                          temporal: bool, rational: bool, scale: float, frames: Any, height: Any, width: Any) -> Node:
+    r"""``LTX2LatentUpsamplerModel`` (``pipelines/ltx2/latent_upsampler.py``) on one latent: LTX-Video's latent
+    upsampler (:func:`flopcalc.formulas.ltx_latent_upsampler.latent_upsampler`), but for a spatial-only upsampler with
+    ``use_rational_resampler`` the ``SpatialRationalResampler`` (:116): per frame a 3×3 ``Conv2d`` M → n²M
+    (``upsampler.conv``), a pixel shuffle by n, then ``BlurDownsample`` by d (a depthwise 5×5 ``F.conv2d`` of a fixed
+    binomial kernel, stride d, padding 2: torch counts it, thop does not; skipped when d = 1), for ``scale`` = n/d:
+    the grid becomes :math:`(\lfloor (n h - 1)/d \rfloor + 1) \times (\lfloor (n w - 1)/d \rfloor + 1)`."""
+    from flopcalc.formulas.ltx_latent_upsampler import latent_upsampler, res_block
+
+    if not (spatial and rational and not temporal):
+        tree = latent_upsampler(in_channels=in_channels, mid_channels=mid_channels, blocks=blocks, dims=dims,
+                                spatial=spatial, temporal=temporal, frames=frames, height=height, width=width)
+        return replace(tree, formula="ltx2_latent_upsampler")
+    num, den = RATIONAL_SCALES[scale]
+    kernel = 27 if dims == 3 else 9
+    m = mid_channels
+    positions = frames * height * width
+    up_h, up_w = num * height, num * width
+    children = [Node("conv", ops.conv(m, num * num * m, 9, positions))]  # a Conv2d on each frame
+    if den > 1:
+        up_h = ops.conv_output_size(up_h, BLUR_KERNEL, den, BLUR_KERNEL // 2)
+        up_w = ops.conv_output_size(up_w, BLUR_KERNEL, den, BLUR_KERNEL // 2)
+        # a depthwise F.conv2d of the fixed kernel (a buffer): m output channels × 1 input channel × 25 per position
+        children.append(Node("blur_down", Cost(functional=frames * up_h * up_w * m * BLUR_KERNEL ** 2)))
+    out_positions = frames * up_h * up_w
+    return Node("latent_upsampler", children=(
+        Node("initial_conv", ops.conv(in_channels, m, kernel, positions)),
+        Node("initial_norm", ops.group_norm(m, positions)),
+        Node("initial_activation", ops.activation(m * positions)),
+        module_list("res_blocks", [res_block(m, kernel, positions)] * blocks),
+        Node("upsampler", children=tuple(children)),
+        module_list("post_upsample_res_blocks", [res_block(m, kernel, out_positions)] * blocks),
+        Node("final_conv", ops.conv(m, in_channels, kernel, out_positions)),
+    ), formula="ltx2_latent_upsampler")

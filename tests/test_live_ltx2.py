@@ -254,3 +254,22 @@ def test_random_gemma3(rng, tmp_path):
         length = rng.randint(1, 24)
         check_plan(write_config(tmp_path, f"g{i}", cfg), "text_encoder", Settings(max_sequence_length=length),
                    {"seq_len": length})
+
+
+# --------------------------------------------------------------------------- latent upsampler
+
+
+def test_random_latent_upsampler(rng, tmp_path):
+    for i in range(3):
+        kind = rng.choice(["rational", "spatial", "temporal", "both"])
+        cfg = {"_class_name": "LTX2LatentUpsamplerModel", "in_channels": rng.choice([4, 8]),
+               "mid_channels": 32 * rng.randint(1, 2), "num_blocks_per_stage": rng.randint(0, 2),
+               "dims": 2 if kind in ("rational", "spatial") and rng.random() < 0.3 else 3,
+               "spatial_upsample": kind != "temporal", "temporal_upsample": kind in ("temporal", "both"),
+               "use_rational_resampler": kind == "rational",
+               "rational_spatial_scale": rng.choice([0.75, 1.5, 2.0, 4.0])}
+        # latent sides of 2 or more (a 0.75 resampler of a 1 × 1 latent leaves GroupNorm one value per group)
+        h, w, f = 32 * rng.randint(2, 3), 32 * rng.randint(2, 3), 8 * rng.randint(0, 2) + 1
+        index = {**INDEX, "_class_name": "LTX2LatentUpsamplePipeline", "latent_upsampler": ["x", "y"]}
+        size = {"height": h, "width": w, "num_frames": f}
+        check_plan(write_config(tmp_path, f"u{i}", cfg), "latent_upsampler", Settings(**size), size, index=index)

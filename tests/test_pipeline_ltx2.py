@@ -173,7 +173,8 @@ def test_bad_configs_say_why():
 
 REPO = Path(__file__).resolve().parent.parent
 #: Each fixture case of the family and what flopcalc estimates it from.
-CASES = {"ltx-2": "ltx-2", "ltx-2-text": "ltx-2", "ltx-2-i2v": str(REPO / "validation/configs/ltx-2-i2v")}
+CASES = {"ltx-2": "ltx-2", "ltx-2-text": "ltx-2", "ltx-2-i2v": str(REPO / "validation/configs/ltx-2-i2v"),
+         "ltx-2-latent-upsampler": "ltx-2-latent-upsampler"}
 
 
 @pytest.mark.parametrize("path", [p for case in CASES for p in sorted((FIXTURES / case).glob("*.json"))],
@@ -239,6 +240,27 @@ def test_conditions_are_encoded_and_keyframes_appended():
     assert r.component("vae", "decode").shape["latent_frames"] == 16  # the appended tokens are not decoded
     with pytest.raises(OptionError, match="--ltx2-condition does not apply to LTX2Pipeline"):
         _plan(ltx2_conditions=[(1, 0)])
+
+
+# --------------------------------------------------------------------------- latent upsampling
+
+
+def test_latent_upsample_encodes_upsamples_and_decodes_at_twice_the_size():
+    r = flopcalc.estimate("ltx-2-latent-upsampler", steps=10)
+    assert r.pipeline == "LTX2LatentUpsamplePipeline"
+    assert [(c.component, c.call, c.runs) for c in r.components] == [
+        ("vae", "encode", 1), ("latent_upsampler", "forward", 1), ("vae", "decode", 1)]
+    assert r.component("vae", "encode").shape == {"height": 512, "width": 768, "frames": 121}
+    assert r.component("latent_upsampler").shape == {"latent_height": 16, "latent_width": 24, "latent_frames": 16}
+    assert r.component("vae", "decode").shape == {"latent_height": 32, "latent_width": 48, "latent_frames": 16}
+    assert any("steps ignored" in n for n in r.notes)
+    assert r.component("vae", "decode").macs == flopcalc.estimate("ltx-2", height=1024, width=1536).component(
+        "vae", "decode").macs
+    for options, match in (({"strength": 0.5}, "--strength does not apply"), ({"batch_size": 2}, "one video per call"),
+                           ({"num_frames": 120}, "nearest valid: 113 or 121"), ({"height": 500}, "multiple of 32"),
+                           ({"max_sequence_length": 64}, "--max-sequence-length does not apply")):
+        with pytest.raises(FlopcalcError, match=match):
+            flopcalc.estimate("ltx-2-latent-upsampler", **options)
 
 
 # --------------------------------------------------------------------------- the real __call__
@@ -324,8 +346,11 @@ def _record(models: dict, calls: Counter, shapes: dict) -> None:
         return record
 
     for name in ("text_encoder", "connectors", "transformer", "vocoder"):
-        models[name].register_forward_pre_hook(hook(name), with_kwargs=True)
+        if name in models:
+            models[name].register_forward_pre_hook(hook(name), with_kwargs=True)
     for name, call in (("vae", "decode"), ("audio_vae", "decode"), ("vae", "encode")):
+        if name not in models:
+            continue
         method = getattr(models[name], call)
 
         def counted(z, *args, _method=method, _key=f"{name}.{call}", **kwargs):
@@ -424,6 +449,35 @@ def test_image_to_video_and_conditions_mirror_the_real_calls():
     assert shapes["vae.encode"] == {(1, 64, 96), (9, 64, 96)}
     assert {s[0] for k, v in shapes.items() if k.startswith("transformer") for s in v} == {(3 * 6 + 2 * 6, 8)}
     assert report.component("transformer").shape["reference_tokens"] == 2 * 6
+
+
+def test_latent_upsample_mirrors_the_real_call():
+    """``LTX2LatentUpsamplePipeline`` on a tiny VAE and upsampler (a 1.5× rational resampler: the blur downsample
+    runs): one encode of the video, one upsample, one decode of the upsampled latent, at the planned shapes."""
+    PIL = pytest.importorskip("PIL.Image")
+    from diffusers import LTX2LatentUpsamplePipeline
+    from diffusers.pipelines.ltx2.latent_upsampler import LTX2LatentUpsamplerModel
+
+    models, configs, _ = tiny_components()
+    upsampler = LTX2LatentUpsamplerModel(in_channels=8, mid_channels=32, num_blocks_per_stage=1,
+                                         rational_spatial_scale=1.5).eval()
+    models = {"vae": models["vae"], "latent_upsampler": upsampler}
+    configs = {"vae": configs["vae"], "latent_upsampler": {**upsampler.config, "_class_name": "LTX2LatentUpsamplerModel"}}
+    calls: Counter = Counter()
+    shapes: dict = {}
+    _record(models, calls, shapes)
+    upsampler.register_forward_pre_hook(lambda m, a: shapes.update(latent_upsampler=tuple(a[0].shape[2:])))
+    pipe = LTX2LatentUpsamplePipeline(**models)
+    torch = pytest.importorskip("torch")
+    with torch.no_grad():
+        pipe(video=[PIL.new("RGB", (128, 64))] * 9, height=64, width=128, output_type="np")
+    report = estimate_configs({"_class_name": "LTX2LatentUpsamplePipeline", "vae": ["x", "y"],
+                               "latent_upsampler": ["x", "y"]}, configs, Settings(height=64, width=128, num_frames=9))
+    assert {f"{c.component}.{c.call}": c.runs for c in report.components} == {
+        "vae.encode": 1, "latent_upsampler.forward": 1, "vae.decode": 1} == {**calls, "latent_upsampler.forward": 1}
+    assert shapes["vae.encode"] == {(9, 64, 128)} and shapes["latent_upsampler"] == (2, 2, 4)
+    assert shapes["vae.decode"] == {(2, 3, 6)}  # ⌊(3·2 − 1)/2⌋ + 1 × ⌊(3·4 − 1)/2⌋ + 1
+    assert report.component("vae", "decode").shape == {"latent_height": 3, "latent_width": 6, "latent_frames": 2}
 
 
 def test_perturbed_attention_runs_as_planned():

@@ -38,6 +38,9 @@ registers need to divide.
 
 **Vocoder.** ``LTX2Vocoder`` on the decoded mel spectrogram ``(C, T_mel, M)`` folded to ``C·M`` channels: the run
 shape's ``seq_len`` is ``T_mel``.
+
+**Latent upsampler.** ``LTX2LatentUpsamplerModel`` (``LTX2LatentUpsamplePipeline``) on one VAE latent ``C × T × h × w``
+(``latent_frames`` / ``latent_height`` / ``latent_width``).
 """
 
 from __future__ import annotations
@@ -54,11 +57,16 @@ from flopcalc.engine.registry import RunShape, register
 from flopcalc.formulas import ops
 from flopcalc.formulas.conditioning import mlp_embedder
 from flopcalc.formulas.ltx import ACTIVATIONS
-from flopcalc.formulas.ltx2 import ada_layer_norm_single, connector_transformer, ltx2_av_block, vocoder
+from flopcalc.formulas.ltx2 import (
+    RATIONAL_SCALES, ada_layer_norm_single, connector_transformer, ltx2_av_block, ltx2_latent_upsampler, vocoder,
+)
+from flopcalc.formulas.ltx_latent_upsampler import GROUPS
+from flopcalc.engine.loading import Buffer, loading_rules
 
 TRANSFORMER_SOURCE = "diffusers/models/transformers/transformer_ltx2.py"
 CONNECTORS_SOURCE = "diffusers/pipelines/ltx2/connectors.py"
 VOCODER_SOURCE = "diffusers/pipelines/ltx2/vocoder.py"
+UPSAMPLER_SOURCE = "diffusers/pipelines/ltx2/latent_upsampler.py"
 
 #: ``LTX2VideoTransformer3DModel.__init__`` keyword defaults (transformer_ltx2.py:1140-1186, diffusers 0.42.1).
 DEFAULTS = {
@@ -320,3 +328,63 @@ def ltx2_vocoder(config: Config, shape: RunShape) -> Node:
                    out_channels=positive_int(config, "out_channels"), upsample_kernel_sizes=kernels,
                    upsample_factors=factors, resnet_kernel_sizes=rk, resnet_dilations=dilations,
                    final_bias=boolean(config, "final_bias"), frames=shape.seq_len)
+
+
+# --------------------------------------------------------------------------- latent upsampler
+
+#: ``LTX2LatentUpsamplerModel.__init__`` keyword defaults (latent_upsampler.py:166-176).
+UPSAMPLER_DEFAULTS = {"in_channels": 128, "mid_channels": 1024, "num_blocks_per_stage": 4, "dims": 3,
+                      "spatial_upsample": True, "temporal_upsample": False, "rational_spatial_scale": 2.0,
+                      "use_rational_resampler": True}
+
+declare_keys("LTX2LatentUpsamplerModel", {
+    "in_channels": SIZE, "mid_channels": SIZE, "num_blocks_per_stage": LAYERS, "dims": Choice(2, 3),
+    "spatial_upsample": FLAG, "temporal_upsample": FLAG, "rational_spatial_scale": Choice(*RATIONAL_SCALES),
+    "use_rational_resampler": FLAG,
+})
+
+
+def upsampler_kind(config: Config) -> tuple[bool, bool, bool]:
+    """``(spatial, temporal, rational)``: which upsampler ``__init__`` builds (:198-218)."""
+    spatial, temporal = boolean(config, "spatial_upsample"), boolean(config, "temporal_upsample")
+    if not spatial and not temporal:
+        raise ConfigError(f"{config.component}/config.json: LTX2LatentUpsamplerModel needs spatial_upsample or "
+                          "temporal_upsample")
+    return spatial, temporal, spatial and not temporal and boolean(config, "use_rational_resampler")
+
+
+def upsampled_grid(config: Config, frames: int, height: int, width: int) -> tuple[int, int, int]:
+    """The latent grid after the upsampler: ×2 in time (the first frame dropped) and / or ×2 in space, or the
+    rational resampler's ``scale``."""
+    spatial, temporal, rational = upsampler_kind(config)
+    if rational:
+        num, den = RATIONAL_SCALES[config["rational_spatial_scale"]]
+        side = (lambda x: (num * x - 1) // den + 1) if den > 1 else (lambda x: num * x)
+        return frames, side(height), side(width)
+    return (2 * frames - 1 if temporal else frames, 2 * height if spatial else height, 2 * width if spatial else width)
+
+
+@register("LTX2LatentUpsamplerModel", role="upsampler", defaults=UPSAMPLER_DEFAULTS,
+          nominal=RunShape(latent_height=4, latent_width=4, latent_frames=2), source=UPSAMPLER_SOURCE)
+def ltx2_latent_upsampler_model(config: Config, shape: RunShape) -> Node:
+    spatial, temporal, rational = upsampler_kind(config)
+    dims = config["dims"]
+    if dims == 2 and temporal:
+        raise ConfigError(f"{config.component}/config.json: dims 2 with temporal_upsample feeds a Conv3d per-frame "
+                          "maps, which LTX2LatentUpsamplerModel.forward cannot run")
+    mid = positive_int(config, "mid_channels")
+    if mid % GROUPS:
+        raise ConfigError(f"{config.component}/config.json: mid_channels {mid} must divide into GroupNorm's "
+                          f"{GROUPS} groups")
+    frames = 1 if shape.latent_frames is None else shape.latent_frames
+    return ltx2_latent_upsampler(
+        in_channels=positive_int(config, "in_channels"), mid_channels=mid,
+        blocks=count_int(config, "num_blocks_per_stage"), dims=dims, spatial=spatial, temporal=temporal,
+        rational=rational, scale=config["rational_spatial_scale"], frames=frames, height=shape.latent_height,
+        width=shape.latent_width)
+
+
+# latent_upsampler.py:103: the blur's persistent binomial kernel (1, 1, 5, 5), built with every rational resampler
+loading_rules("LTX2LatentUpsamplerModel",
+              buffers=lambda c: (Buffer("upsampler.blur_down.kernel", 25, "loaded"),) if upsampler_kind(c)[2] else (),
+              source="diffusers/pipelines/ltx2/latent_upsampler.py:103")

@@ -1,6 +1,7 @@
 """LTX-2 conditioned on images and videos, planned on top of :mod:`flopcalc.engine.pipelines.ltx2`:
 ``LTX2ImageToVideoPipeline`` (diffusers ``pipelines/ltx2/pipeline_ltx2_image2video.py``) and
-``LTX2ConditionPipeline`` (``pipeline_ltx2_condition.py``)."""
+``LTX2ConditionPipeline`` (``pipeline_ltx2_condition.py``); and ``LTX2LatentUpsamplePipeline``
+(``pipeline_ltx2_latent_upsample.py``), which encodes a video, upsamples its latent and decodes it."""
 
 from __future__ import annotations
 
@@ -8,9 +9,12 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from flopcalc.engine.architectures.ltx2 import upsampled_grid
 from flopcalc.engine.errors import OptionError
-from flopcalc.engine.pipelines.base import ComponentRun, Plan, Settings, component_class, config_value, register_pipeline
-from flopcalc.engine.pipelines.ltx2 import LTX2_OPTIONS, base_plan, compression
+from flopcalc.engine.pipelines.base import (
+    ComponentRun, Plan, Settings, check_divisible, component_class, config_value, missing_notes, register_pipeline,
+)
+from flopcalc.engine.pipelines.ltx2 import LTX2_OPTIONS, base_plan, check_frames, compression
 from flopcalc.engine.registry import RunShape
 from flopcalc.engine.settings import PAIRS, pipeline_option
 
@@ -124,3 +128,54 @@ def ltx2_condition_pipeline(components: Mapping[str, Mapping[str, Any]], s: Sett
             + f"; {extra} keyframe token(s) appended; one video timestep per token")
     return _with_conditioning(plan, components, encodes, packed_tokens(components, *latent) + extra, extra, CONDITION,
                               note)
+
+
+UPSAMPLE = "LTX2LatentUpsamplePipeline"
+
+
+@register_pipeline(UPSAMPLE, options=("num_frames",))
+def ltx2_latent_upsample_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
+                                  index: Mapping[str, Any] | None = None) -> Plan:
+    """``LTX2LatentUpsamplePipeline.__call__`` (pipeline_ltx2_latent_upsample.py:266) given a video: 512×768 (the size
+    of the input video, its defaults), ``num_frames`` the video's length (``--num-frames``; 121, the ``__call__``
+    default, when not given), ``8k + 1`` (the pipeline truncates others); one video (``batch_size = 1`` with video
+    input):
+
+    * ``prepare_latents`` (:128): ``vae.encode`` of the video (``for vid in video``);
+    * ``self.latent_upsampler(latents)`` (:375) on the ``T × H/32 × W/32`` latent;
+    * ``vae.decode(latents, timestep)`` (:404) on the upsampled latent (``2H/32 × 2W/32`` for the ×2 spatial
+      upsampler): the output video is ``2H × 2W``.
+
+    It runs no denoising and encodes no prompt: steps and guidance change nothing (a note says so); ``strength`` and
+    a batch are refused."""
+    if s.strength is not None:
+        raise OptionError(f"--strength does not apply to {UPSAMPLE}: it encodes a video, upsamples its latent and "
+                          "decodes it, with no denoising")
+    if s.batch_size != 1 or s.num_images_per_prompt != 1:
+        raise OptionError(f"{UPSAMPLE} upsamples one video per call (batch_size = 1 with video input, :338): "
+                          "estimate one video")
+    ignored = [flag for given, flag in ((s.steps, "steps"), (s.guidance_scale, "guidance_scale"),
+                                        (s.negative_prompt or None, "negative prompt")) if given is not None]
+    spatial, temporal = compression(components)
+    s = replace(s, height=s.height or 512, width=s.width or 768, num_frames=s.num_frames or 121)
+    check_divisible(s.height, s.width, spatial, "LTX-2 height and width (check_inputs: the VAE's spatial compression)")
+    check_frames(s.num_frames, temporal)
+    frames, lh, lw = (s.num_frames - 1) // temporal + 1, s.height // spatial, s.width // spatial
+    notes = list(missing_notes(components, ["latent_upsampler", "vae"]))
+    if ignored:
+        notes.append(f"{', '.join(ignored)} ignored: {UPSAMPLE} runs no denoising and encodes no prompt")
+    runs = encode_run(components, s, s.num_frames, "the input video, encoded once")
+    out = (frames, lh, lw)
+    if "latent_upsampler" in components:
+        runs.append(ComponentRun("latent_upsampler", component_class(components, "latent_upsampler") or "?", "forward",
+                                 "upsampler", RunShape(latent_height=lh, latent_width=lw, latent_frames=frames), 1,
+                                 "1 latent video"))
+        out = upsampled_grid(components["latent_upsampler"], frames, lh, lw)
+    if "vae" in components:
+        runs.append(ComponentRun("vae", component_class(components, "vae") or "?", "decode", "vae_decoder",
+                                 RunShape(latent_height=out[1], latent_width=out[2], latent_frames=out[0]), 1,
+                                 "1 call × 1 video"))
+    notes.append(f"the input video ({s.num_frames} frames of {s.height}×{s.width}) is encoded once, its "
+                 f"{frames}×{lh}×{lw} latent upsampled to {out[0]}×{out[1]}×{out[2]} and decoded (untiled, one call): "
+                 f"the output is {out[1] * spatial}×{out[2] * spatial}")
+    return Plan(UPSAMPLE, s, 1, tuple(runs), tuple(notes))

@@ -213,3 +213,21 @@ def _gemma3_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict[st
     ``output_hidden_states`` True, as ``_get_gemma_prompt_embeds`` asks (it only collects the layer outputs)."""
     return {"input_ids": TensorSpec((1, int(s["seq_len"])), torch.int64), "attention_mask": None,
             "output_hidden_states": _Value(True)}
+
+
+@model_builder("LTX2LatentUpsamplerModel")
+def _build_latent_upsampler(config_dir: Path) -> nn.Module:
+    """Not exported at diffusers' top level: ``diffusers.pipelines.ltx2.latent_upsampler``'s class, on meta."""
+    from diffusers.pipelines.ltx2.latent_upsampler import LTX2LatentUpsamplerModel
+
+    with torch.device("meta"):
+        return LTX2LatentUpsamplerModel.from_config(LTX2LatentUpsamplerModel.load_config(str(config_dir)))
+
+
+@input_builder("LTX2LatentUpsamplerModel", settings=("height", "width", "num_frames"))
+def _ltx2_latent_upsampler_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict[str, Any]:
+    """As ``LTX2LatentUpsamplePipeline`` calls it: hidden_states (1, in_channels, T, h, w), the latent of a
+    ``num_frames``-frame ``height × width`` video under the LTX-2 VAE (32× spatial, 8× temporal)."""
+    frames, rows, cols = (s["num_frames"] - 1) // TEMPORAL + 1, _div(s["height"], SPATIAL, "height"), \
+        _div(s["width"], SPATIAL, "width")
+    return {"hidden_states": TensorSpec((1, _cfg(model, "in_channels"), frames, rows, cols))}
