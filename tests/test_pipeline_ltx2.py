@@ -242,6 +242,50 @@ def test_conditions_are_encoded_and_keyframes_appended():
         _plan(ltx2_conditions=[(1, 0)])
 
 
+def _variant(name, **options):
+    index = {**CARD.index(), "_class_name": name}
+    return estimate_configs(index, CARD.components(), Settings.make(**options))
+
+
+def test_in_context_references_and_conditions_are_appended():
+    r = _variant("LTX2InContextPipeline")
+    assert r.passes == 4 and r.component("transformer").shape["timestep_tokens"] == 16 * 16 * 24
+    assert "vae.encode" not in runs_by_call(r)
+    r = _variant("LTX2InContextPipeline", ltx2_references=["121", "200"], reference_downscale_factor=2,
+                 ltx2_conditions=[(9, 3)])
+    shape = r.component("transformer").shape
+    extra = 2 * 16 * 24 + 2 * 16 * 8 * 12  # the 9-frame keyframe (2 latent frames); two 121-frame references at half size
+    assert shape["reference_tokens"] == extra and shape["timestep_tokens"] == 16 * 16 * 24 + extra
+    encode = r.component("vae", "encode")
+    assert [p.count for p in encode.tree.children] == [1, 2]  # the keyframe; both references (200 → 121 frames)
+    for options, match in (({"ltx2_references": ["20"]}, "8k \\+ 1"), ({"ltx2_references": ["x"]}, "frame counts"),
+                           ({"ltx2_references": ["9"], "reference_downscale_factor": 3}, "multiple of 32"),
+                           ({"strength": 0.3}, "--strength does not apply")):
+        with pytest.raises(FlopcalcError, match=match):
+            _variant("LTX2InContextPipeline", **options)
+
+
+def test_hdr_is_one_call_per_step_with_per_token_cross_modulation_and_no_audio_decode():
+    r = _variant("LTX2HDRPipeline")
+    s = r.settings
+    assert (s.steps, s.guidance_scale, r.passes) == (8, 1.0, 1)
+    assert runs_by_call(r) == {"text_encoder.forward": 1, "connectors.forward": 1, "transformer.forward": 8,
+                               "vae.decode": 1}
+    assert dict(s.extra) == {"frame_rate": 24.0, "modality_scale": 1.0, "stg_scale": 0.0}
+    tree = r.component("transformer").tree
+    plain = _plan(guidance_scale=1.0, audio_guidance_scale=1.0, stg_scale=0.0, modality_scale=1.0,
+                  audio_modality_scale=1.0).component("transformer").tree
+    n = 16 * 16 * 24
+    for name, rows in (("time_embed", n), ("av_cross_attn_video_scale_shift", n), ("av_cross_attn_video_a2v_gate", n),
+                       ("av_cross_attn_audio_scale_shift", 1), ("audio_time_embed", 1)):
+        assert tree.find(name).total.macs() == rows * plain.find(name).total.macs(), name
+    assert _variant("LTX2HDRPipeline", guidance_scale=4.0, stg_scale=1.0, stg_blocks=["28"]).passes == 3  # CFG, STG
+    with pytest.raises(OptionError, match="no STG blocks"):  # check_inputs: STG on needs its blocks
+        _variant("LTX2HDRPipeline", stg_scale=1.0)
+    with pytest.raises(OptionError, match="--audio-guidance-scale does not apply to LTX2HDRPipeline"):
+        _variant("LTX2HDRPipeline", audio_guidance_scale=2.0)
+
+
 # --------------------------------------------------------------------------- latent upsampling
 
 
@@ -449,6 +493,45 @@ def test_image_to_video_and_conditions_mirror_the_real_calls():
     assert shapes["vae.encode"] == {(1, 64, 96), (9, 64, 96)}
     assert {s[0] for k, v in shapes.items() if k.startswith("transformer") for s in v} == {(3 * 6 + 2 * 6, 8)}
     assert report.component("transformer").shape["reference_tokens"] == 2 * 6
+
+
+def test_in_context_and_hdr_mirror_the_real_calls():
+    """``LTX2InContextPipeline`` (a 9-frame reference video and a keyframe) and ``LTX2HDRPipeline`` (a 9-frame reference)
+    on tiny components: the encodes and every count as planned, the appended tokens at the planned length."""
+    PIL = pytest.importorskip("PIL.Image")
+    from diffusers import LTX2HDRPipeline, LTX2InContextPipeline
+    from diffusers.pipelines.ltx2.pipeline_ltx2_condition import LTX2VideoCondition
+    from diffusers.pipelines.ltx2.pipeline_ltx2_hdr_lora import LTX2HDRReferenceCondition
+    from diffusers.pipelines.ltx2.pipeline_ltx2_ic_lora import LTX2ReferenceCondition
+
+    image = PIL.new("RGB", (96, 64))
+    common = dict(prompt="a prompt", height=64, width=96, num_frames=17, num_inference_steps=1, max_sequence_length=8)
+    settings = Settings.make(height=64, width=96, num_frames=17, steps=1, max_sequence_length=8)
+    for cls, call, options, tokens in (
+            (LTX2InContextPipeline, {"reference_conditions": [LTX2ReferenceCondition(frames=[image] * 9)],
+                                     "conditions": [LTX2VideoCondition(frames=image, index=2, crf=0)]},
+             {"ltx2_references": ["9"], "ltx2_conditions": [(1, 2)]}, 18 + 12 + 6),
+            (LTX2HDRPipeline, {"reference_conditions": [LTX2HDRReferenceCondition(frames=[image] * 9)]},
+             {"ltx2_references": ["9"]}, 18 + 12)):
+        models, configs, scheduler = tiny_components()
+        if cls is LTX2HDRPipeline:
+            models.pop("vocoder"), models.pop("audio_vae"), configs.pop("vocoder"), configs.pop("audio_vae")
+            from diffusers import AutoencoderKLLTX2Audio
+            from diffusers.pipelines.ltx2.vocoder import LTX2Vocoder
+
+            models["audio_vae"] = AutoencoderKLLTX2Audio(base_channels=8, ch_mult=(1, 2, 4), num_res_blocks=1,
+                                                         latent_channels=2, mel_bins=16).eval()
+            models["vocoder"] = LTX2Vocoder(in_channels=32, hidden_channels=32, upsample_kernel_sizes=[4, 4],
+                                            upsample_factors=[2, 2], resnet_kernel_sizes=[3],
+                                            resnet_dilations=[[1, 3]]).eval()
+            configs["audio_vae"] = {**models["audio_vae"].config, "_class_name": "AutoencoderKLLTX2Audio"}
+            configs["vocoder"] = {**models["vocoder"].config, "_class_name": "LTX2Vocoder"}
+        calls, shapes = _run(cls, models, scheduler, **call, **common)
+        index = {"_class_name": cls.__name__, **{n: ["x", "y"] for n in configs}}
+        report = estimate_configs(index, configs, settings.with_options(**options))
+        _check_against(report, calls, cls.__name__)
+        assert {s[0] for k, v in shapes.items() if k.startswith("transformer") for s in v} == {(tokens, 8)}, cls
+        assert report.component("transformer").shape["timestep_tokens"] == tokens
 
 
 def test_latent_upsample_mirrors_the_real_call():

@@ -88,9 +88,10 @@ class Guidance:
         return (2 if self.cfg else 1) + self.stg + self.modality
 
 
-def guidance(s: Settings, defaults: Mapping[str, Any] | None = None) -> tuple[Settings, Guidance]:
+def guidance(s: Settings, defaults: Mapping[str, Any] | None = None, *, audio: bool = True) -> tuple[Settings, Guidance]:
     """The scales ``__call__`` runs with (``defaults`` overrides the LTX2Pipeline ones, for pipelines with other
-    defaults), the settings with them resolved, and which passes run."""
+    defaults), the settings with them resolved, and which passes run. ``audio`` False: a pipeline with one scale per
+    guidance for both streams (``LTX2HDRPipeline``): the audio scales are the video ones and are not options."""
     d = {"guidance_scale": DEFAULT_GUIDANCE, "audio_guidance_scale": DEFAULT_AUDIO_GUIDANCE, "stg_scale": DEFAULT_STG,
          "audio_stg_scale": DEFAULT_AUDIO_STG, "modality_scale": DEFAULT_MODALITY,
          "audio_modality_scale": DEFAULT_AUDIO_MODALITY, "stg_blocks": DEFAULT_STG_BLOCKS, **(defaults or {})}
@@ -98,7 +99,7 @@ def guidance(s: Settings, defaults: Mapping[str, Any] | None = None) -> tuple[Se
     stg = d["stg_scale"] if s.stg_scale is None else s.stg_scale
     modality = d["modality_scale"] if s.modality_scale is None else s.modality_scale
     # ``audio_x = audio_x or x`` (:1159-1162): an unset or zero audio scale takes the video one
-    audio = (d["audio_guidance_scale"] if s.audio_guidance_scale is None else s.audio_guidance_scale) or scale
+    audio_scale = (d["audio_guidance_scale"] if s.audio_guidance_scale is None else s.audio_guidance_scale) or scale
     audio_stg = (d["audio_stg_scale"] if s.audio_stg_scale is None else s.audio_stg_scale) or stg
     audio_modality = (d["audio_modality_scale"] if s.audio_modality_scale is None else s.audio_modality_scale) \
         or modality
@@ -108,15 +109,15 @@ def guidance(s: Settings, defaults: Mapping[str, Any] | None = None) -> tuple[Se
         blocks = tuple(int(b) for b in s.stg_blocks)
     else:
         blocks = tuple(d["stg_blocks"] or ())
-    g = Guidance(cfg=scale > 1 or audio > 1, stg=stg > 0 or audio_stg > 0, modality=modality > 1 or audio_modality > 1,
+    g = Guidance(cfg=scale > 1 or audio_scale > 1, stg=stg > 0 or audio_stg > 0, modality=modality > 1 or audio_modality > 1,
                  stg_blocks=blocks)
     if g.stg and not blocks:  # check_inputs (:476-480)
         raise OptionError("spatio-temporal guidance is on (stg_scale or audio_stg_scale > 0) but no STG blocks are "
                           "given: pass --stg-blocks, or --stg-scale 0")
-    s = replace(s, guidance_scale=scale).with_options(
-        audio_guidance_scale=audio, stg_scale=stg, audio_stg_scale=audio_stg, modality_scale=modality,
-        audio_modality_scale=audio_modality, stg_blocks=tuple(str(b) for b in blocks) or None)
-    return s, g
+    resolved = {"stg_scale": stg, "modality_scale": modality, "stg_blocks": tuple(str(b) for b in blocks) or None}
+    if audio:
+        resolved.update(audio_guidance_scale=audio_scale, audio_stg_scale=audio_stg, audio_modality_scale=audio_modality)
+    return replace(s, guidance_scale=scale).with_options(**resolved), g
 
 
 def compression(components: Mapping[str, Mapping[str, Any]]) -> tuple[int, int]:
@@ -278,10 +279,12 @@ EXPECTED = ["text_encoder", "connectors", "transformer", "vae", "audio_vae", "vo
 
 
 def base_plan(components: Mapping[str, Mapping[str, Any]], s: Settings, *, pipeline: str,
-              guidance_defaults: Mapping[str, Any] | None = None, **defaults: Any) -> tuple[Plan, Guidance]:
-    """``LTX2Pipeline``'s plan under ``pipeline``'s defaults: what the text-to-video call runs."""
+              guidance_defaults: Mapping[str, Any] | None = None, audio_out: bool = True,
+              audio_scales: bool = True, **defaults: Any) -> tuple[Plan, Guidance]:
+    """``LTX2Pipeline``'s plan under ``pipeline``'s defaults: what the text-to-video call runs (``audio_out`` False:
+    a video-only pipeline, which decodes no audio; ``audio_scales``: see :func:`guidance`)."""
     s = resolve(components, s, pipeline=pipeline, **defaults)
-    s, g = guidance(s, guidance_defaults)
+    s, g = guidance(s, guidance_defaults, audio=audio_scales)
     spatial, temporal = compression(components)
     latent = ((s.num_frames - 1) // temporal + 1, s.height // spatial, s.width // spatial)
     audio = audio_frames(components, s.num_frames, float(s.frame_rate))
@@ -289,10 +292,12 @@ def base_plan(components: Mapping[str, Mapping[str, Any]], s: Settings, *, pipel
                      text_len=s.max_sequence_length, seq_len=audio)
     rows = 2 if g.cfg else 1
     runs = text_runs(components, s, rows) + transformer_runs(components, s, g, shape, s.steps)
-    runs += decode_runs(components, s.batch_size * s.num_images_per_prompt, latent, audio)
-    notes = [*missing_notes(components, EXPECTED),
+    runs += decode_runs(components, s.batch_size * s.num_images_per_prompt, latent, audio if audio_out else None)
+    expected = EXPECTED if audio_out else [c for c in EXPECTED if c not in ("audio_vae", "vocoder")]
+    notes = [*missing_notes(components, expected),
              f"audio: {audio} latent frame(s) (round({s.num_frames} / {s.frame_rate:g} fps · 25)), one token each; "
-             f"the vocoder turns {mel_frames(audio)} mel frames into the waveform",
+             + (f"the vocoder turns {mel_frames(audio)} mel frames into the waveform" if audio_out else
+                "a video-only pipeline: the audio is neither decoded nor vocoded"),
              f"guidance per step: {'CFG on a doubled batch' if g.cfg else 'no CFG'}"
              + (f", STG (blocks {', '.join(map(str, g.stg_blocks))})" if g.stg else "")
              + (", modality isolation" if g.modality else "") + f": {g.passes} transformer row(s) per video",

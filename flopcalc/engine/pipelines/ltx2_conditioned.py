@@ -16,7 +16,7 @@ from flopcalc.engine.pipelines.base import (
 )
 from flopcalc.engine.pipelines.ltx2 import LTX2_OPTIONS, base_plan, check_frames, compression
 from flopcalc.engine.registry import RunShape
-from flopcalc.engine.settings import PAIRS, pipeline_option
+from flopcalc.engine.settings import COUNT, NAMES, PAIRS, pipeline_option
 
 pipeline_option("ltx2_conditions", kind=PAIRS, bound=(4096, "frames"), flag="--ltx2-condition",
                 metavar="FRAMES@LATENT_INDEX",
@@ -179,3 +179,122 @@ def ltx2_latent_upsample_pipeline(components: Mapping[str, Mapping[str, Any]], s
                  f"{frames}×{lh}×{lw} latent upsampled to {out[0]}×{out[1]}×{out[2]} and decoded (untiled, one call): "
                  f"the output is {out[1] * spatial}×{out[2] * spatial}")
     return Plan(UPSAMPLE, s, 1, tuple(runs), tuple(notes))
+
+
+IN_CONTEXT = "LTX2InContextPipeline"
+HDR = "LTX2HDRPipeline"
+
+pipeline_option("ltx2_references", kind=NAMES, metavar="FRAMES",
+                help="LTX-2 IC-LoRA / HDR pipelines: the frame count of each reference video (encoded at the size / "
+                     "reference_downscale_factor and appended to the tokens); repeatable as a list",
+                refusal="it takes no IC-LoRA reference videos")
+pipeline_option("reference_downscale_factor", kind=COUNT, bound=(64, "times"),
+                help="LTX-2 IC-LoRA / HDR pipelines: the reference videos' downscale (default 1)",
+                refusal="it takes no IC-LoRA reference videos")
+
+
+def reference_items(components: Mapping[str, Mapping[str, Any]], s: Settings, name: str) -> tuple[list[int], int]:
+    """The reference videos' encoded frame counts (each trimmed to ``num_frames``, ``ref_pixels[:, :, :num_frames]``)
+    and the factor: each is encoded at ``(H/f) × (W/f)``, which the VAE needs divisible by its compression."""
+    spatial, temporal = compression(components)
+    factor = s.reference_downscale_factor or 1
+    frames = []
+    for text in s.ltx2_references or ():
+        if not text.isdigit() or int(text) < 1:
+            raise OptionError(f"--ltx2-references takes frame counts (1, 9, 17, ...), got {text!r}")
+        kept = min(int(text), s.num_frames)
+        if (kept - 1) % temporal:
+            raise OptionError(f"{name}: a reference video of {kept} frame(s) (after trimming to num_frames) cannot be "
+                              f"VAE-encoded: its length must be {temporal}k + 1")
+        frames.append(kept)
+    if frames:
+        check_divisible(s.height // factor, s.width // factor, spatial,
+                        f"{name}: the reference size (height and width / reference_downscale_factor {factor}; the "
+                        "VAE's spatial compression)")
+        if s.height % factor or s.width % factor:
+            raise OptionError(f"{name}: height and width must divide by reference_downscale_factor {factor}")
+    return frames, factor
+
+
+def _references(components: Mapping[str, Mapping[str, Any]], s: Settings, name: str
+                ) -> tuple[list[ComponentRun], int, str]:
+    """Each reference video's encode and the tokens the references append."""
+    spatial, temporal = compression(components)
+    frames, factor = reference_items(components, s, name)
+    h, w = s.height // factor, s.width // factor
+    runs, tokens = [], 0
+    for n, f in enumerate(frames):
+        tokens += packed_tokens(components, (f - 1) // temporal + 1, h // spatial, w // spatial)
+        if "vae" in components:
+            runs.append(ComponentRun("vae", component_class(components, "vae") or "?", "encode", "vae_encoder",
+                                     RunShape(height=h, width=w, frames=f), 1,
+                                     f"reference #{n + 1} ({f} frame(s) at {h}×{w}), encoded once"))
+    words = ", ".join(f"{f} frame(s)" for f in frames)
+    return runs, tokens, (f"reference videos: {words} at {h}×{w} (downscale {factor}); {tokens} token(s) appended"
+                          if frames else "no reference videos (the __call__ default)")
+
+
+def _merged(runs: list[ComponentRun]) -> list[ComponentRun]:
+    """Runs of one call with equal shapes merged (consecutive runs of one component call form one report row)."""
+    merged: dict[RunShape, ComponentRun] = {}
+    for r in runs:
+        merged[r.shape] = replace(r, runs=merged[r.shape].runs + 1, why=merged[r.shape].why + "; " + r.why) \
+            if r.shape in merged else r
+    return list(merged.values())
+
+
+@register_pipeline(IN_CONTEXT, options=(*LTX2_OPTIONS, "ltx2_conditions", "ltx2_references",
+                                        "reference_downscale_factor"))
+def ltx2_in_context_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
+                             index: Mapping[str, Any] | None = None) -> Plan:
+    """``LTX2InContextPipeline.__call__`` (pipeline_ltx2_ic_lora.py:1780, IC-LoRA): ``LTX2Pipeline``'s defaults and
+    passes (121 frames), the conditions of ``LTX2ConditionPipeline`` (``--ltx2-condition``) and reference videos
+    (``--ltx2-references``, downscaled by ``--reference-downscale-factor``): each trimmed to ``num_frames``,
+    VAE-encoded once (:1433) and appended to the token sequence after the keyframes (:1313). Every transformer call
+    gets one video timestep per token (:2244-2247, conditions or not). The video self-attention mask a reference's
+    strength builds is an additive bias: no MAC changes. It takes no ``strength``."""
+    if s.strength is not None:
+        raise OptionError(f"--strength does not apply to {IN_CONTEXT}: a condition's or reference's strength scales "
+                          "its noise (no effect on the count)")
+    plan, _ = base_plan(components, s, pipeline=IN_CONTEXT)
+    s = plan.settings
+    spatial, temporal = compression(components)
+    latent = ((s.num_frames - 1) // temporal + 1, s.height // spatial, s.width // spatial)
+    items = condition_items(s, latent[0], temporal)
+    keyframes = sum(packed_tokens(components, (f - 1) // temporal + 1, latent[1], latent[2]) for f, i in items if i)
+    encodes = [run for n, (frames, at) in enumerate(items)
+               for run in encode_run(components, s, frames, f"condition #{n + 1} ({frames} frame(s) at latent "
+                                                            f"index {at}), encoded once")]
+    references, ref_tokens, ref_note = _references(components, s, IN_CONTEXT)
+    extra = keyframes + ref_tokens
+    note = (f"conditions: {', '.join(f'{f} frame(s) at latent index {i}' for f, i in items) or 'none'}; {ref_note}; "
+            f"{extra} token(s) appended in all; one video timestep per token")
+    return _with_conditioning(plan, components, _merged(encodes + references),
+                              packed_tokens(components, *latent) + extra, extra, IN_CONTEXT, note)
+
+
+@register_pipeline(HDR, options=("max_sequence_length", "num_frames", "stg_scale", "modality_scale", "stg_blocks",
+                                 "frame_rate", "ltx2_references", "reference_downscale_factor"))
+def ltx2_hdr_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
+                      index: Mapping[str, Any] | None = None) -> Plan:
+    """``LTX2HDRPipeline.__call__`` (pipeline_ltx2_hdr_lora.py:1046, the HDR IC-LoRA): 512×768, 121 frames, 8 steps,
+    ``guidance_scale`` 1 / ``stg_scale`` 0 / ``modality_scale`` 1 (one call per step; one scale per guidance for both
+    streams), ``use_cross_timestep`` False: the video cross-modal modulation reads the video timesteps, one per token
+    (:1368-1371); reference videos (``--ltx2-references``, downscale ``--reference-downscale-factor``) encoded and
+    appended as IC-LoRA's. A video-only pipeline: the audio stream runs in the transformer, but no audio VAE or
+    vocoder decode (``audio`` is None, :1611). It takes no ``strength``."""
+    if s.strength is not None:
+        raise OptionError(f"--strength does not apply to {HDR}: a reference's strength scales its noise")
+    plan, g = base_plan(components, s, pipeline=HDR, steps=8, audio_out=False, audio_scales=False,
+                        guidance_defaults={"guidance_scale": 1.0, "stg_scale": 0.0, "modality_scale": 1.0,
+                                           "audio_guidance_scale": None, "audio_stg_scale": None,
+                                           "audio_modality_scale": None, "stg_blocks": ()})
+    s = plan.settings
+    spatial, temporal = compression(components)
+    latent = ((s.num_frames - 1) // temporal + 1, s.height // spatial, s.width // spatial)
+    references, ref_tokens, ref_note = _references(components, s, HDR)
+    plan = _with_conditioning(plan, components, _merged(references), packed_tokens(components, *latent) + ref_tokens,
+                              ref_tokens, HDR, f"{ref_note}; one video timestep per token; use_cross_timestep False")
+    runs = tuple(replace(r, shape=replace(r.shape, perturbed=replace(r.shape.perturbed, cross_timestep=False)))
+                 if r.component == "transformer" else r for r in plan.runs)
+    return replace(plan, runs=runs)
