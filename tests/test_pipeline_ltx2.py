@@ -300,7 +300,9 @@ def test_latent_upsample_encodes_upsamples_and_decodes_at_twice_the_size():
     assert any("steps ignored" in n for n in r.notes)
     assert r.component("vae", "decode").macs == flopcalc.estimate("ltx-2", height=1024, width=1536).component(
         "vae", "decode").macs
-    for options, match in (({"strength": 0.5}, "--strength does not apply"), ({"batch_size": 2}, "one video per call"),
+    two = flopcalc.estimate("ltx-2-latent-upsampler", batch_size=2)
+    assert [c.runs for c in two.components] == [2, 2, 2] and any("one video per call" in n for n in two.notes)
+    for options, match in (({"strength": 0.5}, "--strength does not apply"),
                            ({"num_frames": 120}, "nearest valid: 113 or 121"), ({"height": 500}, "multiple of 32"),
                            ({"max_sequence_length": 64}, "--max-sequence-length does not apply")):
         with pytest.raises(FlopcalcError, match=match):

@@ -139,21 +139,18 @@ def ltx2_latent_upsample_pipeline(components: Mapping[str, Mapping[str, Any]], s
     """``LTX2LatentUpsamplePipeline.__call__`` (pipeline_ltx2_latent_upsample.py:266) given a video: 512×768 (the size
     of the input video, its defaults), ``num_frames`` the video's length (``--num-frames``; 121, the ``__call__``
     default, when not given), ``8k + 1`` (the pipeline truncates others); one video (``batch_size = 1`` with video
-    input):
+    input: a batch of B videos is B calls):
 
     * ``prepare_latents`` (:128): ``vae.encode`` of the video (``for vid in video``);
     * ``self.latent_upsampler(latents)`` (:375) on the ``T × H/32 × W/32`` latent;
     * ``vae.decode(latents, timestep)`` (:404) on the upsampled latent (``2H/32 × 2W/32`` for the ×2 spatial
       upsampler): the output video is ``2H × 2W``.
 
-    It runs no denoising and encodes no prompt: steps and guidance change nothing (a note says so); ``strength`` and
-    a batch are refused."""
+    It runs no denoising and encodes no prompt: steps and guidance change nothing (a note says so); ``strength`` is
+    refused."""
     if s.strength is not None:
         raise OptionError(f"--strength does not apply to {UPSAMPLE}: it encodes a video, upsamples its latent and "
                           "decodes it, with no denoising")
-    if s.batch_size != 1 or s.num_images_per_prompt != 1:
-        raise OptionError(f"{UPSAMPLE} upsamples one video per call (batch_size = 1 with video input, :338): "
-                          "estimate one video")
     ignored = [flag for given, flag in ((s.steps, "steps"), (s.guidance_scale, "guidance_scale"),
                                         (s.negative_prompt or None, "negative prompt")) if given is not None]
     spatial, temporal = compression(components)
@@ -164,17 +161,22 @@ def ltx2_latent_upsample_pipeline(components: Mapping[str, Mapping[str, Any]], s
     notes = list(missing_notes(components, ["latent_upsampler", "vae"]))
     if ignored:
         notes.append(f"{', '.join(ignored)} ignored: {UPSAMPLE} runs no denoising and encodes no prompt")
-    runs = encode_run(components, s, s.num_frames, "the input video, encoded once")
+    videos = s.batch_size * s.num_images_per_prompt
+    runs = [replace(r, runs=videos, why=f"each input video, encoded once × {videos} video(s)")
+            for r in encode_run(components, s, s.num_frames, "")]
     out = (frames, lh, lw)
     if "latent_upsampler" in components:
         runs.append(ComponentRun("latent_upsampler", component_class(components, "latent_upsampler") or "?", "forward",
-                                 "upsampler", RunShape(latent_height=lh, latent_width=lw, latent_frames=frames), 1,
-                                 "1 latent video"))
+                                 "upsampler", RunShape(latent_height=lh, latent_width=lw, latent_frames=frames), videos,
+                                 f"{videos} latent video(s)"))
         out = upsampled_grid(components["latent_upsampler"], frames, lh, lw)
     if "vae" in components:
         runs.append(ComponentRun("vae", component_class(components, "vae") or "?", "decode", "vae_decoder",
-                                 RunShape(latent_height=out[1], latent_width=out[2], latent_frames=out[0]), 1,
-                                 "1 call × 1 video"))
+                                 RunShape(latent_height=out[1], latent_width=out[2], latent_frames=out[0]), videos,
+                                 f"1 call × {videos} video(s)"))
+    if videos > 1:
+        notes.append(f"{videos} videos: {UPSAMPLE} takes one video per call (batch_size = 1 with video input, :338), "
+                     f"so this is {videos} calls")
     notes.append(f"the input video ({s.num_frames} frames of {s.height}×{s.width}) is encoded once, its "
                  f"{frames}×{lh}×{lw} latent upsampled to {out[0]}×{out[1]}×{out[2]} and decoded (untiled, one call): "
                  f"the output is {out[1] * spatial}×{out[2] * spatial}")
