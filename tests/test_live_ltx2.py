@@ -90,7 +90,10 @@ def test_random_transformer_forward_and_step(rng, tmp_path):
         if frames > 1:  # LTX2ConditionPipeline: a 9-frame video at latent index 1, appended; one timestep per token
             plan = Settings.make(**size, max_sequence_length=text, ltx2_conditions=[(9, 1)], **PLAIN)
             lh, lw = h // 32 // p, w // 32 // p
-            check_plan(folder, "transformer", plan, {**size, "text_len": text, "extra_tokens": 2 * lh * lw},
+            # trim_conditioning_sequence: the 9 frames cut to those after pixel frame 1, rounded down to 8k + 1
+            kept = (min(9, frames - 1) - 1) // 8 * 8 + 1
+            check_plan(folder, "transformer", plan,
+                       {**size, "text_len": text, "extra_tokens": ((kept - 1) // 8 + 1) * lh * lw},
                        index={**_index("transformer"), "_class_name": "LTX2ConditionPipeline"})
         block = rng.randint(0, 3)  # the STG block (perhaps past the last: then no block is perturbed)
         report = estimate_configs(_index("transformer"), {"transformer": cfg},

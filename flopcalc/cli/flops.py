@@ -53,7 +53,7 @@ def run_list(args: argparse.Namespace) -> int:
     from flopcalc.engine.cards import list_cards
 
     rows = [("card", "title", "hub id", "aliases")]
-    rows += [(c.name, c.title, c.hub_id, ", ".join(c.aliases)) for c in list_cards()]
+    rows += [(c.name, c.title, c.hub_id or "", ", ".join(c.aliases)) for c in list_cards()]  # a card may have no hub id
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     for r in rows:
         print("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip())

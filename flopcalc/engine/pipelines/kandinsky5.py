@@ -1,5 +1,6 @@
 """Kandinsky 5 (diffusers ``pipelines/kandinsky5``): ``Kandinsky5T2VPipeline`` (``pipeline_kandinsky.py``),
-``Kandinsky5I2VPipeline`` (``pipeline_kandinsky_i2v.py``), ``Kandinsky5T2IPipeline`` (``pipeline_kandinsky_t2i.py``).
+``Kandinsky5I2VPipeline`` (``pipeline_kandinsky_i2v.py``), ``Kandinsky5T2IPipeline`` (``pipeline_kandinsky_t2i.py``),
+``Kandinsky5I2IPipeline`` (``pipeline_kandinsky_i2i.py``).
 
 Every one encodes the prompt twice: Qwen2.5-VL on the prompt wrapped in a system template whose first
 ``prompt_template_encode_start_idx`` tokens (128 for video, 40 for images) are dropped from the last hidden state, the
@@ -96,12 +97,18 @@ def _video_plan(components: Mapping[str, Mapping[str, Any]], s: Settings, name: 
             runs.insert(next(i for i, r in enumerate(runs) if r.role == "denoiser") if "transformer" in components
                         else len(runs), _vae_run("encode", cls, vae, s, 1, "the image (one frame), encoded once",
                                                  height=s.height, width=s.width, frames=1))
-        runs.append(_vae_run("decode", cls, vae, s, videos, f"{videos} video(s)", latent_height=latent[1],
-                             latent_width=latent[2], latent_frames=latent[0]))
-        framewise, tiling = VAE_MODES[s.vae_tiling]
-        notes.append("VAE: " + ("decoded in temporal chunks (use_framewise_decoding, the VAE's default)" if framewise
-                                else "decoded in one pass") + (", spatially tiled (vae.enable_tiling())" if tiling
-                                                               else ", untiled"))
+        if image and latent[0] == 1:
+            # normalize_first_frame (pipeline_kandinsky_i2v.py:437-438) returns a (latents, message) tuple for one
+            # latent frame: the decode fails on it, so only output_type="latent" completes (no decode)
+            notes.append(f"no VAE decode: on one latent frame {name} (diffusers 0.42.1) completes only with "
+                         "output_type='latent' (normalize_first_frame returns a tuple the decode cannot take)")
+        else:
+            runs.append(_vae_run("decode", cls, vae, s, videos, f"{videos} video(s)", latent_height=latent[1],
+                                 latent_width=latent[2], latent_frames=latent[0]))
+            framewise, tiling = VAE_MODES[s.vae_tiling]
+            notes.append("VAE: " + ("decoded in temporal chunks (use_framewise_decoding, the VAE's default)"
+                                    if framewise else "decoded in one pass")
+                         + (", spatially tiled (vae.enable_tiling())" if tiling else ", untiled"))
     if image:
         notes.append("the image is VAE-encoded once as a one-frame video; its latent replaces the first latent frame "
                      "(with visual_cond the transformer also reads the condition channels and a first-frame mask)")
@@ -175,3 +182,81 @@ def kandinsky5_t2i_pipeline(components: Mapping[str, Mapping[str, Any]], s: Sett
     notes.append(f"text: Qwen2.5-VL on {IMAGE_TEMPLATE} template + {s.max_sequence_length} prompt tokens (upper bound), "
                  "CLIP on 77")
     return Plan(T2I, s, rows, tuple(runs), tuple(notes))
+
+
+I2I = "Kandinsky5I2IPipeline"
+#: ``prompt_template_encode_start_idx`` of the image-to-image pipeline (pipeline_kandinsky_i2i.py:178) and the template
+#: tokens after the prompt and the image (``<|vision_start|>``, ``<|vision_end|>``, ``<|im_end|>``, :226).
+EDIT_TEMPLATE, EDIT_SUFFIX = 54, 3
+NO_EDIT_LAW = ("Kandinsky5I2IPipeline snaps the size to its resolutions and the Qwen2.5-VL processor resizes the "
+               "image by rounding (smart_resize): no closed-form law; use the numeric estimate")
+
+
+@register_pipeline(I2I, options=("max_sequence_length",))
+def kandinsky5_i2i_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
+                            index: Mapping[str, Any] | None = None) -> Plan:
+    """``Kandinsky5I2IPipeline.__call__`` (pipeline_kandinsky_i2i.py:570) on an input image of ``height × width``
+    (1024² when not given; the pipeline's default size is the image's): the output size is the listed resolution of
+    nearest aspect ratio; 50 steps, ``guidance_scale`` 3.5 (a second transformer call per step on the negative prompt,
+    "" by default, encoded with the image too), ``max_sequence_length`` 1024.
+
+    * Qwen2.5-VL encodes the prompt with the image halved (``i.resize(size // 2)``, :212) and ``smart_resize``-d by
+      the processor: the vision tower runs on it and its merged tokens join the sequence; upper bound: a prompt
+      filling the sequence, so the language model runs on ``54 + max_sequence_length`` tokens and the transformer
+      sees ``max_sequence_length``;
+    * ``prepare_latents`` (:520-540): the image, resized to the output size, VAE-encoded once; its latent and a mask
+      are concatenated to the noise (``2C + 1`` channels: the transformer must have ``visual_cond``).
+
+    One output image per call: ``prepare_latents`` concatenates the one image latent to the batch's noise, which
+    fails for more than one; a batch is refused."""
+    from flopcalc.engine.pipelines.qwen_image_edit import image_tokens, smart_resize
+
+    if s.strength is not None:
+        raise OptionError(f"--strength does not apply to {I2I}: every step runs (the image conditions the channels)")
+    if s.symbolic:
+        raise FlopcalcError(NO_EDIT_LAW)
+    if s.batch_size != 1 or s.num_images_per_prompt != 1:
+        raise OptionError(f"{I2I} makes one image per call: prepare_latents concatenates the one image latent to the "
+                          "batch's noise (torch.cat fails for more rows); estimate one image")
+    if "transformer" in components and not components["transformer"]["visual_cond"]:
+        raise FlopcalcError(f"transformer: {I2I} feeds the image latent and its mask as channels (2C + 1): the "
+                            "transformer must have visual_cond (an image-to-image checkpoint)")
+    source_h, source_w = s.height or 1024, s.width or 1024
+    height, width = image_size(source_h, source_w)
+    s = replace(s, height=height, width=width, steps=s.steps or 50,
+                guidance_scale=3.5 if s.guidance_scale is None else s.guidance_scale,
+                max_sequence_length=s.max_sequence_length or 1024)
+    _check(s)
+    cond_h, cond_w = smart_resize(source_h // 2, source_w // 2)
+    tokens = image_tokens(cond_h, cond_w)
+    if tokens + EDIT_SUFFIX > s.max_sequence_length:
+        raise OptionError(f"{I2I}: the image's {tokens} vision tokens do not fit max_sequence_length "
+                          f"{s.max_sequence_length} (the tokenizer truncates to 54 + max_sequence_length)")
+    f = 8
+    if "vae" in components:
+        from flopcalc.engine.pipelines.base import vae_scale_factor
+
+        f = vae_scale_factor(components)
+    cfg = s.guidance_scale > 1
+    rows = cfg_passes(s, cfg)
+    runs = []
+    why = "1 prompt" + (" + negative" if cfg else "") + " (with the image)"
+    if "text_encoder" in components:
+        runs.append(ComponentRun("text_encoder", component_class(components, "text_encoder") or "?", "forward",
+                                 "text_encoder", RunShape(seq_len=EDIT_TEMPLATE + s.max_sequence_length, height=cond_h,
+                                                          width=cond_w, frames=1), rows, why))
+    runs += text_runs(components, [("text_encoder_2", CLIP_TOKENS)], rows, why.replace(" (with the image)", ""))
+    vae = {"vae": components["vae"]} if "vae" in components else {}
+    # the input image, resized to the output size, encoded once (vae_runs plans an encode when given a strength)
+    runs += [replace(r, why="the input image, resized to the output size, encoded once")
+             for r in vae_runs(vae, replace(s, strength=1.0), 1, s.height // f, s.width // f) if r.call == "encode"]
+    runs += _transformer(components, s, rows, (1, s.height // f, s.width // f), video=False)
+    runs += vae_runs(vae, s, 1, s.height // f, s.width // f)
+    notes = list(missing_notes(components, ["text_encoder", "text_encoder_2", "transformer", "vae"]))
+    if (source_h, source_w) != (height, width):
+        notes.append(f"the {source_h}×{source_w} input image gives a {height}×{width} output (the listed resolution of "
+                     "nearest aspect ratio)")
+    notes.append(f"text: Qwen2.5-VL on the image halved and smart-resized to {cond_h}×{cond_w} ({tokens} vision "
+                 f"tokens) and {EDIT_TEMPLATE} template + {s.max_sequence_length} tokens in all (upper bound: a prompt "
+                 "filling max_sequence_length, the negative prompt too), CLIP on 77")
+    return Plan(I2I, s, rows, tuple(runs), tuple(notes))
