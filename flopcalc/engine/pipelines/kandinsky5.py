@@ -117,7 +117,7 @@ def _video_plan(components: Mapping[str, Mapping[str, Any]], s: Settings, name: 
 
 @register_pipeline(T2V, denoisers=("Kandinsky5Transformer3DModel",),
                    when=lambda cfg: cfg.get("patch_size", [1, 2, 2])[0] == 1,
-                   options=("max_sequence_length", "num_frames", "vae_tiling"))
+                   options=("max_sequence_length", "num_frames", "vae_tiling"), guidance="separate")
 def kandinsky5_t2v_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                             index: Mapping[str, Any] | None = None) -> Plan:
     """``Kandinsky5T2VPipeline.__call__`` (pipeline_kandinsky.py:681): 512×768, 121 frames (``(F − 1)/4 + 1``
@@ -127,7 +127,7 @@ def kandinsky5_t2v_pipeline(components: Mapping[str, Mapping[str, Any]], s: Sett
     return _video_plan(components, s, T2V, image=False)
 
 
-@register_pipeline(I2V, options=("max_sequence_length", "num_frames", "vae_tiling"))
+@register_pipeline(I2V, options=("max_sequence_length", "num_frames", "vae_tiling"), guidance="separate")
 def kandinsky5_i2v_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                             index: Mapping[str, Any] | None = None) -> Plan:
     """``Kandinsky5I2VPipeline.__call__`` (pipeline_kandinsky_i2v.py:750): the text-to-video defaults, and the image
@@ -146,7 +146,7 @@ def image_size(height: int | None, width: int | None) -> tuple[int, int]:
     return h, w
 
 
-@register_pipeline(T2I, options=("max_sequence_length",))
+@register_pipeline(T2I, options=("max_sequence_length",), guidance="separate")
 def kandinsky5_t2i_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                             index: Mapping[str, Any] | None = None) -> Plan:
     """``Kandinsky5T2IPipeline.__call__`` (pipeline_kandinsky_t2i.py:535): 1024² (a size off its ``resolutions`` list
@@ -192,7 +192,7 @@ NO_EDIT_LAW = ("Kandinsky5I2IPipeline snaps the size to its resolutions and the 
                "image by rounding (smart_resize): no closed-form law; use the numeric estimate")
 
 
-@register_pipeline(I2I, options=("max_sequence_length",))
+@register_pipeline(I2I, options=("max_sequence_length",), guidance="separate")
 def kandinsky5_i2i_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                             index: Mapping[str, Any] | None = None) -> Plan:
     """``Kandinsky5I2IPipeline.__call__`` (pipeline_kandinsky_i2i.py:570) on an input image of ``height × width``

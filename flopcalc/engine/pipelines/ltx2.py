@@ -56,7 +56,8 @@ pipeline_option("modality_scale", kind=SCALE, refusal=_WHY,
 pipeline_option("audio_modality_scale", kind=SCALE, refusal=_WHY,
                 help="LTX-2: modality-isolation guidance scale of the audio stream (default 3.0; 0: the video scale)")
 pipeline_option("stg_blocks", kind=NAMES, refusal=_WHY,
-                help="LTX-2: transformer block indices spatio-temporal guidance perturbs (default 28)")
+                help="LTX-2: transformer block indices spatio-temporal guidance perturbs (default 28)",
+                examples=("10", "20"))
 pipeline_option("frame_rate", kind=SCALE, refusal="its __call__ takes no frame_rate that changes the count",
                 help="LTX-2: frames per second (default 24): sets the audio stream's length")
 
@@ -66,6 +67,8 @@ DEFAULT_STEPS, DEFAULT_TEXT_LEN = 30, 1024
 DEFAULT_GUIDANCE, DEFAULT_AUDIO_GUIDANCE = 3.0, 7.0
 DEFAULT_STG, DEFAULT_AUDIO_STG, DEFAULT_STG_BLOCKS = 1.0, 1.0, (28,)
 DEFAULT_MODALITY, DEFAULT_AUDIO_MODALITY = 3.0, 3.0
+#: The video VAE every LTX-2 pipeline's ``__init__`` takes (pipeline_ltx2.py, ``vae: AutoencoderKLLTX2Video``).
+VIDEO_VAE = "AutoencoderKLLTX2Video"
 #: ``check_inputs``: height and width divisible by 32 (:420).
 SIZE_MULTIPLE = 32
 #: ``LTX2Pipeline.__init__``'s fallbacks without a VAE / an audio VAE (:286-313).
@@ -125,6 +128,10 @@ def compression(components: Mapping[str, Mapping[str, Any]]) -> tuple[int, int]:
     vae = components.get("vae")
     if vae is None:
         return FALLBACK_SPATIAL, FALLBACK_TEMPORAL
+    found = component_class(components, "vae")
+    if found != VIDEO_VAE:
+        raise FlopcalcError(f"an LTX-2 pipeline needs vae {VIDEO_VAE}, this folder's is {found}: check "
+                            "model_index.json's _class_name")
     return spatial_compression(vae), temporal_compression(vae)
 
 

@@ -189,7 +189,7 @@ HDR = "LTX2HDRPipeline"
 pipeline_option("ltx2_references", kind=NAMES, metavar="FRAMES",
                 help="LTX-2 IC-LoRA / HDR pipelines: the frame count of each reference video (encoded at the size / "
                      "reference_downscale_factor and appended to the tokens); repeatable as a list",
-                refusal="it takes no IC-LoRA reference videos")
+                refusal="it takes no IC-LoRA reference videos", examples=("9", "121"))
 pipeline_option("reference_downscale_factor", kind=COUNT, bound=(64, "times"),
                 help="LTX-2 IC-LoRA / HDR pipelines: the reference videos' downscale (default 1)",
                 refusal="it takes no IC-LoRA reference videos")
