@@ -77,6 +77,7 @@ DEFAULTS = {
     "class_embeddings_concat": False,
     "mid_block_only_cross_attention": None,
     "cross_attention_norm": None,
+    "addition_embed_type_num_heads": 64,
 }
 DOWN = ("CrossAttnDownBlock2D", "DownBlock2D", "SimpleCrossAttnDownBlock2D", "ResnetDownsampleBlock2D")
 UP = ("CrossAttnUpBlock2D", "UpBlock2D", "SimpleCrossAttnUpBlock2D", "ResnetUpsampleBlock2D")
@@ -182,10 +183,11 @@ def _unsupported(config: Config) -> None:
     checks = {
         "dual_cross_attention": lambda v: bool(v),
         "attention_type": lambda v: v != "default",
-        "cross_attention_norm": lambda v: v is not None,
+        # group_norm: DeepFloyd IF's added-KV attentions (a LayerNorm there would be built on the wrong width)
+        "cross_attention_norm": lambda v: v not in (None, "group_norm"),
         "time_embedding_type": lambda v: v != "positional",
-        "addition_embed_type": lambda v: v not in (None, "text_time", "image", "image_hint"),
-        "encoder_hid_dim_type": lambda v: v not in (None, "text_proj", "image_proj"),
+        "addition_embed_type": lambda v: v not in (None, "text", "text_time", "text_image", "image", "image_hint"),
+        "encoder_hid_dim_type": lambda v: v not in (None, "text_proj", "text_image_proj", "image_proj"),
         "class_embeddings_concat": lambda v: bool(v),
     }
     for key, bad in checks.items():
@@ -220,15 +222,28 @@ def _embeddings(config: Config, c0: int, text_tokens: Any, hint_size: tuple | No
     elif kind not in (None, "identity"):
         raise UnknownArchitectureError(f"{config.component}: class_embed_type {kind!r} is not supported yet.")
     addition = config["addition_embed_type"]
-    if addition == "text_time":
-        nodes.append(mlp_embedder("add_embedding", proj_dim(), ted))
-    elif addition in ("image", "image_hint"):
-        nodes.append(image_time_embedding(positive_int(config, "encoder_hid_dim"), ted, hint_size))
     cad = config["cross_attention_dim"]
     cad = cad if isinstance(cad, int) else cad[0]
+    if addition == "text_time":
+        nodes.append(mlp_embedder("add_embedding", proj_dim(), ted))
+    elif addition == "text":  # DeepFloyd IF: pools the text states as given (before encoder_hid_proj)
+        nodes.append(text_time_embedding(config["encoder_hid_dim"] or cad, ted, text_tokens,
+                                         positive_int(config, "addition_embed_type_num_heads")))
+    elif addition == "text_image":  # Kandinsky 2.1 (embeddings.py:1612-1631): pooled text and image embeddings
+        nodes.append(Node("add_embedding", children=(
+            Node("text_proj", ops.linear(1, cad, ted)), Node("text_norm", ops.layer_norm(1, ted)),
+            Node("image_proj", ops.linear(1, cad, ted)))))
+    elif addition in ("image", "image_hint"):
+        nodes.append(image_time_embedding(positive_int(config, "encoder_hid_dim"), ted, hint_size))
     hid_type = config["encoder_hid_dim_type"]
     if hid_type == "text_proj" or (config["encoder_hid_dim"] and not hid_type):
         nodes.append(Node("encoder_hid_proj", ops.linear(text_tokens, positive_int(config, "encoder_hid_dim"), cad)))
+    elif hid_type == "text_image_proj":
+        # TextImageProjection (embeddings.py:1253-1277): 10 context vectors of the image embedding (its width is
+        # cross_attention_dim, _set_encoder_hid_proj) before the projected text states
+        nodes.append(Node("encoder_hid_proj", children=(
+            Node("image_embeds", ops.linear(1, cad, TEXT_IMAGE_TOKENS * cad)),
+            Node("text_proj", ops.linear(text_tokens, positive_int(config, "encoder_hid_dim"), cad)))))
     elif hid_type == "image_proj":
         # ImageProjection (embeddings.py:1280): one image embedding → 32 context vectors, LayerNormed
         nodes.append(Node("encoder_hid_proj", children=(
@@ -264,6 +279,33 @@ def _identity_layers(config: Config, shape: RunShape, down_types: list, up_types
 
 
 supports_perturbation("UNet2DConditionModel")
+
+
+#: ``TextImageProjection(num_image_text_embeds=10)`` (embeddings.py:1253): Kandinsky 2.1's image vectors.
+TEXT_IMAGE_TOKENS = 10
+
+
+def text_time_embedding(dim: int, ted: int, tokens: Any, heads: int) -> Node:
+    r"""``TextTimeEmbedding(dim, ted, num_heads=heads)`` (``addition_embed_type: text``, DeepFloyd IF;
+    embeddings.py:1596-1609): ``norm1`` (LayerNorm) on the ``L`` text states, ``pool`` an
+    ``AttentionPooling`` (embeddings.py:1674-1721: a class token, the mean of the states plus a learned
+    ``positional_embedding``, attends to itself and the states; ``q_proj`` on the class token, ``k_proj``
+    and ``v_proj`` on the :math:`L + 1` tokens, two ``einsum`` products of :math:`(L + 1)\,d` MACs each),
+    ``proj`` to the time width and ``norm2``:
+
+    .. math:: \mathrm{MACs} = d^2 + 2 (L + 1) d^2 + 2 (L + 1) d + d\,d_t
+    """
+    if heads == 0 or dim % heads:  # AttentionPooling reshapes to heads × dim // heads
+        raise ConfigError(f"addition_embed_type text: the text width {dim} must divide into "
+                          f"addition_embed_type_num_heads={heads} heads")
+    n = tokens + 1
+    pool = Node("pool", ops.matmul(1, dim // heads, n, batch=heads) + ops.matmul(1, n, dim // heads, batch=heads)
+                + ops.parameters(dim), children=(
+                    Node("k_proj", ops.linear(n, dim, dim)), Node("q_proj", ops.linear(1, dim, dim)),
+                    Node("v_proj", ops.linear(n, dim, dim))))
+    return Node("add_embedding", children=(Node("norm1", ops.layer_norm(tokens, dim)), pool,
+                                           Node("proj", ops.linear(1, dim, ted)), Node("norm2", ops.layer_norm(1, ted))),
+                formula="text_time_embedding")
 
 
 #: ``ImageHintTimeEmbedding.input_hint_block`` (embeddings.py:1648): (in, out, stride) of its 3×3 convolutions.
@@ -305,6 +347,7 @@ declare_keys("UNet2DConditionModel", {
     "time_cond_proj_dim": SIZE | NULL, "conv_in_kernel": SIZE, "conv_out_kernel": SIZE,
     "projection_class_embeddings_input_dim": SIZE | NULL, "attention_type": TEXT, "class_embeddings_concat": FLAG,
     "mid_block_only_cross_attention": FLAG | NULL, "cross_attention_norm": TEXT | NULL,
+    "addition_embed_type_num_heads": SIZE,
 })
 
 
@@ -336,14 +379,17 @@ def unet_2d_condition(config: Config, shape: RunShape) -> Node:
     linear = bool(config["use_linear_projection"])
     scale_shift = config["resnet_time_scale_shift"] == "scale_shift"
     # image_proj replaces encoder_hidden_states by the projected image embedding (unet_2d_condition.py:956)
-    t = IMAGE_PROJECTION_TOKENS if config["encoder_hid_dim_type"] == "image_proj" else shape.text_len
+    # text_image_proj (Kandinsky 2.1) puts 10 image vectors before the projected text states
+    t = {"image_proj": IMAGE_PROJECTION_TOKENS,
+         "text_image_proj": TEXT_IMAGE_TOKENS + shape.text_len}.get(config["encoder_hid_dim_type"], shape.text_len)
     c0 = channels[0]
     h, w = shape.latent_height, shape.latent_width
     identity = _identity_layers(config, shape, down_types, up_types, lpb, tlpb, rev_tlpb)
     # image_hint: the control image is at the generated size, 8× the latent (three stride-2 convolutions)
     hint = (8 * h, 8 * w) if config["addition_embed_type"] == "image_hint" else None
 
-    embeddings, temb = _embeddings(config, c0, t, hint)
+    embeddings, temb = _embeddings(config, c0, t if config["encoder_hid_dim_type"] == "image_proj" else shape.text_len,
+                                   hint)
     ip_tokens = None
     if shape.ip_image_embed_dim is not None:  # an IP-Adapter (unet_2d_condition.py:964-975)
         projection, ip_tokens = ip_adapter_projection(config, shape.ip_image_embed_dim, shape.ip_resampler)
@@ -353,8 +399,11 @@ def unet_2d_condition(config: Config, shape: RunShape) -> Node:
         return {"heads": heads[i], "context_tokens": t, "context_dim": cross[i], "linear_projection": linear,
                 "only_cross_attention": only_cross, "ip_tokens": ip_tokens}
 
+    norm_cross = config["cross_attention_norm"] == "group_norm"
+
     def added_kv(i: int, up: bool = False) -> dict:
-        return {"head_dim": head_dims[i], "context_tokens": t, "context_dim": cross[nb - 1 - i] if up else cross[i]}
+        return {"head_dim": head_dims[i], "context_tokens": t, "context_dim": cross[nb - 1 - i] if up else cross[i],
+                "only_cross": only[::-1][i] if up else only[i], "norm_cross": norm_cross}
 
     # down
     sizes = [(h, w)]
@@ -401,8 +450,13 @@ def unet_2d_condition(config: Config, shape: RunShape) -> Node:
             module_list("resnets", [res] * (1 + len(layers))),
         ), formula="UNetMidBlock2DCrossAttn")
     elif config["mid_block_type"] == "UNetMidBlock2DSimpleCrossAttn":
+        # unet_2d_condition.py:329-336: mid_block_only_cross_attention, or the one only_cross_attention flag
+        mid_only = config["mid_block_only_cross_attention"]
+        if mid_only is None:
+            mid_only = config["only_cross_attention"] if isinstance(config["only_cross_attention"], bool) else False
         mid = added_kv_mid_block(top, hm, wm, temb_channels=temb, scale_shift=scale_shift, head_dim=head_dims[-1],
-                                 context_tokens=t, context_dim=cross[-1])
+                                 context_tokens=t, context_dim=cross[-1], only_cross=bool(mid_only),
+                                 norm_cross=norm_cross)
     elif config["mid_block_type"] == "UNetMidBlock2D":
         mid = Node("mid_block", children=(module_list("resnets", [
             resnet_block(top, top, hm, wm, temb_channels=temb, scale_shift=scale_shift)]),), formula="UNetMidBlock2D")
