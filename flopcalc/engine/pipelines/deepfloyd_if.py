@@ -64,12 +64,16 @@ def if_resize(height: int, width: int, img_size: int) -> tuple[int, int]:
 
 def _sample_size(components: Mapping[str, Any], name: str) -> int | None:
     unet = components.get("unet")
-    size = None if unet is None else unet["sample_size"]
+    size = None if unet is None else unet.get("sample_size")
     return size[0] if isinstance(size, (list, tuple)) else size
 
 
 def _plan(components: Mapping[str, Any], s: Settings, name: str) -> Plan:
     steps, guidance, strength = DEFAULTS[name]
+    if strength is None and s.strength is not None:
+        variant = name.replace("IF", "IFImg2Img", 1)
+        raise OptionError(f"--strength does not apply to {name}: its __call__ takes no strength (image-to-image is "
+                          f"{variant}, a folder whose model_index.json names it)")
     s = replace(s, steps=s.steps or steps, guidance_scale=guidance if s.guidance_scale is None else s.guidance_scale,
                 strength=s.strength if s.strength is not None else strength)
     size = _sample_size(components, name)
@@ -118,8 +122,8 @@ def if_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                 index: Mapping[str, Any] | None = None) -> Plan:
     """``IFPipeline.__call__`` (pipeline_if.py:549-770): ``unet.sample_size``² (64² for IF-I), 100 steps,
     guidance 7.0; T5 on the prompt and the negative prompt (77 tokens each), the UNet on the doubled batch
-    every step. Given ``strength``, planned as ``IFImg2ImgPipeline``."""
-    return _plan(components, s, "IFPipeline" if s.strength is None else "IFImg2ImgPipeline")
+    every step."""
+    return _plan(components, s, "IFPipeline")
 
 
 @register_pipeline("IFImg2ImgPipeline")
@@ -144,9 +148,8 @@ def if_super_resolution_pipeline(components: Mapping[str, Mapping[str, Any]], s:
                                  index: Mapping[str, Any] | None = None) -> Plan:
     """``IFSuperResolutionPipeline.__call__`` (pipeline_if_superresolution.py:617-840): ``unet.sample_size``²,
     50 steps, guidance 4.0, noise level 250; the UNet on [noise, upscaled image] (``in_channels`` 6) with the
-    noise level as ``class_labels``. Given ``strength``, planned as ``IFImg2ImgSuperResolutionPipeline``."""
-    return _plan(components, s, "IFSuperResolutionPipeline" if s.strength is None
-                 else "IFImg2ImgSuperResolutionPipeline")
+    noise level as ``class_labels``."""
+    return _plan(components, s, "IFSuperResolutionPipeline")
 
 
 @register_pipeline("IFImg2ImgSuperResolutionPipeline")
