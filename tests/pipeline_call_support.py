@@ -44,6 +44,12 @@ class Tokenizer:
     def batch_decode(self, ids, **kwargs):  # pragma: no cover - nothing is truncated
         return [""] * len(ids)
 
+    #: what diffusers' textual-inversion loader reads (``maybe_convert_prompt``): no added tokens
+    added_tokens_encoder: dict = {}
+
+    def tokenize(self, prompt):
+        return prompt.split()
+
 
 class Recorder:
     """Counts batch rows per component call and records the shapes (without the batch) each call saw."""
