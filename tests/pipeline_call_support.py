@@ -39,7 +39,10 @@ class Tokenizer:
         prompts = [prompt] if isinstance(prompt, str) else list(prompt)
         length = (max_length or self.model_max_length) if padding == "max_length" else 3
         ids = torch.ones(len(prompts), length, dtype=torch.long)
-        return Batch(input_ids=ids, attention_mask=torch.ones(len(prompts), length, dtype=torch.long))
+        out = Batch(input_ids=ids, attention_mask=torch.ones(len(prompts), length, dtype=torch.long))
+        if kwargs.get("return_length"):  # the unpadded lengths (LEDITS++ reads them): BOS, one word, EOS
+            out["length"] = torch.full((len(prompts),), 3, dtype=torch.long)
+        return out
 
     def batch_decode(self, ids, **kwargs):  # pragma: no cover - nothing is truncated
         return [""] * len(ids)
