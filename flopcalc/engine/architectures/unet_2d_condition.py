@@ -81,6 +81,9 @@ DEFAULTS = {
 }
 DOWN = ("CrossAttnDownBlock2D", "DownBlock2D", "SimpleCrossAttnDownBlock2D", "ResnetDownsampleBlock2D")
 UP = ("CrossAttnUpBlock2D", "UpBlock2D", "SimpleCrossAttnUpBlock2D", "ResnetUpsampleBlock2D")
+#: The k-diffusion blocks (the x2 latent upscaler): a UNet of these only, no mid block (:func:`k_unet`).
+K_DOWN = ("KDownBlock2D", "KCrossAttnDownBlock2D")
+K_UP = ("KUpBlock2D", "KCrossAttnUpBlock2D")
 MID = ("UNetMidBlock2DCrossAttn", "UNetMidBlock2D", "UNetMidBlock2DSimpleCrossAttn", None)
 #: Blocks whose sampler is a ResNet (``down=True`` / ``up=True``) and whose attention has added K/V.
 ADDED_KV_DOWN = ("SimpleCrossAttnDownBlock2D", "ResnetDownsampleBlock2D")
@@ -185,7 +188,7 @@ def _unsupported(config: Config) -> None:
         "attention_type": lambda v: v != "default",
         # group_norm: DeepFloyd IF's added-KV attentions (a LayerNorm there would be built on the wrong width)
         "cross_attention_norm": lambda v: v not in (None, "group_norm"),
-        "time_embedding_type": lambda v: v != "positional",
+        "time_embedding_type": lambda v: v not in ("positional", "fourier"),
         "addition_embed_type": lambda v: v not in (None, "text", "text_time", "text_image", "image", "image_hint"),
         "encoder_hid_dim_type": lambda v: v not in (None, "text_proj", "text_image_proj", "image_proj"),
         "class_embeddings_concat": lambda v: bool(v),
@@ -203,10 +206,16 @@ def _embeddings(config: Config, c0: int, text_tokens: Any, hint_size: tuple | No
     ``timestep_cond`` vector to the sinusoid's width before ``linear_1`` (``embeddings.py:1042,1060-1062``,
     ``TimestepEmbedding.forward``): every pipeline loading such a UNet passes ``timestep_cond``
     (``pipeline_stable_diffusion.py:1022-1026``, ``pipeline_latent_consistency_text2img.py:849,874``)."""
-    ted = config["time_embedding_dim"] or 4 * c0
-    nodes = [Node("time_embedding", children=mlp_embedder("time_embedding", c0, ted).children
-                  + ((Node("cond_proj", ops.linear(1, config["time_cond_proj_dim"], c0, bias=False)),)
-                     if config["time_cond_proj_dim"] else ()))]
+    # _set_time_proj (unet_2d_condition.py:550-575): fourier (the latent upscaler) embeds the timestep with a
+    # GaussianFourierProjection of time_embed_dim // 2 frequencies (a fixed weight parameter), positional with a
+    # sinusoid of block_out_channels[0]
+    fourier = config["time_embedding_type"] == "fourier"
+    ted = config["time_embedding_dim"] or (2 if fourier else 4) * c0
+    t_in = ted if fourier else c0
+    nodes = [Node("time_proj", ops.parameters(exact_half(ted, config.component)))] if fourier else []
+    nodes.append(Node("time_embedding", children=mlp_embedder("time_embedding", t_in, ted).children
+                      + ((Node("cond_proj", ops.linear(1, config["time_cond_proj_dim"], t_in, bias=False)),)
+                         if config["time_cond_proj_dim"] else ())))
     kind, n_classes = config["class_embed_type"], config["num_class_embeds"]
 
     def proj_dim() -> int:  # required by the projection class embeddings and text_time, as the real __init__
@@ -281,6 +290,103 @@ def _identity_layers(config: Config, shape: RunShape, down_types: list, up_types
 supports_perturbation("UNet2DConditionModel")
 
 
+def exact_half(value: int, component: str) -> int:
+    if value % 2:  # _set_time_proj raises it
+        raise ConfigError(f"{component}/config.json: a fourier time embedding needs an even time_embedding_dim, got "
+                          f"{value}")
+    return value // 2
+
+
+def k_unet(config: Config, shape: RunShape) -> Node:
+    """A ``UNet2DConditionModel`` of k-diffusion blocks (``K_DOWN`` / ``K_UP``, :mod:`flopcalc.formulas.k_unet_blocks`;
+    unet_2d_condition.py:362-476 and unet_2d_blocks.py:1997-3580), as the x2 latent upscaler's: no mid block, no
+    ``conv_norm_out`` (``norm_num_groups`` null), 1×1 ``conv_in`` / ``conv_out``. The skip connections are the
+    down blocks' states (one per ResNet; ``None`` where a down block has no downsampler); each up block
+    concatenates only the last of the ``layers_per_block`` states it takes (``res_hidden_states_tuple[-1]``)."""
+    from flopcalc.formulas.k_unet_blocks import (k_attention_block, k_block, k_downsample, k_upsample,
+                                                 resnet_cond_norm)
+
+    comp = config.component
+    channels = [int(c) for c in config["block_out_channels"]]
+    nb = len(channels)
+    down_types, up_types = block_types(config, nb, K_DOWN + K_UP)
+    if config["mid_block_type"] is not None:
+        raise UnknownArchitectureError(f"{comp}: a k-diffusion UNet with a mid block is not supported yet")
+    if config["norm_num_groups"] is not None:
+        raise UnknownArchitectureError(f"{comp}: a k-diffusion UNet with norm_num_groups (conv_norm_out) is not "
+                                       "supported yet")
+    lpb = _per_block(config["layers_per_block"], nb, "layers_per_block", comp)
+    head_dims = [d if d is not None else channels[i] for i, d in enumerate(
+        _per_block(config["attention_head_dim"], nb, "attention_head_dim", comp))]
+    cross = _per_block(config["cross_attention_dim"], nb, "cross_attention_dim", comp)
+    c0, h, w, t = channels[0], shape.latent_height, shape.latent_width, shape.text_len
+    embeddings, temb = _embeddings(config, c0, t, None)
+    # down: every ResNet's output is a skip state (None in a block without a downsampler)
+    sizes, downs, skips = [(h, w)], [], [(c0, (h, w))]
+    c_out = c0
+    for i, kind in enumerate(down_types):
+        c_in, c_out = c_out, channels[i]
+        hh, ww = sizes[-1]
+        last = i == nb - 1
+        resnets = [resnet_cond_norm(c_in if j == 0 else c_out, c_out, hh, ww, temb=temb) for j in range(lpb[i])]
+        attentions = None
+        if kind == "KCrossAttnDownBlock2D":  # get_down_block: add_self_attention=True if not add_downsample
+            attentions = [k_attention_block(c_out, head_dims[i], hh, ww, temb=temb, context_tokens=t,
+                                            context_dim=cross[i], self_attention=last) for _ in range(lpb[i])]
+        sampler = None
+        if not last:
+            sampler, h2, w2 = k_downsample(c_out, hh, ww)
+            sizes.append((h2, w2))
+        skips += [(None if last else c_out, (hh, ww))] * lpb[i]
+        downs.append(k_block(resnets=resnets, attentions=attentions, sampler=sampler, sampler_name="downsamplers",
+                             formula=kind))
+    # up
+    rev, rev_lpb, rev_cross = channels[::-1], lpb[::-1], cross[::-1]
+    hidden, (hh, ww) = channels[-1], sizes[-1]
+    ups = []
+    for i, kind in enumerate(up_types):
+        out, inp, layers = rev[i], rev[min(i + 1, nb - 1)], rev_lpb[i]
+        taken, skips = skips[len(skips) - layers:], skips[:len(skips) - layers]
+        skip_c, skip_size = taken[-1]
+        if skip_c is not None and _known_mismatch(skip_size, (hh, ww)):
+            raise ResolutionError(f"{comp}: a {hh}×{ww} level meets a {skip_size[0]}×{skip_size[1]} skip connection: "
+                                  f"the latent must divide by {2 ** (nb - 1)} (the real model fails too)")
+        c_first = hidden + (skip_c or 0)
+        if kind == "KCrossAttnUpBlock2D":
+            first, middle = inp == out == temb, inp != out
+            k_in = out if first else 2 * out
+        else:
+            first = middle = False
+            k_in = 2 * out
+        if c_first != k_in:
+            raise ConfigError(f"{comp}: up block {i} ({kind}) is built for {k_in} input channels but receives "
+                              f"{c_first} (the real model fails too)")
+        resnets, attentions = [], []
+        for j in range(layers):
+            ci = k_in if j == 0 else out
+            if kind == "KCrossAttnUpBlock2D":
+                resnets.append(resnet_cond_norm(ci, out, hh, ww, temb=temb,
+                                                c_out_2=inp if (middle and j == layers - 1) else None))
+                attentions.append(k_attention_block(inp if j == layers - 1 else out, head_dims[i], hh, ww, temb=temb,
+                                                    context_tokens=t, context_dim=rev_cross[i], self_attention=first))
+            else:
+                co = inp if j == layers - 1 else out
+                resnets.append(resnet_cond_norm(ci, co, hh, ww, temb=temb))
+        hidden = inp
+        sampler = None
+        if i < nb - 1:
+            sampler, hh, ww = k_upsample(hidden, hh, ww)
+        ups.append(k_block(resnets=resnets, attentions=attentions or None, sampler=sampler, sampler_name="upsamplers",
+                           formula=kind))
+    if hidden != c0:
+        raise ConfigError(f"{comp}: the last up block returns {hidden} channels, conv_out takes {c0}")
+    k_in_k, k_out_k = positive_int(config, "conv_in_kernel"), positive_int(config, "conv_out_kernel")
+    return Node("unet", children=(
+        Node("conv_in", ops.conv2d(positive_int(config, "in_channels"), c0, k_in_k, h, w)), *embeddings,
+        module_list("down_blocks", downs), module_list("up_blocks", ups),
+        Node("conv_out", ops.conv2d(c0, count_int(config, "out_channels"), k_out_k, h, w))), formula="unet_2d_condition")
+
+
 #: ``TextImageProjection(num_image_text_embeds=10)`` (embeddings.py:1253): Kandinsky 2.1's image vectors.
 TEXT_IMAGE_TOKENS = 10
 
@@ -334,7 +440,7 @@ def image_time_embedding(image_dim: int, ted: int, hint_size: tuple | None) -> N
 #: Every config key ``UNet2DConditionModel`` reads (assemblers and pipeline plan), as
 #: :func:`flopcalc.engine.config.declare_keys` validates it.
 declare_keys("UNet2DConditionModel", {
-    "sample_size": SIZE | ListOf(SIZE, lo=2, hi=2), "in_channels": SIZE, "out_channels": COUNT,
+    "sample_size": SIZE | ListOf(SIZE, lo=2, hi=2) | NULL, "in_channels": SIZE, "out_channels": COUNT,
     "down_block_types": NAMES, "mid_block_type": TEXT | NULL, "up_block_types": NAMES,
     "only_cross_attention": FLAG | FLAGS, "block_out_channels": SIZES, "layers_per_block": LAYERS | LAYER_COUNTS,
     "downsample_padding": Int(0, MAX_WIDTH), "norm_num_groups": SIZE | NULL,
@@ -358,6 +464,8 @@ def unet_2d_condition(config: Config, shape: RunShape) -> Node:
     comp = config.component
     channels = [int(c) for c in config["block_out_channels"]]
     nb = len(channels)
+    if any(kind in K_DOWN for kind in config["down_block_types"]):
+        return k_unet(config, shape)
     down_types, up_types = block_types(config, nb, DOWN + UP)
     if config["mid_block_type"] not in MID:
         raise UnknownArchitectureError(f"{comp}: mid_block_type {config['mid_block_type']!r} is not supported yet.")
