@@ -13,6 +13,7 @@ from __future__ import annotations
 from flopcalc.engine.architectures.llm_encoders import BERT_DEFAULTS, bert_model_tree
 from flopcalc.engine.config import FLAG, LAYERS, SIZE, Config, declare_keys, positive_int
 from flopcalc.engine.cost import Node
+from flopcalc.engine.loading import Buffer, loading_rules
 from flopcalc.engine.registry import RunShape, register
 from flopcalc.formulas import ops
 
@@ -38,3 +39,15 @@ def multilingual_clip(config: Config, shape: RunShape) -> Node:
                                                      positive_int(config, "numDims")))
     return Node("text_encoder", children=(Node("transformer", children=transformer.children), linear),
                 formula="multilingual_clip")
+
+
+def _xlm_roberta_buffers(config: Config) -> tuple[Buffer, ...]:
+    """``XLMRobertaEmbeddings``: non-persistent int64 ``position_ids`` and ``token_type_ids``
+    (1, max_position_embeddings)."""
+    positions = positive_int(config, "max_position_embeddings")
+    return (Buffer("transformer.embeddings.position_ids", positions, "int64"),
+            Buffer("transformer.embeddings.token_type_ids", positions, "int64"))
+
+
+loading_rules("MultilingualCLIP", buffers=_xlm_roberta_buffers,
+              source="transformers/models/xlm_roberta/modeling_xlm_roberta.py (XLMRobertaEmbeddings)")

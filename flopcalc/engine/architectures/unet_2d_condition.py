@@ -21,6 +21,7 @@ from typing import Any, Callable
 from flopcalc.engine.gradients import Checkpointed, gradient_graph
 from flopcalc.engine.errors import FlopcalcError
 from flopcalc.engine.gradients import Attend, Join, Layer, LoraFlow, Step
+from flopcalc.engine.loading import loading_rules
 from flopcalc.engine.config import (
     COUNT, FLAG, FLAGS, LAYERS, LAYER_COUNTS, MAX_WIDTH, NAMES, NULL, SIZE, SIZES, TEXT, Config, Int, ListOf,
     count_int, declare_keys, positive_int,
@@ -750,3 +751,21 @@ gradient_graph(
         lists=("down_blocks", "up_blocks", "resnets", "attentions", "transformer_blocks", "downsamplers", "upsamplers"),
     ),
 )
+
+
+def _k_sampler_buffers(config: Config) -> tuple:
+    """The k-diffusion samplers' non-persistent float32 ``kernel`` (4×4: the outer product of the 1-D FIR kernel,
+    ``KDownsample2D`` / ``KUpsample2D``, models/downsampling.py:268, upsampling.py:339) of every K down / up block
+    but the last level's; a UNet of other blocks has no buffers."""
+    from flopcalc.engine.loading import Buffer
+
+    down, up = list(config["down_block_types"]), list(config["up_block_types"])
+    last = len(config["block_out_channels"]) - 1
+    return (tuple(Buffer(f"down_blocks.{i}.downsamplers.0.kernel", 16, "float32") for i, t in enumerate(down)
+                  if t in K_DOWN and i < last)
+            + tuple(Buffer(f"up_blocks.{i}.upsamplers.0.kernel", 16, "float32") for i, t in enumerate(up)
+                    if t in K_UP and i < last))
+
+
+loading_rules("UNet2DConditionModel", buffers=_k_sampler_buffers,
+              source="diffusers/models/downsampling.py:268, models/upsampling.py:339")
