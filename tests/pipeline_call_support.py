@@ -11,9 +11,13 @@ from typing import Any, Callable
 
 import pytest
 
-pytest.importorskip("torch")
+torch = pytest.importorskip("torch")
 pytest.importorskip("diffusers")
 pytest.importorskip("transformers")
+
+# The tiny components' forwards are a few microseconds of work each: one thread avoids the pool's overhead, which on a
+# small shared machine costs more than the work (the LEDITS++ call ran 2-3x slower with the default threads).
+torch.set_num_threads(1)
 
 
 class Batch(dict):

@@ -88,7 +88,7 @@ def test_refusals():
     assert "controlnet is absent from this pipeline and was not counted" in p.notes
 
 
-@pytest.mark.parametrize("simplified, guidance", [(False, 7.5), (True, 7.5), (True, 1.0)])
+@pytest.mark.parametrize("simplified, guidance", [(False, 7.5), (True, 1.0)])
 def test_real_call_runs_what_is_planned(simplified, guidance):
     pytest.importorskip("torch")
     from pipeline_call_support import Recorder, Tokenizer, diffusers_config, planned_runs

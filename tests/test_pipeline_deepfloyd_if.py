@@ -186,8 +186,9 @@ def test_the_plan_mirrors_the_real_call(name, rng):
     report = estimate_configs({"_class_name": name}, configs,
                               Settings(height=h, width=w, steps=steps, guidance_scale=guidance, strength=strength))
     where = f"seed {SEED}: {name} {h}×{w}, {steps} steps, guidance {guidance}, strength {strength}"
-    assert planned_runs(report) == dict(rec.calls), where
+    # a strength that keeps no step (int(steps · strength) = 0) plans the UNet 0 times and runs it never
+    assert {k: v for k, v in planned_runs(report).items() if v} == dict(rec.calls), where
     s = report.settings
     channels = 6 if "SuperResolution" in name else 3
-    assert rec.shapes["unet"] == {(channels, s.height, s.width)}, where
+    assert rec.shapes.get("unet", {(channels, s.height, s.width)}) == {(channels, s.height, s.width)}, where
     assert rec.shapes["text_encoder"] == {(77,)}, where
