@@ -63,6 +63,22 @@ def loaded_bytes(model: nn.Module, dtype: str) -> dict[str, Any]:
             "buffer_bytes": buffer_bytes, "bytes": param_bytes + buffer_bytes, "buffers": buffers}
 
 
+def group_offload_blocks(model: nn.Module, dtype: str) -> list[int]:
+    """Parameter bytes of each group diffusers' block-level group offloading makes with one block per group: the
+    entries of the model's top-level ``ModuleList``/``Sequential`` children, in order
+    (``diffusers/hooks/group_offloading.py`` ``_apply_group_offloading_block_level``, lines 738-767)."""
+    keep = keep_in_fp32(model, dtype)
+    size = torch.tensor([], dtype=DTYPES[dtype]).element_size()
+    out = []
+    for name, child in model.named_children():
+        if not isinstance(child, (nn.ModuleList, nn.Sequential)):
+            continue
+        for i, block in enumerate(child):
+            out.append(sum(p.numel() * (4 if any(part in keep for part in f"{name}.{i}.{short}".split(".")) else size)
+                           for short, p in block.named_parameters()))
+    return out
+
+
 def offloaded_modules(model: nn.Module, dtype: str) -> dict[str, Any]:
     """What ``enable_sequential_cpu_offload()`` moves to the GPU at once, from the real module: accelerate hooks
     every module with direct tensors and loads only those for its forward (``accelerate/hooks.py``

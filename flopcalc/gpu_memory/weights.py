@@ -46,6 +46,9 @@ class ComponentWeights:
     quantized_layers: int = 0
     largest_module_params: int = 0  # the largest single module's own parameters (sequential offload)
     largest_module_bytes: int = 0
+    #: parameter bytes of each entry of the top-level ``ModuleList``/``Sequential`` children, in order (the groups diffusers
+    #: block-level group offloading and a block swap move; the rest of the component is one "unmatched" group)
+    block_bytes: tuple[int, ...] = ()
     #: False for a component ``from_pretrained`` loads that the pipeline does not run at these settings (byT5
     #: without quoted text, the combined Stable Cascade decoder's text encoder): resident without offload only
     runs: bool = True
@@ -54,6 +57,12 @@ class ComponentWeights:
     def bytes(self) -> int:
         return self.param_bytes + self.buffer_bytes
 
+    @property
+    def unmatched_bytes(self) -> int:
+        """What block-level group offloading onloads for the whole forward: everything outside the blocks (the
+        top-level modules that are no ``ModuleList``, the top-level parameters, the buffers)."""
+        return self.bytes - sum(self.block_bytes)
+
     def to_dict(self) -> dict[str, Any]:
         return {"component": self.component, "class_name": self.class_name, "dtype": self.dtype,
                 "params": self.params, "params_kept_fp32": self.params_fp32, "param_bytes": self.param_bytes,
@@ -61,7 +70,8 @@ class ComponentWeights:
                 "buffer_bytes": self.buffer_bytes, "bytes": self.bytes, "linear_params": self.linear_params,
                 "quantized_params": self.quantized_params,
                 "quantized_layers": self.quantized_layers, "largest_module_params": self.largest_module_params,
-                "largest_module_bytes": self.largest_module_bytes, "runs": self.runs}
+                "largest_module_bytes": self.largest_module_bytes, "block_bytes": list(self.block_bytes),
+                "runs": self.runs}
 
 
 def _fp32_params(tree: Node, keep: tuple[str, ...]) -> int:
@@ -99,6 +109,23 @@ def _largest_module(tree: Node, keep: tuple[str, ...], width: int) -> tuple[int,
     return best
 
 
+def _block_bytes(tree: Node, keep: tuple[str, ...], width: int) -> tuple[int, ...]:
+    """Bytes of each block of the tree's top-level ``ModuleList`` children (a node whose children are its entries:
+    an index, or a span of identical ones),
+    as ``_apply_group_offloading_block_level`` groups them (diffusers ``hooks/group_offloading.py:738-767``:
+    ``named_children()`` of the model that are ``ModuleList``/``Sequential``, one group per block)."""
+    out: list[int] = []
+    for child in tree.children:
+        if not child.children or not all(g.span is not None or g.name.isdigit() for g in child.children):
+            continue
+        kept = child.name in keep
+        for entry in child.children:
+            params = entry.per_item.params
+            fp32 = params if kept or entry.name in keep else _fp32_params(entry, keep) // entry.count
+            out += [(params - fp32) * width + fp32 * 4] * entry.count
+    return tuple(out)
+
+
 def component_weights(config_values: Mapping[str, Any], *, component: str, dtype: str) -> ComponentWeights:
     """The weights of one component (every module it holds, all calls) loaded in ``dtype``: a floating dtype of
     :data:`DTYPE_BYTES` or a quantized format of :data:`flopcalc.gpu_memory.quantized.FORMATS`."""
@@ -125,9 +152,10 @@ def component_weights(config_values: Mapping[str, Any], *, component: str, dtype
     linear = sum(t.total.linear_weights for t in trees)
     if fmt is None:
         largest = max((_largest_module(t, keep, DTYPE_BYTES[loaded]) for t in trees), key=lambda p: p[1])
+        blocks = tuple(b for t in trees for b in _block_bytes(t, keep, DTYPE_BYTES[loaded]))
         return ComponentWeights(component, arch.class_name, dtype, params, fp32, param_bytes, tuple(buffers),
                                 buffer_bytes, linear, largest_module_params=largest[0],
-                                largest_module_bytes=largest[1])
+                                largest_module_bytes=largest[1], block_bytes=blocks)
     skip = (*rules.keep_in_fp32, *rules.not_quantized,
             *(rules.not_bnb_quantized if fmt.library == "bitsandbytes" else ()))
     # a diffusers ModelMixin follows diffusers' quantizer rules; ChatGLMModel (diffusers/pipelines/kolors) and the
