@@ -152,3 +152,38 @@ def run_energy_plot(args: argparse.Namespace) -> int:
     write_file(args.out, figure_bytes(fig, args.out), "--out", SUFFIXES)
     print(f"wrote {args.out}")
     return 0
+
+
+def _counts(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected positive GPU counts like 2,4,8, got {text!r}") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive GPU counts like 2,4,8, got {text!r}")
+    return values
+
+
+def configure_parallel(p: argparse.ArgumentParser) -> None:
+    p.description = ("Every xDiT layout (CFG × Ulysses × ring × PipeFusion) the model allows on each GPU count, with "
+                     "weights and activations per GPU, whether it fits, what one GPU sends per step and the predicted "
+                     "latency (method: flopcalc/energy_laws/parallel_plan.py).")
+    add_model(p)
+    add_run_options(p, GENERATION_OPTIONS)
+    p.add_argument("--gpu", required=True, help="a GPU of `flopcalc gpus`")
+    p.add_argument("--num-gpus", type=_counts, default=(2, 4, 8), metavar="N[,N…]",
+                   help="GPU counts to plan, comma-separated (default 2,4,8)")
+    p.add_argument("--precision", choices=("bf16", "fp16", "fp32", "fp8"),
+                   help="the dtype the pipeline runs in (default bf16, fp16 on a GPU without bf16)")
+    add_format(p, ("table", "json"))
+    add_family_options(p)
+
+
+def run_parallel(args: argparse.Namespace) -> int:
+    from flopcalc.energy_laws.parallel_plan import plan, render_plan
+
+    result = plan(args.model, gpu=args.gpu, num_gpus=args.num_gpus, precision=args.precision,
+                  revision=args.revision, **run_settings(args))
+    sys.stdout.write(render_plan(result, args.format))
+    return 0
+
