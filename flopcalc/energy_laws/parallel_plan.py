@@ -35,7 +35,6 @@ from flopcalc.engine.errors import FlopcalcError
 
 if TYPE_CHECKING:
     from flopcalc.engine.cost import Node
-    from flopcalc.flops.report import Report
 
 #: Bytes per activation element moved between GPUs (bf16/fp16 runs).
 ACTIVATION_BYTES = 2
