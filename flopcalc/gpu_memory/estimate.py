@@ -21,8 +21,10 @@ offload modes, and whether that fits a GPU of the table.
 * against a GPU of :mod:`flopcalc.hardware.gpus`: fits when that peak is at most its memory; the headroom is what is
   left for the CUDA context and the allocator.
 
-Quantized weights (``int8``, ``nf4``, ``fp8``): :mod:`flopcalc.gpu_memory.quantized`; their activations are in bf16, the
-dtype the unquantized layers and the computation run in.
+Quantized weights (bitsandbytes, optimum-quanto, torchao, GGUF: :mod:`flopcalc.gpu_memory.quantized`); their activations
+are in bf16, the dtype the unquantized layers and the computation run in. ``transformers_version`` decides whether a
+transformers class keeps its ``_keep_in_fp32_modules`` in float32 (:mod:`flopcalc.gpu_memory.transformers_versions`);
+where another release would load different bytes, a note gives that figure.
 
 Not counted: activations of components whose config was not measured (a note names them); sequential offload
 of quantized weights.
@@ -35,7 +37,7 @@ from typing import Any, Mapping
 
 from flopcalc.gpu_memory.activations import ATTENTION, ActivationPeak, activation_peak
 from flopcalc.engine.errors import FlopcalcError
-from flopcalc.gpu_memory.quantized import FORMATS, REST_DTYPE
+from flopcalc.gpu_memory.quantized import FORMATS, REST_DTYPE, canonical, refuse_unknown
 from flopcalc.gpu_memory.weights import DTYPE_BYTES, ComponentWeights, component_weights
 
 OFFLOAD = ("none", "model", "sequential")
@@ -200,7 +202,7 @@ def forward_batch(report: Any, role: str) -> int:
 
 def memory(model: str, *, attention: str = "fused", dtype: str = "bf16", dtype_of: Mapping[str, str] | None = None,
            offload: str = "none", gpu: str | None = None, revision: str | None = None, token: str | None = None,
-           **settings: Any) -> MemoryEstimate:
+           transformers_version: str | None = None, **settings: Any) -> MemoryEstimate:
     """The weights of ``model``'s components (the pipeline's, as :func:`flopcalc.estimate` plans them), each
     loaded in ``dtype`` unless ``dtype_of`` names its own, the activation peaks of the measured calls at the
     run's size with the samples each forward holds (:func:`forward_batch`), and what is resident at the peak under
@@ -213,10 +215,13 @@ def memory(model: str, *, attention: str = "fused", dtype: str = "bf16", dtype_o
     run = Settings.make(**settings)  # family options checked before any file is read, as estimate does
     if offload not in OFFLOAD:
         raise FlopcalcError(f"--offload {offload!r}: choose one of {', '.join(OFFLOAD)}")
+    from flopcalc.gpu_memory.transformers_versions import OTHER, PINNED, parse_version
+
+    parse_version(transformers_version or PINNED)
     for d in (dtype, *(dtype_of or {}).values()):
-        if d not in DTYPE_BYTES and d not in FORMATS:
-            raise FlopcalcError(f"dtype {d!r}: choose one of {', '.join([*DTYPE_BYTES, *FORMATS])}")
-        if offload == "sequential" and d in FORMATS:
+        if d not in DTYPE_BYTES and canonical(d) is None:
+            raise refuse_unknown(d, tuple(DTYPE_BYTES))
+        if offload == "sequential" and d not in DTYPE_BYTES:
             raise FlopcalcError(f"--offload sequential with {d} weights is not modelled (accelerate's hooks move "
                                 "quantized layers differently): use --offload model, or a bf16/fp16/fp32 dtype")
     if attention not in ATTENTION:
@@ -239,8 +244,17 @@ def memory(model: str, *, attention: str = "fused", dtype: str = "bf16", dtype_o
     if unknown:
         raise FlopcalcError(f"--dtype-of names {', '.join(unknown)}, not components of {source.name}: "
                             f"{', '.join(names + idle)}")
-    weights = tuple(replace(component_weights(source.components[n], component=n, dtype=(dtype_of or {}).get(n, dtype)),
-                            runs=n not in idle) for n in names + idle)
+    version = transformers_version or PINNED
+    weights = tuple(replace(component_weights(source.components[n], component=n, dtype=(dtype_of or {}).get(n, dtype),
+                                              transformers_version=version), runs=n not in idle) for n in names + idle)
+    other = OTHER if parse_version(version) != parse_version(OTHER) else PINNED
+    for w in weights:
+        alt = component_weights(source.components[w.component], component=w.component,
+                                dtype=(dtype_of or {}).get(w.component, dtype), transformers_version=other)
+        if alt.bytes != w.bytes:
+            notes.append(f"{w.component}: {w.bytes / 2**30:,.2f} GiB as transformers {version} loads it "
+                         f"({w.params_fp32:,} parameters kept in float32); transformers {other} keeps "
+                         f"{alt.params_fp32:,} in float32: {alt.bytes / 2**30:,.2f} GiB")
     dtypes = {w.component: w.dtype for w in weights}
     acts = []
     forwards: dict[str, int] = {}
@@ -280,7 +294,7 @@ def memory(model: str, *, attention: str = "fused", dtype: str = "bf16", dtype_o
     items = s.batch_size * s.num_images_per_prompt
     summary = {"height": s.height, "width": s.width, "num_frames": s.num_frames, "batch_size": s.batch_size,
                "num_images_per_prompt": s.num_images_per_prompt, "guidance_passes": report.passes,
-               "passes_in_one_forward": report.batched_passes}
+               "passes_in_one_forward": report.batched_passes, "transformers_version": version}
     return MemoryEstimate(source.name, report.pipeline, offload, weights, tuple(acts), attention, summary, key, name,
                           mem, tuple(notes), tuple(source.missing), forwards, items)
 
