@@ -24,7 +24,7 @@ float32); ⌈·⌉ rounds up. Measured on CPU with bitsandbytes 0.50.2, optimum-
                     tinygemm's :math:`N/2 + 4N/128` (CPU, and CUDA ≥ sm80 with   (``tensor/weights/qbits.py:97-123``)
                     CUDA ≥ 12.1); else :math:`⌈G/k⌉·g` packed (:math:`k` = 2 or
                     4 values a byte) + a scale and a shift per group
-                    (:math:`2w·G`)
+                    (:math:`2w·G`); a one-row layer holds ``in`` + 2w·``in``
 ``torchao-int8wo``  :math:`N + 5·out` (int8, a float32 scale and an int8 zero   ``TorchAoConfig(Int8WeightOnlyConfig())``,
 ``torchao-int8dq``  point per row; the weight of int8 dynamic activation is     ``Int8DynamicActivationInt8WeightConfig()``
                     the same ``Int8Tensor``)                                    (``Int8Tensor``)
@@ -35,7 +35,9 @@ float32); ⌈·⌉ rounds up. Measured on CPU with bitsandbytes 0.50.2, optimum-
                                                                                 here
 ``torchao-float8wo``  :math:`N + 4·out` (float8 e4m3, a float32 scale per row)  ``Float8WeightOnlyConfig()``
 ``torchao-float8dq``  :math:`N + 4` (float8 e4m3, one float32 scale: per-tensor  ``Float8DynamicActivationFloat8WeightConfig()``
-                    by default, ``float8/inference.py:246-247``)                (measured with its GPU check bypassed)
+                    by default, ``float8/inference.py:246-247``); a layer whose  (measured with its GPU check bypassed)
+                    ``in`` or ``out`` is not a multiple of 16 stays as loaded
+                    (``quantization/utils.py:784-793``)
 ==================  ==========================================================  =============================================
 """
 
@@ -110,6 +112,8 @@ def _quanto_bits(bits: int) -> Callable[[int, int, int], int]:
         g = quanto_group(d_in)
         if bits == 4 and width == 2 and g == 128:  # TinyGemmWeightQBitsTensor: (out, in/2) uint8, (in/128, out, 2)
             return d_in * d_out // 2 + 2 * 2 * d_out * d_in // 128
+        if d_out == 1:  # one row: quanto's axis-0 scale and shift come out one per element (measured)
+            return d_in + 2 * width * d_in
         groups, size = (d_out * d_in // g, g) if g else (d_out, d_in)
         return _ceil(groups, per_byte) * size + 2 * width * groups
 
@@ -167,8 +171,9 @@ FORMATS: dict[str, QuantFormat] = {f.name: f for f in (
       for g in TORCHAO_INT4_GROUPS),
     QuantFormat("torchao-float8wo", "torchao", lambda i, o, w: i * o + 4 * o,
                 "float8_e4m3fn weight + float32 scale per row", "torchao 0.18.0 Float8WeightOnlyConfig (Float8Tensor)"),
-    QuantFormat("torchao-float8dq", "torchao", lambda i, o, w: i * o + 4,
-                "float8_e4m3fn weight + one float32 scale (per tensor)",
+    QuantFormat("torchao-float8dq", "torchao", lambda i, o, w: None if i % 16 or o % 16 else i * o + 4,
+                "float8_e4m3fn weight + one float32 scale (per tensor; layers whose in or out is not a multiple of "
+                "16 stay bf16)",
                 "torchao 0.18.0 Float8DynamicActivationFloat8WeightConfig, per-tensor (Float8Tensor)"),
 )}
 
