@@ -85,20 +85,20 @@ class Linears:
 
 def converted_linears(tree: Node, skip: tuple[str, ...], keep: tuple[str, ...], *,
                       own_name_only: bool) -> list[Linears]:
-    """The tree's ``nn.Linear`` weights a quantizer converts: those not under a node named in ``skip``
-    (``own_name_only``: not themselves named in ``skip``, diffusers' quanto rule), each marked ``kept`` when under a
-    module of ``keep`` (float32). A node holding several layers is taken as that many equal layers (``d_in`` =
-    elements ÷ rows, ``d_out`` = rows ÷ layers: true of every bundled component, ``tests/test_weights.py``)."""
+    """The ``nn.Linear`` weights a quantizer converts in a tree assembled under
+    :func:`flopcalc.gpu_memory.layer_shapes.recording_shapes` (each node's ``linear_weights`` the shapes of its
+    weights): those not under a node named in ``skip`` (``own_name_only``: not themselves named in ``skip``,
+    diffusers' quanto rule), each marked ``kept`` when under a module of ``keep`` (float32)."""
     out: list[Linears] = []
 
     def visit(node: Node, path: str, k: int, skipped: bool, kept: bool) -> None:
         k *= node.count
         named = node.name in skip
         kept = kept or node.name in keep
-        c = node.cost
-        if not (skipped or named) and c.linear_layers:
-            layers = c.linear_layers
-            out.append(Linears(path, layers * k, c.linear_weights // c.linear_rows, c.linear_rows // layers, kept))
+        shapes = node.cost.linear_weights
+        if not (skipped or named) and shapes:
+            for (d_in, d_out), n in shapes.counts.items():
+                out.append(Linears(path, n * k, d_in, d_out, kept))
         for child in node.children:
             name = "*" if child.name.replace("-", "").isdigit() else child.name
             visit(child, f"{path}.{name}" if path else name, k, skipped or (named and not own_name_only), kept)

@@ -107,6 +107,7 @@ def component_weights(config_values: Mapping[str, Any], *, component: str, dtype
     (:mod:`flopcalc.gpu_memory.transformers_versions`; default the pinned release)."""
     from flopcalc.engine.config import Config, class_name_of
     from flopcalc.engine.registry import lookup, registered
+    from flopcalc.gpu_memory.layer_shapes import recording_shapes
     from flopcalc.gpu_memory.quantized import FORMATS, REST_DTYPE, canonical, converted_linears, quantized_bytes, \
         refuse_unknown
     from flopcalc.gpu_memory.transformers_versions import PINNED, TRANSFORMERS_NON_STRICT, keeps_fp32
@@ -146,7 +147,9 @@ def component_weights(config_values: Mapping[str, Any], *, component: str, dtype
     skip = (*rules.keep_in_fp32, *rules.not_quantized,
             *(rules.not_bnb_quantized if fmt.library == "bitsandbytes" else ()))
     quanto_rule = library == "quanto" and diffusers_class
-    converted = [lin for t in trees for lin in converted_linears(t, skip, keep, own_name_only=quanto_rule)]
+    with recording_shapes():
+        shaped = [a.assemble(Config(component, config_values, a.defaults), a.nominal) for a in archs]
+    converted = [lin for t in shaped for lin in converted_linears(t, skip, keep, own_name_only=quanto_rule)]
     q = quantized_bytes(fmt, converted, param_bytes)
     return ComponentWeights(component, arch.class_name, fmt.name, params, fp32, q["bytes"], tuple(buffers),
                             buffer_bytes, linear, q["quantized_params"], q["quantized_layers"])
