@@ -32,6 +32,11 @@ def configure_memory(p: argparse.ArgumentParser) -> None:
                    help="none: pipe.to('cuda'); model: enable_model_cpu_offload(), one component at a time; "
                         "sequential: enable_sequential_cpu_offload(), one module at a time")
     p.add_argument("--gpu", help="a GPU of `flopcalc gpus`: whether it fits, with the headroom")
+    p.add_argument("--lora-rank", type=int, metavar="R",
+                   help="LoRA adapters of rank R on the denoiser, as peft adds them (load_lora_weights, unfused)")
+    p.add_argument("--lora-targets", metavar="NAMES",
+                   help="comma-separated module names the LoRA adapts (default: diffusers' LoRA training script's "
+                        "targets for the denoiser)")
     p.add_argument("--transformers-version", metavar="X.Y[.Z]",
                    help="the transformers release that loads the text encoders: decides whether T5's `wo` stays in "
                         "float32 (default: the release the [validate] extra pins)")
@@ -57,6 +62,7 @@ def run_memory(args: argparse.Namespace) -> int:
 
     est = memory(args.model, attention=args.attention, dtype=args.dtype, dtype_of=_dtype_of(args.dtype_of),
                  offload=args.offload, gpu=args.gpu, revision=args.revision,
-                 transformers_version=args.transformers_version, **run_settings(args))
+                 transformers_version=args.transformers_version, lora_rank=args.lora_rank,
+                 lora_targets=args.lora_targets, **run_settings(args))
     sys.stdout.write(render_memory(est, args.format))
     return 0

@@ -22,7 +22,7 @@ their format's storage, everything else as loaded in bf16 (:mod:`flopcalc.gpu_me
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
 from flopcalc.engine.cost import Node, total_of
@@ -49,10 +49,14 @@ class ComponentWeights:
     #: False for a component ``from_pretrained`` loads that the pipeline does not run at these settings (byT5
     #: without quoted text, the combined Stable Cascade decoder's text encoder): resident without offload only
     runs: bool = True
+    #: LoRA adapters peft adds (:mod:`flopcalc.gpu_memory.adapters`): adapted layers, parameters, bytes
+    lora_layers: int = 0
+    lora_params: int = 0
+    lora_bytes: int = 0
 
     @property
     def bytes(self) -> int:
-        return self.param_bytes + self.buffer_bytes
+        return self.param_bytes + self.buffer_bytes + self.lora_bytes
 
     def to_dict(self) -> dict[str, Any]:
         return {"component": self.component, "class_name": self.class_name, "dtype": self.dtype,
@@ -61,7 +65,8 @@ class ComponentWeights:
                 "buffer_bytes": self.buffer_bytes, "bytes": self.bytes, "linear_params": self.linear_params,
                 "quantized_params": self.quantized_params,
                 "quantized_layers": self.quantized_layers, "largest_module_params": self.largest_module_params,
-                "largest_module_bytes": self.largest_module_bytes, "runs": self.runs}
+                "largest_module_bytes": self.largest_module_bytes, "runs": self.runs,
+                "lora": {"layers": self.lora_layers, "params": self.lora_params, "bytes": self.lora_bytes}}
 
 
 def _fp32_params(tree: Node, keep: tuple[str, ...]) -> int:
@@ -100,11 +105,14 @@ def _largest_module(tree: Node, keep: tuple[str, ...], width: int) -> tuple[int,
 
 
 def component_weights(config_values: Mapping[str, Any], *, component: str, dtype: str,
-                      transformers_version: str | None = None) -> ComponentWeights:
+                      transformers_version: str | None = None, shape: Mapping[str, Any] | None = None,
+                      lora: tuple[int, tuple[str, ...] | None] | None = None) -> ComponentWeights:
     """The weights of one component (every module it holds, all calls) loaded in ``dtype``: a floating dtype of
     :data:`DTYPE_BYTES` or a quantized format of :data:`flopcalc.gpu_memory.quantized.FORMATS` (any of its names).
     ``transformers_version`` decides when a transformers class keeps its ``_keep_in_fp32_modules`` in float32
-    (:mod:`flopcalc.gpu_memory.transformers_versions`; default the pinned release)."""
+    (:mod:`flopcalc.gpu_memory.transformers_versions`; default the pinned release). ``shape``: run-shape fields
+    that add modules (an IP-Adapter's, ``ip_image_embed_dim``); ``lora``: ``(rank, targets)`` of LoRA adapters
+    (:func:`flopcalc.gpu_memory.adapters.lora_adapters`; targets None: the class's defaults)."""
     from flopcalc.engine.config import Config, class_name_of
     from flopcalc.engine.registry import lookup, registered
     from flopcalc.gpu_memory.layer_shapes import recording_shapes
@@ -129,7 +137,8 @@ def component_weights(config_values: Mapping[str, Any], *, component: str, dtype
     else:
         kept_now = loaded in rules.keep_in_fp32_dtypes
     keep = rules.keep_in_fp32 if kept_now else ()
-    trees = [a.assemble(Config(component, config_values, a.defaults), a.nominal) for a in archs]
+    nominal = {a.call: replace(a.nominal, **shape) if shape else a.nominal for a in archs}
+    trees = [a.assemble(Config(component, config_values, a.defaults), nominal[a.call]) for a in archs]
     params = sum(t.total.params for t in trees)
     fp32 = sum(_fp32_params(t, keep) for t in trees) if keep else 0
     config = Config(component, config_values, arch.defaults)
@@ -137,19 +146,34 @@ def component_weights(config_values: Mapping[str, Any], *, component: str, dtype
     buffer_bytes = sum(b.nbytes(loaded, any(part in keep for part in b.name.split("."))) for b in buffers)
     param_bytes = (params - fp32) * DTYPE_BYTES[loaded] + fp32 * 4
     linear = sum(t.total.linear_weights for t in trees)
+    adapters = None
+    if lora is not None:
+        from flopcalc.gpu_memory.adapters import lora_adapters
+
+        adapters = lora_adapters(trees[0], arch.class_name, *lora)
+        # peft casts adapters to a floating base dtype only (quanto/torchao weights report bf16; bnb/GGUF: uint8)
+        width = DTYPE_BYTES[loaded] if fmt is None or fmt.library in ("quanto", "torchao") else 4
+        adapters = (adapters.layers, adapters.params, adapters.params * width)
     if fmt is None:
         largest = max((_largest_module(t, keep, DTYPE_BYTES[loaded]) for t in trees), key=lambda p: p[1])
         return ComponentWeights(component, arch.class_name, dtype, params, fp32, param_bytes, tuple(buffers),
                                 buffer_bytes, linear, largest_module_params=largest[0],
-                                largest_module_bytes=largest[1])
+                                largest_module_bytes=largest[1], **_lora_fields(adapters))
     fmt = fmt.bind(arch.class_name, diffusers_class)
     library = "bitsandbytes" if fmt.library == "torchao" else fmt.library  # diffusers' torchao skips as bnb does
     skip = (*rules.keep_in_fp32, *rules.not_quantized,
             *(rules.not_bnb_quantized if fmt.library == "bitsandbytes" else ()))
     quanto_rule = library == "quanto" and diffusers_class
     with recording_shapes():
-        shaped = [a.assemble(Config(component, config_values, a.defaults), a.nominal) for a in archs]
+        shaped = [a.assemble(Config(component, config_values, a.defaults), nominal[a.call]) for a in archs]
     converted = [lin for t in shaped for lin in converted_linears(t, skip, keep, own_name_only=quanto_rule)]
     q = quantized_bytes(fmt, converted, param_bytes)
     return ComponentWeights(component, arch.class_name, fmt.name, params, fp32, q["bytes"], tuple(buffers),
-                            buffer_bytes, linear, q["quantized_params"], q["quantized_layers"])
+                            buffer_bytes, linear, q["quantized_params"], q["quantized_layers"],
+                            **_lora_fields(adapters))
+
+
+def _lora_fields(adapters: tuple[int, int, int] | None) -> dict[str, int]:
+    if adapters is None:
+        return {}
+    return {"lora_layers": adapters[0], "lora_params": adapters[1], "lora_bytes": adapters[2]}
