@@ -98,3 +98,18 @@ def test_bad_version_strings_are_refused():
     for bad in ("", "5", "x" * 100, "5.1.2.3.4.5.6.7.8.9.0.1.2.3.4.5.6.7.8.9.0.1.2.3.4"):
         with pytest.raises(FlopcalcError):
             parse_version(bad)
+
+
+def test_reading_layer_shapes_leaves_the_flop_path_plain():
+    """The quantized formats assemble trees whose linear_weights hold shapes; the formulas' caches are cleared
+    around that pass, so an estimate afterwards sees plain integers only."""
+    from flopcalc.flops.estimate import estimate
+
+    cfg = json.loads((REPO / "model_cards" / "sd1.5" / "unet" / "config.json").read_text())
+    before = estimate("sd1.5")
+    component_weights(cfg, component="unet", dtype="quanto-int4")
+    after = estimate("sd1.5")
+    for comp in after.components:
+        for _, node in comp.tree.walk():
+            assert type(node.cost.linear_weights) is int
+    assert after.to_dict() == before.to_dict()
