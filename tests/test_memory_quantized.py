@@ -30,6 +30,16 @@ def test_gguf_files_equal_what_diffusers_loads():
         assert ours.bytes == row["bytes"], row["file_type"]
 
 
+def test_gguf_wan_files_equal_what_diffusers_loads():
+    """Wan: the ``.v`` counter of Q3_K_M / Q4_K_S, ``.ffn.2``, and K-type rows of 384 falling back to F16."""
+    data = json.loads((GGUF_FIXTURE.parent / "wan.json").read_text())
+    assert len(data["cases"]) == 2
+    for case in data["cases"]:
+        for row in case["files"]:
+            ours = component_weights(case["config"], component="transformer", dtype=f"gguf-{row['file_type']}")
+            assert ours.bytes == row["bytes"], (case["config"]["attention_head_dim"], row["file_type"])
+
+
 def test_gguf_mixtures_follow_the_file_type():
     cfg = json.loads((REPO / "model_cards" / "flux-dev" / "transformer" / "config.json").read_text())
     size = {t: component_weights(cfg, component="transformer", dtype=f"gguf-{t}").bytes for t in FILE_TYPES}

@@ -1,17 +1,22 @@
-"""The bytes diffusers holds for a FLUX transformer loaded from a GGUF file laid out as city96's tools write them.
+"""The bytes diffusers holds for a transformer loaded from a GGUF file laid out as city96's tools write them.
 
 For each llama-quantize file type, a GGUF file of a small FLUX.1 transformer (FLUX.1-dev's widths, which diffusers'
-converter hard-codes, ``loaders/single_file_utils.py`` ``inner_dim = 3072``; one double and one single block) is
-written in the original (BFL) key names with the tensor types city96's pipeline gives them, ported here from the
-sources:
+converter hard-codes, ``loaders/single_file_utils.py`` ``inner_dim = 3072``; one double and one single block) and of
+two small Wan 2.1 transformers (widths a multiple of 256, and 384: K-type rows fall back to F16) is written in the
+original key names (BFL's; Wan's, the inverse of ``convert_wan_transformer_to_diffusers``'s renaming, checked by
+running it) with the tensor types city96's pipeline gives them, ported here from the sources:
 
 * ``ComfyUI-GGUF tools/convert.py:246-285``: BF16 for 2-D tensors of a bf16 checkpoint; F32 for 1-D tensors and
   tensors of at most 1024 elements;
+* ``convert.py:263-266`` and ``tools/fix_5d_tensors.py``: a 5-D tensor (Wan's ``patch_embedding``) is added back as
+  F32; ``keys_hiprec`` (Wan's ``.modulation``) stay F32;
 * llama.cpp b3962 ``llama_model_quantize_internal`` with ``tools/lcpp.patch``: quantize tensors whose name ends in
-  ``weight``, 2-D (``lcpp.patch:426-429``), not under FLUX's ``txt_in.``, ``img_in.``, ``time_in.``,
-  ``vector_in.``, ``guidance_in.``, ``final_layer.`` (``lcpp.patch:329-337``), to the file type's default type or
-  ``img_tensor_get_type``'s mixture (``lcpp.patch:155-225``; FLUX's fused ``attn.qkv`` is the only rule its names
-  meet), F16 where a K-type row is not a multiple of 256 (``lcpp.patch:227-253``).
+  ``weight``, 2-D (``lcpp.patch:426-429``), not under the architecture's skipped names (FLUX's ``txt_in.``,
+  ``img_in.``, ``time_in.``, ``vector_in.``, ``guidance_in.``, ``final_layer.``, ``lcpp.patch:329-337``; Wan's
+  ``modulation.``, ``patch_embedding.``, ``text_embedding.``, ``time_projection.``, ``time_embedding.``,
+  ``img_emb.``, ``head.``, ``:389-398``), to the file type's default type or ``img_tensor_get_type``'s mixture
+  (``lcpp.patch:155-225``: FLUX's fused ``attn.qkv``; Wan's ``.v.weight``, the first 2 / 4 of them under Q3_K_M /
+  Q4_K_S, and ``.ffn.2.weight``), F16 where a K-type row is not a multiple of 256 (``lcpp.patch:227-253``).
 
 Quantized tensors hold random bytes of their type's size (gguf-py's ``GGML_QUANT_SIZES``; nothing dequantizes them
 on load). The file is then loaded with diffusers' own loader,
@@ -19,8 +24,8 @@ on load). The file is then loaded with diffusers' own loader,
 compute_dtype=torch.bfloat16), torch_dtype=torch.bfloat16)``, and every parameter and buffer of the loaded module is
 summed (``GGUFParameter``: its raw bytes). Needs ``gguf`` (the ``quantizers`` extra).
 
-Run ``python validation/measure_gguf.py``: writes ``validation/fixtures/quantized/gguf/flux.json``. This module
-never imports ``flopcalc``.
+Run ``python validation/measure_gguf.py``: writes ``validation/fixtures/quantized/gguf/flux.json`` and
+``wan.json``. This module never imports ``flopcalc``.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from typing import Any
 import numpy as np
 import torch
 
-OUT = Path(__file__).parent / "fixtures" / "quantized" / "gguf" / "flux.json"
+OUT = Path(__file__).parent / "fixtures" / "quantized" / "gguf"
 #: FLUX.1-dev's transformer config, with one double and one single block.
 CONFIG = {"_class_name": "FluxTransformer2DModel", "attention_head_dim": 128, "guidance_embeds": True,
           "in_channels": 64, "joint_attention_dim": 4096, "num_attention_heads": 24, "num_layers": 1,
@@ -44,8 +49,35 @@ CONFIG = {"_class_name": "FluxTransformer2DModel", "attention_head_dim": 128, "g
 FILE_TYPES = {"q8_0": "Q8_0", "q6_k": "Q6_K", "q5_k_m": "Q5_K", "q5_k_s": "Q5_K", "q5_1": "Q5_1", "q5_0": "Q5_0",
               "q4_k_m": "Q4_K", "q4_k_s": "Q4_K", "q4_1": "Q4_1", "q4_0": "Q4_0", "q3_k_l": "Q3_K",
               "q3_k_m": "Q3_K", "q3_k_s": "Q3_K", "q2_k": "Q2_K", "bf16": "BF16"}
-SKIP = ("txt_in.", "img_in.", "time_in.", "vector_in.", "guidance_in.", "final_layer.")
+SKIP = {"flux": ("txt_in.", "img_in.", "time_in.", "vector_in.", "guidance_in.", "final_layer."),
+        "wan": ("modulation.", "patch_embedding.", "text_embedding.", "time_projection.", "time_embedding.",
+                "img_emb.", "head.")}
+HIPREC = {"flux": (), "wan": (".modulation",)}
 QKV = {"q3_k_m": "Q4_K", "q3_k_l": "Q4_K", "q4_k_m": "Q5_K", "q5_k_m": "Q6_K"}
+TO_V = {"q2_k": "Q3_K", "q3_k_l": "Q5_K", "q4_k_m": "Q6_K", "q5_k_m": "Q6_K"}
+TO_V_FIRST = {"q3_k_m": (2, "Q5_K", "Q4_K"), "q4_k_s": (4, "Q5_K", "Q4_K")}
+FFN_DOWN = {"q3_k_m": "Q4_K", "q3_k_l": "Q5_K", "q4_k_s": "Q5_K", "q4_k_m": "Q6_K", "q5_k_m": "Q6_K", "q4_0": "Q4_1",
+            "q5_0": "Q5_1"}
+#: Wan 2.1 transformers: widths a multiple of 256 (the to_v counter meets 6 tensors), and 384 (K-type fallback).
+WAN_CONFIGS = (
+    {"_class_name": "WanTransformer3DModel", "added_kv_proj_dim": None, "attention_head_dim": 128,
+     "cross_attn_norm": True, "eps": 1e-06, "ffn_dim": 1024, "freq_dim": 256, "image_dim": None, "in_channels": 16,
+     "num_attention_heads": 4, "num_layers": 3, "out_channels": 16, "patch_size": [1, 2, 2],
+     "qk_norm": "rms_norm_across_heads", "rope_max_seq_len": 1024, "text_dim": 4096},
+    {"_class_name": "WanTransformer3DModel", "added_kv_proj_dim": None, "attention_head_dim": 32,
+     "cross_attn_norm": True, "eps": 1e-06, "ffn_dim": 768, "freq_dim": 256, "image_dim": None, "in_channels": 16,
+     "num_attention_heads": 12, "num_layers": 2, "out_channels": 16, "patch_size": [1, 2, 2],
+     "qk_norm": "rms_norm_across_heads", "rope_max_seq_len": 1024, "text_dim": 4096},
+)
+#: diffusers' Wan names → the original checkpoint's (the inverse of convert_wan_transformer_to_diffusers, in order).
+WAN_ORIGINAL = (("condition_embedder.time_embedder.linear_1", "time_embedding.0"),
+                ("condition_embedder.time_embedder.linear_2", "time_embedding.2"),
+                ("condition_embedder.text_embedder.linear_1", "text_embedding.0"),
+                ("condition_embedder.text_embedder.linear_2", "text_embedding.2"),
+                ("condition_embedder.time_proj", "time_projection.1"), ("attn2", "cross_attn"), ("attn1", "self_attn"),
+                (".to_out.0.", ".o."), (".to_q.", ".q."), (".to_k.", ".k."), (".to_v.", ".v."),
+                ("ffn.net.0.proj", "ffn.0"), ("ffn.net.2", "ffn.2"), ("proj_out", "head.head"),
+                ("norm2", "norm__swap"), ("norm3", "norm2"), ("norm__swap", "norm3"))
 
 
 def bfl_shapes(c: dict[str, Any]) -> dict[str, tuple[int, ...]]:
@@ -82,30 +114,61 @@ def bfl_shapes(c: dict[str, Any]) -> dict[str, tuple[int, ...]]:
     return s
 
 
-def tensor_type(name: str, shape: tuple[int, ...], file_type: str) -> str:
-    """The GGML type city96's pipeline gives one tensor of a bf16 FLUX checkpoint."""
+def wan_shapes(c: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+    """The original Wan checkpoint's tensors: the diffusers module's, renamed back; diffusers' own converter must
+    give the module's names again."""
+    from diffusers import WanTransformer3DModel
+    from diffusers.loaders.single_file_utils import convert_wan_transformer_to_diffusers
+
+    with torch.device("meta"):
+        model = WanTransformer3DModel.from_config(c)
+    shapes = {}
+    for name, t in model.state_dict().items():
+        original = name
+        for new, old in WAN_ORIGINAL:
+            original = original.replace(new, old)
+        if original == "scale_shift_table":
+            original = "head.modulation"
+        original = original.replace(".scale_shift_table", ".modulation")
+        shapes[original] = tuple(t.shape)
+    back = convert_wan_transformer_to_diffusers({k: torch.empty(0) for k in shapes})
+    assert set(back) == set(model.state_dict()), sorted(set(back) ^ set(model.state_dict()))
+    return shapes
+
+
+def tensor_type(arch: str, name: str, shape: tuple[int, ...], file_type: str, to_v_seen: int) -> str:
+    """The GGML type city96's pipeline gives one tensor of a bf16 checkpoint."""
     n = int(np.prod(shape))
-    if len(shape) == 1 or n <= 1024:
+    if len(shape) == 1 or n <= 1024 or len(shape) > 4 or any(k in name for k in HIPREC[arch]):
         return "F32"
-    quantize = name.endswith("weight") and len(shape) == 2 and not any(k in name for k in SKIP)
+    quantize = name.endswith("weight") and len(shape) == 2 and not any(k in name for k in SKIP[arch])
     if not quantize or file_type == "bf16":
         return "BF16"
     ggml = FILE_TYPES[file_type]
     if "attn.qkv.weight" in name:
         ggml = QKV.get(file_type, ggml)
+    elif ".v.weight" in name:
+        ggml = TO_V.get(file_type, ggml)
+        if file_type in TO_V_FIRST:
+            first, upgraded, otherwise = TO_V_FIRST[file_type]
+            ggml = upgraded if to_v_seen < first else otherwise
+    elif ".ffn.2.weight" in name:
+        ggml = FFN_DOWN.get(file_type, ggml)
     if ggml.endswith("_K") and shape[-1] % 256:
         ggml = "F16"
     return ggml
 
 
-def write_gguf(path: Path, file_type: str) -> dict[str, str]:
+def write_gguf(path: Path, arch: str, shapes: dict[str, tuple[int, ...]], file_type: str) -> dict[str, str]:
     import gguf
 
-    writer = gguf.GGUFWriter(path=None, arch="flux")
+    writer = gguf.GGUFWriter(path=None, arch=arch)
     types = {}
     rng = np.random.default_rng(0)
-    for name, shape in bfl_shapes(CONFIG).items():
-        ggml = tensor_type(name, shape, file_type)
+    to_v = 0
+    for name, shape in shapes.items():  # in order, as llama-quantize meets them
+        ggml = tensor_type(arch, name, shape, file_type, to_v)
+        to_v += ".v.weight" in name
         types[name] = ggml
         qtype = getattr(gguf.GGMLQuantizationType, ggml)
         if ggml == "F32":
@@ -133,21 +196,18 @@ def loaded_bytes(model: torch.nn.Module) -> int:
     return total
 
 
-def measure() -> dict[str, Any]:
-    import diffusers
-    import gguf
-    from diffusers import FluxTransformer2DModel, GGUFQuantizationConfig
+def measure_class(cls: Any, arch: str, config: dict[str, Any], shapes: dict[str, tuple[int, ...]]) -> list[Any]:
+    from diffusers import GGUFQuantizationConfig
 
-    warnings.filterwarnings("ignore")
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "transformer"
         folder.mkdir()
-        (folder / "config.json").write_text(json.dumps(CONFIG))
+        (folder / "config.json").write_text(json.dumps(config))
         for file_type in FILE_TYPES:
-            path = Path(tmp) / f"flux-{file_type}.gguf"
-            types = write_gguf(path, file_type)
-            model = FluxTransformer2DModel.from_single_file(
+            path = Path(tmp) / f"{arch}-{file_type}.gguf"
+            types = write_gguf(path, arch, shapes, file_type)
+            model = cls.from_single_file(
                 str(path), config=tmp, subfolder="transformer", torch_dtype=torch.bfloat16,
                 quantization_config=GGUFQuantizationConfig(compute_dtype=torch.bfloat16))
             counts: dict[str, int] = {}
@@ -156,11 +216,39 @@ def measure() -> dict[str, Any]:
             rows.append({"file_type": file_type, "bytes": loaded_bytes(model), "tensor_types": counts})
             path.unlink()
             del model
-    return {"versions": {"torch": torch.__version__, "diffusers": diffusers.__version__,
-                         "gguf": getattr(gguf, "__version__", "0.19.0")}, "config": CONFIG, "files": rows}
+    return rows
+
+
+def versions() -> dict[str, str]:
+    import diffusers
+    import gguf
+
+    return {"torch": torch.__version__, "diffusers": diffusers.__version__,
+            "gguf": getattr(gguf, "__version__", "0.19.0")}
+
+
+def measure() -> dict[str, Any]:
+    from diffusers import FluxTransformer2DModel
+
+    warnings.filterwarnings("ignore")
+    return {"versions": versions(), "config": CONFIG,
+            "files": measure_class(FluxTransformer2DModel, "flux", CONFIG, bfl_shapes(CONFIG))}
+
+
+def measure_wan() -> dict[str, Any]:
+    from diffusers import WanTransformer3DModel
+
+    warnings.filterwarnings("ignore")
+    cases = [{"config": c, "files": measure_class(WanTransformer3DModel, "wan", c, wan_shapes(c))}
+             for c in WAN_CONFIGS]
+    return {"versions": versions(), "cases": cases}
 
 
 if __name__ == "__main__":
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(measure(), indent=1) + "\n")
-    sys.stdout.write(f"wrote {OUT}\n")
+    OUT.mkdir(parents=True, exist_ok=True)
+    only = sys.argv[1:] or ["flux", "wan"]
+    if "flux" in only:
+        (OUT / "flux.json").write_text(json.dumps(measure(), indent=1) + "\n")
+    if "wan" in only:
+        (OUT / "wan.json").write_text(json.dumps(measure_wan(), indent=1) + "\n")
+    sys.stdout.write(f"wrote {', '.join(only)} under {OUT}\n")

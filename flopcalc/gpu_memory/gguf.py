@@ -6,7 +6,8 @@ llama.cpp's ``llama-quantize`` (tag b3962 with ``tools/lcpp.patch``) then quanti
 ``weight`` (``lcpp.patch:426-429``; llama.cpp ``llama_model_quantize_internal``), except each architecture's
 embedders and final layer (``lcpp.patch:327-425``), to the file type's default GGML type (llama.cpp's
 ``switch (ftype)``: ``Q4_K_M`` and ``Q4_K_S`` → ``Q4_K``, ``Q5_K_M``/``Q5_K_S`` → ``Q5_K``, ``Q3_K_*`` → ``Q3_K``,
-``Q2_K`` → ``Q2_K``, the others their own type), with the mixtures of ``img_tensor_get_type`` (``lcpp.patch:129-255``):
+``Q2_K`` → ``Q2_K``, the others their own type), with the mixtures of ``img_tensor_get_type`` (``lcpp.patch:129-255``;
+the ``to_v`` counter runs in file order, which matters only where those tensors differ in shape: not in FLUX or Wan):
 
 ========  ====================================  ===================================  =================================
 file      ``to_v`` / ``.v.`` attention values   fused ``attn.qkv``                   ``ffn_down`` / ``.ffn.2`` / ``.ff.net.2``
@@ -34,12 +35,14 @@ tensors to bf16 as any load does; a tensor under ``_keep_in_fp32_modules`` is de
 ``GGML_QUANT_SIZES``, checked live in ``tests/test_quantized.py``): :data:`GGML_TYPES`.
 
 Classes with their file rules: :data:`FILES` (the diffusers module names of the original tensors the patch names).
+Measured: ``validation/measure_gguf.py`` writes FLUX and Wan files of every type in the original key names and loads
+them with diffusers (fixtures ``validation/fixtures/quantized/gguf/``); flopcalc equals the loaded bytes.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
-from fnmatch import fnmatchcase
 from typing import Any
 
 from flopcalc.engine.errors import FlopcalcError
@@ -71,10 +74,18 @@ TO_V_FIRST = {"q3_k_m": (2, "Q5_K", "Q4_K"), "q4_k_s": (4, "Q5_K", None)}
 SMALL = 1024
 
 
+def _pattern(text: str, subtree: bool) -> re.Pattern[str]:
+    """A dotted module path pattern: ``#`` a block index or a span of them (``0``, ``0-18``), ``[qkv]`` one of those
+    letters; ``subtree``: the module or anything under it."""
+    body = re.escape(text).replace("\\#", r"\d+(?:-\d+)?").replace("\\[qkv\\]", "[qkv]")
+    return re.compile(body + (r"(?:\..*)?" if subtree else ""))
+
+
 @dataclass(frozen=True)
 class GGUFFile:
     """How the converter and the patched quantizer treat one architecture, in diffusers' module paths
-    (``*`` a block index): ``high_precision`` never quantized; ``roles`` the tensors a mixture rule names."""
+    (``#`` a block index): ``high_precision`` never quantized (with everything under it); ``roles`` the tensors a
+    mixture rule names."""
 
     arch: str
     high_precision: tuple[str, ...]
@@ -82,10 +93,11 @@ class GGUFFile:
     source: str = ""
 
     def role(self, path: str) -> str | None:
-        return next((r for r, pats in self.roles.items() if any(fnmatchcase(path, p) for p in pats)), None)
+        return next((r for r, pats in self.roles.items()
+                     if any(_pattern(p, False).fullmatch(path) for p in pats)), None)
 
     def kept(self, path: str) -> bool:
-        return any(fnmatchcase(path, p) or fnmatchcase(path, p + ".*") for p in self.high_precision)
+        return any(_pattern(p, True).fullmatch(path) for p in self.high_precision)
 
 
 _FLUX = GGUFFile(
@@ -94,12 +106,21 @@ _FLUX = GGUFFile(
     # (loaders/single_file_utils.py convert_flux_transformer_checkpoint_to_diffusers)
     ("context_embedder", "x_embedder", "time_text_embed", "norm_out", "proj_out"),
     # double_blocks.N.{img,txt}_attn.qkv: "attn.qkv.weight" (lcpp.patch:179-192); FLUX's other names match no rule
-    {"qkv": ("transformer_blocks.*.attn.to_[qkv]", "transformer_blocks.*.attn.add_[qkv]_proj")},
+    {"qkv": ("transformer_blocks.#.attn.to_[qkv]", "transformer_blocks.#.attn.add_[qkv]_proj")},
     "ComfyUI-GGUF tools/convert.py ModelFlux + lcpp.patch LLM_ARCH_FLUX",
+)
+_WAN = GGUFFile(
+    "wan",
+    # modulation, patch_embedding, text_embedding, time_projection, time_embedding, img_emb, head
+    # (lcpp.patch:389-398), as diffusers names them (single_file_utils.py convert_wan_transformer_to_diffusers)
+    ("condition_embedder", "patch_embedding", "proj_out", "scale_shift_table", "blocks.#.scale_shift_table"),
+    # blocks.N.{self,cross}_attn.v: ".v.weight" (lcpp.patch:155-178); blocks.N.ffn.2: ".ffn.2.weight" (:193-224)
+    {"to_v": ("blocks.#.attn1.to_v", "blocks.#.attn2.to_v"), "ffn_down": ("blocks.#.ffn.net.2",)},
+    "ComfyUI-GGUF tools/convert.py ModelWan + lcpp.patch LLM_ARCH_WAN",
 )
 
 #: diffusers class → its GGUF file rules.
-FILES = {"FluxTransformer2DModel": _FLUX}
+FILES = {"FluxTransformer2DModel": _FLUX, "WanTransformer3DModel": _WAN}
 
 
 def _row_bytes(ggml_type: str, d_in: int) -> int | None:

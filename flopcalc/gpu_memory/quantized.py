@@ -70,7 +70,8 @@ def refuse_unknown(name: str, floating: tuple[str, ...]) -> FlopcalcError:
 @dataclass(frozen=True)
 class Linears:
     """``layers`` converted ``nn.Linear(d_in, d_out)`` weights at one place of the cost tree (``path``, dotted from
-    the component's root, blocks of a repeated stack as ``*``); ``kept``: under a module kept in float32."""
+    the component's root, a stack of equal blocks by its span, ``0-18``); ``kept``: under a module kept in
+    float32."""
 
     path: str
     layers: int
@@ -100,8 +101,8 @@ def converted_linears(tree: Node, skip: tuple[str, ...], keep: tuple[str, ...], 
             for (d_in, d_out), n in shapes.counts.items():
                 out.append(Linears(path, n * k, d_in, d_out, kept))
         for child in node.children:
-            name = "*" if child.name.replace("-", "").isdigit() else child.name
-            visit(child, f"{path}.{name}" if path else name, k, skipped or (named and not own_name_only), kept)
+            visit(child, f"{path}.{child.name}" if path else child.name, k, skipped or (named and not own_name_only),
+                  kept)
 
     visit(tree, "", 1, False, False)
     return out
