@@ -101,7 +101,7 @@ def test_dtype_of_one_component():
 def test_quantized_memory_counts_each_component_in_its_format():
     q = memory("flux-dev", dtype="nf4", dtype_of={"text_encoder": "int8"})
     by = {c.component: c for c in q.components}
-    assert by["transformer"].dtype == "nf4" and by["text_encoder"].dtype == "int8"
+    assert by["transformer"].dtype == "bnb-nf4" and by["text_encoder"].dtype == "bnb-int8"  # the canonical names
     cfg = json.loads((REPO / "model_cards" / "flux-dev" / "transformer" / "config.json").read_text())
     assert by["transformer"].bytes == component_weights(cfg, component="transformer", dtype="nf4").bytes
     assert q.weights_bytes < memory("flux-dev").weights_bytes
@@ -109,7 +109,7 @@ def test_quantized_memory_counts_each_component_in_its_format():
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    (dict(dtype="int4"), "int8, nf4, fp8"),
+    (dict(dtype="int4"), "bnb-int8, bnb-nf4"),
     (dict(dtype_of={"unet": "fp16"}), "not components"),
     (dict(offload="sequential", dtype="nf4"), "--offload sequential with nf4"),
     (dict(offload="disk"), "none, model, group-block, group-leaf, sequential"),

@@ -107,19 +107,21 @@ def offloaded_modules(model: nn.Module, dtype: str) -> dict[str, Any]:
 
 def converted_linears(model: nn.Module, library: str) -> dict[str, Any]:
     """The ``nn.Linear`` modules of ``model`` and those a weight quantizer replaces when the model loads with a
-    default config (no modules named to skip), ``library`` ``"bitsandbytes"`` (LLM.int8 and 4-bit alike) or
-    ``"quanto"``:
+    default config (no modules named to skip), ``library`` ``"bitsandbytes"`` (LLM.int8 and 4-bit alike),
+    ``"quanto"`` or ``"torchao"``:
 
     * bitsandbytes in diffusers (``quantizers/bitsandbytes/bnb_quantizer.py:262-288``, ``utils.py:58-63``):
       every ``isinstance(m, nn.Linear)`` except those whose own name, or a key followed by ``.`` inside the
       dotted path, or the whole path, is in the class's ``_keep_in_fp32_modules``;
+    * torchao in diffusers (``quantizers/torchao/torchao_quantizer.py:351-359, 447``): as bitsandbytes;
     * quanto in diffusers (``quantizers/quanto/quanto_quantizer.py:164-169``, ``utils.py:24-30``): every
       ``isinstance(m, nn.Linear)`` whose own name is not in ``_keep_in_fp32_modules``;
     * transformers (``quantizers/quantizer_bnb_4bit.py:121``, ``quantizer_quanto.py:87``,
       ``quantizers/base.py:39-65``): the paths ``should_convert_module`` against ``get_keys_to_not_convert(model)``
       (tied weights, the module of the last parameter, the output embeddings) and the model's
       ``_keep_in_fp32_modules``; of those, bitsandbytes converts ``type(m) is nn.Linear``
-      (``integrations/bitsandbytes.py:189``), quanto ``isinstance(m, nn.Linear)`` (``integrations/quanto.py:91``).
+      (``integrations/bitsandbytes.py:189``), quanto ``isinstance(m, nn.Linear)`` (``integrations/quanto.py:91``),
+      torchao too (``quantizers/quantizer_torchao.py:109-116``).
 
     ``{"linear": [[path, in, out], ...], "converted": [[path, in, out], ...]}``."""
     import diffusers
@@ -140,7 +142,7 @@ def converted_linears(model: nn.Module, library: str) -> dict[str, Any]:
         keys = list(set(get_keys_to_not_convert(model)) | set(model._keep_in_fp32_modules or ()))
 
         def converted(path: str, module: nn.Module) -> bool:
-            exact = type(module) is nn.Linear or library == "quanto"
+            exact = type(module) is nn.Linear or library in ("quanto", "torchao")
             return exact and should_convert_module(path, keys)
     modules = dict(model.named_modules())
     return {"linear": linear, "converted": [row for row in linear if converted(row[0], modules[row[0]])]}

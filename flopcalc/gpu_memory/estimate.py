@@ -21,8 +21,10 @@ offload modes, and whether that fits a GPU of the table.
 * against a GPU of :mod:`flopcalc.hardware.gpus`: fits when that peak is at most its memory; the headroom is what is
   left for the CUDA context and the allocator.
 
-Quantized weights (``int8``, ``nf4``, ``fp8``): :mod:`flopcalc.gpu_memory.quantized`; their activations are in bf16, the
-dtype the unquantized layers and the computation run in.
+Quantized weights (bitsandbytes, optimum-quanto, torchao, GGUF: :mod:`flopcalc.gpu_memory.quantized`); their activations
+are in bf16, the dtype the unquantized layers and the computation run in. ``transformers_version`` decides whether a
+transformers class keeps its ``_keep_in_fp32_modules`` in float32 (:mod:`flopcalc.gpu_memory.transformers_versions`);
+where another release would load different bytes, a note gives that figure.
 
 Not counted: activations of components whose config was not measured (a note names them); sequential offload
 of quantized weights.
@@ -35,7 +37,7 @@ from typing import Any, Mapping
 
 from flopcalc.gpu_memory.activations import ATTENTION, ActivationPeak, activation_peak
 from flopcalc.engine.errors import FlopcalcError
-from flopcalc.gpu_memory.quantized import FORMATS, REST_DTYPE
+from flopcalc.gpu_memory.quantized import FORMATS, REST_DTYPE, canonical, refuse_unknown
 from flopcalc.gpu_memory.weights import DTYPE_BYTES, ComponentWeights, component_weights
 
 OFFLOAD = ("none", "model", "group-block", "group-leaf", "sequential")
@@ -280,7 +282,8 @@ def forward_batch(report: Any, role: str) -> int:
 def memory(model: str, *, attention: str = "fused", dtype: str = "bf16", dtype_of: Mapping[str, str] | None = None,
            offload: str = "none", gpu: str | None = None, revision: str | None = None, token: str | None = None,
            blocks_per_group: int = 1, stream: bool = False, block_swap: int = 0,
-           **settings: Any) -> MemoryEstimate:
+           transformers_version: str | None = None, lora_rank: int | None = None,
+           lora_targets: str | tuple[str, ...] | None = None, **settings: Any) -> MemoryEstimate:
     """The weights of ``model``'s components (the pipeline's, as :func:`flopcalc.estimate` plans them), each
     loaded in ``dtype`` unless ``dtype_of`` names its own, the activation peaks of the measured calls at the
     run's size with the samples each forward holds (:func:`forward_batch`), and what is resident at the peak under
@@ -297,10 +300,20 @@ def memory(model: str, *, attention: str = "fused", dtype: str = "bf16", dtype_o
     if offload not in OFFLOAD:
         raise FlopcalcError(f"--offload {offload!r}: choose one of {', '.join(OFFLOAD)}")
     _check_offload(offload, blocks_per_group, stream, block_swap)
+    from flopcalc.gpu_memory.transformers_versions import OTHER, PINNED, parse_version
+
+    parse_version(transformers_version or PINNED)
+    from flopcalc.gpu_memory.adapters import check_rank, parse_targets
+
+    targets = parse_targets(lora_targets)
+    if lora_rank is not None:
+        check_rank(lora_rank)
+    elif targets is not None:
+        raise FlopcalcError("--lora-targets needs --lora-rank (the adapters' rank)")
     for d in (dtype, *(dtype_of or {}).values()):
-        if d not in DTYPE_BYTES and d not in FORMATS:
-            raise FlopcalcError(f"dtype {d!r}: choose one of {', '.join([*DTYPE_BYTES, *FORMATS])}")
-        if offload in ("sequential", "group-block", "group-leaf") and d in FORMATS:
+        if d not in DTYPE_BYTES and canonical(d) is None:
+            raise refuse_unknown(d, tuple(DTYPE_BYTES))
+        if offload in ("sequential", "group-block", "group-leaf") and d not in DTYPE_BYTES:
             raise FlopcalcError(f"--offload {offload} with {d} weights is not modelled (the hooks move quantized "
                                 "layers differently): use --offload model, or a bf16/fp16/fp32 dtype")
     if attention not in ATTENTION:
@@ -323,8 +336,30 @@ def memory(model: str, *, attention: str = "fused", dtype: str = "bf16", dtype_o
     if unknown:
         raise FlopcalcError(f"--dtype-of names {', '.join(unknown)}, not components of {source.name}: "
                             f"{', '.join(names + idle)}")
-    weights = tuple(replace(component_weights(source.components[n], component=n, dtype=(dtype_of or {}).get(n, dtype)),
-                            runs=n not in idle) for n in names + idle)
+    version = transformers_version or PINNED
+    adds = _adapter_shapes(report)
+    lora = None if lora_rank is None else (lora_rank, targets)
+    denoisers = {c.component for c in report.components if c.role == "denoiser"}
+    weights = tuple(replace(component_weights(source.components[n], component=n, dtype=(dtype_of or {}).get(n, dtype),
+                                              transformers_version=version, shape=adds.get(n),
+                                              lora=lora if n in denoisers else None), runs=n not in idle)
+                    for n in names + idle)
+    weights += _ip_adapter_encoder(report, source, names, dtype, dtype_of, version, notes)
+    if lora is not None:
+        notes += [f"{w.component}: LoRA adapters of rank {lora_rank} on {w.lora_layers:,} layers, "
+                  f"{w.lora_params:,} parameters ({w.lora_bytes / 2**30:,.2f} GiB; peft, unfused)"
+                  for w in weights if w.lora_layers]
+    other = OTHER if parse_version(version) != parse_version(OTHER) else PINNED
+    for w in weights:
+        if w.component not in source.components:
+            continue
+        alt = component_weights(source.components[w.component], component=w.component,
+                                dtype=(dtype_of or {}).get(w.component, dtype), transformers_version=other,
+                                shape=adds.get(w.component), lora=lora if w.component in denoisers else None)
+        if alt.bytes != w.bytes:
+            notes.append(f"{w.component}: {w.bytes / 2**30:,.2f} GiB as transformers {version} loads it "
+                         f"({w.params_fp32:,} parameters kept in float32); transformers {other} keeps "
+                         f"{alt.params_fp32:,} in float32: {alt.bytes / 2**30:,.2f} GiB")
     dtypes = {w.component: w.dtype for w in weights}
     acts = []
     forwards: dict[str, int] = {}
@@ -364,7 +399,7 @@ def memory(model: str, *, attention: str = "fused", dtype: str = "bf16", dtype_o
     items = s.batch_size * s.num_images_per_prompt
     summary = {"height": s.height, "width": s.width, "num_frames": s.num_frames, "batch_size": s.batch_size,
                "num_images_per_prompt": s.num_images_per_prompt, "guidance_passes": report.passes,
-               "passes_in_one_forward": report.batched_passes}
+               "passes_in_one_forward": report.batched_passes, "transformers_version": version}
     est = MemoryEstimate(source.name, report.pipeline, offload, weights, tuple(acts), attention, summary, key, name,
                          mem, tuple(notes), tuple(source.missing), forwards, items, blocks_per_group, stream,
                          block_swap, _unestimated(report, acts))
@@ -399,6 +434,35 @@ def _unestimated(report: Any, acts: list[CallActivations]) -> tuple[str, ...]:
     have = {(a.component, a.call) for a in acts}
     return tuple(dict.fromkeys(f"{c.component}.{c.call}" for c in report.components
                                if (c.component, c.call) not in have))
+
+
+def _adapter_shapes(report: Any) -> dict[str, dict[str, Any]]:
+    """Run-shape fields that add modules to a component's weights: an IP-Adapter's image projection and
+    ``to_k_ip`` / ``to_v_ip`` (``ip_image_embed_dim``, ``ip_resampler``), as the plan runs the UNet."""
+    out: dict[str, dict[str, Any]] = {}
+    for c in report.components:
+        extra = {k: c.shape[k] for k in ("ip_image_embed_dim", "ip_resampler") if c.shape.get(k) is not None}
+        if extra:
+            out[c.component] = extra
+    return out
+
+
+def _ip_adapter_encoder(report: Any, source: Any, names: list[str], dtype: str, dtype_of: Mapping[str, str] | None,
+                        version: str, notes: list[str]) -> tuple[ComponentWeights, ...]:
+    """The image encoder ``load_ip_adapter`` loads from h94/IP-Adapter when the pipeline has none (the plan counts
+    no run of it: its config is not in the source), weighed from its bundled config."""
+    chosen = getattr(report.settings, "ip_adapter", None)
+    if not chosen or "image_encoder" in names or "image_encoder" in source.components:
+        return ()
+    from flopcalc.engine.pipelines.ip_adapter import LAYOUTS
+    from flopcalc.gpu_memory.adapters import ip_adapter_image_encoder
+
+    layout = LAYOUTS[chosen[0]]
+    config, _ = ip_adapter_image_encoder(layout.image_encoder)
+    notes.append(f"image_encoder: h94/IP-Adapter's (load_ip_adapter loads it; config bundled as "
+                 f"flopcalc/data/ip_adapter_image_encoders.json, reconstructed): weighed, its FLOPs not counted")
+    return (component_weights(config, component="image_encoder",
+                              dtype=(dtype_of or {}).get("image_encoder", dtype), transformers_version=version),)
 
 
 def _loaded_not_run(source: Any, running: list[str]) -> tuple[list[str], list[str]]:
