@@ -357,19 +357,22 @@ def _registered(class_name: str) -> _Registered:
 
 
 def build_inputs(
-    model: nn.Module, settings: Mapping[str, int], call: str = "forward"
+    model: nn.Module, settings: Mapping[str, int], call: str = "forward", builder_class: str | None = None
 ) -> tuple[dict[str, TensorSpec | None], dict[str, int]]:
     """Build the inputs of ``model.<call>`` from pipeline-level ``settings``.
 
     Returns ``(specs, used_settings)``: the keyword inputs and the subset of ``settings`` the
-    class's builder reads (missing ones raise ``KeyError``).
+    class's builder reads (missing ones raise ``KeyError``). ``builder_class``: the class whose builder to use
+    (default: the model's own; ``estimate --measure`` lends a class with none the builder of the class its
+    pipeline expects in its place, :mod:`flopcalc.engine.measure.stand_in`).
     """
-    reg = _registered(type(model).__name__)
+    name = builder_class or type(model).__name__
+    reg = _registered(name)
     if call not in reg.calls:
-        raise ValueError(f"{type(model).__name__} supports calls {reg.calls}, not {call!r}")
+        raise ValueError(f"{name} supports calls {reg.calls}, not {call!r}")
     missing = [k for k in reg.settings if k not in settings]
     if missing:
-        raise KeyError(f"{type(model).__name__} needs settings {missing}")
+        raise KeyError(f"{name} needs settings {missing}")
     used = {k: int(settings[k]) for k in (*reg.settings, *reg.optional) if k in settings}
     return reg.builder(model, call, used), used
 
