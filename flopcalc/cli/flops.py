@@ -190,11 +190,11 @@ def run_sweep(args: argparse.Namespace) -> int:
               for key, (sym, _what) in _SWEEP_SYMBOLS.items() if getattr(args, f"sweep_{key}")}
     branch = run_settings(args)
     first = {key: values[sym][0] for key, (sym, _what) in _SWEEP_SYMBOLS.items() if sym in values}
+    law = symbolic_estimate(args.model, convention=args.convention, revision=args.revision, **branch, **first)
+    grid_size(law, values)  # symbols the law lacks are refused before the budget is counted
     if "H" in values or "W" in values:  # every size swept, resolved as estimate resolves it
         sizes = [(h, w) for h in values.get("H", [first.get("height")]) for w in values.get("W", [first.get("width")])]
         refuse_binned_sizes(args.model, sizes, revision=args.revision, **branch)
-    law = symbolic_estimate(args.model, convention=args.convention, revision=args.revision, **branch, **first)
-    grid_size(law, values)  # symbols the law lacks are refused before the budget is counted
 
     def exact(**varied: int) -> int:
         return estimate(args.model, convention=args.convention, revision=args.revision,
@@ -254,10 +254,11 @@ def run_plot(args: argparse.Namespace) -> int:
 
     check_writable(args.out, "--out", SUFFIXES)
     sides = parse_values(args.sides, "sides", max_count=args.max_points)
-    for m in args.models:  # every side, resolved as estimate resolves it
-        refuse_binned_sizes(m, [(x, x) for x in sides], revision=args.revision, **run_settings(args))
     laws = [symbolic_estimate(m, convention=args.convention, revision=args.revision, **run_settings(args))
             for m in each(args.models, "building the laws")]
+    for law, m in zip(laws, args.models):  # every side, resolved as estimate resolves it
+        if "H" in law.symbols or "W" in law.symbols:
+            refuse_binned_sizes(m, [(x, x) for x in sides], revision=args.revision, **run_settings(args))
     write_file(args.out, figure_bytes(resolution_figure(laws, sides), args.out), "--out", SUFFIXES)
     print(f"wrote {args.out}")
     return 0
