@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 from live_support import SEED  # noqa: F401  (skips without torch)
 
-__all__ = ["Recorder", "Tokenizer", "planned_runs"]
+__all__ = ["Recorder", "Tokenizer", "config_dict", "plan_runs", "planned_runs"]
 
 
 class _Batch(dict):
@@ -89,10 +89,25 @@ def planned_runs(report) -> dict[str, int]:
     return out
 
 
+def plan_runs(index, configs, settings) -> dict[str, int]:
+    """The same, from the plan's runs (before the report folds a call made on several shapes into one row)."""
+    from flopcalc.engine.pipelines import plan
+
+    out: dict[str, int] = {}
+    for r in plan(index, configs, settings).runs:
+        key = r.component if r.call == "forward" else f"{r.component}.{r.call}"
+        out[key] = out.get(key, 0) + r.runs
+    return out
+
+
 def config_dict(model, class_name: str | None = None) -> dict[str, Any]:
     """A built model's config as flopcalc reads a config.json: diffusers' ``config`` with ``_class_name``, or
     transformers' ``to_dict()`` with ``architectures``."""
+    import json
+
     config = model.config
     if hasattr(config, "to_dict"):
-        return {**config.to_dict(), "architectures": [class_name or type(model).__name__]}
-    return {**dict(config), "_class_name": class_name or type(model).__name__}
+        values = {**config.to_dict(), "architectures": [class_name or type(model).__name__]}
+    else:
+        values = {**dict(config), "_class_name": class_name or type(model).__name__}
+    return json.loads(json.dumps(values, default=str))  # as a config.json reads: tuples become lists
