@@ -1,8 +1,8 @@
 """Live re-measurement of ``HunyuanVideoFramepackTransformer3DModel`` (FramePack), built on the meta device and
 counted now as ``HunyuanVideoFramepackPipeline`` calls it (one section's window, the packed history, SigLIP tokens,
-the text): the card's transformer at a random size, window and text length, and randomized configs (heads, head
-width, dual/single/refiner layers, MLP ratio, qk norm, guidance embedder, text/pooled/image widths) at
-random sizes (odd latent sides too: the history convs pad them), windows, text lengths and image-token counts.
+the text): randomized configs (heads, head width, dual/single/refiner layers, MLP ratio, qk norm, guidance embedder,
+text/pooled/image widths) at random sizes (latent sides that do not divide by 4 or 8 too: the history convs pad
+them), windows, text lengths and image-token counts.
 
 The seed is printed; ``FLOPCALC_SEED=N`` replays it. Bar: ``torch`` convention exact (total and every measured
 module path), parameters exact, ``thop`` convention exact.
@@ -10,17 +10,14 @@ module path), parameters exact, ``thop`` convention exact.
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from live_support import REPO, SEED, assert_matches_measurement, measure, random_size, write_config  # noqa: E402
+from live_support import SEED, assert_matches_measurement, measure, random_size, write_config  # noqa: E402
 from flopcalc.flops.estimate import estimate_configs  # noqa: E402
 from flopcalc.engine.pipelines import Settings  # noqa: E402
 
 pytestmark = pytest.mark.live
 
-CARD = REPO / "model_cards/framepack-i2v-hy"
 INDEX = {"_class_name": "HunyuanVideoFramepackPipeline"}
 
 
@@ -39,14 +36,6 @@ def _siglip(rng, hidden: int = 12) -> dict:
     return {"architectures": ["SiglipVisionModel"], "model_type": "siglip_vision_model", "hidden_size": hidden,
             "intermediate_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2,
             "image_size": rng.choice([28, 42, 56]), "patch_size": 14}
-
-
-def test_card_at_random_size(rng):
-    cfg = json.loads((CARD / "transformer/config.json").read_text())
-    image = json.loads((CARD / "image_encoder/config.json").read_text())
-    h, w = random_size(rng, 16, 64, 320), random_size(rng, 16, 64, 320)
-    _check(CARD / "transformer", cfg, image, h, w, rng.randint(1, 3), rng.randint(1, 64),
-           loaded_as="HunyuanVideoFramepackTransformer3DModel")
 
 
 def test_random_configs(rng, tmp_path):
