@@ -14,7 +14,14 @@ __all__ = ["Recorder", "Tokenizer", "config_dict", "plan_runs", "planned_runs"]
 
 
 class _Batch(dict):
-    __getattr__ = dict.__getitem__
+    def __getattr__(self, name):
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def to(self, *args, **kwargs) -> "_Batch":
+        return _Batch({k: v.to(*args, **kwargs) for k, v in self.items()})
 
 
 class Tokenizer:
@@ -29,13 +36,18 @@ class Tokenizer:
     def __init__(self, longest: int = 3, encode_length: int = 7) -> None:
         self.longest, self.encode_length = longest, encode_length
 
-    def __call__(self, prompt, padding=None, max_length=None, return_tensors=None, **kwargs):
+    def __call__(self, prompt=None, padding=None, max_length=None, return_tensors=None, text=None, **kwargs):
         import torch
 
+        prompt = text if prompt is None else prompt
         prompts = [prompt] if isinstance(prompt, str) else list(prompt)
         length = max_length if padding == "max_length" else self.longest
         return _Batch(input_ids=torch.ones(len(prompts), length, dtype=torch.long),
                       attention_mask=torch.ones(len(prompts), length, dtype=torch.long))
+
+    def apply_chat_template(self, conversation, tokenize: bool = True, max_length=None, **kwargs):
+        """The chat template: a string (``tokenize=False``), or ``max_length`` ids (padded)."""
+        return "a prompt" if not tokenize else [1] * (max_length or self.longest)
 
     def encode(self, text, **kwargs) -> list[int]:
         return [1] * self.encode_length
