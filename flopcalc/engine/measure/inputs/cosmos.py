@@ -26,6 +26,8 @@ from flopcalc.engine.measure.harness import TensorSpec, _cfg, _exact_div as _div
 
 #: The Wan 2.1 VAE's factors (``2 ** len(temperal_downsample)``, ``2 ** sum(...)``), which the pipelines read.
 VAE_SCALE_SPATIAL, VAE_SCALE_TEMPORAL = 8, 4
+#: The Cosmos 1.0 tokenizer's ``temporal_compression_ratio`` (CV8x8x8), which the Cosmos 1.0 pipelines read.
+COSMOS1_SCALE_TEMPORAL = 8
 
 
 def _resize(tensor: torch.Tensor, size: list[int], interpolation: Any = None) -> torch.Tensor:
@@ -67,7 +69,7 @@ def _with_image_context(model: nn.Module, tokens: int) -> dict[str, Any]:
 
 
 @input_builder("CosmosTransformer3DModel", settings=("height", "width", "text_len"),
-               optional=("num_frames", "image_tokens"))
+               optional=("num_frames", "image_tokens", "world"))
 def _cosmos_transformer_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict[str, Any]:
     """Text-to-image: hidden_states (1, in_channels, 1, H/8, W/8); timestep (1,); encoder_hidden_states
     (1, text_len, text_embed_dim); padding_mask (1, 1, H, W). Video2World (setting ``num_frames``:
@@ -75,7 +77,12 @@ def _cosmos_transformer_inputs(model: nn.Module, call: str, s: Mapping[str, int]
     (1, 1, T, H/8, W/8) and a per-frame timestep (1, 1, T, 1, 1), as ``Cosmos2VideoToWorldPipeline`` and the Cosmos
     2.5 pipelines pass. Cosmos 2.5 (``use_crossattn_projection``): the text states are Qwen2.5-VL's every layer
     concatenated (``crossattn_proj_in_channels`` wide); Transfer (setting ``image_tokens``): the image context too
-    (``img_context_num_tokens`` × ``img_context_dim_in`` zeros), see :func:`_with_image_context`."""
+    (``img_context_num_tokens`` × ``img_context_dim_in`` zeros), see :func:`_with_image_context`. Cosmos 1.0
+    (setting ``world`` with ``num_frames``; the 8× tokenizer: T = (num_frames − 1) // 8 + 1, one timestep per
+    sample): ``world`` 1, ``CosmosTextToWorldPipeline``: hidden_states (1, in_channels, T, H/8, W/8), no condition
+    mask; ``world`` 2, ``CosmosVideoToWorldPipeline``: hidden_states (1, in_channels − 1, T, H/8, W/8) and
+    condition_mask (1, 1, T, H/8, W/8) (pipeline_cosmos_text2world.py:582-589, pipeline_cosmos_video2world.py:
+    718-726)."""
     _ensure_transforms()
     h = _div(s["height"], VAE_SCALE_SPATIAL, "height")
     w = _div(s["width"], VAE_SCALE_SPATIAL, "width")
@@ -85,7 +92,13 @@ def _cosmos_transformer_inputs(model: nn.Module, call: str, s: Mapping[str, int]
         "encoder_hidden_states": TensorSpec((1, s["text_len"], _text_width(model))),
         "padding_mask": TensorSpec((1, 1, s["height"], s["width"])),
     }
-    if s.get("num_frames"):
+    if s.get("num_frames") and s.get("world"):
+        frames = (int(s["num_frames"]) - 1) // COSMOS1_SCALE_TEMPORAL + 1
+        extra = 1 if int(s["world"]) == 2 else 0
+        inputs["hidden_states"] = TensorSpec((1, _cfg(model, "in_channels") - extra, frames, h, w))
+        if extra:
+            inputs["condition_mask"] = TensorSpec((1, 1, frames, h, w))
+    elif s.get("num_frames"):
         frames = (int(s["num_frames"]) - 1) // VAE_SCALE_TEMPORAL + 1
         inputs["hidden_states"] = TensorSpec((1, _cfg(model, "in_channels") - 1, frames, h, w))
         inputs["condition_mask"] = TensorSpec((1, 1, frames, h, w))
