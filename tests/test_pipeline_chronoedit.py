@@ -108,11 +108,7 @@ def test_law(tmp_path):
 
 @pytest.mark.parametrize("path", fixtures("chronoedit-14b"), ids=lambda p: p.stem)
 def test_fixture(path):
-    settings = None
-    if "f81" in path.stem:  # the temporal-reasoning video, every step on it
-        settings = Settings(height=480, width=832, num_frames=81, resolution_binning=False).with_options(
-            temporal_reasoning_steps=50)
-    assert_fixture(path, settings)
+    assert_fixture(path)
 
 
 # --------------------------------------------------------------------------- the real __call__
