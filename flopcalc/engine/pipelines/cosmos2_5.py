@@ -47,9 +47,9 @@ VIDEO_CONDITION_FRAMES = 5
 WORLD_INPUTS = ("text", "image", "video")
 
 pipeline_option("world_input", kind=NAMES,
-                help="Cosmos 2.5 Predict: what the world is generated from: text (Text2World, the default), image "
-                     "(Image2World) or video (Video2World); an image or video is VAE-encoded once",
-                refusal="it is not Cosmos 2.5 Predict (Text2World / Image2World / Video2World)")
+                help="Cosmos 2.5 Predict and Helios: what the video is generated from: text (Text2World, the default), "
+                     "image (Image2World) or video (Video2World, Cosmos 2.5 only); an image or video is VAE-encoded",
+                refusal="it is not Cosmos 2.5 Predict or Helios (text / image / video world inputs)")
 pipeline_option("chunk_frames", kind=COUNT, bound=(4096, "frames"),
                 help="Cosmos 2.5 Transfer: frames per auto-regressive chunk (num_frames_per_chunk, default 93)",
                 refusal="it generates no auto-regressive chunks (Cosmos 2.5 Transfer's)")

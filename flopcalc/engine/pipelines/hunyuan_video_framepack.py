@@ -39,8 +39,9 @@ GUIDANCE, WINDOW = 6.0, 9
 SAMPLING = ("inverted_anti_drifting", "vanilla")
 
 pipeline_option("latent_window_size", kind=COUNT, bound=(1024, "latent frames"),
-                help="FramePack: latent frames generated per section (default 9)",
-                refusal="it generates no FramePack sections")
+                help="FramePack and Helios: latent frames generated per section / chunk (latent_window_size, "
+                     "num_latent_frames_per_chunk; default 9)",
+                refusal="it generates no FramePack sections or Helios chunks")
 pipeline_option("sampling_type", kind=NAMES,
                 help="FramePack: inverted_anti_drifting (default) or vanilla section order",
                 refusal="it has no FramePack sampling order")
