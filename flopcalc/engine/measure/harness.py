@@ -666,7 +666,8 @@ def _input_notes(inputs: Mapping[str, Any], module_depth: int) -> list[str]:
     constants = [k for k, v in inputs.items() if v is None]
     if constants:
         notes.append("Passed as constant None (not thop inputs): " + ", ".join(constants) + ".")
-    values = [f"{k}={v!r}" for k, v in inputs.items() if v is not None and not isinstance(v, torch.Tensor)]
+    values = [f"{k}={v!r}" for k, v in inputs.items()
+              if v is not None and not isinstance(v, torch.Tensor) and not _tensor_list(v)]
     if values:
         notes.append("Passed as constants (not thop inputs): " + ", ".join(values) + ".")
     if module_depth != TORCH_MODULE_DEPTH:
@@ -711,6 +712,17 @@ def _check_attention_counted(model: nn.Module, by_op: Mapping[str, int], call: s
         )
 
 
+def _tensor_list(value: Any) -> bool:
+    """A constant list of tensors that carries its ``shape`` and, as its ``dtype``, what it is (Z-Image's lists)."""
+    return isinstance(value, list) and hasattr(value, "shape") and any(isinstance(v, torch.Tensor) for v in value)
+
+
+def _recorded(value: Any) -> Any:
+    """An input as a fixture records it: a tensor or a constant list of tensors by its shape, any other constant
+    by its value."""
+    return list(value.shape) if isinstance(value, torch.Tensor) or _tensor_list(value) else value
+
+
 def measure_model(
     model: nn.Module,
     inputs: Mapping[str, TensorSpec | torch.Tensor | None],
@@ -737,9 +749,10 @@ def measure_model(
         "class_name": type(model).__name__,
         "call": call,
         "device": "meta",
-        "inputs": {k: list(t.shape) if isinstance(t, torch.Tensor) else t for k, t in tensors.items()},
+        "inputs": {k: _recorded(t) for k, t in tensors.items()},
         "input_dtypes": {
-            k: str(t.dtype).removeprefix("torch.") for k, t in tensors.items() if isinstance(t, torch.Tensor)
+            k: str(t.dtype).removeprefix("torch.") for k, t in tensors.items()
+            if isinstance(t, torch.Tensor) or _tensor_list(t)
         },
         "method": _method(call, _attention_summary(model), notes),
         "attention": _attention_summary(model),
