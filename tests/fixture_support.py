@@ -47,13 +47,17 @@ def assert_fixture(path: Path, settings: Settings | None = None, **kwargs: Any) 
     fixture = json.loads(path.read_text())
     comp = fixture_component(fixture, settings, **kwargs)
     assert 2 * comp.macs_per_run == fixture["torch"]["flops"], path.name
+    # a call made of rows of several shapes (pieces, e.g. a batched call whose first row runs once-per-call work):
+    # each module's work summed over the pieces, its parameters read from the first
+    pieces = comp.tree.children if comp.tree.formula == "pieces" else (comp.tree,)
     for module_path, flops in fixture["torch"]["by_module"].items():
-        node = comp.tree if module_path == "Global" else comp.tree.find(module_path)
-        assert (0 if node is None else 2 * node.per_item.macs("torch")) == flops, f"{path.name}: {module_path}"
+        total = sum(p.count * (n.per_item.macs("torch") if (n := (p if module_path == "Global" else
+                                                                   p.find(module_path))) else 0) for p in pieces)
+        assert 2 * total == flops, f"{path.name}: {module_path}"
     assert comp.params == fixture["params"], path.name
     if sum(fixture["params_by_module"].values()) <= fixture["params"]:  # no tied weights
         for module_path, params in fixture["params_by_module"].items():
-            node = comp.tree.find(module_path)
+            node = pieces[0].find(module_path)
             if node is not None:
                 assert node.total.params == params, f"{path.name}: {module_path}"
     if "macs" in fixture.get("thop", {}):
