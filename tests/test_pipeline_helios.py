@@ -45,11 +45,13 @@ def test_defaults():
 
 
 def test_batch_image_and_chunks():
-    runs = _runs(Settings(batch_size=3, num_frames=40, steps=2).with_options(world_input=["image"],
-                                                                              latent_window_size=5))
+    runs = _runs(Settings(num_frames=40, steps=2).with_options(world_input=["image"], latent_window_size=5))
     # 40 frames, chunks of 5 latent frames (17 frames): 3 chunks; the image once, and repeated to 17 frames once
-    assert runs[1:3] == [("vae", "encode", 1, None, None, 384, None), ("vae", "encode", 1, None, None, 384, None)]
-    assert runs[3:] == [("transformer", "forward", 3 * 2 * 2, 48, 80, None, None),
+    assert runs[1:] == [("vae", "encode", 1, None, None, 384, None), ("vae", "encode", 1, None, None, 384, None),
+                        ("transformer", "forward", 3 * 2 * 2, 48, 80, None, None),
+                        ("vae", "decode", 3, 48, 80, None, None)]
+    runs = _runs(Settings(batch_size=3, num_frames=40, steps=2).with_options(latent_window_size=5))
+    assert runs[1:] == [("transformer", "forward", 3 * 2 * 2, 48, 80, None, None),
                         ("transformer", "forward", 3 * 2 * 2 * 2, 48, 80, None, "helios_later_rows"),
                         ("vae", "decode", 9, 48, 80, None, None)]
 
@@ -68,6 +70,8 @@ def test_refusals():
         _runs(Settings(strength=0.5))
     with pytest.raises(OptionError, match="num_videos_per_prompt > 1"):
         _runs(Settings(num_images_per_prompt=2))
+    with pytest.raises(OptionError, match="use batch size 1"):
+        _runs(Settings(batch_size=2).with_options(world_input=["image"]))
     with pytest.raises(OptionError, match="video input"):
         _runs(Settings().with_options(world_input=["video"]))
     with pytest.raises(ConfigError, match="1×2×2 patches"):
@@ -136,7 +140,8 @@ def test_plan_is_the_real_call(rng, pyramid):
     pipe = cls(tokenizer=vcs.Tokenizer(), scheduler=HeliosScheduler(stages=3 if pyramid else 1), **models)
     h, w = (32, 32) if pyramid else rng.choice([(16, 32), (16, 16)])
     chunk, frames = rng.choice([2, 3]), rng.choice([3, 5, 8])
-    guidance, batch, image = rng.choice([1.0, 4.0]), rng.randint(1, 2), rng.random() < 0.5
+    guidance, batch = rng.choice([1.0, 4.0]), rng.randint(1, 2)
+    image = batch == 1 and rng.random() < 0.7  # one image: one prompt
     steps = {"pyramid_num_inference_steps_list": [1, 1, 1]} if pyramid else {"num_inference_steps": 2}
     extra = {"image": PIL.Image.new("RGB", (w, h))} if image else {}
     with torch.no_grad():

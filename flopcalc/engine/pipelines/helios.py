@@ -48,6 +48,9 @@ def _settings(components: Mapping[str, Mapping[str, Any]], s: Settings, name: st
         raise OptionError(f"{name} draws one latent per prompt but repeats the prompt embeddings per video, so "
                           "num_videos_per_prompt > 1 fails in the real call")
     world = _world_input(s)
+    if world == "image" and s.batch_size > 1:
+        raise OptionError(f"{name} encodes its one image once: with {s.batch_size} prompts its latent (one row) does "
+                          "not concatenate with the batch's histories in the real call; use batch size 1")
     if world == "video":
         raise OptionError(f"{name}: a video input is encoded in chunks set by its own length, which flopcalc does not "
                           "take; use --world-input text or image")
@@ -156,7 +159,8 @@ def helios_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
     * The histories' zero timestep is embedded once per batched call (:793), counted with its first row.
 
     ``num_videos_per_prompt`` > 1 fails in the real call (the latents are drawn per prompt, the prompt embeddings per
-    video) and is refused; a video input (V2V) is encoded in chunks set by its own length and is not planned."""
+    video) and is refused, as is an image with more than one prompt (its one-row latent joins every history); a
+    video input (V2V) is encoded in chunks set by its own length and is not planned."""
     return _plan(components, s, BASE, pyramid=False)
 
 
