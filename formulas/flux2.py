@@ -33,7 +33,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from flopcalc.engine.cost import Node, block_kinds
+from flopcalc.engine.cost import Cost, Node, block_kinds
 from flopcalc.formulas import ops
 from flopcalc.formulas.mmdit_joint_block import JOINT_BLOCK_FLOW
 from flopcalc.formulas.transformer_parts import attention_module, qk_norm_cost
@@ -75,20 +75,36 @@ def flux2_modulation(name: str, dim: int, sets: int) -> Node:
                 formula="flux2_modulation")
 
 
+def kv_attention(*, queries: Any, keys: Any, heads: int, head_dim: int, self_attending: Any = 0) -> Cost:
+    r"""``_flux2_kv_causal_attention`` (transformer_flux2.py:113-170), FLUX.2 [klein]'s attention with cached
+    reference keys and values: the text and latent ``queries`` attend to ``keys`` (text, reference and latent), and
+    on the forward that fills the cache (``"extract"``) the ``self_attending`` reference tokens attend to themselves
+    only, a second SDPA call: :math:`2 h d_h (q k + r^2)` MACs."""
+    cost = ops.attention(queries, keys, heads, head_dim)
+    if self_attending:
+        cost = cost + ops.attention(self_attending, self_attending, heads, head_dim)
+    return cost
+
+
 def flux2_double_block(*, dim: int, heads: int, head_dim: int, image_tokens: Any, text_tokens: Any,
-                       mlp_ratio: float) -> Node:
+                       mlp_ratio: float, attention: Cost | None = None) -> Node:
     """``Flux2TransformerBlock``: affine-free ``norm1``/``norm1_context``, the joint ``Flux2Attention``
     (q/k/v and ``add_{q,k,v}_proj``, RMS q/k norms, ``to_out.0`` and ``to_add_out``, no biases),
-    ``norm2``/``norm2_context`` and a SwiGLU ``Flux2FeedForward`` per stream."""
+    ``norm2``/``norm2_context`` and a SwiGLU ``Flux2FeedForward`` per stream. ``attention``: the scaled-dot-product
+    part when it is not full self-attention over the ``image_tokens + text_tokens`` (:func:`kv_attention`)."""
     n, t = image_tokens, text_tokens
     f = mlp_width(dim, mlp_ratio)
+    attn = attention_module("attn", tokens=n, dim=dim, heads=heads, head_dim=head_dim, qk_norm="rms_norm",
+                            context_tokens=t, context_dim=dim, bias=False, context_bias=False, out_bias=False)
+    if attention is not None:  # Flux2KVAttnProcessor (:398-494): the same projections and q/k norms
+        attn = replace(attn, cost=qk_norm_cost("rms_norm", n * heads, head_dim)
+                       + qk_norm_cost("rms_norm", t * heads, head_dim) + attention)
     return Node(
         "block",
         children=(
             Node("norm1", ops.layer_norm(n, dim, affine=False)),
             Node("norm1_context", ops.layer_norm(t, dim, affine=False)),
-            attention_module("attn", tokens=n, dim=dim, heads=heads, head_dim=head_dim, qk_norm="rms_norm",
-                             context_tokens=t, context_dim=dim, bias=False, context_bias=False, out_bias=False),
+            attn,
             Node("norm2", ops.layer_norm(n, dim, affine=False)),
             flux2_feed_forward("ff", n, dim, f),
             Node("norm2_context", ops.layer_norm(t, dim, affine=False)),
@@ -107,15 +123,19 @@ def flux2_feed_forward(name: str, tokens: Any, dim: int, inner: int) -> Node:
                  Node("linear_out", ops.linear(tokens, inner, dim, bias=False))), formula="feed_forward")
 
 
-def flux2_single_block(*, dim: int, heads: int, head_dim: int, tokens: Any, mlp_ratio: float) -> Node:
+def flux2_single_block(*, dim: int, heads: int, head_dim: int, tokens: Any, mlp_ratio: float,
+                       attention: Cost | None = None) -> Node:
     """``Flux2SingleTransformerBlock``: an affine-free ``norm`` and ``Flux2ParallelSelfAttention``
-    (fused ``to_qkv_mlp_proj``, RMS q/k norms, attention over all ``tokens``, SwiGLU, fused ``to_out``)."""
+    (fused ``to_qkv_mlp_proj``, RMS q/k norms, attention over all ``tokens``, SwiGLU, fused ``to_out``).
+    ``attention``: the scaled-dot-product part when it is not full self-attention over ``tokens``
+    (``Flux2KVParallelSelfAttnProcessor``, :633-720: :func:`kv_attention`)."""
     inner = heads * head_dim
     f = mlp_width(dim, mlp_ratio)
     # Flux2ParallelSelfAttnProcessor (:572-631): the q/k norms, the attention and the SwiGLU on the module; the
     # fused projections are its children, named as in the real module (the LoRA targets).
     attn = Node("attn", qk_norm_cost("rms_norm", tokens * heads, head_dim)
-                + ops.attention(tokens, tokens, heads, head_dim) + ops.activation(tokens * f) * 2,
+                + (ops.attention(tokens, tokens, heads, head_dim) if attention is None else attention)
+                + ops.activation(tokens * f) * 2,
                 (Node("to_qkv_mlp_proj", ops.linear(tokens, dim, 3 * inner + 2 * f, bias=False)),
                  Node("to_out", ops.linear(tokens, inner + f, dim, bias=False))), formula="attention")
     return Node(

@@ -28,7 +28,7 @@ from typing import Any
 
 from flopcalc.engine.cost import WEIGHT_FIELDS, Cost, Node, block_kinds, module_list
 from flopcalc.formulas import ops
-from flopcalc.formulas.transformer_parts import cross_attention, feed_forward
+from flopcalc.formulas.transformer_parts import cross_attention, feed_forward, identity_attention
 
 #: Block kinds this module builds: a per-block summary stops at them.
 BLOCK_KINDS = block_kinds("motion_module", "temporal_transformer", "temporal_conv")
@@ -49,45 +49,58 @@ def per_frame(node: Node, frames: Any) -> Node:
 
 
 @lru_cache(maxsize=256)
-def temporal_block(dim: int, heads: int, head_dim: int, frames: Any) -> Node:
+def temporal_block(dim: int, heads: int, head_dim: int, frames: Any, identity: tuple[bool, bool] = (False, False),
+                   double: bool = True) -> Node:
     """One ``BasicTransformerBlock(dim, heads, head_dim, cross_attention_dim=None,
     double_self_attention=True, attention_bias=False, activation_fn="geglu",
     positional_embeddings="sinusoidal")`` (``models/attention.py``) on one sequence of ``frames``
-    tokens: ``norm1`` → ``attn1`` (self), ``norm2`` → ``attn2`` (self again), ``norm3`` → ``ff``."""
+    tokens: ``norm1`` → ``attn1`` (self), ``norm2`` → ``attn2`` (self again), ``norm3`` → ``ff``.
+    ``identity``: whether ``attn1`` / ``attn2`` take perturbed-attention guidance's identity path (the
+    perturbed row of ``AnimateDiffPAGPipeline``: both are self-attentions, so ``PAGMixin`` may pick either;
+    :func:`~flopcalc.formulas.transformer_parts.identity_attention`). Without ``double`` (``double_self_attention
+    =False`` and no cross-attention dimension: SparseCtrl's motion modules) the block has no ``norm2`` / ``attn2``
+    (attention.py:883-916): ``norm1`` → ``attn1`` → ``norm3`` → ``ff``."""
     ln = Node("norm", ops.layer_norm(frames, dim))
     # a self-attention is the cross-attention formula with the tokens as their own context
-    attn = [cross_attention(name, tokens=frames, dim=dim, context_tokens=frames, context_dim=dim, heads=heads,
-                            head_dim=head_dim) for name in ("attn1", "attn2")]
-    return Node("block", children=(Node("norm1", ln.cost), attn[0], Node("norm2", ln.cost), attn[1],
+    attn = [identity_attention(name, tokens=frames, dim=dim, inner=heads * head_dim, bias=False) if perturbed else
+            cross_attention(name, tokens=frames, dim=dim, context_tokens=frames, context_dim=dim, heads=heads,
+                            head_dim=head_dim) for name, perturbed in zip(("attn1", "attn2"), identity)]
+    second = (Node("norm2", ln.cost), attn[1]) if double else ()
+    return Node("block", children=(Node("norm1", ln.cost), attn[0], *second,
                                    Node("norm3", ln.cost), feed_forward("ff", frames, dim, gated=True)),
                 formula="temporal_transformer_block")
 
 
 @lru_cache(maxsize=256)
 def temporal_transformer(channels: int, heads: int, head_dim: int, height: Any, width: Any, frames: Any, *,
-                         layers: int, formula: str = "temporal_transformer") -> Node:
+                         layers: int, formula: str = "temporal_transformer",
+                         identity: tuple[tuple[bool, bool], ...] = (), double: bool = True) -> Node:
     """``TransformerTemporalModel(heads, head_dim, in_channels=channels, num_layers=layers)``
     (``models/transformers/transformer_temporal.py``, ModelScope's and I2VGen-XL's temporal attentions) on
     ``frames`` frames of ``height × width``: ``AnimateDiffTransformer3D``'s computation without its position
     table (its ``cross_attention_dim`` is unused: ``double_self_attention`` makes ``attn2`` a self-attention
-    and the blocks pass no encoder states)."""
+    and the blocks pass no encoder states). ``identity``: per transformer block, whether its ``attn1`` / ``attn2``
+    take the identity path (:func:`temporal_block`; none when empty); ``double``: ``double_self_attention``."""
     inner = heads * head_dim
     hw = height * width
     vectors = hw * frames
-    block = per_frame(temporal_block(inner, heads, head_dim, frames), hw)
+    blocks = [per_frame(temporal_block(inner, heads, head_dim, frames, identity[k] if identity else (False, False),
+                                       double), hw) for k in range(layers)]
     return Node("temporal_transformer", children=(
         Node("norm", ops.group_norm(channels, vectors)),
         Node("proj_in", ops.linear(vectors, channels, inner)),
-        module_list("transformer_blocks", [block] * layers),
+        module_list("transformer_blocks", blocks),
         Node("proj_out", ops.linear(vectors, inner, channels)),
     ), formula=formula)
 
 
-def motion_module(channels: int, heads: int, height: Any, width: Any, frames: Any, *, layers: int) -> Node:
+def motion_module(channels: int, heads: int, height: Any, width: Any, frames: Any, *, layers: int,
+                  identity: tuple[tuple[bool, bool], ...] = (), double: bool = True) -> Node:
     """``AnimateDiffTransformer3D(num_attention_heads=heads, attention_head_dim=channels // heads,
-    in_channels=channels, num_layers=layers)`` on ``frames`` frames of ``height × width``."""
+    in_channels=channels, num_layers=layers, double_self_attention=double)`` on ``frames`` frames of
+    ``height × width`` (``identity``: the blocks' perturbed-attention identity paths, :func:`temporal_transformer`)."""
     return temporal_transformer(channels, heads, channels // heads, height, width, frames, layers=layers,
-                                formula="motion_module")
+                                formula="motion_module", identity=identity, double=double)
 
 
 @lru_cache(maxsize=256)

@@ -30,7 +30,7 @@ from flopcalc.formulas import ops
 from flopcalc.formulas.transformer_parts import attention_module
 
 #: Block kinds this module builds: a per-block summary stops at them.
-BLOCK_KINDS = block_kinds("z_image_block")
+BLOCK_KINDS = block_kinds("z_image_block", "z_image_control_block")
 
 #: ``transformer_z_image.SEQ_MULTI_OF``: every sequence is padded to a multiple of this.
 SEQ_MULTI_OF = 32
@@ -80,6 +80,18 @@ def z_image_block(*, tokens: Any, dim: int, heads: int, qk_norm: bool, modulatio
     if modulation:
         children.append(Node("adaLN_modulation", ops.linear(1, min(dim, ADALN_EMBED_DIM), 4 * dim)))
     return Node("layer", children=tuple(children), formula="z_image_block")
+
+
+def z_image_control_block(*, tokens: Any, dim: int, heads: int, qk_norm: bool, modulation: bool = True,
+                          before: bool) -> Node:
+    r"""One ``ZImageControlTransformerBlock`` (controlnet_z_image.py:322-428) on the ``tokens`` control tokens: a
+    ``ZImageTransformerBlock`` (:func:`z_image_block`) on the control stream ``c``, then ``after_proj`` (d → d with
+    bias: the hint the transformer adds); the block with ``block_id`` 0 first mixes in the stream it controls
+    (``c = before_proj(c) + x``, d → d with bias). :math:`\mathrm{MACs} = \mathrm{block} + (1 + b) n d^2`."""
+    block = z_image_block(tokens=tokens, dim=dim, heads=heads, qk_norm=qk_norm, modulation=modulation)
+    projections = ((Node("before_proj", ops.linear(tokens, dim, dim)),) if before else ()) + (
+        Node("after_proj", ops.linear(tokens, dim, dim)),)
+    return Node("layer", children=block.children + projections, formula="z_image_control_block")
 
 
 def z_image_final_layer(name: str, *, tokens: Any, dim: int, out_channels: int, runs: bool = True) -> Node:

@@ -1,7 +1,13 @@
-"""A measured fixture against flopcalc's estimate of the same run, for a family's pipeline tests: the torch total
-and every recorded module path exact, parameters (total and per top-level module) exact, thop exact. The run is
-estimated on the fixture's own folder (the pipeline folder above it when there is one, or ``model`` / ``index``
-given), at the fixture's size and frame count, resolution binning off. No torch needed."""
+"""Measured fixtures against flopcalc's estimate, for a family's own test file to run on its cases alone.
+
+``fixtures_of`` / ``assert_fixture_exact``: every measured fixture of some cases, as ``tests/test_fixtures.py`` checks
+them all (the same comparison: torch total and every measured module path exact, parameters exact, thop exact).
+
+``fixtures`` / ``assert_fixture`` / ``fixture_component``: one fixture against flopcalc's estimate of the same run,
+the torch total and every recorded module path exact, parameters (total and per top-level module) exact, thop exact.
+The run is estimated on the fixture's own folder (the pipeline folder above it when there is one, or ``model`` /
+``index`` given), at the fixture's size and frame count, resolution binning off, or at the settings and components
+a test passes (a family option, another index). No torch needed."""
 
 from __future__ import annotations
 
@@ -9,12 +15,43 @@ import json
 from pathlib import Path
 from typing import Any
 
+import test_fixtures as shared
+
 from flopcalc.flops.estimate import estimate_configs
 from flopcalc.engine.pipelines import Settings
 from flopcalc.engine.sources import resolve
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "validation" / "fixtures"
+
+
+def fixtures_of(*cases: str) -> list[Path]:
+    """The fixture files of ``cases`` (each must have some)."""
+    out = []
+    for case in cases:
+        files = sorted((FIXTURES / case).glob("*.json"))
+        assert files, f"no fixtures for {case}: run validation/build_fixtures.py --only {case}"
+        out += files
+    return out
+
+
+def assert_fixture_exact(path: Path) -> None:
+    fixture = shared._load(path)
+    comp = shared._component(fixture)
+    assert 2 * shared._call_macs(comp, fixture) == fixture["torch"]["flops"]
+    for module_path, flops in fixture["torch"]["by_module"].items():
+        macs = shared._call_macs(comp, fixture) if module_path == "Global" else shared._module_macs(comp, fixture,
+                                                                                                  module_path)
+        assert 2 * macs == flops, module_path
+    assert comp.params == fixture["params"]
+    if sum(fixture["params_by_module"].values()) <= fixture["params"]:  # no tied weights
+        pieces = comp.tree.children if comp.tree.formula == "pieces" else (comp.tree,)
+        for module_path, params in fixture["params_by_module"].items():
+            for piece in pieces:
+                node = piece.find(module_path)
+                if node is not None:
+                    assert node.total.params == params, module_path
+    assert shared._call_macs(shared._component(fixture, "thop"), fixture) == fixture["thop"]["macs"]
 
 
 def fixtures(case: str) -> list[Path]:

@@ -15,7 +15,7 @@ from numeric_support import assert_same_numbers
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = sorted((REPO / "validation" / "fixtures" / "activations").glob("*/*.json"))
-#: The largest leave-one-out error of any fit (README: "up to 46.1%"); most fits are exact quadratics.
+#: The largest leave-one-out error of any fit (docs/memory.md: "up to 46.1%"); most fits are exact quadratics.
 STATED_ERROR = 0.47
 
 

@@ -92,7 +92,7 @@ def test_error_non_divisible_resolution():
 
 def test_error_unknown_architecture(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"_class_name": "MyNewTransformer", "num_layers": 3}))
-    _assert_user_error(run("estimate", str(tmp_path / "config.json")), "MyNewTransformer", "Supported")
+    _assert_user_error(run("estimate", str(tmp_path / "config.json")), "MyNewTransformer", "no formula", "flopcalc coverage")
 
 
 def test_error_malformed_json(tmp_path):
@@ -170,3 +170,82 @@ def test_every_help_text_renders():
     for sub in subparsers:
         for name, command in sub.choices.items():
             assert command.format_help(), name
+
+
+def _commands():
+    import argparse
+
+    from flopcalc.cli.main import _parser
+
+    (sub,) = [a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    return sub.choices.items()
+
+
+def test_every_option_and_positional_has_a_help_line():
+    import argparse
+
+    missing = [f"{name} {action.option_strings or action.dest}" for name, command in _commands()
+               for action in command._actions
+               if not isinstance(action, argparse._HelpAction) and not (action.help or "").strip()]
+    assert not missing, "options without a help line: " + ", ".join(missing)
+
+
+def test_the_model_positional_names_the_four_input_forms():
+    for name, command in _commands():
+        for action in command._actions:
+            if action.dest in ("model", "models"):
+                text = action.help.lower()
+                assert all(word in text for word in ("card", "folder", "config.json", "hub")), name
+
+
+def test_install_hints_work_from_a_clone_and_from_an_index():
+    from flopcalc.engine.errors import install_hint
+
+    assert install_hint("plot") == "pip install 'flopcalc[plot]' (from a clone of the repository: pip install -e '.[plot]')"
+
+
+@pytest.mark.parametrize("flag, words", [("--no-resolution-binning", ("PixArt", "SANA", "HunyuanDiT")),
+                                         ("--vae-tiling", ("video", "AutoencoderKL"))])
+def test_help_names_every_pipeline_an_option_applies_to(flag, words):
+    (command,) = [c for name, c in _commands() if name == "estimate"]
+    (action,) = [a for a in command._actions if flag in a.option_strings]
+    assert all(w in action.help for w in words)
+
+
+def _renamed(tmp_path: Path, field: str, value) -> Path:
+    """The FLUX.1-dev card with one value changed (``_class_name`` of the index, or a component's class)."""
+    import json
+    import shutil
+
+    folder = tmp_path / "card"
+    shutil.copytree(REPO / "model_cards" / "flux-dev", folder)
+    file, key = field.split(":")
+    path = folder / file
+    data = json.loads(path.read_text())
+    data[key] = value
+    path.write_text(json.dumps(data))
+    return folder
+
+
+@pytest.mark.parametrize("args, words", [
+    (("estimate", "{unplanned}"), ("AllegroPipeline", "no plan", "AllegroTransformer3DModel", "flopcalc coverage")),
+    (("estimate", "{unknown_class}"), ("transformer", "FooTransformer3D", "no formula", "flopcalc coverage")),
+    (("train", "sana-600m-512"), ("SanaTransformer2DModel", "not validated", "docs/training.md")),
+    (("formulas", "resnet_blok"), ("resnet_blok", "did you mean resnet_block")),
+    (("estimate", "no-such-card-at-all"), ("no-such-card-at-all",)),
+    (("energy", "flux-dev", "--gpu", "no-such-gpu"), ("no-such-gpu",)),
+])
+def test_refusals_are_one_short_line_naming_what_is_missing(tmp_path, args, words):
+    """Every refusal is one line of at most 300 characters, naming what is missing for this input and where to
+    look, never the whole list of what flopcalc supports."""
+    folders = {"{unplanned}": _renamed(tmp_path / "a", "model_index.json:_class_name", "AllegroPipeline"),
+               "{unknown_class}": _renamed(tmp_path / "b", "transformer/config.json:_class_name", "FooTransformer3D")}
+    allegro = folders["{unplanned}"]
+    for component, cls in (("transformer", "AllegroTransformer3DModel"), ("vae", "AutoencoderKLAllegro")):
+        import json
+
+        path = allegro / component / "config.json"
+        path.write_text(json.dumps({**json.loads(path.read_text()), "_class_name": cls}))
+    res = run(*(str(folders.get(a, a)) for a in args))
+    _assert_user_error(res, *words)
+    assert len(res.stderr.strip()) <= 300, res.stderr

@@ -2,7 +2,7 @@
 folders, on directories, on a full disk; stdout closed, full, a broken pipe, an ASCII or cp1252
 terminal; Ctrl-C; grids too large for memory; progress on a terminal. Every failure is one line
 and an exit status, never a traceback. Also: every command takes what ``estimate`` takes, and
-every example in ``--help`` and the README runs."""
+every example in ``--help`` runs (the README's and docs' examples: tests/test_docs.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import csv
 import io
 import json
 import os
-import re
 import shlex
 import signal
 import subprocess
@@ -232,18 +231,6 @@ def test_every_command_takes_a_bare_component_config(config, tmp_path):
 # --------------------------------------------------------------------------- examples
 
 
-def _readme_examples() -> list[str]:
-    text = (REPO / "README.md").read_text(encoding="utf-8")
-    out = []
-    for block in re.findall(r"```(?:bash|sh|console)\n(.*?)```", text, re.S):
-        for line in block.splitlines():
-            for part in line.split("&&"):
-                part = part.strip().removeprefix("$ ")
-                if part.startswith("flopcalc "):
-                    out.append(part)
-    return out
-
-
 def _help_examples() -> list[str]:
     return [line for lines in EXAMPLES.values() for line in lines]
 
@@ -255,7 +242,7 @@ def test_help_shows_the_examples():
             assert line in text
 
 
-@pytest.mark.parametrize("example", sorted(set(_readme_examples() + _help_examples())))
+@pytest.mark.parametrize("example", sorted(set(_help_examples())))
 def test_example_runs(example, tmp_path):
     res = subprocess.run([sys.executable, "-m", "flopcalc", *shlex.split(example)[1:]], capture_output=True,
                          text=True, timeout=120, cwd=tmp_path)
@@ -263,8 +250,6 @@ def test_example_runs(example, tmp_path):
     assert res.stdout.strip()
 
 
-def test_readme_has_examples():
-    assert len(_readme_examples()) >= 5
 
 
 def test_sweep_refuses_values_on_another_branch():

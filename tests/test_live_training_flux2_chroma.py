@@ -13,7 +13,7 @@ from live_support import SEED, random_size, write_config  # noqa: E402
 from test_live_training_lora import _check as _check_lora  # noqa: E402
 from flopcalc.flops.estimate import estimate_configs  # noqa: E402
 from flopcalc.training.backward import backward, graph_of  # noqa: E402
-from flopcalc.engine.gradients import MATH_ATTENTION_BACKWARD
+from flopcalc.training.factors import MATH_ATTENTION_BACKWARD
 from flopcalc.engine.errors import FlopcalcError  # noqa: E402
 from flopcalc.engine.pipelines import Settings  # noqa: E402
 from flopcalc.training.estimate import lora_training  # noqa: E402

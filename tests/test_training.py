@@ -12,7 +12,7 @@ import pytest
 
 from flopcalc.flops.estimate import estimate
 from flopcalc.training.backward import backward, graph_of
-from flopcalc.engine.gradients import FUSED_ATTENTION_BACKWARD
+from flopcalc.training.factors import FUSED_ATTENTION_BACKWARD
 from flopcalc.cli.main import main
 from flopcalc.engine.errors import FlopcalcError
 from flopcalc.training.estimate import train
@@ -116,9 +116,26 @@ def test_mfu_against_the_gpu_tables_dense_peak():
     from flopcalc.hardware.gpus import gpu
 
     est = train("flux-dev", height=512, width=512, batch_size=2, num_gpus=4, step_time=1.5, gpu="h100-sxm")
-    assert est.mfu == est.flops_per_step / (1.5 * 4 * gpu("h100-sxm").peak_flops["bf16"])
+    assert est.mfu == est.flops_per_step / (1.5 * 4 * gpu("h100-sxm").peak_flops["bf16"]) == est.hfu
     assert est.to_dict()["mfu"] == est.mfu
     assert train("flux-dev", height=512, width=512).mfu is None
+
+
+def test_mfu_counts_the_model_not_the_recompute_and_hfu_does():
+    """MFU as PaLM defines it: the model's FLOPs, which gradient checkpointing does not change; HFU counts the
+    forward checkpointing runs again. The same measured step reads the same MFU with and without it."""
+    plain = train("flux-dev", height=512, width=512, step_time=1.0, gpu="h100-sxm")
+    ckpt = train("flux-dev", height=512, width=512, step_time=1.0, gpu="h100-sxm", gradient_checkpointing=True)
+    assert ckpt.backward.recompute > 0
+    assert ckpt.model_flops_per_step == plain.model_flops_per_step == plain.flops_per_step
+    assert ckpt.mfu == plain.mfu and ckpt.hfu == ckpt.flops_per_step / ckpt.peak_flops > ckpt.mfu
+    assert ckpt.to_dict()["hfu"] == ckpt.hfu
+
+
+def test_a_step_faster_than_the_dense_peak_is_refused():
+    with pytest.raises(FlopcalcError, match="faster than physically possible"):
+        train("flux-dev", step_time=0.01, gpu="h100-sxm")
+    train("flux-dev", step_time=0.25, gpu="h100-sxm")  # 93% of the peak: allowed
 
 
 def test_fused_attention_variant_counts_the_attention_backward_at_two_and_a_half():

@@ -53,7 +53,8 @@ def run_list(args: argparse.Namespace) -> int:
     from flopcalc.engine.cards import list_cards
 
     rows = [("card", "title", "hub id", "aliases")]
-    rows += [(c.name, c.title, c.hub_id, ", ".join(c.aliases)) for c in list_cards()]
+    # a card assembled from several repos has no hub id (None)
+    rows += [(c.name, c.title, c.hub_id or "—", ", ".join(c.aliases)) for c in list_cards()]
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     for r in rows:
         print("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip())
@@ -146,11 +147,12 @@ def configure_formulas(p: argparse.ArgumentParser) -> None:
 
 
 def run_formulas(args: argparse.Namespace) -> int:
-    from flopcalc.engine.errors import FlopcalcError
+    from flopcalc.engine.errors import FlopcalcError, close_to
     from flopcalc.formulas.catalog import CATALOG, render
 
     if args.name is not None and args.name not in CATALOG:
-        raise FlopcalcError(f"no block formula {args.name!r}; known: {', '.join(CATALOG)}")
+        raise FlopcalcError(f"no block formula {args.name!r}{close_to(args.name, CATALOG)}; `flopcalc formulas` "
+                            f"lists all {len(CATALOG)}")
     for name in [args.name] if args.name else list(CATALOG):
         print(render(name, args.convention, latex=args.latex))
     return 0

@@ -5,7 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from flopcalc.cli.common import add_format, add_model, add_run_options, positive_float, positive_int, run_settings
+from flopcalc.cli.common import (
+    GENERATION_OPTIONS, add_family_options, add_format, add_model, add_run_options, positive_float, positive_int,
+    run_settings,
+)
 
 
 def configure_train(p: argparse.ArgumentParser) -> None:
@@ -14,9 +17,9 @@ def configure_train(p: argparse.ArgumentParser) -> None:
                      "lora:RANK only peft LoRA adapters are trained. Exact against FlopCounterMode counting forward + "
                      "backward on meta.")
     add_model(p)
-    add_run_options(p, ("height", "width", "num_frames", "batch_size", "max_sequence_length"),
-                    num_frames="frames per training clip (video pipelines)",
-                    batch_size="samples per GPU per optimizer step")
+    add_run_options(p, GENERATION_OPTIONS, num_frames="frames per training clip (video pipelines)",
+                    batch_size="samples per GPU per optimizer step (the options a training sample has no use for, "
+                               "--steps, --guidance-scale and the like, are refused)")
     p.add_argument("--trainable", default="denoiser", metavar="denoiser|lora:RANK",
                    help="what is trained: the denoiser, every parameter (default), or peft LoRA adapters of rank RANK "
                         "on the frozen denoiser (lora:16)")
@@ -33,6 +36,7 @@ def configure_train(p: argparse.ArgumentParser) -> None:
     p.add_argument("--precision", choices=("fp32", "tf32", "bf16", "fp16", "fp8"), default="bf16",
                    help="the dense peak MFU is measured against (default bf16)")
     add_format(p, ("table", "json", "csv"))
+    add_family_options(p)
 
 
 def run_train(args: argparse.Namespace) -> int:

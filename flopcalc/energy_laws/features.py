@@ -78,6 +78,7 @@ class ComponentWork:
     elementwise: float
     calls: float  # denoiser calls per item: one per step for the whole batch, so steps ÷ items
     weight_reads: float = 0.0  # parameters read per item (× bytes per parameter = weight traffic)
+    launches: float = 0.0  # leaf modules run per item (each forward of the real module runs each once: kernels)
     scores: float = 0.0  # attention scores per item (softmax elements)
     attention_padded: float = 0.0  # attention FLOPs at the kernels' padded head widths
 
@@ -113,23 +114,33 @@ class Work:
         return self.total("calls")
 
 
+def leaves(node: "Node") -> int:
+    """Leaf modules one run of ``node`` runs (a grouped block counted for each of its items)."""
+    return node.count * (sum(leaves(c) for c in node.children) if node.children else 1)
+
+
 def work_of(report: "Report") -> Work:
     """Per-item op-class FLOPs of every component of ``report`` (exact counts of the estimate)."""
+    from flopcalc.gpu_memory.estimate import forward_batch
+
     s = report.settings
     items = s.batch_size * s.num_images_per_prompt
     passes = max(report.passes, 1)
     merged: dict[str, list] = {}
     for c in report.components:
         t = c.per_run
-        # per batch; a denoiser row of pieces (perturbed-attention guidance) is one batched call per run
-        calls = c.runs / ((1 if c.tree.formula == "pieces" else passes) * items) if c.role == "denoiser" else 0.0
+        # forwards of the real module per batch: a step's passes are one forward where __call__ concatenates them;
+        # a denoiser row of pieces (perturbed-attention guidance) is one batched call per run
+        forwards = c.runs / (1 if c.tree.formula == "pieces" else forward_batch(report, c.role))
+        calls = forwards if c.role == "denoiser" else 0.0
         fields = (2 * c.runs * t.linear, 2 * c.runs * t.attention, 2 * c.runs * (t.conv + t.functional),
                   c.runs * t.elementwise, calls, c.params * (calls if c.role == "denoiser" else 1),
-                  c.runs * t.scores, 2 * c.runs * padded_attention(c.tree))
+                  c.runs * t.scores, 2 * c.runs * padded_attention(c.tree), leaves(c.tree) * forwards)
         row = merged.setdefault(c.component, [c.role] + [0.0] * len(fields))
         for i, v in enumerate(fields, start=1):
             row[i] += v
-    comps = tuple(ComponentWork(name, role, *(v / items for v in values))
+    comps = tuple(ComponentWork(name, role, *(v / items for v in values[:6]), scores=values[6] / items,
+                                attention_padded=values[7] / items, launches=values[8] / items)
                   for name, (role, *values) in merged.items())
     pixels = (s.height or 0) * (s.width or 0) * (s.num_frames or 1)  # 0: a bare text encoder has no image
     return Work(comps, items, int(s.steps or 0), passes > 1, int(pixels))

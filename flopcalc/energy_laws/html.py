@@ -14,7 +14,7 @@ from flopcalc.render.html_tables import html_table
 def section(reports: Sequence[Report]) -> str:
     """The energy section of the page of ``reports``."""
     from flopcalc.energy_laws.plot import load_points, measured_vs_predicted
-    from flopcalc.energy_laws.predict import load_coefficients, predict
+    from flopcalc.energy_laws.predict import law_errors, load_coefficients, predict
 
     doc = load_coefficients()
     cals = doc["calibrations"]
@@ -29,15 +29,14 @@ def section(reports: Sequence[Report]) -> str:
                 continue
             if r.calibration != key:
                 continue
-            rows.append((report.model, r.gpu, r.precision, r.law, f"{r.energy_j:,.0f}",
+            rows.append((report.model, r.gpu, r.precision, f"{r.law} ({r.stack})", f"{r.energy_j:,.0f}",
                          f"{r.energy_j_interval[0]:,.0f} – {r.energy_j_interval[1]:,.0f}", f"{r.latency_s:,.2f}",
                          f"{r.latency_s_interval[0]:,.2f} – {r.latency_s_interval[1]:,.2f}"))
             notes += [f"{report.model} on {r.gpu} ({r.precision}): {w}" for w in r.warnings]
     errs = [("calibration", "models", "law", "energy % median / p90 / max", "latency % median / p90 / max")]
     for key, cal in cals.items():
-        law = cal.get("default_law", doc["default_law"])
-        e = cal["laws"][law]["errors"]
-        errs.append((key, str(len(cal["models"])), law,
+        e = law_errors(cal)
+        errs.append((key, str(len(cal["models"])), "opclass (nested)",
                      *(f"{e[t]['median_pct']:.1f} / {e[t]['p90_pct']:.1f} / {e[t]['max_pct']:.1f}"
                        for t in ("energy", "latency"))))
     try:
@@ -48,7 +47,8 @@ def section(reports: Sequence[Report]) -> str:
         figure = f'<p class="note">{html.escape(str(exc))}</p>'
     return ("<h2>Energy and latency per item on the calibrated GPUs</h2>"
             "<p>Predicted from the exact counts above by the laws of <code>flopcalc energy</code>, fitted on public "
-            "ML.ENERGY measurements (GPU energy only); 90% intervals from leave-one-model-out errors. "
+            "ML.ENERGY measurements (GPU energy only); 90% intervals from nested leave-one-model-out errors (the law's "
+            "terms chosen inside each fold). "
             "Other GPUs: <code>flopcalc energy MODEL --gpu NAME</code>.</p>"
             + html_table(rows, numeric=(4, 5, 6, 7))
             + "".join(f'<p class="note">{html.escape(n)}</p>' for n in notes)

@@ -22,10 +22,19 @@ import json
 from pathlib import Path
 from typing import Any, Mapping
 
-from flopcalc.energy_laws.records import MeasurementError, Record, read_yaml
+from flopcalc.energy_laws.records import MeasurementError, Record, gpu_key, positive, precision_of, read_yaml
 
-V2_PRECISION, V2_STACK = "fp16", "mlenergy-v2"
-V3_STACK = "mlenergy-v3"
+#: The software stacks of the two benchmarks (what each ran: validation/energy/data/README.md).
+V2_PRECISION, V2_STACK = "fp16", "diffusers"
+V3_STACK = "xdit"
+#: What each ran, and which denoisers it runs (xDiT parallelises DiT pipelines only; diffusers runs every one), the
+#: most recent first: the default stack of a prediction is the first of these that runs its denoiser.
+STACKS = {
+    V3_STACK: {"description": "eager PyTorch, xDiT pipelines or diffusers with flash attention, bf16, 2025 "
+                              "(ML.ENERGY v3 harness)", "denoisers": ["transformer"]},
+    V2_STACK: {"description": "diffusers AutoPipeline, eager PyTorch, fp16, 2024 (ML.ENERGY v2 harness)",
+               "denoisers": ["transformer", "unet"]},
+}
 _V3_PRECISION = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 
 
@@ -45,56 +54,102 @@ def load_model_map(path: str | Path) -> dict[str, Mapping[str, Any]]:
     return merged
 
 
-def _entry(model_map: Mapping[str, Mapping], model: str, path: Path) -> Mapping[str, Any] | None:
+def _entry(model_map: Mapping[str, Mapping], model: Any, where: str) -> Mapping[str, Any] | None:
+    if not isinstance(model, str) or not model:
+        raise MeasurementError(f"{where}: no model id")
     entry = model_map.get(model)
     if entry is None:
-        raise MeasurementError(f"{path.name}: model {model!r} is not in the model map; add it with the flopcalc "
+        raise MeasurementError(f"{where}: model {model!r} is not in the model map; add it with the flopcalc "
                                f"`source` that counts it (a card of `flopcalc list` or a config folder)")
     return None if "left_out" in entry else entry
 
 
-def read_mlenergy(path: str | Path, model_map: Mapping[str, Mapping], base: Path) -> list[Record]:
-    """Records of one ML.ENERGY file; ``base`` is the folder relative ``source`` paths are read from."""
-    from flopcalc.hardware.gpus import gpu
+def _object_lines(text: str, key: str) -> list[int]:
+    """The line each object of the top-level array ``key`` starts on (a scanner that skips strings), so that an
+    error names its record's line."""
+    start = text.find(f'"{key}"')
+    lines, depth, line, in_str, escaped = [], 0, text.count("\n", 0, start) + 1, False, False
+    for ch in text[start + len(key) + 2:]:
+        if ch == "\n":
+            line += 1
+        if in_str:
+            escaped, in_str = (not escaped and ch == "\\"), in_str and (escaped or ch != '"')
+            continue
+        if ch == '"':
+            in_str = True
+        elif ch in "[{":
+            depth += 1
+            if ch == "{" and depth == 2:
+                lines.append(line)
+        elif ch in "]}":
+            depth -= 1
+            if depth == 0:
+                break
+    return lines
 
+
+def read_mlenergy(path: str | Path, model_map: Mapping[str, Mapping], base: Path) -> list[Record]:
+    """Records of one ML.ENERGY file; ``base`` is the folder relative ``source`` paths are read from. A malformed
+    record is one error naming ``file:line``."""
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise MeasurementError(f"cannot read {p}: {exc.strerror or exc}") from None
-    out = []
+    except (OSError, UnicodeDecodeError) as exc:
+        raise MeasurementError(f"cannot read {p}: {getattr(exc, 'strerror', None) or exc}") from None
     if text.lstrip().startswith("{"):
-        try:
-            doc = json.loads(text)
-            rows, task = doc["configurations"], doc["task"]
-        except (ValueError, KeyError, TypeError):
-            raise MeasurementError(f"{p}: not an ML.ENERGY v3 task file (no `task` / `configurations`)") from None
-        for row in rows:
-            entry = _entry(model_map, row["model_id"], p)
-            if entry is None:
-                continue
-            video = "num_frames" in row
-            settings = {"steps": row["inference_steps"], "height": row["video_height" if video else "image_height"],
-                        "width": row["video_width" if video else "image_width"],
-                        "num_frames": row["num_frames"] if video else None, **entry.get("settings", {})}
-            batch = int(row["batch_size"])
-            out.append(Record(
-                entry["source"], row["model_id"], gpu(row["gpu_model"]).key,
-                _V3_PRECISION.get(row["weight_precision"], row["weight_precision"]), V3_STACK, int(row["num_gpus"]),
-                batch, settings, float(row["energy_per_video_joules" if video else "energy_per_image_joules"]),
-                float(row["batch_latency_s"]) / batch,
-                f"github ml-energy/leaderboard public/data/tasks/{task}.json", base))
-        return out
+        return _v3(p, text, model_map, base)
+    return _v2(p, text, model_map, base)
+
+
+def _v3(p: Path, text: str, model_map: Mapping[str, Mapping], base: Path) -> list[Record]:
+    try:
+        doc = json.loads(text)
+        rows, task = doc["configurations"], doc["task"]
+        if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows) or not isinstance(task, str):
+            raise TypeError
+    except (ValueError, KeyError, TypeError):
+        raise MeasurementError(f"{p}: not an ML.ENERGY v3 task file (no `task` / `configurations` list)") from None
+    lines = _object_lines(text, "configurations")
+    out = []
+    for i, row in enumerate(rows):
+        where = f"{p}:{lines[i] if i < len(lines) else '?'}"
+        entry = _entry(model_map, row.get("model_id"), where)
+        if entry is None:
+            continue
+        video = "num_frames" in row
+        size = ("video_height", "video_width") if video else ("image_height", "image_width")
+        energy_key = "energy_per_video_joules" if video else "energy_per_image_joules"
+        batch = positive(row.get("batch_size"), "batch_size", where, int)
+        settings = {"steps": positive(row.get("inference_steps"), "inference_steps", where, int),
+                    "height": positive(row.get(size[0]), size[0], where, int),
+                    "width": positive(row.get(size[1]), size[1], where, int),
+                    "num_frames": positive(row.get("num_frames"), "num_frames", where, int) if video else None,
+                    **entry.get("settings", {})}
+        precision = precision_of(_V3_PRECISION.get(row.get("weight_precision"), row.get("weight_precision")), where)
+        out.append(Record(
+            entry["source"], row["model_id"], gpu_key(row.get("gpu_model"), where), precision, V3_STACK,
+            positive(row.get("num_gpus"), "num_gpus", where, int), batch, settings,
+            positive(row.get(energy_key), energy_key, where),
+            positive(row.get("batch_latency_s"), "batch_latency_s", where) / batch,
+            f"github ml-energy/leaderboard public/data/tasks/{task}.json", base))
+    return out
+
+
+def _v2(p: Path, text: str, model_map: Mapping[str, Mapping], base: Path) -> list[Record]:
     reader = csv.DictReader(text.splitlines())
     need = {"model", "gpu", "batch", "steps", "energy_j", "batch_latency_s"}
     if not need <= set(reader.fieldnames or ()):
         raise MeasurementError(f"{p}: not an ML.ENERGY v2 table (needs columns {', '.join(sorted(need))})")
-    for row in reader:
-        entry = _entry(model_map, row["model"], p)
+    out = []
+    for line, row in enumerate(reader, start=2):
+        where = f"{p}:{line}"
+        entry = _entry(model_map, row.get("model"), where)
         if entry is None:
             continue
-        batch = int(row["batch"])
-        out.append(Record(entry["source"], row["model"], gpu(row["gpu"]).key, V2_PRECISION, V2_STACK, 1, batch,
-                          {"steps": int(row["steps"]), **entry.get("settings", {})}, float(row["energy_j"]),
-                          float(row["batch_latency_s"]) / batch, row.get("source", "").split(" data/")[0], base))
+        batch = positive(row.get("batch"), "batch", where, int)
+        out.append(Record(entry["source"], row["model"], gpu_key(row.get("gpu"), where), V2_PRECISION, V2_STACK, 1,
+                          batch, {"steps": positive(row.get("steps"), "steps", where, int), **entry.get("settings", {})},
+                          positive(row.get("energy_j"), "energy_j", where),
+                          positive(row.get("batch_latency_s"), "batch_latency_s", where) / batch,
+                          (row.get("source") or "").split(" data/")[0], base))
     return out

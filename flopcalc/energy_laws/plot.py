@@ -20,7 +20,9 @@ def measured_vs_predicted(coefficients: Mapping[str, Any], points: list[dict], l
     from flopcalc.render.figures import pyplot
 
     plt = pyplot()
-    law = law or coefficients["default_law"]
+    from flopcalc.energy_laws.predict import law_errors
+
+    law = law or "opclass"
     cals = list(coefficients["calibrations"])
     fig, axes = plt.subplots(2, len(cals), figsize=(3.6 * len(cals), 7), squeeze=False)
     labels = sorted({p["label"] for p in points})
@@ -36,7 +38,7 @@ def measured_vs_predicted(coefficients: Mapping[str, Any], points: list[dict], l
             xs = [p[key + "_predicted"] for p in pts]
             ys = [p[key] for p in pts]
             lo, hi = min(xs + ys) / 2, max(xs + ys) * 2
-            h = coefficients["calibrations"][cal]["laws"][law]["errors"][target]["interval_log_halfwidth"]
+            h = law_errors(coefficients["calibrations"][cal], law)[target]["interval_log_halfwidth"]
             grid = [lo * (hi / lo) ** (k / 50) for k in range(51)]
             ax.fill_between(grid, [g * math.exp(-h) for g in grid], [g * math.exp(h) for g in grid],
                             color="0.88", label="90% interval")

@@ -15,7 +15,7 @@ def _iv(lo: float, hi: float, fmt: str) -> str:
 
 def render(r: EnergyResult, fmt: str) -> str:
     if fmt == "json":
-        return json.dumps(r.to_dict(), indent=2) + "\n"
+        return json.dumps(r.to_dict(), indent=2, allow_nan=False) + "\n"
     if fmt == "csv":
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
@@ -35,13 +35,20 @@ def render(r: EnergyResult, fmt: str) -> str:
         f"  CO2e     {r.co2e_g:,.2f} g   {_iv(*r.co2e_g_interval, ',.2f')} g at {r.grid_g_per_kwh:g} gCO2e/kWh "
         f"({r.grid_source}; GPU energy only)",
     ]
+    b = r.bounds
+    lines.append(f"  power    {r.power_w:,.0f} W average   (physics: latency ≥ {b.min_latency_s:,.3g} s with every FLOP at "
+                 f"the dense peak; power between idle {b.min_power_w:g} W and TDP {b.max_power_w:g} W)")
+    if r.memory_verdict:
+        lines.append(f"  memory   {r.memory_verdict} on the GPU at these settings (flopcalc memory)"
+                     + (f"; offload adds {r.offload_s:,.2f} s per item" if r.offload_s else ""))
     if r.items > 1:
         lines.append(f"  {r.items} items: {r.energy_wh * r.items / 1000:,.3f} kWh, {r.gpu_hours:,.3f} GPU-hours")
     lines += ["", "  component         energy J    latency s"]
     lines += [f"  {c.component:<16}{c.energy_j:>10,.1f}{c.latency_s:>13,.3f}" for c in r.components]
     lines += ["",
-              f"  law {r.law}, calibration {r.calibration} ({e['calibration_models']} models, coefficients {r.coefficients}); "
-              f"leave-one-model-out error: energy median {e['energy']['median_pct']:.1f}% / max {e['energy']['max_pct']:.1f}%, "
+              f"  law {r.law}, calibration {r.calibration} ({e['calibration_models']} models, coefficients {r.coefficients})",
+              f"  stack {r.stack}: {r.stack_description} (--stack chooses another)",
+              f"  held-out error ({'nested ' if r.law == 'opclass' else ''}leave-one-model-out): energy median {e['energy']['median_pct']:.1f}% / max {e['energy']['max_pct']:.1f}%, "
               f"latency median {e['latency']['median_pct']:.1f}% / max {e['latency']['max_pct']:.1f}%",
               f"  work counted: {r.flops_per_item / 1e12:,.2f} TFLOPs per item (flopcalc estimate, torch convention)"]
     lines += [f"  note: {n}" for n in r.count_notes]

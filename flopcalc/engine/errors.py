@@ -70,4 +70,21 @@ class unbuildable:
 
 def install_hint(extra: str) -> str:
     """How to install one of flopcalc's extras, from an index and from a clone of the repository."""
-    return f"pip install 'flopcalc[{extra}]' (in a clone of the repository: pip install -e '.[{extra}]')"
+    return f"pip install 'flopcalc[{extra}]' (from a clone of the repository: pip install -e '.[{extra}]')"
+
+
+def few(names, most: int = 4) -> str:
+    """Up to ``most`` names, then how many more: an error stays one short line however long the list
+    (``a, b, c, d and 12 more``)."""
+    names = list(names)
+    if len(names) <= most:
+        return " and ".join(filter(None, (", ".join(names[:-1]), *names[-1:])))
+    return f"{', '.join(names[:most])} and {len(names) - most} more"
+
+
+def close_to(name: str, known) -> str:
+    """`` (did you mean X?)`` for the known name closest to ``name``, or nothing."""
+    import difflib
+
+    match = difflib.get_close_matches(name, list(known), n=1, cutoff=0.85)
+    return f" (did you mean {match[0]}?)" if match else ""

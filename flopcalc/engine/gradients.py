@@ -12,18 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Union
 
 from flopcalc.engine.cost import Node
-
-#: torch's FLOP registry counts the backward of the fused SDPA kernels
-#: (``aten._scaled_dot_product_efficient_attention_backward`` / ``_flash_attention_backward``)
-#: as 2.5 × their forward: the kernel recomputes the score matrix (torch/utils/flop_counter.py,
-#: ``sdpa_backward_flop_count``). The meta device's math path counts 2 ×.
-FUSED_ATTENTION_BACKWARD = Fraction(5, 2)
-MATH_ATTENTION_BACKWARD = 2
-
 
 @dataclass(frozen=True)
 class GradientGraph:

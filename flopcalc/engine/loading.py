@@ -15,7 +15,7 @@ from flopcalc.engine.registry import registered
 #: Bytes per element of the dtypes weights load in.
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 #: Bytes per element of the dtypes a buffer can be created in.
-BUFFER_BYTES = {"float32": 4, "float64": 8, "int64": 8}
+BUFFER_BYTES = {"float32": 4, "float64": 8, "int64": 8, "bfloat16": 2, "float16": 2}
 
 
 @dataclass(frozen=True)

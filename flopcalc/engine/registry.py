@@ -13,7 +13,7 @@ from typing import Any, Callable, Mapping
 from flopcalc.engine.config import Config
 from flopcalc.engine.cost import Node
 from flopcalc.engine.discovery import load_class, load_everything, provide
-from flopcalc.engine.errors import UnknownArchitectureError, unbuildable
+from flopcalc.engine.errors import UnknownArchitectureError, close_to, unbuildable
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,16 @@ class RunShape:
     ``text_len_2``: tokens of a second text stream the denoiser embeds on its own and joins to the
     first (HunyuanImage's byT5 glyph tokens); None: none.
 
+    ``kv_cache``: reference tokens held as an attention key/value cache (FLUX.2 [klein] KV,
+    ``Flux2KleinKVPipeline``): ``"extract"``, the forward that runs the ``reference_tokens`` with the latent and
+    caches their keys and values (they attend only to themselves); ``"cached"``, a forward on the latent alone whose
+    attention also reads the cached ``reference_tokens`` keys and values; None: no cache. How the call runs, not a
+    size, like ``split``.
+
+    ``shared``: the config (a ``Config``) of another component whose modules this one calls as its own
+    (``ZImageControlNetModel.from_transformer`` takes the transformer's embedders and refiners): their work counts in
+    this run, their parameters with that component; None: none. How the call runs, not a size, like ``split``.
+
     ``ip_image_embed_dim``: a UNet run with an IP-Adapter (``flopcalc.engine.pipelines.ip_adapter``): the width of
     the one image embedding per row it projects into image tokens (an IP-Adapter Plus: the width of the image
     encoder's hidden states); None: no IP-Adapter. ``ip_resampler``: an IP-Adapter Plus's Resampler,
@@ -69,6 +79,8 @@ class RunShape:
     text_len_2: Any = None
     ip_image_embed_dim: Any = None
     ip_resampler: Any = None
+    kv_cache: Any = None
+    shared: Any = None
 
 
 Assembler = Callable[[Config, RunShape], Node]
@@ -140,13 +152,11 @@ def lookup(class_name: str | None, call: str = "forward", *, component: str = "m
         name = _ALIASES.get(class_name or "", class_name)
         arch = _REGISTRY.get((name or "", call))
     if arch is None:
-        known = ", ".join(sorted({k[0] for k in _REGISTRY}))
         what = f"class {class_name!r}" if class_name else "no _class_name / architectures entry"
-        raise UnknownArchitectureError(
-            f"{component}: {what} is not a supported architecture"
-            + (f" (no {call!r} formula)" if class_name and any(k[0] == name for k in _REGISTRY) else "")
-            + f". Supported: {known}."
-        )
+        partial = class_name and any(k[0] == name for k in _REGISTRY)
+        near = "" if partial else close_to(class_name or "", {k[0] for k in _REGISTRY})
+        raise UnknownArchitectureError(f"{component}: {what} has no {call + ' ' if partial else ''}formula in flopcalc"
+                                       f"{near}; `flopcalc coverage` lists the classes it counts")
     return arch
 
 

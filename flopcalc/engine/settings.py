@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Callable, Mapping
 
 from flopcalc.engine.discovery import provide
-from flopcalc.engine.errors import OptionError
+from flopcalc.engine.errors import OptionError, close_to, few
 
 #: Kinds of option values.
 COUNT = "count"  # an integer > 0
@@ -36,7 +36,7 @@ SCALE = "scale"  # a finite number >= 0
 NAMES = "names"  # one or more identifiers (letters, digits, ``_``, ``.``)
 PAIRS = "pairs"  # one or more integer pairs (count ≥ 1, index ≥ 0), written COUNT@INDEX, the flag repeated
 KINDS = (COUNT, INDEX, SCALE, NAMES, PAIRS)
-_NAME = re.compile(r"[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*")
+_NAME = r"[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*"  # compiled on first use (re caches it)
 MAX_NAMES, MAX_NAME_LENGTH = 64, 100
 
 
@@ -143,6 +143,13 @@ class PipelineOption:
     module: str = ""
     cli_flag: str = ""  # the flag when it is not the name's (``--condition`` for ``conditions``, repeated)
     metavar: str = ""
+    #: values as the command line writes them that some pipeline applying it takes (tests run each through the CLI
+    #: and the API); default: one per kind (a count 2, an index 1, a scale 2.0, a pair 1@0)
+    examples: tuple[str, ...] = ()
+
+    @property
+    def sample_values(self) -> tuple[str, ...]:
+        return self.examples or {COUNT: ("2",), INDEX: ("1",), SCALE: ("2.0",), PAIRS: ("1@0",)}.get(self.kind, ())
 
     @property
     def flag(self) -> str:
@@ -153,7 +160,7 @@ _DECLARED: dict[str, PipelineOption] = {}
 
 
 def pipeline_option(name: str, *, kind: str, help: str, refusal: str, bound: tuple[int, str] | None = None,
-                    flag: str = "", metavar: str = "") -> PipelineOption:
+                    flag: str = "", metavar: str = "", examples: tuple[str, ...] = ()) -> PipelineOption:
     """Declare a family's option (once, in the family's pipeline module, before the plans naming it)."""
     import sys
 
@@ -162,7 +169,9 @@ def pipeline_option(name: str, *, kind: str, help: str, refusal: str, bound: tup
     if name in _DECLARED or name in OPTIONAL or name in Settings.__dataclass_fields__ or not name.isidentifier():
         raise RuntimeError(f"option {name!r} declared twice, or the name of a common option")
     module = sys._getframe(1).f_globals.get("__name__", "")  # the declaring module (no source read)
-    option = PipelineOption(name, kind, help, refusal, bound, module, flag, metavar)
+    if kind == NAMES and not examples:
+        raise RuntimeError(f"option {name}: a list of names needs examples (values some pipeline applying it takes)")
+    option = PipelineOption(name, kind, help, refusal, bound, module, flag, metavar, tuple(examples))
     _DECLARED[name] = option
     return option
 
@@ -174,14 +183,16 @@ def declared() -> dict[str, PipelineOption]:
 
 def index_entries() -> dict[str, dict[str, Any]]:
     """The declarations as the discovery index stores them."""
-    return {name: {**asdict(o), "bound": list(o.bound) if o.bound else None} for name, o in _DECLARED.items()}
+    return {name: {**asdict(o), "bound": list(o.bound) if o.bound else None, "examples": list(o.examples)}
+            for name, o in _DECLARED.items()}
 
 
 def known() -> dict[str, PipelineOption]:
     """Every declared option, from the discovery index (no family module imported)."""
     from flopcalc.engine.discovery import index
 
-    return {name: PipelineOption(**{**spec, "bound": tuple(spec["bound"]) if spec["bound"] else None})
+    return {name: PipelineOption(**{**spec, "bound": tuple(spec["bound"]) if spec["bound"] else None,
+                                    "examples": tuple(spec.get("examples", ()))})
             for name, spec in index().options.items()}
 
 
@@ -189,8 +200,8 @@ def option(name: str) -> PipelineOption:
     """The declaration of ``name``; a one-line error naming the known options."""
     options = _DECLARED if name in _DECLARED else known()
     if name not in options:
-        raise OptionError(f"unknown option {name!r}; options of particular pipelines: "
-                            f"{', '.join(sorted(options)) or 'none'}")
+        raise OptionError(f"unknown option {name!r}{close_to(name, options)}; options of particular pipelines: "
+                          f"{few(sorted(options), 6) or 'none'} (`flopcalc estimate --help` lists them)")
     return options[name]
 
 
@@ -224,7 +235,7 @@ def simple_names(value: object, what: str) -> tuple[str, ...]:
     if not isinstance(ids, (list, tuple)) or not ids or len(ids) > MAX_NAMES:
         raise OptionError(f"{what} must be one id or a list of 1 to {MAX_NAMES} ids, got {value!r}")
     for name in ids:
-        if not isinstance(name, str) or len(name) > MAX_NAME_LENGTH or not _NAME.fullmatch(name):
+        if not isinstance(name, str) or len(name) > MAX_NAME_LENGTH or not re.fullmatch(_NAME, name):
             raise OptionError(f"{what}: {name!r} is not a simple id (dotted names of letters, digits and '_', such "
                               "as 'mid', 'down_blocks.2', 'blocks.14'); flopcalc takes no regular expressions")
     return tuple(ids)

@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
-import logging
 import os
 import re
 from dataclasses import dataclass, field
@@ -72,7 +71,7 @@ class ConfigOrigin:
     correction: str | None = None  # what flopcalc changed in the file and why, where a card corrects it
 
 
-_CORRECTED = re.compile(r"CORRECTED[^:]*:\s*(.+)", re.S)
+_CORRECTED = r"CORRECTED[^:]*:\s*(.+)"  # compiled on first use (re caches it)
 
 
 def config_origin(kind: str, component: str, provenance: Mapping[str, Any] | None, *, name: str,
@@ -90,7 +89,7 @@ def config_origin(kind: str, component: str, provenance: Mapping[str, Any] | Non
     path = entry.get("source_path")
     origin = f"{source}" + (f" {path}" if path else "")
     notes = entry.get("notes") if isinstance(entry.get("notes"), str) else ""
-    match = _CORRECTED.search(notes)
+    match = re.search(_CORRECTED, notes, re.S)
     correction = " ".join(match.group(1).split()) if match else None
     if entry.get("verbatim") is True:
         return ConfigOrigin("verbatim", f"verbatim copy of the Hub file, from {origin}", correction)
@@ -169,7 +168,7 @@ def _skipped_kind(name: str, class_name: str) -> str | None:
     return None
 
 # Folder names that are a pipeline component (a single config.json found in such a folder keeps it).
-_COMPONENT_NAME = re.compile(
+_COMPONENT_NAME = (
     r"^(transformer|unet|vae|movq|vqvae|vqgan|text_encoder|image_encoder|prior|decoder|"
     r"controlnet|adapter|super_res|prior_text_encoder|prior_image_encoder|text_proj|audio_vae|vocoder)"
     r"(_\d+)?$"
@@ -220,7 +219,7 @@ def skipped_components(model_index: Mapping[str, Any]) -> dict[str, tuple[str | 
 def component_name_for(folder_name: str) -> str:
     """Component name for a single config found in ``folder_name``: the folder name when it is a usual
     component name (transformer, unet, vae, movq, text_encoder_2, prior, decoder, ...), else "model"."""
-    return folder_name if _COMPONENT_NAME.match(folder_name or "") else "model"
+    return folder_name if re.match(_COMPONENT_NAME, folder_name or "") else "model"
 
 
 # --------------------------------------------------------------------------------------------
@@ -413,13 +412,13 @@ def _from_card(card: _cards.Card) -> ModelSource:
 
 # huggingface_hub's validate_repo_id rules, with the namespace made mandatory.
 _HUB_PART = r"[A-Za-z0-9](?:[\w.\-]*[A-Za-z0-9_])?"
-_HUB_ID = re.compile(rf"^{_HUB_PART}/{_HUB_PART}$")
+_HUB_ID = rf"^{_HUB_PART}/{_HUB_PART}$"
 
 
 def is_hub_id(text: str) -> bool:
     """Whether ``text`` has the shape of a Hub model repo id ``org/name``."""
     return (
-        bool(_HUB_ID.match(text))
+        bool(re.match(_HUB_ID, text))
         and len(text) <= 96
         and "--" not in text
         and ".." not in text
@@ -525,6 +524,8 @@ HUB_PROBE_TIMEOUT = 5
 def _quiet_hub_logging() -> Iterator[None]:
     """huggingface_hub's own warnings (retries, fallbacks) are not shown: flopcalc says what went
     wrong in one line of its own."""
+    import logging
+
     logger = logging.getLogger("huggingface_hub")
     level = logger.level
     logger.setLevel(logging.ERROR)

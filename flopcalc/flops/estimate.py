@@ -7,7 +7,10 @@ from dataclasses import replace
 from typing import Any, Mapping
 
 from flopcalc.engine.cost import CONVENTIONS, Node
-from flopcalc.engine.errors import ConfigError, FlopcalcError, UnknownArchitectureError, UnplannedPipelineError
+from flopcalc.engine.config import class_name_of
+from flopcalc.engine.errors import (
+    ConfigError, FlopcalcError, UnknownArchitectureError, UnplannedPipelineError, install_hint,
+)
 from flopcalc.engine.pipelines import Plan, Settings, plan
 from flopcalc.engine.registry import assemble, component_params, has_formula
 from flopcalc.flops.report import ComponentEstimate, Report
@@ -60,6 +63,10 @@ def estimate(
                             config_origins=source.origins, measure=measure)
 
 
+#: RunShape fields that say how a call runs, not a size: left out of a report's shape.
+_HOW_IT_RUNS = ("split", "perturbed", "kv_cache", "shared")
+
+
 def estimate_configs(
     model_index: Mapping[str, Any] | None,
     components: Mapping[str, Mapping[str, Any]],
@@ -96,11 +103,11 @@ def estimate_configs(
             trees = [assemble(cfg, r.shape, component=r.component, call=r.call, class_name=r.built_class,
                               validated=True) for r in group]
         except UnknownArchitectureError as exc:
-            raise _with_measure_hint(exc) from None
+            raise _with_measure_hint(exc, run.built_class or class_name_of(cfg)) from None
         if run.component not in params:
             params[run.component] = component_params(cfg, component=run.component, assembled=trees[0],
                                                      call=run.call, class_name=run.built_class)
-        shape = {k: v for k, v in vars(run.shape).items() if v is not None and k not in ("split", "perturbed")}
+        shape = {k: v for k, v in vars(run.shape).items() if v is not None and k not in _HOW_IT_RUNS}
         if len(group) == 1:
             tree, runs, why = replace(trees[0], name=run.component), run.runs, run.why
         else:
@@ -110,7 +117,9 @@ def estimate_configs(
         _check_counts(estimates[-1])
     plan_notes = tuple(n for n in p.notes if not any(n.startswith(f"{name} is absent") for name in missing))
     return Report(model, source_kind, revision, p.pipeline, convention, p.settings, p.passes, tuple(estimates),
-                  tuple(source_notes) + plan_notes + tuple(measured_notes), dict(config_origins or {}))
+                  tuple(source_notes) + plan_notes + tuple(measured_notes), dict(config_origins or {}),
+                  {name: components[name] for name in dict.fromkeys(c.component for c in estimates)},
+                  p.batched_passes)
 
 
 def _plan(model_index: Mapping[str, Any] | None, components: Mapping[str, Mapping[str, Any]], settings: Settings,
@@ -118,28 +127,25 @@ def _plan(model_index: Mapping[str, Any] | None, components: Mapping[str, Mappin
     """The pipeline's plan; with ``measure``, a bare config of a class with no formula runs as its input
     builder says (a text encoder), and an unplanned pipeline is refused with the reason."""
     if not measure:
-        try:
-            return plan(model_index, components, settings)
-        except UnknownArchitectureError as exc:
-            raise _with_measure_hint(exc) from None
+        return plan(model_index, components, settings)
     from flopcalc.engine.measure.component import role_of
 
     try:
         return plan(model_index, components, settings, role_without_formula=role_of)
     except UnplannedPipelineError as exc:
-        raise UnplannedPipelineError(
-            f"{exc} --measure cannot stand in for a plan: the plan is what says which components run, how often "
-            "and on what shapes, so only the components of a planned pipeline (or a text encoder alone) are "
-            "measured.") from None
+        raise UnplannedPipelineError(f"{exc}; --measure counts components of a planned pipeline only") from None
     except UnknownArchitectureError as exc:
-        raise UnknownArchitectureError(
-            f"{exc} The pipeline's plan reads this component through its formula (a VAE's scale factor, a "
-            "denoiser's latent geometry), so --measure cannot stand in for it.") from None
+        raise UnknownArchitectureError(f"{exc}; --measure cannot stand in for it: the plan reads it through its "
+                                       "formula (a VAE's scale factor, a denoiser's latent geometry)") from None
 
 
-def _with_measure_hint(exc: UnknownArchitectureError) -> UnknownArchitectureError:
-    return UnknownArchitectureError(f"{exc} Or count it with --measure (measure=True): the real module built on the "
-                                    'meta device and counted, with pip install "flopcalc[measure]".')
+def _with_measure_hint(exc: UnknownArchitectureError, class_name: str | None) -> UnknownArchitectureError:
+    """``exc``, pointing to ``--measure`` where it can count the class (an input builder exists for it)."""
+    from flopcalc.flops.coverage import measurable_classes
+
+    if class_name not in measurable_classes():
+        return exc
+    return UnknownArchitectureError(f"{exc}; --measure counts it on the meta device, with {install_hint('measure')}")
 
 
 def _measured(cfg: Mapping[str, Any], group: list, settings: Settings, convention: str
@@ -157,7 +163,7 @@ def _measured(cfg: Mapping[str, Any], group: list, settings: Settings, conventio
                            "--measure counts a call made whole only")
     m = measure_call(cfg, component=run.component, class_name=run.class_name, call=run.call, shape=run.shape,
                      settings=settings)
-    shape = {k: v for k, v in vars(run.shape).items() if v is not None and k not in ("split", "perturbed")}
+    shape = {k: v for k, v in vars(run.shape).items() if v is not None and k not in _HOW_IT_RUNS}
     row = ComponentEstimate(run.component, run.class_name, run.call, run.role, run.runs, run.why, m.params, shape,
                             m.tree, convention, method="measured", measure_seconds=m.seconds)
     inputs = ", ".join(f"{k}={v}" for k, v in m.inputs_from.items()) or "no settings"

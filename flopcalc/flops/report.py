@@ -71,6 +71,10 @@ class Report:
     notes: tuple[str, ...] = field(default_factory=tuple)
     #: component → where its config came from (:class:`flopcalc.engine.sources.ConfigOrigin`)
     config_origins: Mapping[str, Any] = field(default_factory=dict)
+    #: component → its config values, as read (what predictors need beyond the counts: attention heads)
+    configs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, repr=False, compare=False)
+    #: whether a step's guidance passes run as one forward of the concatenated batch (else one forward each)
+    batched_passes: bool = True
 
     @property
     def macs(self) -> int:

@@ -26,11 +26,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from flopcalc.engine.cost import Node
-from flopcalc.engine.errors import FlopcalcError
-from flopcalc.engine.gradients import (
-    FUSED_ATTENTION_BACKWARD, MATH_ATTENTION_BACKWARD, Checkpointed, GradientGraph, declared_graphs, items_matched,
-    path_matches,
-)
+from flopcalc.engine.errors import FlopcalcError, few
+from flopcalc.engine.gradients import Checkpointed, GradientGraph, declared_graphs, items_matched, path_matches
+from flopcalc.training.factors import FUSED_ATTENTION_BACKWARD, MATH_ATTENTION_BACKWARD
 from flopcalc.engine.registry import registered
 
 def graph_of(class_name: str) -> GradientGraph:
@@ -40,10 +38,8 @@ def graph_of(class_name: str) -> GradientGraph:
     try:
         return graphs[class_name]
     except KeyError:
-        raise FlopcalcError(
-            f"training FLOPs are not validated for {class_name}; supported denoisers: "
-            f"{', '.join(sorted(graphs))}"
-        ) from None
+        raise FlopcalcError(f"training FLOPs are not validated for {class_name}; validated denoisers: "
+                            f"{few(sorted(graphs))} (docs/training.md lists them)") from None
 
 
 def lora_supported() -> list[str]:

@@ -14,8 +14,11 @@ What one sample costs (batch 1, torch convention: FLOPs = 2 × MACs):
 the family's diffusers training script's ``target_modules``) trained; the forward includes the adapters and
 the backward follows which tensors require grad (:mod:`flopcalc.training.lora`).
 
-Per step: × ``batch_size`` (per GPU) × ``num_gpus``. MFU = FLOPs per step / (step time × GPUs × the
-GPU's dense peak for ``precision``), with the peak from :mod:`flopcalc.hardware.gpus`.
+Per step: × ``batch_size`` (per GPU) × ``num_gpus``. MFU, as the field defines it (PaLM, Chowdhery et al. 2022,
+appendix B): the model's FLOPs per step (forward + backward, **without** the forward that gradient checkpointing
+runs again) / (step time × GPUs × the GPU's dense peak for ``precision``, :mod:`flopcalc.hardware.gpus`); HFU,
+beside it, counts the recompute too (what the hardware ran). A step time at which the hardware would exceed its
+dense peak (HFU > 1) is refused: it cannot have been measured.
 
 The common rules of thumb (training = 3 × forward; 4 × with activation recomputation) are reported beside
 the exact count for comparison, never used. Validated against ``FlopCounterMode`` counting forward +
@@ -31,7 +34,7 @@ from typing import Any
 from flopcalc.training.backward import Backward, backward, graph_of, lora_supported, refusal
 from flopcalc.engine.gradients import GradientGraph
 from flopcalc.engine.cost import Node
-from flopcalc.engine.errors import FlopcalcError, OptionError
+from flopcalc.engine.errors import FlopcalcError, OptionError, few
 from flopcalc.engine.limits import check_count
 
 FROZEN_ENCODERS = ("online", "cached")
@@ -133,10 +136,28 @@ class TrainingEstimate:
         return self.flops_per_sample + 2 * (self.backward.fused_attention_macs() - self.backward.macs)
 
     @property
-    def mfu(self) -> float | None:
+    def model_flops_per_sample(self) -> int:
+        """The model's FLOPs per sample: forward + backward without the recompute of gradient checkpointing."""
+        return self.flops_per_sample - 2 * self.backward.recompute
+
+    @property
+    def model_flops_per_step(self) -> int:
+        return self.model_flops_per_sample * self.batch_size * self.num_gpus
+
+    def _utilisation(self, flops_per_step: int) -> float | None:
         if self.step_time is None or self.peak_flops is None:
             return None
-        return self.flops_per_step / (self.step_time * self.num_gpus * self.peak_flops)
+        return flops_per_step / (self.step_time * self.num_gpus * self.peak_flops)
+
+    @property
+    def mfu(self) -> float | None:
+        """Model FLOPs utilisation: the model's FLOPs per step (no recompute) over the dense peak × GPUs × step time."""
+        return self._utilisation(self.model_flops_per_step)
+
+    @property
+    def hfu(self) -> float | None:
+        """Hardware FLOPs utilisation: as :attr:`mfu`, with the recomputed forward of gradient checkpointing."""
+        return self._utilisation(self.flops_per_step)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -181,17 +202,27 @@ class TrainingEstimate:
                           "num_gpus": self.num_gpus, "peak_flops": self.peak_flops}
         if self.mfu is not None:
             out["mfu"] = self.mfu
+            out["hfu"] = self.hfu
+            out["model_flops_per_step"] = self.model_flops_per_step
         return out
+
+
+#: Run settings a training sample has no use for, and why (every other one of ``flopcalc.estimate``'s applies).
+NOT_FOR_TRAINING = {
+    "steps": "a training sample runs the denoiser once, at one noise level",
+    "guidance_scale": "training runs no classifier-free guidance",
+    "true_cfg_scale": "training runs no classifier-free guidance",
+    "negative_prompt": "training encodes no negative prompt",
+    "num_images_per_prompt": "a training sample is one image or clip (use --batch-size for samples per GPU)",
+    "strength": "training encodes the whole target image or clip",
+    "vae_tiling": "training encodes the target with the VAE and never decodes",
+}
 
 
 def train(
     model: str,
     *,
-    height: int | None = None,
-    width: int | None = None,
-    num_frames: int | None = None,
     batch_size: int = 1,
-    max_sequence_length: int | None = None,
     trainable: str = "denoiser",
     lora_targets: tuple[str, ...] | str | None = None,
     frozen_encoders: str = "online",
@@ -202,14 +233,17 @@ def train(
     precision: str = "bf16",
     revision: str | None = None,
     token: str | None = None,
+    **settings: Any,
 ) -> TrainingEstimate:
     """FLOPs of one training sample and step of ``model``'s denoiser: full fine-tuning
     (``trainable="denoiser"``) or LoRA (``"lora:RANK"``, adapters on ``lora_targets``, peft's names;
-    default: the family's diffusers training script's).
+    default: the family's diffusers training script's). ``batch_size``: samples per GPU per step.
 
-    ``model`` is anything :func:`flopcalc.estimate` takes. Sizes default to the pipeline's. Raises
-    :class:`FlopcalcError` on bad input, for a denoiser whose backward is not validated, or when only
-    one of ``step_time`` and ``gpu`` is given.
+    ``model`` is anything :func:`flopcalc.estimate` takes, and ``settings`` its run settings that shape a sample
+    (``height``, ``width``, ``num_frames``, ``max_sequence_length``, family options such as ``reference_images``);
+    one that means nothing to a training sample (:data:`NOT_FOR_TRAINING`) is refused. Sizes default to the
+    pipeline's. Raises :class:`FlopcalcError` on bad input, for a denoiser whose backward is not validated, or when
+    only one of ``step_time`` and ``gpu`` is given.
     """
     from flopcalc.flops.estimate import estimate
     from flopcalc.training.lora import parse_trainable
@@ -220,8 +254,11 @@ def train(
     _check_options(frozen_encoders, batch_size, num_gpus, step_time, precision)
     if (step_time is None) != (gpu is None):
         raise FlopcalcError("MFU needs both --step-time and --gpu")
-    sizes = dict(height=height, width=width, num_frames=num_frames, steps=1, max_sequence_length=max_sequence_length,
-                 resolution_binning=False, revision=revision, token=token)
+    for key, why in NOT_FOR_TRAINING.items():
+        if settings.get(key) not in (None, False) and not (key == "num_images_per_prompt" and settings[key] == 1):
+            raise OptionError(f"--{key.replace('_', '-')} does not apply to a training step: {why}")
+    settings = {k: v for k, v in settings.items() if k not in NOT_FOR_TRAINING}
+    sizes = dict(settings, steps=1, resolution_binning=False, revision=revision, token=token)
     try:  # strength 1: the VAE encoder is planned (the training latents are encoded)
         report = estimate(model, strength=1.0, **sizes)
     except OptionError as exc:  # an image-to-video pipeline encodes its conditioning anyway
@@ -272,9 +309,15 @@ def train(
     s = report.settings
     settings = {"height": s.height, "width": s.width, "num_frames": s.num_frames,
                 "max_sequence_length": s.max_sequence_length, **{k: v for k, v in den.shape.items()}}
-    return TrainingEstimate(report.model, report.pipeline, settings, trainable, frozen_encoders, gradient_checkpointing,
-                            batch_size, num_gpus, tuple(parts), trained, back, precision, step_time, key, name, peak,
-                            tuple(notes), den.tree.total.params, lora)
+    est = TrainingEstimate(report.model, report.pipeline, settings, trainable, frozen_encoders, gradient_checkpointing,
+                           batch_size, num_gpus, tuple(parts), trained, back, precision, step_time, key, name, peak,
+                           tuple(notes), den.tree.total.params, lora)
+    if est.hfu is not None and est.hfu > 1:
+        raise FlopcalcError(f"--step-time {step_time:g}: {est.flops_per_step / 1e12:,.1f} TFLOPs per step on "
+                            f"{num_gpus} × {name} would run at {100 * est.hfu:,.0f}% of the dense {precision} peak "
+                            f"({peak / 1e12:g} TFLOP/s per GPU): faster than physically possible; check the step "
+                            "time, --batch-size (per GPU) and --num-gpus")
+    return est
 
 
 def lora_training(tree: Node, graph: GradientGraph, rank: int, targets: tuple[str, ...] | str | None,
@@ -283,8 +326,8 @@ def lora_training(tree: Node, graph: GradientGraph, rank: int, targets: tuple[st
     from flopcalc.training.lora import adapters, check_target_names, lora_backward
 
     if graph.lora is None:
-        raise FlopcalcError(f"LoRA training FLOPs are not modelled for {graph.class_name}; supported denoisers: "
-                            f"{', '.join(lora_supported())}")
+        raise FlopcalcError(f"LoRA training FLOPs are not modelled for {graph.class_name}; modelled denoisers: "
+                            f"{few(lora_supported())} (docs/training.md lists them)")
     refusal(tree, graph, checkpointing)
     if isinstance(targets, str):  # "attn.to_q,attn.to_v", as the CLI takes it
         targets = tuple(t.strip() for t in targets.split(","))

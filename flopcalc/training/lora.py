@@ -41,8 +41,17 @@ from typing import Any
 from flopcalc.engine.cost import Node
 from flopcalc.engine.errors import FlopcalcError
 from flopcalc.engine.gradients import (
-    FUSED_ATTENTION_BACKWARD, Attend, Blocks, Checkpointed, Join, Layer, LoraFlow, Step, items_matched, path_matches,
+    Attend,
+    Blocks,
+    Checkpointed,
+    Join,
+    Layer,
+    LoraFlow,
+    Step,
+    items_matched,
+    path_matches,
 )
+from flopcalc.training.factors import FUSED_ATTENTION_BACKWARD
 
 #: The largest rank ``lora:RANK`` accepts (larger adapters are no longer low-rank for any model here).
 MAX_RANK = 4096

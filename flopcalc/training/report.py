@@ -33,7 +33,6 @@ def _table(est: TrainingEstimate) -> str:
         rows.append((c.component, cls, c.treatment, _t(2 * c.forward_macs), _t(2 * c.backward_macs), _t(c.flops)))
     rows.append(("total", "", "", "", "", _t(est.flops_per_sample)))
     lines += ruled_table(rows, 3)
-    b = est.backward
     fwd = est.trained_forward_flops
     lines += ["", f"per step: {_t(est.flops_per_step)} TFLOPs ({est.batch_size} sample(s) × {est.num_gpus} GPU(s))"]
     lines += _backward_lines(est) if est.lora is None else _lora_lines(est)
@@ -43,8 +42,11 @@ def _table(est: TrainingEstimate) -> str:
                  f"{'' if est.lora is None else ', wherever Q, K or V requires grad'}): "
                  f"{_t(est.fused_attention_flops_per_sample)} TFLOPs/sample")
     if est.mfu is not None:
-        lines.append(f"MFU: {100 * est.mfu:.1f}% ({_t(est.flops_per_step)} TFLOPs in {est.step_time:g} s on "
+        lines.append(f"MFU: {100 * est.mfu:.1f}% ({_t(est.model_flops_per_step)} model TFLOPs in {est.step_time:g} s on "
                      f"{est.num_gpus} × {est.gpu_name}, dense {est.precision} peak {est.peak_flops / 1e12:g} TFLOP/s)")
+        if est.backward.recompute:
+            lines.append(f"HFU: {100 * est.hfu:.1f}% (with the {_t(est.flops_per_step - est.model_flops_per_step)} "
+                         "TFLOPs gradient checkpointing runs again)")
     lines.append("counted (torch convention): FLOPs = 2 × multiply-accumulates of matmuls, convolutions and attention, "
                  "exactly as FlopCounterMode counts forward + backward on the real module.")
     for note in est.notes:

@@ -13,20 +13,35 @@ With reference images the pipelines append their packed latents' tokens (``RunSh
 to the image tokens (``torch.cat([latents, image_latents], dim=1)``, pipeline_flux2.py:971), and
 ``forward`` runs on all ``N + reference_tokens`` of them, ``x_embedder`` to ``proj_out``
 (transformer_flux2.py:1318-1424; the pipeline keeps the first ``N`` outputs).
+
+FLUX.2 [klein] KV (``Flux2KleinKVPipeline``, ``RunShape.kv_cache``) caches the references' keys and values
+(transformer_flux2.py:1226-1435 with ``Flux2KVAttnProcessor`` / ``Flux2KVParallelSelfAttnProcessor``, which the
+pipeline installs):
+
+* ``"extract"`` (the first step): the ``R`` reference tokens run with the latent (their tokens first); the text
+  and latent queries attend to every key, the reference queries only to the reference keys (a second, ``R × R``
+  SDPA call, :func:`~flopcalc.formulas.flux2.kv_attention`); the references are modulated from a second timestep
+  embedding (``ref_temb``: ``time_guidance_embed``, ``double_stream_modulation_img`` and ``single_stream_modulation``
+  run twice, :1304-1316); ``norm_out`` and ``proj_out`` see the ``N`` latent tokens only (:1418-1424);
+* ``"cached"`` (every later step): the latent alone (``N`` tokens in every linear), its attention reading the
+  cached ``R`` keys and values too: ``(T + N) × (T + R + N)`` scores.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from flopcalc.engine.gradients import gradient_graph
 from flopcalc.engine.config import (
     FLAG, LAYERS, NULL, RATIO, SIZE, SIZES, Config, boolean, count_int, declare_keys, positive_int, positive_int_list,
 )
-from flopcalc.engine.cost import Node, module_list
+from flopcalc.engine.cost import Node, module_list, work_only
 from flopcalc.engine.errors import ConfigError
 from flopcalc.formulas import ops
 from flopcalc.formulas.conditioning import ada_layer_norm_continuous, mlp_embedder
 from flopcalc.formulas.flux2 import (
     FLUX2_DOUBLE_BLOCK_FLOW, FLUX2_SINGLE_BLOCK_FLOW, flux2_double_block, flux2_modulation, flux2_single_block,
+    kv_attention,
 )
 from flopcalc.engine.gradients import Blocks, Join, Layer, LoraFlow
 from flopcalc.engine.registry import RunShape, register
@@ -84,33 +99,51 @@ def flux2_transformer(config: Config, shape: RunShape) -> Node:
     out_channels = config["out_channels"] or in_channels
     patch = positive_int(config, "patch_size")
     channels = positive_int(config, "timestep_guidance_channels")
-    n = ops.exact_div(shape.latent_height, PACKING) * ops.exact_div(shape.latent_width, PACKING)
-    if shape.reference_tokens is not None:
-        n = n + shape.reference_tokens
+    latent = ops.exact_div(shape.latent_height, PACKING) * ops.exact_div(shape.latent_width, PACKING)
     t = shape.text_len
+    refs = 0 if shape.reference_tokens is None else shape.reference_tokens
+    mode = shape.kv_cache
+    if mode not in (None, "extract", "cached"):
+        raise ValueError(f"unknown kv_cache mode {mode!r}")
+    if mode is not None and shape.reference_tokens is None:
+        raise ValueError("a KV-cached FLUX.2 forward needs reference tokens")
+    # the tokens every linear sees: the cached forward runs the latent alone; the output layers see the latent only
+    n = latent if mode == "cached" else latent + refs
+    out = n if mode is None else latent
+    attention = None if mode is None else kv_attention(
+        queries=t + latent, keys=t + refs + latent, heads=heads, head_dim=head_dim,
+        self_attending=refs if mode == "extract" else 0)
 
     embed = [mlp_embedder("timestep_embedder", channels, dim, bias=False)]
     if boolean(config, "guidance_embeds"):
         embed.append(mlp_embedder("guidance_embedder", channels, dim, bias=False))
     double = flux2_double_block(dim=dim, heads=heads, head_dim=head_dim, image_tokens=n, text_tokens=t,
-                                mlp_ratio=ratio)
-    single = flux2_single_block(dim=dim, heads=heads, head_dim=head_dim, tokens=n + t, mlp_ratio=ratio)
+                                mlp_ratio=ratio, attention=attention)
+    single = flux2_single_block(dim=dim, heads=heads, head_dim=head_dim, tokens=n + t, mlp_ratio=ratio,
+                                attention=attention)
+    # the extract forward embeds ref_temb as well: a second call of these modules (transformer_flux2.py:1304-1316)
+    again = _called_twice if mode == "extract" else (lambda node: node)
     return Node(
         "transformer",
         children=(
-            Node("time_guidance_embed", children=tuple(embed)),
-            flux2_modulation("double_stream_modulation_img", dim, 2),
+            again(Node("time_guidance_embed", children=tuple(embed))),
+            again(flux2_modulation("double_stream_modulation_img", dim, 2)),
             flux2_modulation("double_stream_modulation_txt", dim, 2),
-            flux2_modulation("single_stream_modulation", dim, 1),
+            again(flux2_modulation("single_stream_modulation", dim, 1)),
             Node("x_embedder", ops.linear(n, in_channels, dim, bias=False)),
             Node("context_embedder", ops.linear(t, positive_int(config, "joint_attention_dim"), dim, bias=False)),
             module_list("transformer_blocks", [double] * count_int(config, "num_layers")),
             module_list("single_transformer_blocks", [single] * count_int(config, "num_single_layers")),
-            ada_layer_norm_continuous("norm_out", dim, dim, n, bias=False),
-            Node("proj_out", ops.linear(n, dim, patch * patch * out_channels, bias=False)),
+            ada_layer_norm_continuous("norm_out", dim, dim, out, bias=False),
+            Node("proj_out", ops.linear(out, dim, patch * patch * out_channels, bias=False)),
         ),
         formula="flux2_transformer",
     )
+
+
+def _called_twice(node: Node) -> Node:
+    """``node`` called a second time on the same weights: its work twice, its parameters once."""
+    return replace(node, cost=node.cost + work_only(node.cost), children=tuple(_called_twice(c) for c in node.children))
 
 
 def _idle_modulation(tree: Node, checkpointing: bool) -> str | None:

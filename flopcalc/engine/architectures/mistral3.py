@@ -158,3 +158,37 @@ def _mistral3_buffers(config: Config) -> tuple[Buffer, ...]:
 # lm_head holds the last parameter: transformers' get_keys_to_not_convert keeps it out of a quantizer
 loading_rules("Mistral3ForConditionalGeneration", buffers=_mistral3_buffers, not_quantized=("lm_head",),
               source="transformers/models/mistral3/modeling_mistral3.py")
+
+
+# --------------------------------------------------------------------------- Mistral3Model (no lm_head)
+
+declare_keys("Mistral3Model", {
+    "text_config": Nested(_TEXT_KEYS) | NULL, "vision_config": Nested(_VISION_KEYS) | NULL,
+    "vision_feature_layer": Int(-1024, 1024) | ListOf(Int(-1024, 1024)), "multimodal_projector_bias": FLAG,
+    "spatial_merge_size": SIZE,
+})
+
+
+@register("Mistral3Model", role="text_encoder", defaults=DEFAULTS,
+          source="transformers/models/mistral3/modeling_mistral3.py",
+          kaplan=KaplanShape(_kaplan_layers, embeddings=("embed_tokens", "vision_tower", "multi_modal_projector")))
+def mistral3_model(config: Config, shape: RunShape) -> Node:
+    """``Mistral3Model`` (ERNIE-Image's text encoder: ``ErnieImagePipeline.encode_prompt`` keeps
+    ``hidden_states[-2]``, every layer and the final norm still run) on ``seq_len`` text tokens: ``language_model``
+    only; ``vision_tower`` and ``multi_modal_projector`` hold parameters and never run on a text prompt. No
+    ``lm_head``. The language model may be a ``MistralModel`` or a ``Ministral3Model`` (``text_config.model_type``
+    ``ministral3``): the same decoder layers."""
+    text = text_config(config)
+    d = positive_int(text, "hidden_size")
+    vision = _sub(config, "vision_config", VISION_CONFIG_WHEN_ABSENT, VISION_DEFAULTS)
+    language_model = replace(decoder_model(text, shape.seq_len, formula="mistral_model"), name="language_model")
+    return Node("text_encoder", children=(_vision_tower(vision), _projector(config, vision, d), language_model),
+                formula="mistral3_model")
+
+
+def _mistral3_model_buffers(config: Config) -> tuple[Buffer, ...]:
+    """As :func:`_mistral3_buffers`, without the ``model.`` prefix."""
+    return tuple(Buffer(b.name.removeprefix("model."), b.numel, b.dtype) for b in _mistral3_buffers(config))
+
+
+loading_rules("Mistral3Model", buffers=_mistral3_model_buffers, source="transformers/models/mistral3/modeling_mistral3.py")

@@ -21,6 +21,7 @@ from typing import Any, Callable
 from flopcalc.engine.gradients import Checkpointed, gradient_graph
 from flopcalc.engine.errors import FlopcalcError
 from flopcalc.engine.gradients import Attend, Join, Layer, LoraFlow, Step
+from flopcalc.engine.loading import loading_rules
 from flopcalc.engine.config import (
     COUNT, FLAG, FLAGS, LAYERS, LAYER_COUNTS, MAX_WIDTH, NAMES, NULL, SIZE, SIZES, TEXT, Config, Int, ListOf,
     count_int, declare_keys, positive_int,
@@ -77,9 +78,13 @@ DEFAULTS = {
     "class_embeddings_concat": False,
     "mid_block_only_cross_attention": None,
     "cross_attention_norm": None,
+    "addition_embed_type_num_heads": 64,
 }
 DOWN = ("CrossAttnDownBlock2D", "DownBlock2D", "SimpleCrossAttnDownBlock2D", "ResnetDownsampleBlock2D")
 UP = ("CrossAttnUpBlock2D", "UpBlock2D", "SimpleCrossAttnUpBlock2D", "ResnetUpsampleBlock2D")
+#: The k-diffusion blocks (the x2 latent upscaler): a UNet of these only, no mid block (:func:`k_unet`).
+K_DOWN = ("KDownBlock2D", "KCrossAttnDownBlock2D")
+K_UP = ("KUpBlock2D", "KCrossAttnUpBlock2D")
 MID = ("UNetMidBlock2DCrossAttn", "UNetMidBlock2D", "UNetMidBlock2DSimpleCrossAttn", None)
 #: Blocks whose sampler is a ResNet (``down=True`` / ``up=True``) and whose attention has added K/V.
 ADDED_KV_DOWN = ("SimpleCrossAttnDownBlock2D", "ResnetDownsampleBlock2D")
@@ -182,10 +187,11 @@ def _unsupported(config: Config) -> None:
     checks = {
         "dual_cross_attention": lambda v: bool(v),
         "attention_type": lambda v: v != "default",
-        "cross_attention_norm": lambda v: v is not None,
-        "time_embedding_type": lambda v: v != "positional",
-        "addition_embed_type": lambda v: v not in (None, "text_time", "image", "image_hint"),
-        "encoder_hid_dim_type": lambda v: v not in (None, "text_proj", "image_proj"),
+        # group_norm: DeepFloyd IF's added-KV attentions (a LayerNorm there would be built on the wrong width)
+        "cross_attention_norm": lambda v: v not in (None, "group_norm"),
+        "time_embedding_type": lambda v: v not in ("positional", "fourier"),
+        "addition_embed_type": lambda v: v not in (None, "text", "text_time", "text_image", "image", "image_hint"),
+        "encoder_hid_dim_type": lambda v: v not in (None, "text_proj", "text_image_proj", "image_proj"),
         "class_embeddings_concat": lambda v: bool(v),
     }
     for key, bad in checks.items():
@@ -201,10 +207,16 @@ def _embeddings(config: Config, c0: int, text_tokens: Any, hint_size: tuple | No
     ``timestep_cond`` vector to the sinusoid's width before ``linear_1`` (``embeddings.py:1042,1060-1062``,
     ``TimestepEmbedding.forward``): every pipeline loading such a UNet passes ``timestep_cond``
     (``pipeline_stable_diffusion.py:1022-1026``, ``pipeline_latent_consistency_text2img.py:849,874``)."""
-    ted = config["time_embedding_dim"] or 4 * c0
-    nodes = [Node("time_embedding", children=mlp_embedder("time_embedding", c0, ted).children
-                  + ((Node("cond_proj", ops.linear(1, config["time_cond_proj_dim"], c0, bias=False)),)
-                     if config["time_cond_proj_dim"] else ()))]
+    # _set_time_proj (unet_2d_condition.py:550-575): fourier (the latent upscaler) embeds the timestep with a
+    # GaussianFourierProjection of time_embed_dim // 2 frequencies (a fixed weight parameter), positional with a
+    # sinusoid of block_out_channels[0]
+    fourier = config["time_embedding_type"] == "fourier"
+    ted = config["time_embedding_dim"] or (2 if fourier else 4) * c0
+    t_in = ted if fourier else c0
+    nodes = [Node("time_proj", ops.parameters(exact_half(ted, config.component)))] if fourier else []
+    nodes.append(Node("time_embedding", children=mlp_embedder("time_embedding", t_in, ted).children
+                      + ((Node("cond_proj", ops.linear(1, config["time_cond_proj_dim"], t_in, bias=False)),)
+                         if config["time_cond_proj_dim"] else ())))
     kind, n_classes = config["class_embed_type"], config["num_class_embeds"]
 
     def proj_dim() -> int:  # required by the projection class embeddings and text_time, as the real __init__
@@ -220,15 +232,28 @@ def _embeddings(config: Config, c0: int, text_tokens: Any, hint_size: tuple | No
     elif kind not in (None, "identity"):
         raise UnknownArchitectureError(f"{config.component}: class_embed_type {kind!r} is not supported yet.")
     addition = config["addition_embed_type"]
-    if addition == "text_time":
-        nodes.append(mlp_embedder("add_embedding", proj_dim(), ted))
-    elif addition in ("image", "image_hint"):
-        nodes.append(image_time_embedding(positive_int(config, "encoder_hid_dim"), ted, hint_size))
     cad = config["cross_attention_dim"]
     cad = cad if isinstance(cad, int) else cad[0]
+    if addition == "text_time":
+        nodes.append(mlp_embedder("add_embedding", proj_dim(), ted))
+    elif addition == "text":  # DeepFloyd IF: pools the text states as given (before encoder_hid_proj)
+        nodes.append(text_time_embedding(config["encoder_hid_dim"] or cad, ted, text_tokens,
+                                         positive_int(config, "addition_embed_type_num_heads")))
+    elif addition == "text_image":  # Kandinsky 2.1 (embeddings.py:1612-1631): pooled text and image embeddings
+        nodes.append(Node("add_embedding", children=(
+            Node("text_proj", ops.linear(1, cad, ted)), Node("text_norm", ops.layer_norm(1, ted)),
+            Node("image_proj", ops.linear(1, cad, ted)))))
+    elif addition in ("image", "image_hint"):
+        nodes.append(image_time_embedding(positive_int(config, "encoder_hid_dim"), ted, hint_size))
     hid_type = config["encoder_hid_dim_type"]
     if hid_type == "text_proj" or (config["encoder_hid_dim"] and not hid_type):
         nodes.append(Node("encoder_hid_proj", ops.linear(text_tokens, positive_int(config, "encoder_hid_dim"), cad)))
+    elif hid_type == "text_image_proj":
+        # TextImageProjection (embeddings.py:1253-1277): 10 context vectors of the image embedding (its width is
+        # cross_attention_dim, _set_encoder_hid_proj) before the projected text states
+        nodes.append(Node("encoder_hid_proj", children=(
+            Node("image_embeds", ops.linear(1, cad, TEXT_IMAGE_TOKENS * cad)),
+            Node("text_proj", ops.linear(text_tokens, positive_int(config, "encoder_hid_dim"), cad)))))
     elif hid_type == "image_proj":
         # ImageProjection (embeddings.py:1280): one image embedding → 32 context vectors, LayerNormed
         nodes.append(Node("encoder_hid_proj", children=(
@@ -266,6 +291,130 @@ def _identity_layers(config: Config, shape: RunShape, down_types: list, up_types
 supports_perturbation("UNet2DConditionModel")
 
 
+def exact_half(value: int, component: str) -> int:
+    if value % 2:  # _set_time_proj raises it
+        raise ConfigError(f"{component}/config.json: a fourier time embedding needs an even time_embedding_dim, got "
+                          f"{value}")
+    return value // 2
+
+
+def k_unet(config: Config, shape: RunShape) -> Node:
+    """A ``UNet2DConditionModel`` of k-diffusion blocks (``K_DOWN`` / ``K_UP``, :mod:`flopcalc.formulas.k_unet_blocks`;
+    unet_2d_condition.py:362-476 and unet_2d_blocks.py:1997-3580), as the x2 latent upscaler's: no mid block, no
+    ``conv_norm_out`` (``norm_num_groups`` null), 1×1 ``conv_in`` / ``conv_out``. The skip connections are the
+    down blocks' states (one per ResNet; ``None`` where a down block has no downsampler); each up block
+    concatenates only the last of the ``layers_per_block`` states it takes (``res_hidden_states_tuple[-1]``)."""
+    from flopcalc.formulas.k_unet_blocks import (k_attention_block, k_block, k_downsample, k_upsample,
+                                                 resnet_cond_norm)
+
+    comp = config.component
+    channels = [int(c) for c in config["block_out_channels"]]
+    nb = len(channels)
+    down_types, up_types = block_types(config, nb, K_DOWN + K_UP)
+    if config["mid_block_type"] is not None:
+        raise UnknownArchitectureError(f"{comp}: a k-diffusion UNet with a mid block is not supported yet")
+    if config["norm_num_groups"] is not None:
+        raise UnknownArchitectureError(f"{comp}: a k-diffusion UNet with norm_num_groups (conv_norm_out) is not "
+                                       "supported yet")
+    lpb = _per_block(config["layers_per_block"], nb, "layers_per_block", comp)
+    head_dims = [d if d is not None else channels[i] for i, d in enumerate(
+        _per_block(config["attention_head_dim"], nb, "attention_head_dim", comp))]
+    cross = _per_block(config["cross_attention_dim"], nb, "cross_attention_dim", comp)
+    c0, h, w, t = channels[0], shape.latent_height, shape.latent_width, shape.text_len
+    embeddings, temb = _embeddings(config, c0, t, None)
+    # down: every ResNet's output is a skip state (None in a block without a downsampler)
+    sizes, downs, skips = [(h, w)], [], [(c0, (h, w))]
+    c_out = c0
+    for i, kind in enumerate(down_types):
+        c_in, c_out = c_out, channels[i]
+        hh, ww = sizes[-1]
+        last = i == nb - 1
+        resnets = [resnet_cond_norm(c_in if j == 0 else c_out, c_out, hh, ww, temb=temb) for j in range(lpb[i])]
+        attentions = None
+        if kind == "KCrossAttnDownBlock2D":  # get_down_block: add_self_attention=True if not add_downsample
+            attentions = [k_attention_block(c_out, head_dims[i], hh, ww, temb=temb, context_tokens=t,
+                                            context_dim=cross[i], self_attention=last) for _ in range(lpb[i])]
+        sampler = None
+        if not last:
+            sampler, h2, w2 = k_downsample(c_out, hh, ww)
+            sizes.append((h2, w2))
+        skips += [(None if last else c_out, (hh, ww))] * lpb[i]
+        downs.append(k_block(resnets=resnets, attentions=attentions, sampler=sampler, sampler_name="downsamplers",
+                             formula=kind))
+    # up
+    rev, rev_lpb, rev_cross = channels[::-1], lpb[::-1], cross[::-1]
+    hidden, (hh, ww) = channels[-1], sizes[-1]
+    ups = []
+    for i, kind in enumerate(up_types):
+        out, inp, layers = rev[i], rev[min(i + 1, nb - 1)], rev_lpb[i]
+        taken, skips = skips[len(skips) - layers:], skips[:len(skips) - layers]
+        skip_c, skip_size = taken[-1]
+        if skip_c is not None and _known_mismatch(skip_size, (hh, ww)):
+            raise ResolutionError(f"{comp}: a {hh}×{ww} level meets a {skip_size[0]}×{skip_size[1]} skip connection: "
+                                  f"the latent must divide by {2 ** (nb - 1)} (the real model fails too)")
+        c_first = hidden + (skip_c or 0)
+        if kind == "KCrossAttnUpBlock2D":
+            first, middle = inp == out == temb, inp != out
+            k_in = out if first else 2 * out
+        else:
+            first = middle = False
+            k_in = 2 * out
+        if c_first != k_in:
+            raise ConfigError(f"{comp}: up block {i} ({kind}) is built for {k_in} input channels but receives "
+                              f"{c_first} (the real model fails too)")
+        resnets, attentions = [], []
+        for j in range(layers):
+            ci = k_in if j == 0 else out
+            if kind == "KCrossAttnUpBlock2D":
+                resnets.append(resnet_cond_norm(ci, out, hh, ww, temb=temb,
+                                                c_out_2=inp if (middle and j == layers - 1) else None))
+                attentions.append(k_attention_block(inp if j == layers - 1 else out, head_dims[i], hh, ww, temb=temb,
+                                                    context_tokens=t, context_dim=rev_cross[i], self_attention=first))
+            else:
+                co = inp if j == layers - 1 else out
+                resnets.append(resnet_cond_norm(ci, co, hh, ww, temb=temb))
+        hidden = inp
+        sampler = None
+        if i < nb - 1:
+            sampler, hh, ww = k_upsample(hidden, hh, ww)
+        ups.append(k_block(resnets=resnets, attentions=attentions or None, sampler=sampler, sampler_name="upsamplers",
+                           formula=kind))
+    if hidden != c0:
+        raise ConfigError(f"{comp}: the last up block returns {hidden} channels, conv_out takes {c0}")
+    k_in_k, k_out_k = positive_int(config, "conv_in_kernel"), positive_int(config, "conv_out_kernel")
+    return Node("unet", children=(
+        Node("conv_in", ops.conv2d(positive_int(config, "in_channels"), c0, k_in_k, h, w)), *embeddings,
+        module_list("down_blocks", downs), module_list("up_blocks", ups),
+        Node("conv_out", ops.conv2d(c0, count_int(config, "out_channels"), k_out_k, h, w))), formula="unet_2d_condition")
+
+
+#: ``TextImageProjection(num_image_text_embeds=10)`` (embeddings.py:1253): Kandinsky 2.1's image vectors.
+TEXT_IMAGE_TOKENS = 10
+
+
+def text_time_embedding(dim: int, ted: int, tokens: Any, heads: int) -> Node:
+    r"""``TextTimeEmbedding(dim, ted, num_heads=heads)`` (``addition_embed_type: text``, DeepFloyd IF;
+    embeddings.py:1596-1609): ``norm1`` (LayerNorm) on the ``L`` text states, ``pool`` an
+    ``AttentionPooling`` (embeddings.py:1674-1721: a class token, the mean of the states plus a learned
+    ``positional_embedding``, attends to itself and the states; ``q_proj`` on the class token, ``k_proj``
+    and ``v_proj`` on the :math:`L + 1` tokens, two ``einsum`` products of :math:`(L + 1)\,d` MACs each),
+    ``proj`` to the time width and ``norm2``:
+
+    .. math:: \mathrm{MACs} = d^2 + 2 (L + 1) d^2 + 2 (L + 1) d + d\,d_t
+    """
+    if heads == 0 or dim % heads:  # AttentionPooling reshapes to heads × dim // heads
+        raise ConfigError(f"addition_embed_type text: the text width {dim} must divide into "
+                          f"addition_embed_type_num_heads={heads} heads")
+    n = tokens + 1
+    pool = Node("pool", ops.matmul(1, dim // heads, n, batch=heads) + ops.matmul(1, n, dim // heads, batch=heads)
+                + ops.parameters(dim), children=(
+                    Node("k_proj", ops.linear(n, dim, dim)), Node("q_proj", ops.linear(1, dim, dim)),
+                    Node("v_proj", ops.linear(n, dim, dim))))
+    return Node("add_embedding", children=(Node("norm1", ops.layer_norm(tokens, dim)), pool,
+                                           Node("proj", ops.linear(1, dim, ted)), Node("norm2", ops.layer_norm(1, ted))),
+                formula="text_time_embedding")
+
+
 #: ``ImageHintTimeEmbedding.input_hint_block`` (embeddings.py:1648): (in, out, stride) of its 3×3 convolutions.
 HINT_CONVS = ((3, 16, 1), (16, 16, 1), (16, 32, 2), (32, 32, 1), (32, 96, 2), (96, 96, 1), (96, 256, 2), (256, 4, 1))
 
@@ -292,7 +441,7 @@ def image_time_embedding(image_dim: int, ted: int, hint_size: tuple | None) -> N
 #: Every config key ``UNet2DConditionModel`` reads (assemblers and pipeline plan), as
 #: :func:`flopcalc.engine.config.declare_keys` validates it.
 declare_keys("UNet2DConditionModel", {
-    "sample_size": SIZE | ListOf(SIZE, lo=2, hi=2), "in_channels": SIZE, "out_channels": COUNT,
+    "sample_size": SIZE | ListOf(SIZE, lo=2, hi=2) | NULL, "in_channels": SIZE, "out_channels": COUNT,
     "down_block_types": NAMES, "mid_block_type": TEXT | NULL, "up_block_types": NAMES,
     "only_cross_attention": FLAG | FLAGS, "block_out_channels": SIZES, "layers_per_block": LAYERS | LAYER_COUNTS,
     "downsample_padding": Int(0, MAX_WIDTH), "norm_num_groups": SIZE | NULL,
@@ -305,6 +454,7 @@ declare_keys("UNet2DConditionModel", {
     "time_cond_proj_dim": SIZE | NULL, "conv_in_kernel": SIZE, "conv_out_kernel": SIZE,
     "projection_class_embeddings_input_dim": SIZE | NULL, "attention_type": TEXT, "class_embeddings_concat": FLAG,
     "mid_block_only_cross_attention": FLAG | NULL, "cross_attention_norm": TEXT | NULL,
+    "addition_embed_type_num_heads": SIZE,
 })
 
 
@@ -315,6 +465,8 @@ def unet_2d_condition(config: Config, shape: RunShape) -> Node:
     comp = config.component
     channels = [int(c) for c in config["block_out_channels"]]
     nb = len(channels)
+    if any(kind in K_DOWN for kind in config["down_block_types"]):
+        return k_unet(config, shape)
     down_types, up_types = block_types(config, nb, DOWN + UP)
     if config["mid_block_type"] not in MID:
         raise UnknownArchitectureError(f"{comp}: mid_block_type {config['mid_block_type']!r} is not supported yet.")
@@ -336,14 +488,17 @@ def unet_2d_condition(config: Config, shape: RunShape) -> Node:
     linear = bool(config["use_linear_projection"])
     scale_shift = config["resnet_time_scale_shift"] == "scale_shift"
     # image_proj replaces encoder_hidden_states by the projected image embedding (unet_2d_condition.py:956)
-    t = IMAGE_PROJECTION_TOKENS if config["encoder_hid_dim_type"] == "image_proj" else shape.text_len
+    # text_image_proj (Kandinsky 2.1) puts 10 image vectors before the projected text states
+    t = {"image_proj": IMAGE_PROJECTION_TOKENS,
+         "text_image_proj": TEXT_IMAGE_TOKENS + shape.text_len}.get(config["encoder_hid_dim_type"], shape.text_len)
     c0 = channels[0]
     h, w = shape.latent_height, shape.latent_width
     identity = _identity_layers(config, shape, down_types, up_types, lpb, tlpb, rev_tlpb)
     # image_hint: the control image is at the generated size, 8× the latent (three stride-2 convolutions)
     hint = (8 * h, 8 * w) if config["addition_embed_type"] == "image_hint" else None
 
-    embeddings, temb = _embeddings(config, c0, t, hint)
+    embeddings, temb = _embeddings(config, c0, t if config["encoder_hid_dim_type"] == "image_proj" else shape.text_len,
+                                   hint)
     ip_tokens = None
     if shape.ip_image_embed_dim is not None:  # an IP-Adapter (unet_2d_condition.py:964-975)
         projection, ip_tokens = ip_adapter_projection(config, shape.ip_image_embed_dim, shape.ip_resampler)
@@ -353,8 +508,11 @@ def unet_2d_condition(config: Config, shape: RunShape) -> Node:
         return {"heads": heads[i], "context_tokens": t, "context_dim": cross[i], "linear_projection": linear,
                 "only_cross_attention": only_cross, "ip_tokens": ip_tokens}
 
+    norm_cross = config["cross_attention_norm"] == "group_norm"
+
     def added_kv(i: int, up: bool = False) -> dict:
-        return {"head_dim": head_dims[i], "context_tokens": t, "context_dim": cross[nb - 1 - i] if up else cross[i]}
+        return {"head_dim": head_dims[i], "context_tokens": t, "context_dim": cross[nb - 1 - i] if up else cross[i],
+                "only_cross": only[::-1][i] if up else only[i], "norm_cross": norm_cross}
 
     # down
     sizes = [(h, w)]
@@ -401,8 +559,13 @@ def unet_2d_condition(config: Config, shape: RunShape) -> Node:
             module_list("resnets", [res] * (1 + len(layers))),
         ), formula="UNetMidBlock2DCrossAttn")
     elif config["mid_block_type"] == "UNetMidBlock2DSimpleCrossAttn":
+        # unet_2d_condition.py:329-336: mid_block_only_cross_attention, or the one only_cross_attention flag
+        mid_only = config["mid_block_only_cross_attention"]
+        if mid_only is None:
+            mid_only = config["only_cross_attention"] if isinstance(config["only_cross_attention"], bool) else False
         mid = added_kv_mid_block(top, hm, wm, temb_channels=temb, scale_shift=scale_shift, head_dim=head_dims[-1],
-                                 context_tokens=t, context_dim=cross[-1])
+                                 context_tokens=t, context_dim=cross[-1], only_cross=bool(mid_only),
+                                 norm_cross=norm_cross)
     elif config["mid_block_type"] == "UNetMidBlock2D":
         mid = Node("mid_block", children=(module_list("resnets", [
             resnet_block(top, top, hm, wm, temb_channels=temb, scale_shift=scale_shift)]),), formula="UNetMidBlock2D")
@@ -588,3 +751,21 @@ gradient_graph(
         lists=("down_blocks", "up_blocks", "resnets", "attentions", "transformer_blocks", "downsamplers", "upsamplers"),
     ),
 )
+
+
+def _k_sampler_buffers(config: Config) -> tuple:
+    """The k-diffusion samplers' non-persistent float32 ``kernel`` (4×4: the outer product of the 1-D FIR kernel,
+    ``KDownsample2D`` / ``KUpsample2D``, models/downsampling.py:268, upsampling.py:339) of every K down / up block
+    but the last level's; a UNet of other blocks has no buffers."""
+    from flopcalc.engine.loading import Buffer
+
+    down, up = list(config["down_block_types"]), list(config["up_block_types"])
+    last = len(config["block_out_channels"]) - 1
+    return (tuple(Buffer(f"down_blocks.{i}.downsamplers.0.kernel", 16, "float32") for i, t in enumerate(down)
+                  if t in K_DOWN and i < last)
+            + tuple(Buffer(f"up_blocks.{i}.upsamplers.0.kernel", 16, "float32") for i, t in enumerate(up)
+                    if t in K_UP and i < last))
+
+
+loading_rules("UNet2DConditionModel", buffers=_k_sampler_buffers,
+              source="diffusers/models/downsampling.py:268, models/upsampling.py:339")

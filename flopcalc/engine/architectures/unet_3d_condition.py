@@ -109,7 +109,6 @@ def unet_3d_body(config: Config, shape: RunShape, widths: list[int], *, conv_in_
     (``conv_in_channels`` → C0, per frame), ``embeddings`` (run once per video, given), ``transformer_in``
     (8 heads of ``transformer_in_width``), the 3-D down / mid / up blocks with ``widths[i]``-wide heads whose
     cross-attentions read ``context_tokens`` vectors, ``conv_norm_out`` and ``conv_out`` (per frame)."""
-    comp = config.component
     channels = [int(c) for c in config["block_out_channels"]]
     nb = len(channels)
     frames = 1 if shape.latent_frames is None else shape.latent_frames

@@ -14,6 +14,8 @@ MLP runs once per video (its output is repeated per frame, :1994).
 
 from __future__ import annotations
 
+import re
+
 from flopcalc.engine.architectures.unet_2d_condition import DEFAULTS as UNET_2D_DEFAULTS
 from flopcalc.engine.architectures.unet_2d_condition import _per_block, _per_layer, unet_2d_condition
 from flopcalc.engine.config import (
@@ -22,6 +24,7 @@ from flopcalc.engine.config import (
 )
 from flopcalc.engine.cost import Node, module_list
 from flopcalc.engine.errors import UnknownArchitectureError
+from flopcalc.engine.perturbed_attention import PerturbedAttention, selected, supports_perturbation
 from flopcalc.formulas import ops
 from flopcalc.formulas.motion_module import motion_module, per_frame
 from flopcalc.formulas.resnet_block import resnet_block
@@ -173,21 +176,57 @@ def _unet_2d_config(config: Config) -> Config:
     return Config(config.component, values, UNET_2D_DEFAULTS)
 
 
-def _mid_block(config: Config, top: int, heads: int, cross: int, h, w, t, frames, motions: Node | None) -> Node:
-    """``UNetMidBlockCrossAttnMotion`` (with ``use_motion_mid_block``) or ``UNetMidBlock2DCrossAttn`` of
-    ``mid_block_layers`` layers (unet_motion_model.py:1406): resnet, then per layer attention, resnet (and motion
-    module)."""
-    n_mid = count_int(config, "mid_block_layers")
+def _mid_depths(config: Config) -> list[int]:
+    """The transformer depth of each of the mid block's ``mid_block_layers`` spatial attentions
+    (unet_motion_model.py:1406-1430: ``transformer_layers_per_mid_block``, else the last down block's depth)."""
     tl_mid = config["transformer_layers_per_mid_block"]
     if tl_mid is None:
         tl_mid = (config["transformer_layers_per_block"] if isinstance(config["transformer_layers_per_block"], int)
                   else config["transformer_layers_per_block"][-1])
         tl_mid = tl_mid if isinstance(tl_mid, int) else 1
+    return _per_layer(tl_mid, count_int(config, "mid_block_layers"), "transformer_layers_per_mid_block",
+                      config.component)
+
+
+def _spatial_self_attention(config: Config) -> list[str]:
+    """The ``attn1`` of every spatial ``BasicTransformerBlock``: in the cross-attention down / up blocks (as the
+    ``UNet2DConditionModel`` of the same 2-D config lays them out) and the mid block."""
+    c2 = _unet_2d_config(config)
+    comp = config.component
+    nb = len(config["block_out_channels"])
+    lpb = _per_block(c2["layers_per_block"], nb, "layers_per_block", comp)
+    tlpb = _per_block(c2["transformer_layers_per_block"], nb, "transformer_layers_per_block", comp)
+    rev = (_per_block(c2["reverse_transformer_layers_per_block"], nb, "reverse_transformer_layers_per_block", comp)
+           if c2["reverse_transformer_layers_per_block"] else tlpb[::-1])
+    spatial = [(f"down_blocks.{i}.attentions.{j}", k) for i in range(nb) if c2["down_block_types"][i] ==
+               "CrossAttnDownBlock2D" for j, k in enumerate(_per_layer(tlpb[i], lpb[i], "transformer_layers_per_block",
+                                                                       comp))]
+    spatial += [(f"mid_block.attentions.{j}", k) for j, k in enumerate(_mid_depths(config))]
+    spatial += [(f"up_blocks.{i}.attentions.{j}", k) for i in range(nb) if c2["up_block_types"][i] ==
+                "CrossAttnUpBlock2D" for j, k in enumerate(_per_layer(
+                    rev[i], lpb[::-1][i] + 1, "reverse_transformer_layers_per_block", comp))]
+    return [f"{prefix}.transformer_blocks.{b}.attn1" for prefix, k in spatial for b in range(k)]
+
+
+def _motion_self_attention(config: Config) -> list[str]:
+    """Both attentions of every motion module's blocks: ``double_self_attention`` makes ``attn2`` a self-attention
+    too (no ``cross_attention_dim``), so ``PAGMixin`` counts it among the self-attention layers."""
+    return [f"{path}.motion_modules.{j}.transformer_blocks.{t}.{a}" for path, _c, _h, depths in motion_layout(config)
+            for j, k in enumerate(depths) for t in range(k) for a in ("attn1", "attn2")]
+
+
+def _mid_block(config: Config, top: int, heads: int, cross: int, h, w, t, frames, motions: Node | None,
+               identity=lambda prefix, k: frozenset()) -> Node:
+    """``UNetMidBlockCrossAttnMotion`` (with ``use_motion_mid_block``) or ``UNetMidBlock2DCrossAttn`` of
+    ``mid_block_layers`` layers (unet_motion_model.py:1406): resnet, then per layer attention, resnet (and motion
+    module)."""
+    n_mid = count_int(config, "mid_block_layers")
     res = resnet_block(top, top, h, w, temb_channels=4 * int(config["block_out_channels"][0]))
     parts = [per_frame(module_list("attentions", [
         spatial_transformer(top, heads, h, w, layers=k, context_tokens=t, context_dim=cross,
-                            linear_projection=bool(config["use_linear_projection"]))
-        for k in _per_layer(tl_mid, n_mid, "transformer_layers_per_mid_block", config.component)]), frames),
+                            linear_projection=bool(config["use_linear_projection"]),
+                            identity_layers=identity(f"mid_block.attentions.{j}", k))
+        for j, k in enumerate(_mid_depths(config))]), frames),
         per_frame(module_list("resnets", [res] * (1 + n_mid)), frames)]
     if motions is not None:
         parts.append(motions)
@@ -214,9 +253,17 @@ def unet_motion(config: Config, shape: RunShape) -> Node:
     _unsupported(config)
     comp = config.component
     frames = 1 if shape.latent_frames is None else shape.latent_frames
-    unet_2d = unet_2d_condition(_unet_2d_config(config), RunShape(latent_height=shape.latent_height,
-                                                                 latent_width=shape.latent_width,
-                                                                 text_len=shape.text_len))
+    spatial_names = _spatial_self_attention(config)
+    chosen = selected(shape.perturbed, spatial_names + _motion_self_attention(config), comp)
+    on = shape.perturbed is not None and shape.perturbed.identity
+    perturbed = sorted(n for n in chosen if on and n in spatial_names and not n.startswith("mid_block."))
+    # the 2-D UNet's own blocks (no mid block) with exactly the chosen spatial layers (anchored, escaped ids)
+    unet_2d = unet_2d_condition(_unet_2d_config(config), RunShape(
+        latent_height=shape.latent_height, latent_width=shape.latent_width, text_len=shape.text_len,
+        perturbed=PerturbedAttention(tuple(f"^{re.escape(n)}$" for n in perturbed), True) if perturbed else None))
+
+    def identity(prefix: str, k: int) -> frozenset[int]:
+        return frozenset(b for b in range(k) if on and f"{prefix}.transformer_blocks.{b}.attn1" in chosen)
     channels = [int(c) for c in config["block_out_channels"]]
     nb = len(channels)
     motion = {path: (c, heads, depths) for path, c, heads, depths in motion_layout(config)}
@@ -227,7 +274,9 @@ def unet_motion(config: Config, shape: RunShape) -> Node:
 
     def motions(path: str, size) -> Node:
         c, heads, depths = motion[path]
-        return module_list("motion_modules", [motion_module(c, heads, *size, frames, layers=k) for k in depths])
+        return module_list("motion_modules", [motion_module(c, heads, *size, frames, layers=k, identity=tuple(
+            tuple(on and f"{path}.motion_modules.{j}.transformer_blocks.{t}.{a}" in chosen for a in ("attn1", "attn2"))
+            for t in range(k))) for j, k in enumerate(depths)])
 
     def with_motion(block: Node, path: str, size) -> Node:
         return Node(block.name, children=(*(per_frame(c, frames) for c in block.children), motions(path, size)),
@@ -236,7 +285,7 @@ def unet_motion(config: Config, shape: RunShape) -> Node:
     heads = _per_block(config["num_attention_heads"], nb, "num_attention_heads", comp)
     cross = _per_block(config["cross_attention_dim"], nb, "cross_attention_dim", comp)
     mid = _mid_block(config, channels[-1], heads[-1], cross[-1], *sizes[-1], shape.text_len, frames,
-                     motions("mid_block", sizes[-1]) if config["use_motion_mid_block"] else None)
+                     motions("mid_block", sizes[-1]) if config["use_motion_mid_block"] else None, identity)
     children = []
     for node in unet_2d.children:
         if node.name == "down_blocks":
@@ -252,6 +301,7 @@ def unet_motion(config: Config, shape: RunShape) -> Node:
     return Node("unet", children=tuple(children), formula="unet_motion")
 
 
+supports_perturbation("UNetMotionModel")
 loading_rules("UNetMotionModel", buffers=lambda c: _pos_embed_buffers(motion_layout(c), positive_int(
     c, "motion_max_seq_length")), source="diffusers/models/unets/unet_motion_model.py, models/embeddings.py:1137")
 

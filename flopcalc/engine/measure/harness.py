@@ -242,7 +242,12 @@ def _unet_2d_condition_inputs(
     with ``addition_embed_type == "text_time"`` (SDXL) also ``added_cond_kwargs`` text_embeds (1, P)
     and time_ids (1, 6), P = projection_class_embeddings_input_dim - 6 * addition_time_embed_dim
     (the pooled text embedding: 1280 for SDXL base); with ``time_cond_proj_dim`` (LCM) ``timestep_cond``
-    (1, time_cond_proj_dim); with ``num_class_embeds`` (the x4 upscaler) ``class_labels`` (1,) int64.
+    (1, time_cond_proj_dim); with ``num_class_embeds`` (the x4 upscaler) or ``class_embed_type: timestep``
+    (DeepFloyd IF super-resolution: the noise level) ``class_labels`` (1,) int64, with ``class_embed_type:
+    projection`` (stable unCLIP) ``class_labels`` (1, projection_class_embeddings_input_dim); with
+    ``encoder_hid_dim_type: text_proj`` the text states are ``encoder_hid_dim`` wide (Kolors, DeepFloyd IF, whose
+    ``addition_embed_type: text`` pools them). Kandinsky 2.1 (``text_image`` / ``text_image_proj``): text states of
+    ``encoder_hid_dim``, and ``added_cond_kwargs`` text_embeds and image_embeds (1, cross_attention_dim).
     Kandinsky 2.2 (``addition_embed_type`` image / image_hint, ``encoder_hid_dim_type: image_proj``):
     ``encoder_hidden_states=None`` and ``added_cond_kwargs`` image_embeds (1, encoder_hid_dim), plus hint
     (1, 3, H, W) for image_hint, as ``KandinskyV22(Controlnet)Pipeline`` calls it (the sample then has
@@ -270,12 +275,26 @@ def _unet_2d_condition_inputs(
             inputs["sample"] = _f32(1, _cfg(model, "in_channels") - 4, s["height"] // 8, s["width"] // 8)
             inputs["added_cond_kwargs.hint"] = _f32(1, 3, s["height"], s["width"])
         return inputs
-    elif addition is not None:
+    elif addition == "text_image" and hid_type == "text_image_proj":
+        # Kandinsky 2.1 (KandinskyPipeline): the text states of encoder_hid_dim, the pooled text embedding and the
+        # image embedding, both of cross_attention_dim
+        inputs["encoder_hidden_states"] = _f32(1, s["text_len"], _cfg(model, "encoder_hid_dim"))
+        inputs["added_cond_kwargs.text_embeds"] = _f32(1, _cfg(model, "cross_attention_dim"))
+        inputs["added_cond_kwargs.image_embeds"] = _f32(1, _cfg(model, "cross_attention_dim"))
+        return inputs
+    elif addition not in (None, "text"):  # text (DeepFloyd IF) pools encoder_hidden_states: nothing more to pass
         raise NotImplementedError(f"UNet2DConditionModel addition_embed_type={addition!r}")
     if hid_type == "text_proj":  # Kolors: encoder_hid_proj maps encoder_hid_dim text states to cross_attention_dim
         inputs["encoder_hidden_states"] = _f32(1, s["text_len"], _cfg(model, "encoder_hid_dim"))
-    if _cfg(model, "class_embed_type") is not None or hid_type not in (None, "text_proj"):
-        raise NotImplementedError("UNet2DConditionModel with class_embed_type / encoder_hid_dim_type")
+    if hid_type not in (None, "text_proj"):
+        raise NotImplementedError(f"UNet2DConditionModel encoder_hid_dim_type={hid_type!r}")
+    class_type = _cfg(model, "class_embed_type")
+    if class_type == "timestep":  # DeepFloyd IF super-resolution: class_labels = noise_level, sinusoid-embedded
+        inputs["class_labels"] = _ids(1)
+    elif class_type == "projection":  # stable unCLIP: the noised image embedding and its noise-level sinusoid
+        inputs["class_labels"] = _f32(1, _cfg(model, "projection_class_embeddings_input_dim"))
+    elif class_type is not None:
+        raise NotImplementedError(f"UNet2DConditionModel class_embed_type={class_type!r}")
     if _cfg(model, "num_class_embeds") is not None:  # x4 upscaler: class_labels = noise_level (an Embedding)
         inputs["class_labels"] = _ids(1)
     if s.get("ip_adapter"):  # an IP-Adapter as load_ip_adapter installs it (flopcalc/engine/measure/ip_adapter.py)
@@ -428,10 +447,13 @@ def build_model(config_dir: str | Path, class_name: str | None = None) -> nn.Mod
 
 
 def count_params(model: nn.Module) -> tuple[int, dict[str, int]]:
-    """Total parameters (shared ones once, as ``parameters()`` yields them) and per top-level child."""
-    total = sum(p.numel() for p in model.parameters())
+    """Total parameters (shared ones once, as ``parameters()`` yields them) and per top-level child. A model whose
+    builder attached another component's modules (``model._measure_shared``: their top-level names, as
+    ``ZImageControlNetModel.from_transformer`` attaches the transformer's) counts them with that component: left out."""
+    shared = frozenset(getattr(model, "_measure_shared", ()))
+    total = sum(p.numel() for name, p in model.named_parameters() if name.split(".")[0] not in shared)
     by_child = {
-        name: sum(p.numel() for p in child.parameters()) for name, child in model.named_children()
+        name: sum(p.numel() for p in child.parameters()) for name, child in model.named_children() if name not in shared
     }
     return total, by_child
 

@@ -22,6 +22,9 @@ import torch.nn as nn
 PAG_DEFAULTS: dict[str, tuple[tuple[str, ...], tuple[str, str]]] = {
     # pipeline_pag_sd.py:215 (and every SD / SDXL / Kolors / ControlNet PAG pipeline): "mid"
     "UNet2DConditionModel": (("mid",), ("PAGCFGIdentitySelfAttnProcessor2_0", "PAGIdentitySelfAttnProcessor2_0")),
+    # pipeline_pag_sd_animatediff.py:143 (a regular expression: the mid block's attn1 layers, spatial and motion)
+    "UNetMotionModel": (("mid_block.*attn1",),
+                        ("PAGCFGIdentitySelfAttnProcessor2_0", "PAGIdentitySelfAttnProcessor2_0")),
     # pipeline_pag_sd_3.py:188, 217
     "SD3Transformer2DModel": (("blocks.1",), ("PAGCFGJointAttnProcessor2_0", "PAGJointAttnProcessor2_0")),
     # pipeline_pag_pixart_sigma.py:176, 187
@@ -46,7 +49,7 @@ def perturb(model: nn.Module, rows: int, specs: Mapping[str, Any], *, unbatched:
         raise ValueError(f"pag is the PAG batch: 3 rows (with CFG) or 2 (without), got {rows}")
     cls = type(model).__name__
     default_layers, (with_cfg, without_cfg) = PAG_DEFAULTS[cls]
-    attr = "unet" if cls == "UNet2DConditionModel" else "transformer"
+    attr = "unet" if cls in ("UNet2DConditionModel", "UNetMotionModel") else "transformer"
 
     class _Pipeline(PAGMixin):  # the two PAGMixin methods read only the denoiser attribute
         pass

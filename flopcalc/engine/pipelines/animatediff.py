@@ -18,6 +18,16 @@ What ``AnimateDiffPipeline.__call__`` (``pipeline_animatediff.py:574``) runs:
   frames in one call: linear in the chunk), so one ``vae.decode`` per frame; ``vae.enable_tiling()``
   (``--vae-tiling``) tiles each frame as the image pipelines do.
 
+``AnimateDiffSparseControlNetPipeline`` (``pipeline_animatediff_sparsectrl.py:714``): AnimateDiffPipeline's
+defaults and runs plus SparseCtrl's ``SparseControlNetModel`` every step on the UNet's batch (the doubled CFG batch:
+``control_model_input = latent_model_input``, :963; guess mode, from ``global_pool_conditions``, under CFG hands the
+UNet residuals of half its batch and fails). The ``conditioning_frames`` images (``--conditioning-frames``, 1 by
+default: ``controlnet_frame_indices`` is ``[0]``) are resized to ``height × width`` and, for the simplified
+conditioning embedding, VAE-encoded one by one (``prepare_image``, :650); they are placed among ``num_frames`` zero
+frames, one conditioning video for the whole batch, which the ControlNet embeds once per call and adds to every row
+(flopcalc.engine.architectures.controlnet_sparsectrl). The full embedding takes the images themselves: its output
+(``2^(n−1)`` times smaller) must be the latent size, or the addition fails.
+
 ``AnimateDiffVideoToVideoPipeline`` (``pipeline_animatediff_video2video.py:745``): the input video's
 frames (``--num-frames``, 16 when not given: ``AnimateDiffPipeline``'s default) VAE-encoded one by one
 (``encode_video``, :509), ``strength`` 0.8, ``get_timesteps`` (:626) keeps ``int(steps·strength)`` steps.
@@ -35,6 +45,7 @@ from typing import Any, Mapping
 
 from flopcalc.engine.errors import ConfigError, OptionError, ResolutionError
 from flopcalc.engine.pipelines.base import (
+    ComponentRun,
     Plan,
     Settings,
     cfg_passes,
@@ -50,6 +61,12 @@ from flopcalc.engine.pipelines.base import (
 )
 from flopcalc.engine.pipelines.vae import vae_runs
 from flopcalc.engine.pipelines.sd_addons import TEXT_LEN, controlnet_runs
+from flopcalc.engine.registry import RunShape
+from flopcalc.engine.settings import COUNT, pipeline_option
+
+pipeline_option("conditioning_frames", kind=COUNT, bound=(4096, "conditioning frames"),
+                help="AnimateDiffSparseControlNetPipeline: sparse conditioning images given (default 1)",
+                refusal="it takes no sparse conditioning frames")
 
 #: ``AnimateDiffPipeline.__call__`` defaults.
 DEFAULT_FRAMES = 16
@@ -186,3 +203,56 @@ def animatediff_sdxl_pipeline(components: Mapping[str, Mapping[str, Any]], s: Se
         notes.append("no negative prompt: zero negative embeddings (force_zeros_for_empty_prompt), so the text "
                      "encoders run once per prompt")
     return Plan(name, s, passes, tuple(runs), tuple(notes))
+
+
+@register_pipeline("AnimateDiffSparseControlNetPipeline", options=("num_frames", "vae_tiling", "conditioning_frames"))
+def animatediff_sparsectrl_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
+                                    index: Mapping[str, Any] | None = None) -> Plan:
+    """``AnimateDiffSparseControlNetPipeline.__call__``: see the module docstring."""
+    name = "AnimateDiffSparseControlNetPipeline"
+    if s.strength is not None:
+        raise OptionError(f"--strength does not apply to {name}: its __call__ takes no strength")
+    p = video_unet_plan(name, components, s, guidance=DEFAULT_GUIDANCE, strength=None)
+    s = p.settings
+    images = 1 if s.conditioning_frames is None else s.conditioning_frames
+    if images > s.num_frames:  # prepare_sparse_control_conditioning places them at frame indices
+        raise OptionError(f"{name}: {images} conditioning frames for {s.num_frames} frames: each takes a frame index")
+    s = s.with_options(conditioning_frames=images)
+    f = vae_scale_factor(components)
+    runs, notes = list(p.runs), list(p.notes)
+    at = next((i for i, r in enumerate(runs) if r.role == "denoiser"), len(runs))
+    if "controlnet" not in components:
+        notes.append("controlnet is absent from this pipeline and was not counted")
+        return replace(p, settings=s, notes=tuple(notes))
+    cn = components["controlnet"]
+    cls = component_class(components, "controlnet") or "?"
+    if cn["global_pool_conditions"] and p.passes != 1:
+        raise ConfigError(f"{name}: this ControlNet's global_pool_conditions turns on guess mode, which fails in "
+                          "diffusers under classifier-free guidance (the ControlNet runs on the conditional half and "
+                          "its residuals are added to the UNet's whole batch); estimate it with --guidance-scale 1")
+    added = []
+    if cn["use_simplified_condition_embedding"]:  # the images VAE-encoded one by one (prepare_image)
+        added += [replace(r, why=r.why.replace("input image(s)", "conditioning frame(s)"))
+                  for r in vae_runs(components, replace(s, strength=1.0, batch_size=images), images,
+                                    s.height // f, s.width // f) if r.call == "encode"]
+    else:
+        from flopcalc.engine.architectures.controlnet_sparsectrl import cond_embedding_factor
+        from flopcalc.engine.config import Config
+        from flopcalc.engine.architectures.controlnet_sparsectrl import DEFAULTS as SPARSE_DEFAULTS
+
+        factor = cond_embedding_factor(Config("controlnet", cn, SPARSE_DEFAULTS))
+        if factor != f:
+            raise ResolutionError(f"controlnet: its conditioning embedding makes the {s.height}×{s.width} images "
+                                  f"{factor}× smaller, but the latent is {f}× smaller: the sizes differ and the "
+                                  "ControlNet's addition fails in diffusers")
+    rows = s.batch_size * p.passes
+    shape = RunShape(latent_height=s.height // f, latent_width=s.width // f, text_len=TEXT_LEN,
+                     latent_frames=s.num_frames)
+    added.append(ComponentRun("controlnet", cls, "forward", "controlnet", replace(shape, frames=s.num_frames), s.steps,
+                              f"{s.steps} steps × 1 row embedding the conditioning video ({s.num_frames} frames)"))
+    if rows > 1:
+        added.append(ComponentRun("controlnet", cls, "forward", "controlnet", replace(shape, frames=0),
+                                  s.steps * (rows - 1), f"{s.steps} steps × {rows - 1} more row(s) of the batch "
+                                  "(the conditioning added by broadcasting)"))
+    runs[at:at] = added
+    return replace(p, settings=s, runs=tuple(runs), notes=tuple(notes))

@@ -53,6 +53,9 @@ class Plan:
     passes: int
     runs: tuple[ComponentRun, ...]
     notes: tuple[str, ...] = field(default_factory=tuple)
+    #: whether the guidance passes of a step run as one forward of a concatenated batch (``torch.cat([latents] *
+    #: 2)``) or as separate forwards (``register_pipeline(guidance=...)``): what one forward holds in memory
+    batched_passes: bool = True
 
 
 #: ``(components, settings, index=model_index or None) -> Plan``; ``components`` maps each component
@@ -65,6 +68,10 @@ _PIPELINE_OF_DENOISER: dict[str, list[tuple[str, str, Callable[[Mapping[str, Any
 #: Pipeline → the optional options it applies, and its own reasons for refusing others.
 _OPTIONS: dict[str, frozenset[str]] = {}
 _REFUSALS: dict[str, Mapping[str, str]] = {}
+#: Pipeline → how its ``__call__`` runs the guidance passes of a step: "batched" (one forward of a concatenated
+#: batch) or "separate" (one forward per pass).
+GUIDANCE = ("batched", "separate")
+_GUIDANCE: dict[str, str] = {}
 #: Pipeline an index names → [(pipeline that plans the folder instead, predicate on the components)].
 _SERVED_BY: dict[str, list[tuple[str, Callable[[Mapping[str, Any]], bool]]]] = {}
 
@@ -73,14 +80,18 @@ def register_pipeline(name: str, *, denoisers: tuple[str, ...] = (), component: 
                       when: Callable[[Mapping[str, Any]], bool] = lambda cfg: True,
                       options: tuple[str, ...] = (), refuses: Mapping[str, str] | None = None,
                       serves: Mapping[str, Callable[[Mapping[str, Any]], bool]] | None = None,
-                      ) -> Callable[[PlanFn], PlanFn]:
+                      guidance: str = "batched") -> Callable[[PlanFn], PlanFn]:
     """Register a pipeline plan; ``denoisers`` run under it when given alone (``when`` picks
     between pipelines sharing a denoiser class, e.g. SD and SDXL UNets). ``options`` names the
     options of :data:`OPTIONAL` the plan applies (beyond :data:`COMMON_OPTIONS`); any other set
     option is refused before the plan runs, with the reason in :data:`OPTIONAL` or, where the
     pipeline knows better, in ``refuses`` (option → why). ``serves`` (pipeline name → predicate on
     the components): a folder whose index names that pipeline but whose components satisfy the
-    predicate is planned by this one instead (Kolors' Hub index names its own SDXL variant)."""
+    predicate is planned by this one instead (Kolors' Hub index names its own SDXL variant). ``guidance``: how
+    ``__call__`` runs a step's guidance passes, "batched" (``torch.cat([latents] * 2)``: one forward of the doubled
+    batch) or "separate" (a forward per pass, as Wan's and Qwen-Image's), cited where the plan is."""
+    if guidance not in GUIDANCE:
+        raise RuntimeError(f"{name}: guidance must be one of {GUIDANCE}")
     unknown = set(options) - set(OPTIONAL) - set(declared())
     if unknown:
         raise RuntimeError(f"{name}: unknown options {sorted(unknown)} (optional ones: {sorted(OPTIONAL)}, and those "
@@ -90,6 +101,7 @@ def register_pipeline(name: str, *, denoisers: tuple[str, ...] = (), component: 
         if name in _PIPELINES:
             raise RuntimeError(f"pipeline {name} registered twice")
         _PIPELINES[name] = fn
+        _GUIDANCE[name] = guidance
         _OPTIONS[name] = frozenset(options)
         _REFUSALS[name] = dict(refuses or {})
         for d in denoisers:
@@ -106,6 +118,13 @@ def pipeline_options(name: str) -> frozenset[str]:
     if name not in _OPTIONS:  # the variants import their base's module, so this is a fallback
         _load()
     return _OPTIONS[name]
+
+
+def guidance_of(name: str) -> str:
+    """How pipeline ``name`` runs a step's guidance passes (for variants registered on top of it)."""
+    if name not in _GUIDANCE:
+        _load()
+    return _GUIDANCE[name]
 
 
 def registered_plan(name: str) -> PlanFn:

@@ -34,7 +34,7 @@ NO_TRUE_CFG = {"true_cfg_scale": "its __call__ takes no true_cfg_scale: guidance
 OPTIONS = ("max_sequence_length",)
 
 
-@register_pipeline("ChromaPipeline", denoisers=("ChromaTransformer2DModel",), options=OPTIONS, refuses=NO_TRUE_CFG)
+@register_pipeline("ChromaPipeline", guidance="separate", denoisers=("ChromaTransformer2DModel",), options=OPTIONS, refuses=NO_TRUE_CFG)
 def chroma_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                     index: Mapping[str, Any] | None = None) -> Plan:
     """``ChromaPipeline.__call__`` (diffusers ``pipelines/chroma/pipeline_chroma.py``): 1024² default
@@ -70,7 +70,7 @@ def chroma_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
     return Plan("ChromaPipeline", s, passes, tuple(runs), tuple(notes))
 
 
-@register_pipeline("ChromaImg2ImgPipeline", options=OPTIONS, refuses=NO_TRUE_CFG)
+@register_pipeline("ChromaImg2ImgPipeline", guidance="separate", options=OPTIONS, refuses=NO_TRUE_CFG)
 def chroma_img2img_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                             index: Mapping[str, Any] | None = None) -> Plan:
     """``ChromaImg2ImgPipeline.__call__`` (``pipeline_chroma_img2img.py``): the text-to-image defaults
@@ -78,3 +78,44 @@ def chroma_img2img_pipeline(components: Mapping[str, Mapping[str, Any]], s: Sett
     prompt and only the last ``strength`` of the schedule runs (``get_timesteps``)."""
     s = replace(s, strength=IMG2IMG_STRENGTH if s.strength is None else s.strength)
     return replace(chroma_pipeline(components, s, index=index), pipeline="ChromaImg2ImgPipeline")
+
+
+#: ``ChromaInpaintPipeline.__call__`` defaults (pipeline_chroma_inpainting.py:766-797).
+INPAINT_STRENGTH, INPAINT_STEPS, INPAINT_GUIDANCE, INPAINT_MAX_SEQUENCE_LENGTH = 0.6, 28, 7.0, 256
+#: ``true_cfg_scale``: ChromaInpaintPipeline's own reason for refusing it.
+INPAINT_NO_TRUE_CFG = {"true_cfg_scale": "its __call__ takes a true_cfg_scale but never reads it: guidance_scale > 1 "
+                                         "already runs classifier-free guidance as a second forward on the negative "
+                                         "prompt"}
+
+
+@register_pipeline("ChromaInpaintPipeline", options=OPTIONS, refuses=INPAINT_NO_TRUE_CFG, guidance="separate")
+def chroma_inpaint_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
+                            index: Mapping[str, Any] | None = None) -> Plan:
+    """``ChromaInpaintPipeline.__call__`` (``pipeline_chroma_inpainting.py:766-1201``): ChromaPipeline's plan
+    with the inpainting defaults ``strength`` 0.6, 28 steps, ``guidance_scale`` 7.0 and ``max_sequence_length``
+    256 (lines 777-795; at most 512, ``check_inputs`` line 553). The size defaults to
+    ``default_sample_size · vae_scale_factor`` (1024², lines 913-914; flopcalc takes the input image at the
+    output size). CFG (``guidance_scale > 1``, line 762) is a second transformer forward on the negative prompt
+    ("" unless given), the transformer seeing the plain packed latent (the mask blends outside it, line 1162).
+    The VAE encoder runs twice per input image at the output size: the image (``prepare_latents`` →
+    ``_encode_vae_image``, line 625) and the masked image (``prepare_mask_latents``, line 682), each before the
+    batch is repeated for ``num_images_per_prompt``; only the last ``strength`` of the schedule runs
+    (``get_timesteps``, lines 462-470)."""
+    from flopcalc.engine.pipelines.flux_conditioned import encode_run, with_encodes
+
+    s = replace(s, strength=INPAINT_STRENGTH if s.strength is None else s.strength,
+                steps=s.steps or INPAINT_STEPS,
+                guidance_scale=INPAINT_GUIDANCE if s.guidance_scale is None else s.guidance_scale,
+                max_sequence_length=s.max_sequence_length or INPAINT_MAX_SEQUENCE_LENGTH)
+    base = chroma_pipeline(components, s, index=index)
+    encodes = encode_run(components, base.settings, 2 * s.batch_size,
+                         f"{s.batch_size} input image(s) × 2 (the image and the masked image)")
+    return with_encodes(base, "ChromaInpaintPipeline", encodes, [INPAINT_GUIDANCE_EMBEDS_NOTE])
+
+
+#: diffusers 0.42.1's inpainting call reads a key Chroma's transformer config does not hold.
+INPAINT_GUIDANCE_EMBEDS_NOTE = (
+    "diffusers 0.42.1's ChromaInpaintPipeline reads transformer.config.guidance_embeds "
+    "(pipeline_chroma_inpainting.py:1060), which ChromaTransformer2DModel's config does not hold: the stock call "
+    "raises AttributeError unless the key is registered (False: Chroma embeds no guidance); counted as the call "
+    "then runs")

@@ -38,10 +38,10 @@ KEPT_FRAMES = 2
 pipeline_option("temporal_reasoning_steps", kind=INDEX, bound=(100_000, "steps"),
                 help="ChronoEdit: enable temporal reasoning (enable_temporal_reasoning=True) with this many steps on "
                      "the whole video (num_temporal_reasoning_steps; then the first and last latent frames only)",
-                refusal="it has no ChronoEdit temporal reasoning stage")
+                refusal="it has no ChronoEdit temporal reasoning stage", examples=("10", "25"))
 
 
-@register_pipeline(NAME, denoisers=("ChronoEditTransformer3DModel",),
+@register_pipeline(NAME, guidance="separate", denoisers=("ChronoEditTransformer3DModel",),
                    options=("max_sequence_length", "num_frames", "vae_tiling", "temporal_reasoning_steps"))
 def chronoedit_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                         index: Mapping[str, Any] | None = None) -> Plan:

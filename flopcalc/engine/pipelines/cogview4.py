@@ -7,6 +7,7 @@ from dataclasses import replace
 from typing import Any, Mapping
 
 from flopcalc.engine.config import positive_int
+from flopcalc.engine.errors import ConfigError
 from flopcalc.engine.pipelines.base import (
     Plan,
     Settings,
@@ -29,7 +30,7 @@ DEFAULT_SAMPLE_SIZE = 128
 SIZE_MULTIPLE = TOKEN_MULTIPLE = 16
 
 
-@register_pipeline("CogView4Pipeline", denoisers=("CogView4Transformer2DModel",), options=("max_sequence_length",))
+@register_pipeline("CogView4Pipeline", guidance="separate", denoisers=("CogView4Transformer2DModel",), options=("max_sequence_length",))
 def cogview4_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                       index: Mapping[str, Any] | None = None) -> Plan:
     """``CogView4Pipeline.__call__``: ``height = width = transformer.sample_size × vae_scale_factor``
@@ -72,3 +73,35 @@ def cogview4_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
         notes.append("diffusers 0.42.1 has no CogView4 image-to-image pipeline: estimated as the text-to-image "
                      "pipeline with the input image VAE-encoded and the last `strength` of the schedule run")
     return Plan("CogView4Pipeline", s, passes, tuple(runs), tuple(notes))
+
+
+@register_pipeline("CogView4ControlPipeline", options=("max_sequence_length",), guidance="separate")
+def cogview4_control_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
+                              index: Mapping[str, Any] | None = None) -> Plan:
+    """``CogView4ControlPipeline.__call__`` (``pipeline_cogview4_control.py:436-739``): CogView4Pipeline's plan
+    (1024² from ``transformer.sample_size``, 50 steps, ``guidance_scale`` 5.0, GLM-4 on at most
+    ``max_sequence_length`` 1024 tokens, CFG as a second forward) with a control image: ``prepare_image``
+    (lines 601-609) repeats it to every generated image before ``vae.encode`` (line 614), so the encoder runs
+    once per image at the output size, and its latent joins the noise latent on channels
+    (``torch.cat([latents, control_image], dim=1)``, line 673): the transformer's ``in_channels`` holds both
+    (``latent_channels = in_channels // 2``, line 599), as ``examples/cogview4-control`` trains it. No
+    ``strength``: every step runs."""
+    from flopcalc.engine.errors import OptionError
+    from flopcalc.engine.pipelines.flux_conditioned import encode_run, with_encodes
+
+    if s.strength is not None and s.strength < 1:
+        raise OptionError("--strength does not apply to CogView4ControlPipeline: its __call__ takes no strength "
+                          "(every step runs), only 1 means that")
+    transformer, vae = components.get("transformer"), components.get("vae")
+    if transformer is not None and vae is not None:
+        channels, latent = positive_int(transformer, "in_channels"), positive_int(vae, "latent_channels")
+        if channels != 2 * latent:
+            raise ConfigError(f"transformer/config.json: CogView4ControlPipeline concatenates the latent and the "
+                              f"control image's latent ({latent} channels each, the VAE's latent_channels): "
+                              f"in_channels must be {2 * latent}, got {channels}")
+    base = cogview4_pipeline(components, replace(s, strength=None), index=index)
+    st = base.settings
+    images = st.batch_size * st.num_images_per_prompt
+    encodes = encode_run(components, st, images, f"{images} control image(s) (repeated per image, then encoded)")
+    notes = [n for n in base.notes if "image-to-image" not in n]
+    return with_encodes(replace(base, notes=tuple(notes)), "CogView4ControlPipeline", encodes, [])

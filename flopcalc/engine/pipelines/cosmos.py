@@ -42,7 +42,7 @@ def refuse_cosmos2_5(components: Mapping[str, Mapping[str, Any]], pipeline: str)
                           "Cosmos2_5_TransferPipeline")
 
 
-@register_pipeline("Cosmos2TextToImagePipeline", denoisers=("CosmosTransformer3DModel",),
+@register_pipeline("Cosmos2TextToImagePipeline", guidance="separate", denoisers=("CosmosTransformer3DModel",),
                    when=lambda cfg: not cfg.get("use_crossattn_projection") and not cfg.get("img_context_dim_in"),
                    options=("max_sequence_length",))
 def cosmos2_text_to_image_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
@@ -81,7 +81,7 @@ def cosmos2_text_to_image_pipeline(components: Mapping[str, Mapping[str, Any]], 
 V2W_HEIGHT, V2W_WIDTH, V2W_NUM_FRAMES = 704, 1280, 93
 
 
-@register_pipeline("Cosmos2VideoToWorldPipeline", options=("max_sequence_length", "num_frames", "vae_tiling"))
+@register_pipeline("Cosmos2VideoToWorldPipeline", guidance="separate", options=("max_sequence_length", "num_frames", "vae_tiling"))
 def cosmos2_video_to_world_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                                     index: Mapping[str, Any] | None = None) -> Plan:
     """``Cosmos2VideoToWorldPipeline.__call__`` (pipeline_cosmos2_video2world.py:515-802): 704×1280, 93 frames

@@ -49,10 +49,11 @@ WORLD_INPUTS = ("text", "image", "video")
 pipeline_option("world_input", kind=NAMES,
                 help="Cosmos 2.5 Predict and Helios: what the video is generated from: text (Text2World, the default), "
                      "image (Image2World) or video (Video2World, Cosmos 2.5 only); an image or video is VAE-encoded",
-                refusal="it is not Cosmos 2.5 Predict or Helios (text / image / video world inputs)")
+                refusal="it is not Cosmos 2.5 Predict or Helios (text / image / video world inputs)",
+                examples=("image", "video", "text"))
 pipeline_option("chunk_frames", kind=COUNT, bound=(4096, "frames"),
                 help="Cosmos 2.5 Transfer: frames per auto-regressive chunk (num_frames_per_chunk, default 93)",
-                refusal="it generates no auto-regressive chunks (Cosmos 2.5 Transfer's)")
+                refusal="it generates no auto-regressive chunks (Cosmos 2.5 Transfer's)", examples=("61", "93"))
 
 
 def _world_input(s: Settings) -> str:
@@ -127,7 +128,7 @@ def _denoiser(components, name: str, s: Settings, f: int, latent_frames: Any, ru
     return [ComponentRun(name, component_class(components, name) or "?", "forward", "denoiser", shape, runs, why)]
 
 
-@register_pipeline(PREDICT, denoisers=("CosmosTransformer3DModel",),
+@register_pipeline(PREDICT, guidance="separate", denoisers=("CosmosTransformer3DModel",),
                    when=lambda cfg: bool(cfg.get("use_crossattn_projection")) and not cfg.get("img_context_dim_in"),
                    options=("max_sequence_length", "num_frames", "vae_tiling", "world_input"))
 def cosmos2_5_predict_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
@@ -195,7 +196,7 @@ def _chunk_frames(components: Mapping[str, Mapping[str, Any]], s: Settings, note
     return frames
 
 
-@register_pipeline(TRANSFER, denoisers=("CosmosControlNetModel",), component="controlnet",
+@register_pipeline(TRANSFER, guidance="separate", denoisers=("CosmosControlNetModel",), component="controlnet",
                    options=("max_sequence_length", "num_frames", "vae_tiling", "chunk_frames"))
 def cosmos2_5_transfer_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                                 index: Mapping[str, Any] | None = None) -> Plan:

@@ -14,12 +14,12 @@ from typing import Any, Callable, Mapping
 
 from flopcalc.engine.config import Config, class_name_of, validate_components
 from flopcalc.engine.discovery import denoiser_modules, load_modules, pipeline_modules
-from flopcalc.engine.errors import FlopcalcError, OptionError, UnplannedPipelineError, unbuildable
+from flopcalc.engine.errors import FlopcalcError, OptionError, UnplannedPipelineError, few, unbuildable
 from flopcalc.engine.limits import check_settings
 from flopcalc.engine.pipelines import base
 from flopcalc.engine.pipelines.base import ComponentRun, Plan, RunShape, check_divisible, vae_scale_factor
 from flopcalc.engine.pipelines.vae import TILED_CLASSES, vae_runs
-from flopcalc.engine.registry import config_of, lookup
+from flopcalc.engine.registry import config_of, has_formula, lookup
 from flopcalc.engine.settings import COMMON_OPTIONS, Settings, check
 
 __all__ = ["plan"]
@@ -39,17 +39,25 @@ def plan(model_index: Mapping[str, Any] | None, components: Mapping[str, Mapping
         if isinstance(name, str) and name not in base._PIPELINES:
             base._load()  # not where the index said: look everywhere before saying it is unsupported
         if not isinstance(name, str) or name not in base._PIPELINES:
-            raise UnplannedPipelineError(
-                f"pipeline {name!r} is not supported (supported: {', '.join(sorted(base._PIPELINES))}); "
-                f"estimate a component alone by passing its config.json."
-            )
+            raise UnplannedPipelineError(_unplanned(name, components))
         configs = _configs(components)
         name = next((pipe for pipe, applies in base._SERVED_BY.get(name, []) if applies(configs)), name)
         _refuse_unapplied(name, settings)
         with unbuildable("model_index.json", name, "pipeline plan"):
-            return base._PIPELINES[name](configs, settings, index=model_index)
+            planned = base._PIPELINES[name](configs, settings, index=model_index)
+        return replace(planned, batched_passes=base._GUIDANCE[name] == "batched")
     with unbuildable(next(iter(components), "model"), None, "plan"):
         return _standalone(components, settings, role_without_formula)
+
+
+def _unplanned(name: Any, components: Mapping[str, Mapping[str, Any]]) -> str:
+    """One line for a pipeline with no plan: what is missing for it (the plan, and its components' classes with
+    no formula), and where to look."""
+    lacking = [f"{c} ({cls})" for c, cls in ((c, class_name_of(cfg)) for c, cfg in components.items())
+               if cls and not has_formula(cls) and not has_formula(cls, "decode")]
+    what = f"; its {few(lacking, 3)} {'has' if len(lacking) == 1 else 'have'} no formula" if lacking else ""
+    return (f"pipeline {name!r} has no plan in flopcalc{what}; `flopcalc coverage` lists what is counted, and a "
+            "component's config.json can be estimated alone")
 
 
 def _configs(components: Mapping[str, Mapping[str, Any]]) -> dict[str, Config]:
@@ -131,7 +139,8 @@ def _standalone(components: Mapping[str, Mapping[str, Any]], s: Settings,
         _refuse_unapplied(pipe, s)
         p = base._PIPELINES[pipe](_configs({comp: cfg}), s)
         runs = tuple(replace(r, component=name) for r in p.runs)
-        return replace(p, pipeline=f"{pipe} (denoiser only)", runs=runs, notes=p.notes + ("only the denoiser was given",))
+        return replace(p, pipeline=f"{pipe} (denoiser only)", runs=runs, notes=p.notes + ("only the denoiser was given",),
+                       batched_passes=base._GUIDANCE[pipe] == "batched")
     if role == "text_encoder":
         _refuse_unapplied_alone("text encoder", s)
         # its position limit when that is a short CLIP-like window, else 512 (LLM limits run to 128k)

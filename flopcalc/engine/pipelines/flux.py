@@ -20,7 +20,7 @@ from flopcalc.engine.pipelines.base import (
 from flopcalc.engine.pipelines.vae import image_runs
 
 
-@register_pipeline("FluxPipeline", denoisers=("FluxTransformer2DModel",),
+@register_pipeline("FluxPipeline", guidance="separate", denoisers=("FluxTransformer2DModel",),
                    options=("true_cfg_scale", "max_sequence_length", "vae_tiling"))
 def flux_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                   index: Mapping[str, Any] | None = None) -> Plan:

@@ -167,7 +167,7 @@ def _is_distilled(index: Mapping[str, Any] | None) -> bool:
     return value
 
 
-@register_pipeline("Flux2KleinPipeline", options=OPTIONS, refuses=NO_TRUE_CFG)
+@register_pipeline("Flux2KleinPipeline", guidance="separate", options=OPTIONS, refuses=NO_TRUE_CFG)
 def flux2_klein_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                          index: Mapping[str, Any] | None = None) -> Plan:
     """``Flux2KleinPipeline.__call__`` (``pipelines/flux2/pipeline_flux2_klein.py``): 1024² default, the
@@ -206,3 +206,130 @@ def flux2_klein_pipeline(components: Mapping[str, Mapping[str, Any]], s: Setting
     runs += denoiser_run(components, "transformer", s, f, s.max_sequence_length, passes)
     runs += image_runs(components, s, f)
     return _with_references(Plan("Flux2KleinPipeline", s, passes, tuple(runs), tuple(notes)), components, s, f)
+
+
+#: ``Flux2KleinInpaintPipeline.__call__`` defaults (pipeline_flux2_klein_inpaint.py): ``strength`` 0.8,
+#: ``guidance_scale`` 8.0 (steps as ``Flux2KleinPipeline``: 50, 4 for a step-distilled checkpoint).
+KLEIN_INPAINT_STRENGTH, KLEIN_INPAINT_GUIDANCE = 0.8, 8.0
+
+
+@register_pipeline("Flux2KleinInpaintPipeline", options=OPTIONS, refuses=NO_TRUE_CFG, guidance="separate")
+def flux2_klein_inpaint_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
+                                 index: Mapping[str, Any] | None = None) -> Plan:
+    """``Flux2KleinInpaintPipeline.__call__`` (``pipelines/flux2/pipeline_flux2_klein_inpaint.py``): Klein's plan
+    (the Qwen3 encoder on ``max_sequence_length`` 512 tokens, the negative prompt "" and a second forward per step
+    under classifier-free guidance: ``guidance_scale > 1`` and not ``is_distilled``; 50 steps, 4 for a
+    step-distilled checkpoint) with ``strength`` 0.8 and ``guidance_scale`` 8.0, and an image to inpaint
+    (flopcalc takes it at the asked ``height × width``, 1024² by default):
+
+    * the output takes the image's size: above 1024² pixels it is resized to about 1024² (as a reference), each side
+      floored to ``vae_scale_factor · 2`` (``__call__``: ``width = image_width``, the asked size is not used);
+    * the image is VAE-encoded once per input image (``prepare_latents`` → ``_encode_vae_image``), and only the last
+      ``strength`` of the schedule runs (``get_timesteps``); the mask blends outside the transformer (no encode);
+    * the image's own packed latent is the first reference (``ref_images = [image_latents_encoded]``, already
+      encoded): its N tokens follow the generated ones in every transformer forward, the negative one too;
+    * ``image_reference`` (``--reference-images R``; flopcalc assumes each at the generated size): R more images,
+      encoded at batch 1 each (``prepare_image_latents``), their tokens appended as well."""
+    f = vae_scale_factor(components)
+    height, width = s.height or DEFAULT_SAMPLE_SIZE * f, s.width or DEFAULT_SAMPLE_SIZE * f
+    check_divisible(height, width, f * 2, "FLUX.2 [klein] inpainting image height and width (patchified 2×2 latents)")
+    if s.symbolic and height * width > REFERENCE_MAX_AREA:
+        raise OptionError(f"no closed-form law for a FLUX.2 [klein] inpainting image above {REFERENCE_MAX_AREA} "
+                          "pixels: __call__ resizes it by a square root and int(); use the numeric estimate, or a size "
+                          "of at most 1024² pixels")
+    out_h, out_w = reference_size(height, width, f * 2)
+    base = flux2_klein_pipeline(components, replace(
+        s, height=out_h, width=out_w, strength=KLEIN_INPAINT_STRENGTH if s.strength is None else s.strength,
+        guidance_scale=KLEIN_INPAINT_GUIDANCE if s.guidance_scale is None else s.guidance_scale,
+    ).with_options(reference_images=None), index=index)
+    st = base.settings
+    refs = s.reference_images or 0
+    tokens = (out_h // (f * 2)) * (out_w // (f * 2)) * (1 + refs)
+    plan = _with_reference_tokens(base, tokens)
+    inputs = st.batch_size + refs
+    encodes = [ComponentRun("vae", component_class(components, "vae") or "?", "encode", "vae_encoder",
+                            RunShape(height=out_h, width=out_w), inputs,
+                            f"{st.batch_size} input image(s)" + (f" + {refs} reference image(s)" if refs else "")
+                            + f" at {out_h}×{out_w}, each encoded at batch 1")] if "vae" in components else []
+    kept = [r for r in plan.runs if r.role != "vae_encoder"]
+    at = next((i for i, r in enumerate(kept) if r.role == "denoiser"), len(kept))
+    notes = [n for n in plan.notes if "no image-to-image mode" not in n]
+    if (out_h, out_w) != (height, width):
+        notes.append(f"the {height}×{width} image is resized to about {REFERENCE_MAX_AREA} pixels and floored to "
+                     f"{out_h}×{out_w}, the generated size (as __call__ does)")
+    notes.append(f"the image's own latent is the first reference: {tokens} reference tokens in every transformer "
+                 f"forward ({1 + refs} image(s) of {out_h}×{out_w})")
+    return replace(plan, pipeline="Flux2KleinInpaintPipeline",
+                   settings=st.with_options(reference_images=s.reference_images),
+                   runs=tuple(kept[:at] + encodes + kept[at:]), notes=tuple(notes))
+
+
+#: ``Flux2KleinKVPipeline.__call__``: ``num_inference_steps=4`` (a step-distilled [klein]); no guidance.
+KLEIN_KV_STEPS = 4
+
+
+@register_pipeline("Flux2KleinKVPipeline", options=OPTIONS, refuses=NO_TRUE_CFG)
+def flux2_klein_kv_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
+                            index: Mapping[str, Any] | None = None) -> Plan:
+    """``Flux2KleinKVPipeline.__call__`` (``pipelines/flux2/pipeline_flux2_klein_kv.py``): FLUX.2 [klein] with the
+    references' attention keys and values cached. 1024² default, 4 steps, no guidance at all (no
+    ``guidance_scale``, no negative prompt: one pass), the Qwen3 encoder once per prompt on ``max_sequence_length``
+    (512) tokens, as ``Flux2KleinPipeline``. ``__init__`` installs the KV attention processors
+    (``_set_kv_attn_processors``). With reference images (``--reference-images R``, each as ``Flux2KleinPipeline``
+    takes them: at most 1024² pixels, floored to 16; flopcalc assumes the generated size), encoded once each at
+    batch 1 (``prepare_image_latents``):
+
+    * step 0 runs the references' tokens first, then the latent (``kv_cache_mode="extract"``): the references attend
+      only to themselves and their keys and values are cached (``RunShape.kv_cache`` ``"extract"``);
+    * every later step runs the latent alone, its attention reading the cached keys and values
+      (``kv_cache_mode="cached"``).
+
+    Without references every step is a plain forward on the latent. ``strength`` does not apply."""
+    if s.strength is not None:
+        raise OptionError("--strength does not apply to Flux2KleinKVPipeline: its __call__ has no image-to-image mode "
+                          "(a given image conditions as a cached reference: --reference-images)")
+    if s.guidance_scale is not None:
+        raise OptionError("--guidance-scale does not apply to Flux2KleinKVPipeline: its __call__ takes no "
+                          "guidance_scale (no classifier-free guidance, no guidance embedding)")
+    transformer = components.get("transformer")
+    if transformer is not None and transformer["guidance_embeds"]:
+        raise ConfigError("transformer/config.json: guidance_embeds is true, but Flux2KleinKVPipeline passes no "
+                          "guidance, so its guidance_embedder would not run; flopcalc counts it whenever the "
+                          "model has one")
+    f, s = _size(components, s)
+    s = replace(s, steps=s.steps or KLEIN_KV_STEPS)
+    passes = cfg_passes(s, False)
+    notes = list(missing_notes(components, ["text_encoder", "transformer", "vae"]))
+    if s.negative_prompt:
+        notes.append("Flux2KleinKVPipeline takes no negative prompt (no guidance): ignored")
+    runs = text_runs(components, [("text_encoder", s.max_sequence_length)], s.batch_size, f"{s.batch_size} prompt(s)")
+    refs = s.reference_images
+    denoiser = denoiser_run(components, "transformer", s, f, s.max_sequence_length, passes)
+    if refs and denoiser:
+        if s.symbolic and s.height * s.width > REFERENCE_MAX_AREA:
+            raise OptionError(f"no closed-form law for FLUX.2 references above {REFERENCE_MAX_AREA} pixels: "
+                              "__call__ resizes them by a square root and int(); use the numeric estimate, or a size "
+                              "of at most 1024² pixels")
+        ref_h, ref_w = reference_size(s.height, s.width, f * 2)
+        tokens = refs * ((ref_h // (f * 2)) * (ref_w // (f * 2)))
+        (run,) = denoiser
+        images = s.batch_size * s.num_images_per_prompt
+        extract = replace(run, shape=replace(run.shape, reference_tokens=tokens, kv_cache="extract"), runs=images,
+                          why=f"step 0 × {images} image(s): the {tokens} reference tokens run and their keys and "
+                              "values are cached")
+        denoiser = [extract]
+        if s.steps > 1:
+            denoiser.append(replace(run, shape=replace(run.shape, reference_tokens=tokens, kv_cache="cached"),
+                                    runs=(s.steps - 1) * images,
+                                    why=f"{s.steps - 1} later steps × {images} image(s): the latent alone, "
+                                        f"attending to the {tokens} cached reference keys and values too"))
+        if "vae" in components:
+            runs.append(ComponentRun("vae", component_class(components, "vae") or "?", "encode", "vae_encoder",
+                                     RunShape(height=ref_h, width=ref_w), refs,
+                                     f"{refs} reference image(s) at {ref_h}×{ref_w}, once each at batch 1"))
+        notes.append(f"{refs} reference image(s), assumed {s.height}×{s.width} (the generated size), encoded at "
+                     f"{ref_h}×{ref_w}: {tokens} reference tokens run at step 0 and are read from the key/value cache "
+                     "at every later step")
+    runs += denoiser
+    runs += image_runs(components, s, f)
+    return Plan("Flux2KleinKVPipeline", s, passes, tuple(runs), tuple(notes))

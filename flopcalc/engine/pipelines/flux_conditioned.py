@@ -73,7 +73,7 @@ def flux_fill_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
     return with_encodes(base, "FluxFillPipeline", encodes, no_negative_prompt("FluxFillPipeline", s))
 
 
-@register_pipeline("FluxInpaintPipeline", options=("true_cfg_scale", "max_sequence_length"))
+@register_pipeline("FluxInpaintPipeline", guidance="separate", options=("true_cfg_scale", "max_sequence_length"))
 def flux_inpaint_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                           index: Mapping[str, Any] | None = None) -> Plan:
     """``FluxInpaintPipeline.__call__``: FluxPipeline's plan (1024², true CFG only with

@@ -21,7 +21,7 @@ from flopcalc.engine.pipelines.flux_conditioned import encode_run, no_negative_p
 from flopcalc.engine.registry import RunShape
 
 
-@register_pipeline("FluxControlNetPipeline", denoisers=("FluxControlNetModel",), component="controlnet",
+@register_pipeline("FluxControlNetPipeline", guidance="separate", denoisers=("FluxControlNetModel",), component="controlnet",
                    options=("true_cfg_scale", "max_sequence_length"))
 def flux_controlnet_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                              index: Mapping[str, Any] | None = None) -> Plan:

@@ -49,7 +49,7 @@ def preferred_resolution(height: int, width: int, multiple_of: int) -> tuple[int
     return h // multiple_of * multiple_of, w // multiple_of * multiple_of
 
 
-@register_pipeline("FluxKontextPipeline", options=tuple(pipeline_options("FluxPipeline") - {"vae_tiling"}))
+@register_pipeline("FluxKontextPipeline", guidance="separate", options=tuple(pipeline_options("FluxPipeline") - {"vae_tiling"}))
 def flux_kontext_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                           index: Mapping[str, Any] | None = None) -> Plan:
     """``FluxKontextPipeline.__call__``: FluxPipeline's defaults (1024², 28 steps, guidance 3.5
@@ -97,7 +97,7 @@ def _with_reference_tokens(plan: Plan, tokens: Any) -> Plan:
                                     if r.role == "denoiser" else r for r in plan.runs))
 
 
-@register_pipeline("FluxKontextInpaintPipeline", options=tuple(pipeline_options("FluxPipeline") - {"vae_tiling"}))
+@register_pipeline("FluxKontextInpaintPipeline", guidance="separate", options=tuple(pipeline_options("FluxPipeline") - {"vae_tiling"}))
 def flux_kontext_inpaint_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                                   index: Mapping[str, Any] | None = None) -> Plan:
     """``FluxKontextInpaintPipeline.__call__`` (``pipeline_flux_kontext_inpaint.py``): FluxPipeline's

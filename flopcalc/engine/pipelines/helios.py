@@ -144,7 +144,7 @@ def _plan(components: Mapping[str, Mapping[str, Any]], s: Settings, name: str, p
     return Plan(name, s, passes, tuple(runs + decode), tuple(notes + vae_notes))
 
 
-@register_pipeline(BASE, denoisers=("HeliosTransformer3DModel",), options=OPTIONS)
+@register_pipeline(BASE, guidance="separate", denoisers=("HeliosTransformer3DModel",), options=OPTIONS)
 def helios_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                     index: Mapping[str, Any] | None = None) -> Plan:
     """``HeliosPipeline.__call__`` (pipeline_helios.py:447-951): 384×640, 132 frames, 50 steps, ``guidance_scale`` 5.0
@@ -164,7 +164,7 @@ def helios_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
     return _plan(components, s, BASE, pyramid=False)
 
 
-@register_pipeline(PYRAMID, options=OPTIONS)
+@register_pipeline(PYRAMID, guidance="separate", options=OPTIONS)
 def helios_pyramid_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                             index: Mapping[str, Any] | None = None) -> Plan:
     """``HeliosPyramidPipeline.__call__`` (pipeline_helios_pyramid.py:511-1131): the ``HeliosPipeline`` chunks and

@@ -10,12 +10,14 @@ from importlib.resources import files
 from typing import Any
 
 from flopcalc.engine.config import positive_int
-from flopcalc.engine.errors import ConfigError, ResolutionError
+from flopcalc.engine.errors import ConfigError, OptionError, ResolutionError
 from flopcalc.engine.pipelines.base import (
+    ComponentRun,
     Plan,
     Settings,
     cfg_passes,
     check_divisible,
+    component_class,
     config_value,
     denoiser_run,
     missing_notes,
@@ -24,6 +26,7 @@ from flopcalc.engine.pipelines.base import (
     vae_scale_factor,
 )
 from flopcalc.engine.pipelines.vae import image_runs
+from flopcalc.engine.registry import RunShape
 
 #: ``encode_prompt(..., max_sequence_length=77 / 256)`` in ``__call__`` step 3: fixed, not arguments.
 BERT_TOKENS = 77
@@ -117,3 +120,50 @@ def hunyuan_dit_pipeline(components: Mapping[str, Mapping[str, Any]], s: Setting
     runs += denoiser_run(components, "transformer", s, f, text_len, passes)
     runs += image_runs(components, s, f)
     return Plan("HunyuanDiTPipeline", s, passes, tuple(runs), tuple(notes))
+
+
+@register_pipeline("HunyuanDiTControlNetPipeline", refuses={
+    "max_sequence_length": f"it encodes a fixed {BERT_TOKENS} BERT and {MT5_TOKENS} mT5 tokens"})
+def hunyuan_dit_controlnet_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
+                                    index: Mapping[str, Any] | None = None) -> Plan:
+    """``HunyuanDiTControlNetPipeline.__call__``
+    (``pipelines/controlnet_hunyuandit/pipeline_hunyuandit_controlnet.py``): HunyuanDiTPipeline's plan (1024²,
+    floored to 16 and resolution-binned, 50 steps, ``guidance_scale`` 5.0, BERT on 77 and mT5 on 256 tokens, CFG as a
+    doubled batch) with a ``HunyuanDiT2DControlNetModel``:
+
+    * ``prepare_image`` repeats the control image to every image and, under CFG, doubles the batch *before*
+      ``vae.encode`` (``do_classifier_free_guidance=...``, ``guess_mode=False``): the encoder runs images × passes
+      times at the generated size;
+    * the ControlNet runs at every step on the same (doubled) batch as the transformer, once per pass and image,
+      on the latent, the control latent and the 77 + 256 text states; its residuals are added to the transformer's
+      long skips.
+
+    A ``HunyuanDiT2DMultiControlNetModel`` (a list of ControlNets, no config of its own) is not modelled: one
+    ControlNet. ``strength`` does not apply (every step runs)."""
+    if s.strength is not None and s.strength < 1:
+        raise OptionError("--strength does not apply to HunyuanDiTControlNetPipeline: its __call__ takes no strength "
+                          "(every step runs), only 1 means that")
+    base = hunyuan_dit_pipeline(components, replace(s, strength=None), index=index)
+    st, passes = base.settings, base.passes
+    notes = [n for n in base.notes if "image-to-image" not in n]
+    controlnet = components.get("controlnet")
+    if controlnet is None:
+        notes.append("controlnet is absent from this pipeline and was not counted")
+        return replace(base, pipeline="HunyuanDiTControlNetPipeline", notes=tuple(notes))
+    f = vae_scale_factor(components)
+    patch = positive_int(controlnet, "patch_size")
+    check_divisible(st.height, st.width, f * patch, "HunyuanDiT height and width (VAE factor × ControlNet patch size)")
+    images = st.batch_size * st.num_images_per_prompt
+    text_len = positive_int(controlnet, "text_len") + positive_int(controlnet, "text_len_t5")
+    runs = list(base.runs)
+    control = ComponentRun("controlnet", component_class(components, "controlnet") or "?", "forward", "controlnet",
+                           RunShape(latent_height=st.height // f, latent_width=st.width // f, text_len=text_len),
+                           st.steps * passes * images, f"{st.steps} steps × {passes} pass(es) × {images} image(s)")
+    at = next((i for i, r in enumerate(runs) if r.role == "denoiser"), len(runs))
+    runs.insert(at, control)
+    if "vae" in components:
+        runs.insert(at, ComponentRun("vae", component_class(components, "vae") or "?", "encode", "vae_encoder",
+                                     RunShape(height=st.height, width=st.width), images * passes,
+                                     f"{images} control image(s)" + (" × 2 (the batch doubled for CFG before "
+                                                                     "encoding)" if passes == 2 else "")))
+    return replace(base, pipeline="HunyuanDiTControlNetPipeline", runs=tuple(runs), notes=tuple(notes))

@@ -70,7 +70,7 @@ def glyph_runs(components: Mapping[str, Mapping[str, Any]], s: Settings, tokens:
                   f"the negative prompt is taken to have none; {either}")
 
 
-@register_pipeline("HunyuanImagePipeline", denoisers=("HunyuanImageTransformer2DModel",), options=("glyph_prompts",))
+@register_pipeline("HunyuanImagePipeline", guidance="separate", denoisers=("HunyuanImageTransformer2DModel",), options=("glyph_prompts",))
 def hunyuan_image_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                            index: Mapping[str, Any] | None = None) -> Plan:
     """``HunyuanImagePipeline.__call__`` (pipeline_hunyuanimage.py:505): 2048² default

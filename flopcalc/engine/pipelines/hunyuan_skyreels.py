@@ -18,7 +18,7 @@ HEIGHT, WIDTH, NUM_FRAMES = 544, 960, 97
 TRUE_CFG_SCALE, GUIDANCE_SCALE = 6.0, 1.0
 
 
-@register_pipeline(NAME, options=("true_cfg_scale", "max_sequence_length", "num_frames", "vae_tiling"))
+@register_pipeline(NAME, guidance="separate", options=("true_cfg_scale", "max_sequence_length", "num_frames", "vae_tiling"))
 def hunyuan_skyreels_image_to_video_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                                              index: Mapping[str, Any] | None = None) -> Plan:
     """``HunyuanSkyreelsImageToVideoPipeline.__call__``: ``HunyuanVideoPipeline``'s plan (Llama on 256 + 95

@@ -141,7 +141,7 @@ def true_cfg_passes(components: Mapping[str, Mapping[str, Any]], s: Settings,
     return true_cfg, cfg_passes(s, true_cfg), notes
 
 
-@register_pipeline("HunyuanVideoPipeline", denoisers=("HunyuanVideoTransformer3DModel",),
+@register_pipeline("HunyuanVideoPipeline", guidance="separate", denoisers=("HunyuanVideoTransformer3DModel",),
                    options=("true_cfg_scale", "max_sequence_length", "num_frames", "vae_tiling"))
 def hunyuan_video_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                            index: Mapping[str, Any] | None = None) -> Plan:

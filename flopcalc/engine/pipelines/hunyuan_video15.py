@@ -66,7 +66,7 @@ def default_size(target_size: int, patch: int, height: int = DEFAULT_ASPECT[0],
     return buckets[best]
 
 
-@register_pipeline("HunyuanVideo15Pipeline", denoisers=("HunyuanVideo15Transformer3DModel",),
+@register_pipeline("HunyuanVideo15Pipeline", guidance="separate", denoisers=("HunyuanVideo15Transformer3DModel",),
                    options=("num_frames", "glyph_prompts"))
 def hunyuan_video15_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                              index: Mapping[str, Any] | None = None) -> Plan:
@@ -121,7 +121,7 @@ def hunyuan_video15_pipeline(components: Mapping[str, Mapping[str, Any]], s: Set
     return Plan("HunyuanVideo15Pipeline", s, passes, tuple(runs), tuple(notes))
 
 
-@register_pipeline("HunyuanVideo15ImageToVideoPipeline", options=("num_frames", "glyph_prompts"))
+@register_pipeline("HunyuanVideo15ImageToVideoPipeline", guidance="separate", options=("num_frames", "glyph_prompts"))
 def hunyuan_video15_i2v_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                                  index: Mapping[str, Any] | None = None) -> Plan:
     """``HunyuanVideo15ImageToVideoPipeline.__call__`` (pipeline_hunyuan_video1_5_image2video.py:652): as the

@@ -41,10 +41,10 @@ SAMPLING = ("inverted_anti_drifting", "vanilla")
 pipeline_option("latent_window_size", kind=COUNT, bound=(1024, "latent frames"),
                 help="FramePack and Helios: latent frames generated per section / chunk (latent_window_size, "
                      "num_latent_frames_per_chunk; default 9)",
-                refusal="it generates no FramePack sections or Helios chunks")
+                refusal="it generates no FramePack sections or Helios chunks", examples=("5", "9"))
 pipeline_option("sampling_type", kind=NAMES,
                 help="FramePack: inverted_anti_drifting (default) or vanilla section order",
-                refusal="it has no FramePack sampling order")
+                refusal="it has no FramePack sampling order", examples=("vanilla", "inverted_anti_drifting"))
 
 
 def sections(num_frames: int, window: int, temporal: int) -> int:
@@ -77,7 +77,7 @@ def _sampling(s: Settings) -> str:
     return value[0]
 
 
-@register_pipeline(NAME, denoisers=("HunyuanVideoFramepackTransformer3DModel",),
+@register_pipeline(NAME, guidance="separate", denoisers=("HunyuanVideoFramepackTransformer3DModel",),
                    options=("true_cfg_scale", "max_sequence_length", "num_frames", "vae_tiling", "latent_window_size",
                             "sampling_type"))
 def hunyuan_video_framepack_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,

@@ -95,7 +95,7 @@ def _condition_type(components: Mapping[str, Mapping[str, Any]]) -> str:
     return kind
 
 
-@register_pipeline(NAME, options=("true_cfg_scale", "max_sequence_length", "num_frames", "vae_tiling"))
+@register_pipeline(NAME, guidance="separate", options=("true_cfg_scale", "max_sequence_length", "num_frames", "vae_tiling"))
 def hunyuan_video_image_to_video_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                                           index: Mapping[str, Any] | None = None) -> Plan:
     """``HunyuanVideoImageToVideoPipeline.__call__`` (:623): 720×1280, 129 frames, 50 steps, ``guidance_scale``

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Mapping
 
-from flopcalc.engine.pipelines.base import Plan, PlanFn, Settings, pipeline_options, register_pipeline
+from flopcalc.engine.pipelines.base import Plan, PlanFn, Settings, guidance_of, pipeline_options, register_pipeline
 from flopcalc.engine.pipelines.flux import flux_pipeline
 from flopcalc.engine.pipelines.kolors import kolors_pipeline
 from flopcalc.engine.pipelines.sd3 import sd3_pipeline
@@ -25,7 +25,7 @@ def _image_to_image(name: str, base_name: str, base: PlanFn, *, strength: float,
         return replace(base(components, s, index=index), pipeline=name)
 
     plan_fn.__doc__ = f"``{name}``: {base.__name__} with strength {strength} (diffusers defaults)."
-    register_pipeline(name, options=tuple(pipeline_options(base_name)))(plan_fn)
+    register_pipeline(name, options=tuple(pipeline_options(base_name)), guidance=guidance_of(base_name))(plan_fn)
 
 
 # diffusers' own defaults (the __call__ signatures of each *_img2img.py pipeline)

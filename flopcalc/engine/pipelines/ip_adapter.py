@@ -40,7 +40,8 @@ pipeline_option("ip_adapter", kind=NAMES,
                 help="SD / SDXL pipelines: an IP-Adapter with one image prompt: sd15, sd15_plus, sdxl, sdxl_vit_h or "
                      "sdxl_plus_vit_h (h94/IP-Adapter's ip-adapter_sd15, ip-adapter-plus_sd15, ip-adapter_sdxl, "
                      "ip-adapter_sdxl_vit-h, ip-adapter-plus_sdxl_vit-h)",
-                refusal="flopcalc models IP-Adapter on the Stable Diffusion and SDXL pipelines only")
+                refusal="flopcalc models IP-Adapter on the Stable Diffusion and SDXL pipelines only",
+                examples=("sd15", "sdxl"))
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from flopcalc.engine.pipelines.wan import _encode_runs, _refuse_unsupported, _va
 NAME = "LucyEditPipeline"
 
 
-@register_pipeline(NAME, options=("max_sequence_length", "num_frames", "vae_tiling"))
+@register_pipeline(NAME, guidance="separate", options=("max_sequence_length", "num_frames", "vae_tiling"))
 def lucy_edit_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                        index: Mapping[str, Any] | None = None) -> Plan:
     """``LucyEditPipeline.__call__`` (pipeline_lucy_edit.py:453): ``WanPipeline``'s defaults (480×832, 81 frames

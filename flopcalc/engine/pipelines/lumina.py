@@ -57,7 +57,7 @@ def _img2img_note(s: Settings, name: str) -> list[str]:
              "input image VAE-encoded and the last `strength` of the schedule run")]
 
 
-@register_pipeline("Lumina2Pipeline", denoisers=("Lumina2Transformer2DModel",),
+@register_pipeline("Lumina2Pipeline", guidance="separate", denoisers=("Lumina2Transformer2DModel",),
                    options=("max_sequence_length", "vae_tiling"))
 def lumina2_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                      index: Mapping[str, Any] | None = None) -> Plan:
@@ -92,7 +92,7 @@ def lumina2_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
     return Plan(name, s, passes, tuple(runs), tuple(notes))
 
 
-register_pipeline("Lumina2Text2ImgPipeline", options=("max_sequence_length", "vae_tiling"))(lumina2_pipeline)
+register_pipeline("Lumina2Text2ImgPipeline", guidance="separate", options=("max_sequence_length", "vae_tiling"))(lumina2_pipeline)
 
 
 @register_pipeline("LuminaPipeline", denoisers=("LuminaNextDiT2DModel",), options=("max_sequence_length", "vae_tiling"))

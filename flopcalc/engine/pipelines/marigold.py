@@ -43,7 +43,7 @@ pipeline_option("ensemble_size", kind=COUNT, bound=(4096, "ensemble members"),
                 refusal="it makes no ensemble of predictions (Marigold's)")
 pipeline_option("processing_resolution", kind=INDEX, bound=(16384, "pixels"),
                 help="Marigold: the input's longest side is resized to this (0: as given; default: the model's)",
-                refusal="it does not resize its input to a processing resolution (Marigold's)")
+                refusal="it does not resize its input to a processing resolution (Marigold's)", examples=("512", "0"))
 
 #: Tokens of the empty prompt, unpadded (``padding="do_not_pad"``): BOS and EOS.
 EMPTY_TEXT_TOKENS = 2

@@ -36,10 +36,12 @@ from flopcalc.engine.pipelines.base import (
     Settings,
     denoising_steps,
     denoising_steps_floored,
+    guidance_of,
     pipeline_options,
     register_pipeline,
     registered_plan,
 )
+from flopcalc.engine.pipelines.animatediff import animatediff_pipeline
 from flopcalc.engine.pipelines.hunyuan_dit import hunyuan_dit_pipeline
 from flopcalc.engine.pipelines.kolors import kolors_pipeline
 from flopcalc.engine.pipelines.pixart_dit import pixart_sigma_pipeline
@@ -53,7 +55,8 @@ pipeline_option("pag_scale", kind=SCALE, help="PAG pipelines: perturbed-attentio
                 refusal="it has no perturbed-attention guidance (use its PAG pipeline)")
 pipeline_option("pag_applied_layers", kind=NAMES,
                 help="PAG pipelines: self-attention layer ids (e.g. mid, down_blocks.2, blocks.14)",
-                refusal="it has no perturbed-attention guidance (use its PAG pipeline)")
+                refusal="it has no perturbed-attention guidance (use its PAG pipeline)",
+                examples=("mid", "down_blocks.2", "blocks.14"))
 
 #: ``pag_scale``'s default in every PAG pipeline's ``__call__`` (e.g. pipeline_pag_sd.py:772).
 PAG_SCALE = 3.0
@@ -89,12 +92,14 @@ def _add_pag(name: str, p: Plan, components: Mapping[str, Any], denoiser: str, l
     return replace(p, pipeline=name, settings=s, runs=tuple(runs), notes=p.notes + (note,))
 
 
-def _pag(name: str, base_name: str, base: PlanFn, *, denoiser: str, layers: tuple[str, ...],
+def _pag(name: str, base_name: str, base: PlanFn, *, denoiser: str,
+         layers: tuple[str, ...] | Callable[[Mapping[str, Any]], tuple[str, ...]],
          kept_steps: KeptSteps = denoising_steps_floored, defaults: Mapping[str, Any] | None = None,
          add_controlnet: bool = False, guess_mode_crashes: bool = False) -> None:
     """Register ``name``: ``base`` (registered as ``base_name``) with the PAG pipeline's own ``defaults``
     (settings it sets where ``base`` has another default), the ControlNet added (``add_controlnet``) and
-    the PAG passes; its default ``pag_applied_layers`` are ``layers``."""
+    the PAG passes; its default ``pag_applied_layers`` are ``layers`` (or what ``layers(components)`` gives: simple
+    ids that choose the layers a regular-expression default of the pipeline chooses)."""
 
     def plan_fn(components: Mapping[str, Mapping[str, Any]], s: Settings,
                 index: Mapping[str, Any] | None = None) -> Plan:
@@ -113,11 +118,13 @@ def _pag(name: str, base_name: str, base: PlanFn, *, denoiser: str, layers: tupl
             why = f"{steps} steps × {p.passes} pass(es) × {images} image(s) (the whole batch, guess mode or not)"
             p = replace(p, runs=tuple(replace(r, runs=steps * p.passes * images, why=why)
                                       if r.component == "controlnet" else r for r in p.runs))
-        return _add_pag(name, p, components, denoiser, layers, kept_steps)
+        return _add_pag(name, p, components, denoiser, layers(components) if callable(layers) else layers, kept_steps)
 
     plan_fn.__doc__ = (f"``{name}.__call__``: {base_name}'s plan with perturbed-attention guidance (see the module "
-                       f"doc); default pag_applied_layers {list(layers)}.")
-    register_pipeline(name, options=tuple(pipeline_options(base_name)) + ("pag_scale", "pag_applied_layers"))(plan_fn)
+                       f"doc); default pag_applied_layers "
+                       f"{layers.__doc__ if callable(layers) else list(layers)}.")
+    register_pipeline(name, options=tuple(pipeline_options(base_name)) + ("pag_scale", "pag_applied_layers"),
+                      guidance=guidance_of(base_name))(plan_fn)
 
 
 def _check_guess_mode(name: str, components: Mapping[str, Any], p: Plan, crashes: bool) -> None:
@@ -166,3 +173,24 @@ _pag("PixArtSigmaPAGPipeline", "PixArtSigmaPipeline", pixart_sigma_pipeline, den
 _pag("HunyuanDiTPAGPipeline", "HunyuanDiTPipeline", hunyuan_dit_pipeline, denoiser="transformer",
      layers=("blocks.1",))
 _pag("SanaPAGPipeline", "SanaPipeline", sana_pipeline, denoiser="transformer", layers=("transformer_blocks.0",))
+
+
+def _animatediff_mid_attn1(components: Mapping[str, Any]) -> tuple[str, ...]:
+    """the layers of "mid_block.*attn1" (pipeline_pag_sd_animatediff.py:143) as simple ids: "mid_block.attentions"
+    (the mid block's spatial attn1) and each mid motion module block's attn1 by its name (a motion block's attn2
+    is a self-attention too, which "mid_block.*attn1" leaves alone)"""
+    unet = components.get("unet")
+    if unet is None or class_name_of(unet) != "UNetMotionModel" or not unet.get("use_motion_mid_block", True):
+        return ("mid_block.attentions",)
+    from flopcalc.engine.architectures.unet_motion import DEFAULTS, motion_layout
+    from flopcalc.engine.config import Config
+
+    config = Config("unet", unet, DEFAULTS)
+    return ("mid_block.attentions",) + tuple(
+        f"mid_block.motion_modules.{j}.transformer_blocks.{t}.attn1" for path, _c, _h, depths in motion_layout(config)
+        if path == "mid_block" for j, k in enumerate(depths) for t in range(k))
+
+
+# its __call__ defaults are AnimateDiffPipeline's (16 frames, 50 steps, 7.5, num_videos_per_prompt forced to 1)
+_pag("AnimateDiffPAGPipeline", "AnimateDiffPipeline", animatediff_pipeline, denoiser=_UNET,
+     layers=_animatediff_mid_attn1)

@@ -37,7 +37,7 @@ def qwen_vae_scale_factor(components: Mapping[str, Mapping[str, Any]]) -> int:
     return scale_factor(vae)
 
 
-@register_pipeline("QwenImagePipeline", denoisers=("QwenImageTransformer2DModel",),
+@register_pipeline("QwenImagePipeline", guidance="separate", denoisers=("QwenImageTransformer2DModel",),
                    options=("true_cfg_scale", "max_sequence_length"))
 def qwen_image_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                         index: Mapping[str, Any] | None = None) -> Plan:
@@ -89,7 +89,7 @@ def qwen_image_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings
     return Plan("QwenImagePipeline", s, passes, tuple(runs), tuple(notes))
 
 
-@register_pipeline("QwenImageImg2ImgPipeline", options=("true_cfg_scale", "max_sequence_length"))
+@register_pipeline("QwenImageImg2ImgPipeline", guidance="separate", options=("true_cfg_scale", "max_sequence_length"))
 def qwen_image_img2img_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                                 index: Mapping[str, Any] | None = None) -> Plan:
     """``QwenImageImg2ImgPipeline.__call__`` (``pipeline_qwenimage_img2img.py``): the text-to-image
@@ -99,7 +99,7 @@ def qwen_image_img2img_pipeline(components: Mapping[str, Mapping[str, Any]], s: 
     return replace(qwen_image_pipeline(components, s, index=index), pipeline="QwenImageImg2ImgPipeline")
 
 
-@register_pipeline("QwenImageInpaintPipeline", options=("true_cfg_scale", "max_sequence_length"))
+@register_pipeline("QwenImageInpaintPipeline", guidance="separate", options=("true_cfg_scale", "max_sequence_length"))
 def qwen_image_inpaint_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                                 index: Mapping[str, Any] | None = None) -> Plan:
     """``QwenImageInpaintPipeline.__call__`` (``pipeline_qwenimage_inpaint.py``): the text-to-image defaults

@@ -171,7 +171,7 @@ TARGET_AREA_SIDE = 1024
 _OPTIONS = tuple(pipeline_options("QwenImagePipeline"))
 
 
-@register_pipeline("QwenImageEditPipeline", options=_OPTIONS)
+@register_pipeline("QwenImageEditPipeline", guidance="separate", options=_OPTIONS)
 def qwen_image_edit_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                              index: Mapping[str, Any] | None = None) -> Plan:
     """``QwenImageEditPipeline.__call__`` (module doc): one input image, condition and VAE image both at
@@ -180,7 +180,7 @@ def qwen_image_edit_pipeline(components: Mapping[str, Mapping[str, Any]], s: Set
                       vae_area=TARGET_AREA)
 
 
-@register_pipeline("QwenImageEditPlusPipeline", options=(*_OPTIONS, "input_images"))
+@register_pipeline("QwenImageEditPlusPipeline", guidance="separate", options=(*_OPTIONS, "input_images"))
 def qwen_image_edit_plus_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                                   index: Mapping[str, Any] | None = None) -> Plan:
     """``QwenImageEditPlusPipeline.__call__`` (module doc): ``input_images`` images (default 1, all assumed
@@ -193,7 +193,7 @@ def qwen_image_edit_plus_pipeline(components: Mapping[str, Mapping[str, Any]], s
                       condition_area=CONDITION_IMAGE_SIZE, vae_area=VAE_IMAGE_SIZE)
 
 
-@register_pipeline("QwenImageEditInpaintPipeline", options=_OPTIONS)
+@register_pipeline("QwenImageEditInpaintPipeline", guidance="separate", options=_OPTIONS)
 def qwen_image_edit_inpaint_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                                      index: Mapping[str, Any] | None = None) -> Plan:
     """``QwenImageEditInpaintPipeline.__call__`` (pipeline_qwenimage_edit_inpaint.py:640-1010): the edit plan with

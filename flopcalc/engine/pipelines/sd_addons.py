@@ -33,6 +33,7 @@ from flopcalc.engine.pipelines.base import (
     check_divisible,
     component_class,
     denoising_steps_floored,
+    guidance_of,
     pipeline_options,
     register_pipeline,
     vae_scale_factor,
@@ -98,7 +99,7 @@ def _with_add_on(name: str, base_name: str, base: PlanFn, component: str,
     plan_fn.__doc__ = (f"``{name}.__call__``: {base.__name__}'s runs and defaults plus the {component} (see the "
                        "module doc).")
     return register_pipeline(name, options=tuple(o for o in pipeline_options(base_name) if o not in (refuses or {})),
-                             refuses=refuses)(plan_fn)
+                             refuses=refuses, guidance=guidance_of(base_name))(plan_fn)
 
 
 sd_controlnet_pipeline = _with_add_on("StableDiffusionControlNetPipeline", "StableDiffusionPipeline", sd_pipeline,

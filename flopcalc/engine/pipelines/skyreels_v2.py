@@ -36,7 +36,7 @@ pipeline_option("overlap_history", kind=COUNT, bound=(4096, "frames"),
                 refusal="it generates no long video in overlapping windows")
 pipeline_option("base_num_frames", kind=COUNT, bound=(4096, "frames"),
                 help="SkyReels V2 diffusion forcing: long-video window (97)",
-                refusal="it generates no long video in overlapping windows")
+                refusal="it generates no long video in overlapping windows", examples=("121",))
 
 #: ``SkyReelsV2Pipeline.__call__`` defaults (pipeline_skyreels_v2.py:380-398); the diffusion-forcing
 #: pipeline's are the same (pipeline_skyreels_v2_diffusion_forcing.py:600-625).
@@ -131,7 +131,7 @@ def _text_runs(components, s: Settings, passes: int) -> list[ComponentRun]:
                      f"{s.batch_size} prompt(s)" + (" + negative" if passes == 2 else ""))
 
 
-@register_pipeline("SkyReelsV2Pipeline", denoisers=("SkyReelsV2Transformer3DModel",),
+@register_pipeline("SkyReelsV2Pipeline", guidance="separate", denoisers=("SkyReelsV2Transformer3DModel",),
                    when=lambda cfg: cfg.get("image_dim") is None and not cfg.get("inject_sample_info"),
                    options=("max_sequence_length", "num_frames", "vae_tiling"))
 def skyreels_v2_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
@@ -158,7 +158,7 @@ def skyreels_v2_pipeline(components: Mapping[str, Mapping[str, Any]], s: Setting
 I2V_GUIDANCE = 5.0
 
 
-@register_pipeline("SkyReelsV2ImageToVideoPipeline", denoisers=("SkyReelsV2Transformer3DModel",),
+@register_pipeline("SkyReelsV2ImageToVideoPipeline", guidance="separate", denoisers=("SkyReelsV2Transformer3DModel",),
                    when=lambda cfg: cfg.get("image_dim") is not None,
                    options=("max_sequence_length", "num_frames", "vae_tiling"))
 def skyreels_v2_image_to_video_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
@@ -309,7 +309,7 @@ def _refuse_forcing_law(s: Settings, ar_step: int, block: int, long_video: bool)
                             "overlap_history) has no closed-form law in S and F: use the numeric estimate")
 
 
-@register_pipeline("SkyReelsV2DiffusionForcingPipeline", denoisers=("SkyReelsV2Transformer3DModel",),
+@register_pipeline("SkyReelsV2DiffusionForcingPipeline", guidance="separate", denoisers=("SkyReelsV2Transformer3DModel",),
                    when=lambda cfg: cfg.get("image_dim") is None and bool(cfg.get("inject_sample_info")),
                    options=("max_sequence_length", "num_frames", "vae_tiling", "ar_step", "causal_block_size",
                             "overlap_history", "base_num_frames"))
@@ -370,7 +370,7 @@ def _forcing_plan(components: Mapping[str, Mapping[str, Any]], s: Settings, name
 DF_I2V_GUIDANCE = 5.0
 
 
-@register_pipeline("SkyReelsV2DiffusionForcingImageToVideoPipeline",
+@register_pipeline("SkyReelsV2DiffusionForcingImageToVideoPipeline", guidance="separate",
                    options=("max_sequence_length", "num_frames", "vae_tiling", "ar_step", "causal_block_size",
                             "overlap_history", "base_num_frames"))
 def skyreels_v2_diffusion_forcing_image_to_video_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
@@ -391,7 +391,7 @@ def skyreels_v2_diffusion_forcing_image_to_video_pipeline(components: Mapping[st
 V2V_NUM_FRAMES = 120
 
 
-@register_pipeline("SkyReelsV2DiffusionForcingVideoToVideoPipeline",
+@register_pipeline("SkyReelsV2DiffusionForcingVideoToVideoPipeline", guidance="separate",
                    options=("max_sequence_length", "num_frames", "vae_tiling", "ar_step", "causal_block_size",
                             "overlap_history", "base_num_frames"))
 def skyreels_v2_diffusion_forcing_video_to_video_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,

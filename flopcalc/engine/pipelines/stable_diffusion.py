@@ -39,7 +39,7 @@ def _unet_defaults(components, s: Settings, steps: int, guidance: float) -> tupl
 
 @register_pipeline("StableDiffusionPipeline", denoisers=("UNet2DConditionModel",), component="unet",
                    options=("vae_tiling", "ip_adapter"),
-                   when=lambda cfg: cfg.get("addition_embed_type") not in ("text_time", "image", "image_hint"))
+                   when=lambda cfg: cfg.get("addition_embed_type") is None)  # text: IF, text_image: Kandinsky 2.1
 def sd_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                 index: Mapping[str, Any] | None = None) -> Plan:
     """``StableDiffusionPipeline.__call__`` (diffusers ``pipelines/stable_diffusion/

@@ -26,7 +26,7 @@ from dataclasses import replace
 from typing import Any, Mapping
 
 from flopcalc.engine.errors import ConfigError
-from flopcalc.engine.pipelines.base import Plan, PlanFn, Settings, pipeline_options, register_pipeline
+from flopcalc.engine.pipelines.base import Plan, PlanFn, Settings, guidance_of, pipeline_options, register_pipeline
 from flopcalc.engine.pipelines.sd3 import sd3_pipeline
 from flopcalc.engine.pipelines.stable_diffusion import sd_pipeline, sdxl_pipeline
 
@@ -62,7 +62,7 @@ def _inpaint(name: str, base_name: str, base: PlanFn, *, denoiser: str, channels
     plan_fn.__doc__ = (f"``{name}.__call__``: {base.__name__} at strength {strength}, {steps} steps, guidance "
                        f"{guidance} (the diffusers defaults), the VAE encoding the masked image (and the image) "
                        "once per input image.")
-    register_pipeline(name, options=tuple(pipeline_options(base_name)))(plan_fn)
+    register_pipeline(name, options=tuple(pipeline_options(base_name)), guidance=guidance_of(base_name))(plan_fn)
 
 
 # diffusers 0.42.1 __call__ defaults of each pipeline

@@ -184,7 +184,7 @@ def _encode_runs(cls: str, vae: Mapping[str, Any], s: Settings, tiled: bool) -> 
                      lambda k, th, tw: f"{k} tile(s) of {th}×{tw} × {s.batch_size} input video(s)")
 
 
-@register_pipeline("WanPipeline", denoisers=("WanTransformer3DModel",), when=lambda cfg: cfg.get("image_dim") is None,
+@register_pipeline("WanPipeline", guidance="separate", denoisers=("WanTransformer3DModel",), when=lambda cfg: cfg.get("image_dim") is None,
                    options=("max_sequence_length", "num_frames", "vae_tiling"))
 def wan_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                  index: Mapping[str, Any] | None = None) -> Plan:
@@ -307,7 +307,7 @@ def _timestep_tokens(s: Settings, f: int, latent_frames: int) -> Any:
     return latent_frames * (s.height // f // 2) * (s.width // f // 2)
 
 
-@register_pipeline("WanVideoToVideoPipeline", options=("max_sequence_length", "num_frames", "vae_tiling"))
+@register_pipeline("WanVideoToVideoPipeline", guidance="separate", options=("max_sequence_length", "num_frames", "vae_tiling"))
 def wan_video_to_video_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                                 index: Mapping[str, Any] | None = None) -> Plan:
     """``WanVideoToVideoPipeline.__call__``: the text-to-video defaults with ``strength`` 0.8: the input

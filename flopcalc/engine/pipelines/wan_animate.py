@@ -32,7 +32,7 @@ SIZE_MULTIPLE = 16
 
 pipeline_option("segment_frames", kind=COUNT, bound=(4096, "frames"),
                 help="Wan-Animate: frames per inference segment (segment_frame_length, default 77)",
-                refusal="it generates no Wan-Animate segments")
+                refusal="it generates no Wan-Animate segments", examples=("49", "77"))
 
 
 def segment_count(frames: int, segment: int, overlap: int = OVERLAP) -> int:
@@ -57,7 +57,7 @@ def _segment(s: Settings, t: int, notes: list[str]) -> int:
     return segment
 
 
-@register_pipeline(NAME, denoisers=("WanAnimateTransformer3DModel",),
+@register_pipeline(NAME, guidance="separate", denoisers=("WanAnimateTransformer3DModel",),
                    options=("max_sequence_length", "num_frames", "vae_tiling", "segment_frames"))
 def wan_animate_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                          index: Mapping[str, Any] | None = None) -> Plan:

@@ -16,7 +16,7 @@ from flopcalc.engine.pipelines.wan import _encode_runs, _refuse_unsupported, _va
 NAME = "WanImageToVideoPipeline"
 
 
-@register_pipeline(NAME, denoisers=("WanTransformer3DModel",), when=lambda cfg: cfg.get("image_dim") is not None,
+@register_pipeline(NAME, guidance="separate", denoisers=("WanTransformer3DModel",), when=lambda cfg: cfg.get("image_dim") is not None,
                    options=("max_sequence_length", "num_frames", "vae_tiling"))
 def wan_image_to_video_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                                 index: Mapping[str, Any] | None = None) -> Plan:

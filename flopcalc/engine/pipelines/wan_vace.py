@@ -13,7 +13,7 @@ from flopcalc.engine.pipelines.wan import _encode_runs, _refuse_unsupported, _va
 NAME = "WanVACEPipeline"
 
 
-@register_pipeline(NAME, denoisers=("WanVACETransformer3DModel",),
+@register_pipeline(NAME, guidance="separate", denoisers=("WanVACETransformer3DModel",),
                    options=("max_sequence_length", "num_frames", "vae_tiling"))
 def wan_vace_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                       index: Mapping[str, Any] | None = None) -> Plan:

@@ -1,4 +1,5 @@
-"""Input builders for CogView4 (``CogView4Pipeline.__call__``):
+"""Input builders for CogView4 (``CogView4Pipeline.__call__``) and CogView3-Plus (``CogView3PlusPipeline``: the
+transformer takes the same inputs, the T5 states as ``encoder_hidden_states``):
 
 * ``CogView4Transformer2DModel``: the latent ``(1, C, H/8, W/8)``, the GLM states
   ``(1, text_len, text_embed_dim)``, the timestep ``(1,)`` and the size conditions ``original_size``,
@@ -38,3 +39,6 @@ def _cogview4_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict[
 def _glm_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict[str, TensorSpec]:
     """Token ids ``(1, seq_len)`` int64."""
     return {"input_ids": TensorSpec((1, int(s["seq_len"])), torch.int64)}
+
+
+input_builder("CogView3PlusTransformer2DModel", settings=("height", "width", "text_len"))(_cogview4_inputs)

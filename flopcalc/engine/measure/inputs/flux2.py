@@ -47,8 +47,13 @@ def _reference_ids_shape(s: Mapping[str, int], in_channels: int) -> tuple[int, .
     return tuple(Flux2Pipeline._prepare_image_ids(latents).shape)
 
 
+#: The optional setting ``kv_cache``: 1 is ``Flux2KleinKVPipeline``'s first step (``kv_cache_mode="extract"``), 2 a
+#: later one (``"cached"``).
+KV_MODES = {1: "extract", 2: "cached"}
+
+
 @input_builder("Flux2Transformer2DModel", settings=("height", "width", "text_len"),
-               optional=("reference_images", "reference_height", "reference_width"))
+               optional=("reference_images", "reference_height", "reference_width", "kv_cache"))
 def _flux2_transformer_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict[str, TensorSpec]:
     """As ``Flux2Pipeline`` calls it at batch 1 (text-to-image): hidden_states (1, (H/16)(W/16),
     in_channels), encoder_hidden_states (1, text_len, joint_attention_dim), timestep (1,), img_ids
@@ -58,11 +63,20 @@ def _flux2_transformer_inputs(model: nn.Module, call: str, s: Mapping[str, int])
     With ``reference_images`` R (the ``image=`` references, each ``reference_height`` × ``reference_width``
     pixels, default the generated size) the reference latents' tokens and ids follow the generated ones
     (``torch.cat([latents, image_latents], dim=1)``, ``torch.cat([latent_ids, image_latent_ids], dim=1)``,
-    pipeline_flux2.py:970-972): hidden_states and img_ids get ``R · (h/16)(w/16)`` more rows."""
+    pipeline_flux2.py:970-972): hidden_states and img_ids get ``R · (h/16)(w/16)`` more rows.
+
+    With ``kv_cache`` (:data:`KV_MODES`; references required) as ``Flux2KleinKVPipeline`` calls it: its KV
+    attention processors installed (``_set_kv_attn_processors``), then 1 (step 0): the references' rows first
+    (``torch.cat([image_latents, latents], dim=1)``), ``kv_cache_mode="extract"`` and ``num_ref_tokens``; 2 (a
+    later step): the latent's rows only, ``kv_cache_mode="cached"`` and a ``Flux2KVCache`` holding every layer's
+    reference keys and values ``(1, R·(h/16)(w/16), heads, head_dim)`` (meta tensors)."""
     in_channels = _cfg(model, "in_channels")
     tokens = (_exact_div(s["height"], VAE_SCALE_FACTOR * PACKING, "height")
               * _exact_div(s["width"], VAE_SCALE_FACTOR * PACKING, "width"))
     reference_ids = _reference_ids_shape(s, in_channels)
+    kv = s.get("kv_cache")
+    if kv:
+        return _kv_inputs(model, s, tokens, reference_ids, kv)
     if reference_ids is not None:
         tokens += reference_ids[1]
     text_len = s["text_len"]
@@ -80,3 +94,46 @@ def _flux2_transformer_inputs(model: nn.Module, call: str, s: Mapping[str, int])
 
 input_builder("AutoencoderKLFlux2", settings=("height", "width"), calls=("decode", "encode"))(_autoencoder_kl_inputs)
 input_builder("Mistral3ForConditionalGeneration", settings=("seq_len",))(_sdpa_text_inputs)
+
+
+def _kv_inputs(model: nn.Module, s: Mapping[str, int], tokens: int, reference_ids, kv: int) -> dict:
+    """``Flux2KleinKVPipeline``'s transformer calls (pipeline_flux2_klein_kv.py, the denoising loop)."""
+    import torch
+    from diffusers.models.transformers.transformer_flux2 import (
+        Flux2KVAttnProcessor, Flux2KVCache, Flux2KVParallelSelfAttnProcessor,
+    )
+
+    if kv not in KV_MODES or reference_ids is None:
+        raise ValueError(f"kv_cache must be one of {sorted(KV_MODES)} with reference_images set, got {kv}")
+    for block in model.transformer_blocks:  # Flux2KleinKVPipeline._set_kv_attn_processors
+        block.attn.set_processor(Flux2KVAttnProcessor())
+    for block in model.single_transformer_blocks:
+        block.attn.set_processor(Flux2KVParallelSelfAttnProcessor())
+    refs, text_len = reference_ids[1], s["text_len"]
+    rows = tokens + refs if KV_MODES[kv] == "extract" else tokens
+    inputs = {
+        "hidden_states": TensorSpec((1, rows, _cfg(model, "in_channels"))),
+        "encoder_hidden_states": TensorSpec((1, text_len, _cfg(model, "joint_attention_dim"))),
+        "timestep": TensorSpec((1,)),
+        "img_ids": TensorSpec((1, rows, 4)),
+        "txt_ids": TensorSpec((1, text_len, 4)),
+        "kv_cache_mode": KV_MODES[kv],
+    }
+    if KV_MODES[kv] == "extract":
+        inputs["num_ref_tokens"] = refs
+    else:
+        heads, head_dim = _cfg(model, "num_attention_heads"), _cfg(model, "attention_head_dim")
+
+        class _Cache(Flux2KVCache):  # named in the measurement's inputs by what it holds
+            def __repr__(self) -> str:
+                return f"Flux2KVCache of {refs} reference tokens per layer"
+
+        cache = _Cache(len(model.transformer_blocks), len(model.single_transformer_blocks))
+        cache.num_ref_tokens = refs
+        for layer in cache.double_block_caches + cache.single_block_caches:
+            layer.store(torch.zeros(1, refs, heads, head_dim, device="meta"),
+                        torch.zeros(1, refs, heads, head_dim, device="meta"))
+        inputs["kv_cache"] = cache
+    if _cfg(model, "guidance_embeds"):
+        inputs["guidance"] = TensorSpec((1,))
+    return inputs

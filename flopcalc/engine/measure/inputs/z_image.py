@@ -25,7 +25,7 @@ from torch import nn
 
 from flopcalc.engine.measure.inputs.qwen_image import _PythonConstant
 from flopcalc.engine.measure.inputs.text_encoders import _sdpa_text_inputs
-from flopcalc.engine.measure.harness import TensorSpec, _cfg, _exact_div, input_builder
+from flopcalc.engine.measure.harness import TensorSpec, _cfg, _exact_div, input_builder, model_builder
 
 #: ``ZImagePipeline``: ``vae_scale_factor`` 8 (``AutoencoderKL``); the transformer patches 2×2 itself.
 VAE_SCALE_FACTOR = 8
@@ -65,3 +65,49 @@ _z_image_transformer_inputs.method_note = (  # type: ignore[attr-defined]
 )
 
 input_builder("Qwen3Model", "Qwen3ForCausalLM", settings=("seq_len",))(_sdpa_text_inputs)
+
+
+@model_builder("ZImageControlNetModel")
+def _z_image_controlnet(config_dir) -> nn.Module:
+    """``ZImageControlNetModel`` as ``ZImageControlNetPipeline.__init__`` makes it: built on meta from its config, then
+    given the transformer's embedders, refiners and pad tokens by ``from_transformer`` (the transformer built on meta
+    from the sibling ``transformer`` folder of the pipeline folder). Those modules' parameters are the transformer's:
+    ``_measure_shared`` names them, so the harness counts the ControlNet's own parameters only (their work is the
+    ControlNet's, under their own names)."""
+    from diffusers import ZImageControlNetModel, ZImageTransformer2DModel
+
+    from flopcalc.engine.architectures.controlnet_z_image import SHARED
+
+    with torch.device("meta"):
+        controlnet = ZImageControlNetModel.from_config(ZImageControlNetModel.load_config(str(config_dir)))
+        transformer = ZImageTransformer2DModel.from_config(
+            ZImageTransformer2DModel.load_config(str(config_dir.parent / "transformer")))
+    controlnet = ZImageControlNetModel.from_transformer(controlnet, transformer)
+    controlnet._measure_shared = (*SHARED, "x_pad_token", "cap_pad_token")
+    controlnet._measure_transformer_config = transformer.config
+    controlnet._measure_notes = [
+        "built as ZImageControlNetPipeline.__init__ builds it: ZImageControlNetModel.from_transformer(controlnet, "
+        "transformer), the transformer from the pipeline folder's transformer/config.json; the transformer's modules "
+        "it runs count here by their work and with the transformer by their parameters (left out of params)"]
+    return controlnet
+
+
+@input_builder("ZImageControlNetModel", settings=("height", "width", "text_len"))
+def _z_image_controlnet_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict[str, TensorSpec]:
+    """As ``ZImageControlNetPipeline`` calls it for one image without CFG: the transformer's x, t and cap_feats
+    (channels and caption width from the transformer's config) and control_context [(control_in_dim, 1, H/8, W/8)]:
+    the control image's latent (zero-padded, or with the mask and the masked image's latent)."""
+    transformer = model._measure_transformer_config
+    h = _exact_div(s["height"], VAE_SCALE_FACTOR, "height")
+    w = _exact_div(s["width"], VAE_SCALE_FACTOR, "width")
+    wrapped = "as ZImageControlNetPipeline passes it (a wrapper constant, not a thop input)"
+    return {
+        "x": _TensorListSpec((transformer["in_channels"], 1, h, w),
+                             what=f"python list [latent (C, 1, H/8, W/8)] {wrapped}"),
+        "t": TensorSpec((1,)),
+        "cap_feats": _TensorListSpec((s["text_len"], transformer["cap_feat_dim"]),
+                                     what=f"python list [caption (T, cap_feat_dim)] {wrapped}"),
+        "control_context": _TensorListSpec(
+            (_cfg(model, "control_in_dim"), 1, h, w),
+            what=f"python list [control latent (control_in_dim, 1, H/8, W/8)] {wrapped}"),
+    }
