@@ -141,7 +141,12 @@ def _grid(config: Config, shape: RunShape) -> tuple[Any, Any, Any]:
     return grid
 
 
-@register("CosmosTransformer3DModel", role="denoiser", defaults=DEFAULTS, source=SOURCE)
+#: A valid shape for parameter counts: the registry's nominal one, with image-context tokens (a Cosmos 2.5 Transfer
+#: model's attention refuses to run without them; the others ignore them).
+NOMINAL = RunShape(latent_height=64, latent_width=64, text_len=8, seq_len=8, height=512, width=512, image_tokens=8)
+
+
+@register("CosmosTransformer3DModel", role="denoiser", defaults=DEFAULTS, source=SOURCE, nominal=NOMINAL)
 def cosmos_transformer(config: Config, shape: RunShape) -> Node:
     """One forward. ``shape.timestep_tokens`` set (the latent frames) means Video2World's call: a per-frame
     ``(B, 1, T, 1, 1)`` timestep (``time_embed`` on ``T`` rows, the adaLN norms on all ``N`` tokens); its
@@ -204,7 +209,7 @@ declare_keys("CosmosControlNetModel", {
 
 
 @register("CosmosControlNetModel", role="denoiser", defaults=CONTROLNET_DEFAULTS,
-          source="diffusers/models/controlnets/controlnet_cosmos.py")
+          source="diffusers/models/controlnets/controlnet_cosmos.py", nominal=NOMINAL)
 def cosmos_controlnet(config: Config, shape: RunShape) -> Node:
     """``CosmosControlNetModel.forward`` (controlnet_cosmos.py:153-317), as ``Cosmos2_5_TransferPipeline`` calls it
     (the control video's latent, the noisy latent, a per-frame timestep, the (text, image context) pair, the

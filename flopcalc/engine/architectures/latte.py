@@ -70,7 +70,7 @@ def _required(config: Config, key: str) -> int:
 
 
 @register(CLASS, role="denoiser", defaults=DEFAULTS, source=SOURCE,
-          nominal=RunShape(latent_height=8, latent_width=8, latent_frames=2, text_len=8))
+          nominal=RunShape(latent_height=8, latent_width=8, latent_frames=1, text_len=8))  # 1: any video_length
 def latte_transformer(config: Config, shape: RunShape) -> Node:
     heads, head_dim = positive_int(config, "num_attention_heads"), positive_int(config, "attention_head_dim")
     dim = heads * head_dim

@@ -106,7 +106,8 @@ def _check(config: Config, layers: int) -> None:
 
 
 @register(CLASS, role="denoiser", defaults=DEFAULTS, source=SOURCE,
-          nominal=RunShape(latent_height=8, latent_width=8, latent_frames=2, text_len=8, image_tokens=4, frames=5))
+          # 5 frames: 2 latent frames and the reference (3), as many as the face adapter's 2 face frames + its zero frame
+          nominal=RunShape(latent_height=8, latent_width=8, latent_frames=3, text_len=8, image_tokens=4, frames=5))
 def wan_animate_transformer(config: Config, shape: RunShape) -> Node:
     layers = count_int(config, "num_layers")
     _check(config, layers)
