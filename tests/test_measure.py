@@ -130,9 +130,9 @@ def test_without_measure_the_error_points_to_it(tmp_path):
 def test_an_unplanned_pipeline_cannot_be_measured(tmp_path):
     folder = _flux_with_xlmr(tmp_path)
     index = json.loads((folder / "model_index.json").read_text())
-    # (ZImagePipeline and HiDreamImagePipeline, the pipelines this test named before, have plans now)
-    (folder / "model_index.json").write_text(json.dumps({**index, "_class_name": "AllegroPipeline"}))
-    with pytest.raises(UnplannedPipelineError, match=r"AllegroPipeline.*no plan.*--measure counts components of a "
+    # (ZImagePipeline, HiDreamImagePipeline and AllegroPipeline, the pipelines this test named before, have plans now)
+    (folder / "model_index.json").write_text(json.dumps({**index, "_class_name": "MotifVideoPipeline"}))
+    with pytest.raises(UnplannedPipelineError, match=r"MotifVideoPipeline.*no plan.*--measure counts components of a "
                                                      r"planned pipeline only"):
         estimate(str(folder), measure=True)
 
