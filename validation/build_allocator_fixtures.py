@@ -47,8 +47,10 @@ METHOD = ("weights (bf16 as from_pretrained(torch_dtype=torch.bfloat16) loads th
           "(PyTorch's CUDA caching allocator, default settings, one stream)")
 
 
-def simulate(weights: list[int], events: list[tuple[int, int]], weights_fp32: list[int]) -> dict[str, int]:
-    """The allocator's figures after the weights and after the call (and after the weights as loaded in float32)."""
+def simulate(weights: list[int], events: list[tuple[int, int]], weights_fp32: list[int], elements: int
+             ) -> dict[str, dict[str, int]]:
+    """The allocator's figures after the weights and after the call (and after the weights as loaded in float32);
+    ``elements``: the call's peak of live floating elements (:func:`measure_allocations.record_events`)."""
     alloc = CachingAllocator()
     for n in weights:
         alloc.malloc(n)
@@ -66,6 +68,7 @@ def simulate(weights: list[int], events: list[tuple[int, int]], weights_fp32: li
     return {"weights": after_weights,
             "replay": {"peak_live_bytes": alloc.peak_requested,
                      "activation_peak_bytes": alloc.peak_requested - after_weights["bytes"],
+                     "activation_peak_elements": elements,
                      "peak_allocated_bytes": alloc.peak_allocated, "peak_reserved_bytes": alloc.reserved,
                      "segments": alloc.segments, "allocations": sum(1 for _, n in events if n),
                      "largest_allocation_bytes": largest}}
@@ -91,10 +94,11 @@ def main(argv: list[str] | None = None) -> int:
             built.clear()  # one component's model at a time
             built[ident] = prepare(folder, DTYPE)
         model, weights, keys, weights_fp32 = built[ident]
-        events, used = record_events(model, keys, {**entry.get("settings", {}), **point}, call=call, dtype=DTYPE)
+        events, elements, used = record_events(model, keys, {**entry.get("settings", {}), **point}, call=call,
+                                               dtype=DTYPE)
         fixture = {"case": case, "component": entry["component"], "call": call, "attention": "fused",
                    "class_name": resolve_class_name(folder), "settings": used, "dtype": DTYPE,
-                   **simulate(weights, events, weights_fp32), "method": METHOD, "versions": versions()}
+                   **simulate(weights, events, weights_fp32, elements), "method": METHOD, "versions": versions()}
         stem = entry["component"] + ("" if call == "forward" else f"-{call}")
         target = FIXTURES / case / f"{stem}-{suffix}.json"
         written.add(target)

@@ -2,20 +2,21 @@
 """Fit the caching allocator's reserve law on the replays of ``validation/build_allocator_fixtures.py`` and write
 ``flopcalc/data/allocator_fit.json``.
 
-Each fixture is one batch-1 call of a component (weights W in bf16, allocated first; live activation peak A; the
-allocator's reserved peak R after both; Wr the reserve after the weights alone). The reserve above the live bytes,
-``O = R − (W + A)``, splits into the weights' part ``Wr − W`` and the call's ``R − Wr − A``. Per component kind
-(``text_encoder``, ``denoiser``, ``vae_decoder``):
+Each fixture is one batch-1 call of a component: weights ``W`` (bf16, allocated first), ``Wr`` what the allocator
+reserves after them, the call's live activation peak ``A``, the reserved peak ``R`` after the call. The reserve above
+the live bytes, ``O = R − (W + A)``, is the weights' part ``Wr − W`` plus the call's part ``R − Wr − A``.
 
-    Wr − W        = overhead × W                         (ratio of sums over the kind's components)
-    R − Wr        = factor × A + constant                (least squares over the kind's calls)
+* ``configs``: every measured config's weights replayed exactly, in bf16 (fp16 has the same sizes) and float32.
+* ``calls``: each measured call (class, call, tiled, config) on its own: ``R − Wr = factor × A`` (least squares
+  through the origin over its sizes); error: leave-one-size-out.
+* ``kinds`` (text encoder, denoiser, VAE decoder), for the configs nobody measured: ``Wr − W = overhead × W`` (ratio of
+  sums) and ``R − Wr = factor × A [+ constant]``. Whether the constant is kept is decided by leave-one-component-out
+  *inside* each fold (nested: the held-out component never takes part in choosing or fitting), so the outer
+  leave-one-component-out error is the error of the whole procedure.
 
-The error is leave-one-component-out: each component's calls predicted by the law fitted on the other components of
-its kind; reported as the relative error of the predicted O (``loco_max_rel_error``: the largest over calls whose O
-is at least 64 MiB, smaller ones are listed by absolute error), and of the reserved peak R. Where the weights'
-overhead of a config is known exactly (every measured config: the same replay of its own tensors,
-``configs`` below, keyed by the class and ``flopcalc.gpu_memory.activations.config_key``), only the call's part is
-predicted: ``loco_max_rel_error_weights_exact``.
+Errors are relative to the true reserve, or to 64 MiB where that is smaller (a reserve of a few MiB is not judged
+by its ratio), the largest over held-out calls (``*_max_rel_error``) and the median; the error of the reserved peak
+``R`` itself is given beside them.
 
     python validation/fit_allocator.py           # write flopcalc/data/allocator_fit.json
     python validation/fit_allocator.py --check   # recompute, compare, write nothing
@@ -37,8 +38,9 @@ sys.path.insert(0, str(REPO_ROOT))
 FIXTURES = HERE / "fixtures" / "allocator"
 OUT = REPO_ROOT / "flopcalc" / "data" / "allocator_fit.json"
 KINDS = ("text_encoder", "denoiser", "vae_decoder")
+TERMS = ("factor", "factor+constant")
 MIB = 1 << 20
-SIGNIFICANT = 64 * MIB  # calls with a smaller reserve are judged by absolute error
+SIGNIFICANT = 64 * MIB
 
 
 def kind_of(fx: dict) -> str:
@@ -66,33 +68,93 @@ def load() -> dict[str, list[dict]]:
     return out
 
 
+def _a(fx: dict) -> float:
+    return float(fx["replay"]["activation_peak_bytes"])
+
+
+def _call_part(fx: dict) -> float:
+    """``R − Wr``: what the call adds to the reserve."""
+    return float(fx["replay"]["peak_reserved_bytes"] - fx["weights"]["reserved_bytes"])
+
+
+def rel(guess: float, truth: float) -> float:
+    return abs(guess - truth) / max(abs(truth), SIGNIFICANT)
+
+
 def weights_law(comps: list[list[dict]]) -> float:
     w = sum(c[0]["weights"]["bytes"] for c in comps)
     return sum(c[0]["weights"]["reserved_bytes"] - c[0]["weights"]["bytes"] for c in comps) / w
 
 
-def activation_law(calls: list[dict]) -> tuple[float, float]:
-    """``(factor, constant)`` of ``R − Wr = factor × A + constant`` by least squares."""
-    a = np.array([fx["replay"]["activation_peak_bytes"] for fx in calls], dtype=float)
-    y = np.array([fx["replay"]["peak_reserved_bytes"] - fx["weights"]["reserved_bytes"] for fx in calls], dtype=float)
-    if len(set(a)) < 2:
-        return float(y.sum() / a.sum()) if a.sum() else 1.0, 0.0
+def activation_law(calls: list[dict], terms: str) -> tuple[float, float]:
+    """``(factor, constant)`` of ``R − Wr = factor × A [+ constant]`` by least squares."""
+    a = np.array([_a(fx) for fx in calls])
+    y = np.array([_call_part(fx) for fx in calls])
+    if terms == "factor" or len(set(a)) < 2:
+        return float(a @ y / (a @ a)) if a.any() else 1.0, 0.0
     (factor, constant), *_ = np.linalg.lstsq(np.stack([a, np.ones_like(a)], axis=1), y, rcond=None)
     return float(factor), float(constant)
 
 
-def predict(fx: dict, overhead: float | None, factor: float, constant: float) -> float:
-    """The predicted reserve above the live bytes (``overhead`` None: the weights' own, exact)."""
-    w = fx["weights"]
-    weights_part = w["reserved_bytes"] - w["bytes"] if overhead is None else overhead * w["bytes"]
-    return max(0.0, weights_part + (factor - 1) * fx["replay"]["activation_peak_bytes"] + constant)
+def _call_error(fx: dict, factor: float, constant: float) -> float:
+    """The error of the call's part of the reserve (``R − Wr − A``) predicted by a law."""
+    return rel((factor - 1) * _a(fx) + constant, _call_part(fx) - _a(fx))
 
 
-def actual(fx: dict) -> int:
-    return fx["replay"]["peak_reserved_bytes"] - fx["replay"]["peak_live_bytes"]
+def choose_terms(comps: dict[str, list[dict]], names: list[str]) -> str:
+    """The activation law's terms with the smaller leave-one-component-out error (median, then max) on ``names``."""
+    if len(names) < 3:
+        return "factor"
+    scores = {}
+    for terms in TERMS:
+        errs = [_call_error(fx, *activation_law([f for n in names if n != held for f in comps[n]], terms))
+                for held in names for fx in comps[held]]
+        scores[terms] = (float(np.median(errs)), max(errs))
+    return min(TERMS, key=lambda t: scores[t])
+
+
+def fit_kind(comps: dict[str, list[dict]], names: list[str]) -> dict:
+    terms = choose_terms(comps, names)
+    factor, constant = activation_law([fx for n in names for fx in comps[n]], terms)
+    w_err, a_err, peak_err, chosen = [], [], [], defaultdict(int)
+    for held in names:  # outer leave-one-component-out; terms chosen inside on the rest
+        rest = [n for n in names if n != held]
+        t = choose_terms(comps, rest)
+        chosen[t] += 1
+        o = weights_law([comps[n] for n in rest])
+        f, c = activation_law([fx for n in rest for fx in comps[n]], t)
+        w = comps[held][0]["weights"]
+        w_err.append(rel(o * w["bytes"], w["reserved_bytes"] - w["bytes"]))
+        for fx in comps[held]:
+            a_err.append(_call_error(fx, f, c))
+            guess = w["bytes"] * (1 + o) + f * _a(fx) + c
+            peak_err.append(abs(guess - fx["replay"]["peak_reserved_bytes"]) / fx["replay"]["peak_reserved_bytes"])
+    return {"weights_overhead": weights_law([comps[n] for n in names]), "terms": terms, "activation_factor": factor,
+            "activation_constant_bytes": round(constant), "components": len(names),
+            "calls": sum(len(comps[n]) for n in names), "terms_chosen_in_folds": dict(sorted(chosen.items())),
+            "weights_loco_max_rel_error": max(w_err), "weights_loco_median_rel_error": float(np.median(w_err)),
+            "activation_loco_max_rel_error": max(a_err), "activation_loco_median_rel_error": float(np.median(a_err)),
+            "reserved_peak_loco_max_rel_error": max(peak_err),
+            "reserved_peak_loco_median_rel_error": float(np.median(peak_err))}
+
+
+def fit_call(fxs: list[dict]) -> dict:
+    """One measured call's own factor and its leave-one-size-out errors."""
+    errs, peak_errs = [], []
+    for i, fx in enumerate(fxs):
+        rest = fxs[:i] + fxs[i + 1:] or fxs
+        f, _ = activation_law(rest, "factor")
+        errs.append(_call_error(fx, f, 0.0))
+        truth = fx["replay"]["peak_reserved_bytes"]
+        peak_errs.append(abs(fx["weights"]["reserved_bytes"] + f * _a(fx) - truth) / truth)
+    return {"activation_factor": activation_law(fxs, "factor")[0], "sizes": len(fxs),
+            "loo_max_rel_error": max(errs), "loo_max_reserved_peak_rel_error": max(peak_errs),
+            "measured_on": sorted({f"{fx['case']}/{fx['component']}" for fx in fxs})}
 
 
 def build() -> dict:
+    from flopcalc.gpu_memory.activations import config_key
+
     comps = load()
     by_kind: dict[str, list[str]] = defaultdict(list)
     for name, fxs in comps.items():
@@ -100,49 +162,26 @@ def build() -> dict:
     out: dict = {"source": "validation/fit_allocator.py on validation/fixtures/allocator (validation/"
                            "build_allocator_fixtures.py: weights in bf16 then one batch-1 call, fused attention, "
                            "replayed through flopcalc/gpu_memory/caching_allocator.py)",
-                 "significant_bytes": SIGNIFICANT, "kinds": {}, "configs": {}}
+                 "significant_bytes": SIGNIFICANT, "kinds": {}, "configs": {}, "calls": {}}
     for kind in KINDS:
-        names = sorted(by_kind[kind])
-        if not names:
+        if not by_kind[kind]:
             raise ValueError(f"no fixture of kind {kind}")
-        calls = [fx for n in names for fx in comps[n]]
-        overhead = weights_law([comps[n] for n in names])
-        factor, constant = activation_law(calls)
-        rel, rel_exact, peak_rel, small_abs = [], [], [], []
-        for held in names:
-            rest = [n for n in names if n != held] or names
-            o = weights_law([comps[n] for n in rest])
-            f, c = activation_law([fx for n in rest for fx in comps[n]])
-            for fx in comps[held]:
-                truth = actual(fx)
-                guess, guess_exact = predict(fx, o, f, c), predict(fx, None, f, c)
-                peak_rel.append(abs(guess - truth) / fx["replay"]["peak_reserved_bytes"])
-                if truth >= SIGNIFICANT:
-                    rel.append(abs(guess - truth) / truth)
-                    rel_exact.append(abs(guess_exact - truth) / truth)
-                else:
-                    small_abs.append(abs(guess_exact - truth))
-        out["kinds"][kind] = {
-            "weights_overhead": overhead, "activation_factor": factor, "activation_constant_bytes": constant,
-            "components": len(names), "calls": len(calls),
-            "loco_max_rel_error": max(rel, default=0.0), "loco_median_rel_error": float(np.median(rel)) if rel else 0.0,
-            "loco_max_rel_error_weights_exact": max(rel_exact, default=0.0),
-            "loco_median_rel_error_weights_exact": float(np.median(rel_exact)) if rel_exact else 0.0,
-            "loco_max_reserved_peak_rel_error": max(peak_rel), "loco_median_reserved_peak_rel_error":
-                float(np.median(peak_rel)),
-            "loco_max_abs_error_small_bytes": int(max(small_abs, default=0)),
-        }
-    from flopcalc.gpu_memory.activations import config_key
-
+        out["kinds"][kind] = fit_kind(comps, sorted(by_kind[kind]))
+    calls: dict[str, list[dict]] = defaultdict(list)
     for name, fxs in sorted(comps.items()):
         fx = fxs[0]
-        key = f"{fx['class_name']}:{config_key(config_of(fx))}"
+        key = config_key(config_of(fx))
         w = fx["weights"]
-        entry = {"weights_bytes": w["bytes"], "weights_reserved_bytes": w["reserved_bytes"], "dtype": fx["dtype"],
+        entry = {"weights_bytes": w["bytes"], "weights_reserved_bytes": w["reserved_bytes"],
+                 "fp32_weights_bytes": w["fp32_bytes"], "fp32_weights_reserved_bytes": w["fp32_reserved_bytes"],
                  "measured_on": f"{fx['case']}/{fx['component']}"}
-        old = out["configs"].setdefault(key, entry)
+        old = out["configs"].setdefault(f"{fx['class_name']}:{key}", entry)
         if (old["weights_bytes"], old["weights_reserved_bytes"]) != (w["bytes"], w["reserved_bytes"]):
             raise ValueError(f"{key}: two weight replays disagree ({old['measured_on']}, {name})")
+        for f in fxs:
+            tiled = ":tiled" if f["settings"].get("vae_tiling") else ""
+            calls[f"{f['class_name']}.{f['call']}{tiled}:{key}"].append(f)
+    out["calls"] = {k: fit_call(v) for k, v in sorted(calls.items())}
     return out
 
 
@@ -151,13 +190,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true")
     args = parser.parse_args(argv)
     text = json.dumps(build(), indent=2, sort_keys=True) + "\n"
-    for kind, k in json.loads(text)["kinds"].items():
+    fitted = json.loads(text)
+    for kind, k in fitted["kinds"].items():
         print(f"{kind:13s} {k['components']:3d} components {k['calls']:4d} calls  weights +{100 * k['weights_overhead']:.2f}%"
-              f"  activations x{k['activation_factor']:.3f} {k['activation_constant_bytes'] / MIB:+.1f} MiB  "
-              f"LOCO reserve above live: median {100 * k['loco_median_rel_error']:.1f}% max "
-              f"{100 * k['loco_max_rel_error']:.1f}% (weights exact: {100 * k['loco_median_rel_error_weights_exact']:.1f}% / "
-              f"{100 * k['loco_max_rel_error_weights_exact']:.1f}%); reserved peak: median "
-              f"{100 * k['loco_median_reserved_peak_rel_error']:.2f}% max {100 * k['loco_max_reserved_peak_rel_error']:.2f}%")
+              f" (LOCO max {100 * k['weights_loco_max_rel_error']:.0f}%)  activations x{k['activation_factor']:.3f}"
+              f" {k['activation_constant_bytes'] / MIB:+.1f} MiB [{k['terms']}; folds {k['terms_chosen_in_folds']}]"
+              f" (LOCO median {100 * k['activation_loco_median_rel_error']:.0f}% max "
+              f"{100 * k['activation_loco_max_rel_error']:.0f}%)  reserved peak LOCO median "
+              f"{100 * k['reserved_peak_loco_median_rel_error']:.2f}% max {100 * k['reserved_peak_loco_max_rel_error']:.1f}%")
+    worst = max(fitted["calls"].items(), key=lambda kv: kv[1]["loo_max_reserved_peak_rel_error"])
+    errs = [c["loo_max_rel_error"] for c in fitted["calls"].values()]
+    print(f"{len(errs)} measured calls: leave-one-size-out reserve error median {100 * np.median(errs):.0f}% max "
+          f"{100 * max(errs):.0f}%; reserved peak worst {100 * worst[1]['loo_max_reserved_peak_rel_error']:.1f}% "
+          f"({worst[0]})")
     if args.check:
         return 0 if OUT.exists() and OUT.read_text(encoding="utf-8") == text else 1
     OUT.write_text(text, encoding="utf-8")

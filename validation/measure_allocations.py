@@ -48,6 +48,9 @@ class AllocationLog(TorchDispatchMode):
         self.events: list[tuple[int, int]] = []
         self._serial: dict[int, int] = {}  # storage address → a key unique over the whole log
         self._next = 0
+        self._elements: dict[int, int] = {}  # floating storages' elements, as measure_activations.LiveElements counts
+        self.live_elements = 0
+        self.peak_elements = 0
 
     def track(self, t: torch.Tensor) -> None:
         storage = t.untyped_storage()
@@ -59,6 +62,10 @@ class AllocationLog(TorchDispatchMode):
             self._next += 1
             self._serial[key] = self._next
             self.events.append((self._next, max(1, storage.nbytes())))
+            if t.is_floating_point():
+                self._elements[key] = storage.nbytes() // t.element_size()
+                self.live_elements += self._elements[key]
+                self.peak_elements = max(self.peak_elements, self.live_elements)
         self.refs[key] += 1
         weakref.finalize(t, self._release, key)
 
@@ -67,6 +74,7 @@ class AllocationLog(TorchDispatchMode):
         if not self.refs[key]:
             del self.refs[key]
             self.events.append((self._serial.pop(key), 0))
+            self.live_elements -= self._elements.pop(key, 0)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
@@ -123,8 +131,9 @@ def prepare(config_dir: str | Path, dtype: str = "bf16") -> tuple[torch.nn.Modul
 
 
 def record_events(model: torch.nn.Module, keys: set[int], settings: Mapping[str, int], *, call: str = "forward",
-                  dtype: str = "bf16", attention: str = "fused") -> tuple[list[tuple[int, int]], dict[str, int]]:
-    """The ``(key, nbytes)`` events of one batch-1 call of ``model`` (:func:`prepare`) and the settings it read."""
+                  dtype: str = "bf16", attention: str = "fused") -> tuple[list[tuple[int, int]], int, dict[str, int]]:
+    """The ``(key, nbytes)`` events of one batch-1 call of ``model`` (:func:`prepare`), the peak of live floating
+    elements (``measure_activations.LiveElements``' count, the activation fits' unit), and the settings it read."""
     if attention not in ("math", "fused"):
         raise ValueError(f"attention must be math or fused, not {attention!r}")
     specs, used = build_inputs(model, settings, call)
@@ -138,12 +147,12 @@ def record_events(model: torch.nn.Module, keys: set[int], settings: Mapping[str,
             del tensors
             out = wrapper(*positional)
             del out, positional
-    return log.events, used
+    return log.events, log.peak_elements, used
 
 
 def record_call(config_dir: str | Path, settings: Mapping[str, int], *, call: str = "forward",
                 dtype: str = "bf16", attention: str = "fused") -> dict[str, Any]:
     """``{"weights": [bytes...], "events": [(key, nbytes)...], "settings": used}`` of one batch-1 call."""
     model, weights, keys, _ = prepare(config_dir, dtype)
-    events, used = record_events(model, keys, settings, call=call, dtype=dtype, attention=attention)
+    events, _, used = record_events(model, keys, settings, call=call, dtype=dtype, attention=attention)
     return {"weights": weights, "events": events, "settings": used}
