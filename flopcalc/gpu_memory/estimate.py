@@ -36,6 +36,7 @@ of quantized weights.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any, Mapping
 
 from flopcalc.gpu_memory.activations import ATTENTION, ActivationPeak, activation_peak
@@ -263,7 +264,7 @@ class MemoryEstimate:
         return self._always() + max((self._held(c) + self.activation_bytes(c.component) for c in self.running),
                                     default=0)
 
-    @property
+    @cached_property
     def _reserve_peak(self) -> tuple[str, Any]:
         moments = [self._reserve_at(c) for c in (self.components if self.offload == "none" else self.running)]
         return max(moments, key=lambda m: m[1].peak_bytes)
