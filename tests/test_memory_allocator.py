@@ -129,7 +129,8 @@ def test_reserve_terms_add_up():
     assert r.reserved_peak_bytes == r.allocated_peak_bytes + r.allocator_bytes + r.workspace_bytes
     assert r.peak_bytes == r.reserved_peak_bytes + gpu("h100-sxm").context_bytes
     law = fit()["kinds"]["vae_decoder"]
-    parts = [(round(law["weights_overhead"] * 9 * 2**30), law["weights_loco_max_rel_error"]),
+    parts = [(round(law["weights_overhead"] * 9 * 2**30 + law["weights_constant_bytes"]),
+              law["weights_loco_max_rel_error"]),
              (round((law["activation_factor"] - 1) * 2**30 + law["activation_constant_bytes"]),
               law["activation_loco_max_rel_error"])]
     assert r.allocator_bytes == sum(p for p, _ in parts)
@@ -148,7 +149,7 @@ def test_reserve_of_replayed_tensors_is_exact_and_the_laws_come_from_the_fit():
     assert r.allocator_bytes == reserved_for(sizes) - sum(sizes) and r.error == 0.0
     law = fit()["kinds"]["denoiser"]
     r = reserve(10 * 2**30, gpu=None, kind="denoiser")
-    assert r.allocator_bytes == round(law["weights_overhead"] * 10 * 2**30)
+    assert r.allocator_bytes == round(law["weights_overhead"] * 10 * 2**30 + law["weights_constant_bytes"])
     assert set(fit()["kinds"]) == set(KINDS)
     assert all(e["weights_reserved_bytes"] >= e["weights_bytes"] for e in fit()["configs"].values())
 
@@ -213,8 +214,8 @@ def test_every_format_gives_both_peaks_and_says_which_the_fit_uses(capsys):
 def test_the_fit_file_is_what_the_fit_script_writes_from_the_fixtures():
     """Terms chosen inside each fold; every kind's error stated; every measured call has its own law."""
     for kind, law in fit()["kinds"].items():
-        assert law["terms"] in ("factor", "factor+constant") and sum(law["terms_chosen_in_folds"].values()) == \
-            law["components"], kind
+        assert law["terms"] in ("factor", "factor+constant") and law["weights_terms"] in ("ratio", "constant")
+        assert sum(law["terms_chosen_in_folds"].values()) == law["components"], kind
         assert 0 < law["reserved_peak_loco_median_rel_error"] <= law["reserved_peak_loco_max_rel_error"]
     fixtures = list((REPO / "validation/fixtures/allocator").glob("*/*.json"))
     assert sum(c["sizes"] for c in fit()["calls"].values()) == len(fixtures)

@@ -10,9 +10,10 @@ the live bytes, ``O = R − (W + A)``, is the weights' part ``Wr − W`` plus th
 * ``calls``: each measured call (class, call, tiled, config) on its own: ``R − Wr = factor × A`` (least squares
   through the origin over its sizes); error: leave-one-size-out.
 * ``kinds`` (text encoder, denoiser, VAE decoder), for the configs nobody measured: ``Wr − W = overhead × W`` (ratio of
-  sums) and ``R − Wr = factor × A [+ constant]``. Whether the constant is kept is decided by leave-one-component-out
-  *inside* each fold (nested: the held-out component never takes part in choosing or fitting), so the outer
-  leave-one-component-out error is the error of the whole procedure.
+  sums) or ``Wr − W = constant`` (the median), and ``R − Wr = factor × A [+ constant]``. Which weights law, and
+  whether the activations' constant is kept, are decided by leave-one-component-out *inside* each fold (nested: the
+  held-out component never takes part in choosing or fitting), so the outer leave-one-component-out error is the
+  error of the whole procedure.
 
 Errors are relative to the true reserve, or to 64 MiB where that is smaller (a reserve of a few MiB is not judged
 by its ratio), the largest over held-out calls (``*_max_rel_error``) and the median; the error of the reserved peak
@@ -39,6 +40,7 @@ FIXTURES = HERE / "fixtures" / "allocator"
 OUT = REPO_ROOT / "flopcalc" / "data" / "allocator_fit.json"
 KINDS = ("text_encoder", "denoiser", "vae_decoder")
 TERMS = ("factor", "factor+constant")
+WEIGHT_TERMS = ("ratio", "constant")
 MIB = 1 << 20
 SIGNIFICANT = 64 * MIB
 
@@ -81,9 +83,28 @@ def rel(guess: float, truth: float) -> float:
     return abs(guess - truth) / max(abs(truth), SIGNIFICANT)
 
 
-def weights_law(comps: list[list[dict]]) -> float:
+def weights_law(comps: list[list[dict]], terms: str = "ratio") -> tuple[float, float]:
+    """``(overhead, constant)`` of ``Wr − W = overhead × W + constant``: ``ratio`` the ratio of sums (no constant),
+    ``constant`` the median reserve (no ratio)."""
+    if terms == "constant":
+        return 0.0, float(np.median([c[0]["weights"]["reserved_bytes"] - c[0]["weights"]["bytes"] for c in comps]))
     w = sum(c[0]["weights"]["bytes"] for c in comps)
-    return sum(c[0]["weights"]["reserved_bytes"] - c[0]["weights"]["bytes"] for c in comps) / w
+    return sum(c[0]["weights"]["reserved_bytes"] - c[0]["weights"]["bytes"] for c in comps) / w, 0.0
+
+
+def _weights_error(comp: list[dict], law: tuple[float, float]) -> float:
+    w = comp[0]["weights"]
+    return rel(law[0] * w["bytes"] + law[1], w["reserved_bytes"] - w["bytes"])
+
+
+def choose_weights_terms(comps: dict[str, list[dict]], names: list[str]) -> str:
+    """The weights law (``ratio`` or ``constant``) with the smaller leave-one-component-out error (median, then max)
+    on ``names``."""
+    scores = {}
+    for terms in WEIGHT_TERMS:
+        errs = [_weights_error(comps[h], weights_law([comps[n] for n in names if n != h], terms)) for h in names]
+        scores[terms] = (float(np.median(errs)), max(errs))
+    return min(WEIGHT_TERMS, key=lambda t: scores[t])
 
 
 def activation_law(calls: list[dict], terms: str) -> tuple[float, float]:
@@ -114,22 +135,24 @@ def choose_terms(comps: dict[str, list[dict]], names: list[str]) -> str:
 
 
 def fit_kind(comps: dict[str, list[dict]], names: list[str]) -> dict:
-    terms = choose_terms(comps, names)
+    terms, wterms = choose_terms(comps, names), choose_weights_terms(comps, names)
     factor, constant = activation_law([fx for n in names for fx in comps[n]], terms)
+    overhead, wconstant = weights_law([comps[n] for n in names], wterms)
     w_err, a_err, peak_err, chosen = [], [], [], defaultdict(int)
     for held in names:  # outer leave-one-component-out; terms chosen inside on the rest
         rest = [n for n in names if n != held]
-        t = choose_terms(comps, rest)
-        chosen[t] += 1
-        o = weights_law([comps[n] for n in rest])
+        t, wt = choose_terms(comps, rest), choose_weights_terms(comps, rest)
+        chosen[f"{wt}, {t}"] += 1
+        o, oc = weights_law([comps[n] for n in rest], wt)
         f, c = activation_law([fx for n in rest for fx in comps[n]], t)
         w = comps[held][0]["weights"]
-        w_err.append(rel(o * w["bytes"], w["reserved_bytes"] - w["bytes"]))
+        w_err.append(_weights_error(comps[held], (o, oc)))
         for fx in comps[held]:
             a_err.append(_call_error(fx, f, c))
-            guess = w["bytes"] * (1 + o) + f * _a(fx) + c
+            guess = w["bytes"] * (1 + o) + oc + f * _a(fx) + c
             peak_err.append(abs(guess - fx["replay"]["peak_reserved_bytes"]) / fx["replay"]["peak_reserved_bytes"])
-    return {"weights_overhead": weights_law([comps[n] for n in names]), "terms": terms, "activation_factor": factor,
+    return {"weights_terms": wterms, "weights_overhead": overhead, "weights_constant_bytes": round(wconstant),
+            "terms": terms, "activation_factor": factor,
             "activation_constant_bytes": round(constant), "components": len(names),
             "calls": sum(len(comps[n]) for n in names), "terms_chosen_in_folds": dict(sorted(chosen.items())),
             "weights_loco_max_rel_error": max(w_err), "weights_loco_median_rel_error": float(np.median(w_err)),
@@ -192,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     text = json.dumps(build(), indent=2, sort_keys=True) + "\n"
     fitted = json.loads(text)
     for kind, k in fitted["kinds"].items():
-        print(f"{kind:13s} {k['components']:3d} components {k['calls']:4d} calls  weights +{100 * k['weights_overhead']:.2f}%"
+        print(f"{kind:13s} {k['components']:3d} components {k['calls']:4d} calls  weights +{100 * k['weights_overhead']:.2f}% {k['weights_constant_bytes'] / MIB:+.1f} MiB"
               f" (LOCO max {100 * k['weights_loco_max_rel_error']:.0f}%)  activations x{k['activation_factor']:.3f}"
               f" {k['activation_constant_bytes'] / MIB:+.1f} MiB [{k['terms']}; folds {k['terms_chosen_in_folds']}]"
               f" (LOCO median {100 * k['activation_loco_median_rel_error']:.0f}% max "

@@ -10,8 +10,9 @@ adds, each from its source:
   splitting, no coalescing across segments) are replayed exactly by :mod:`flopcalc.gpu_memory.caching_allocator`;
   ``validation/build_allocator_fixtures.py`` replays the weights and every allocation and free of each call the
   activation manifest measures, and ``validation/fit_allocator.py`` fits, per component kind (text encoder,
-  denoiser, VAE decoder), ``reserve = overhead × weights + (factor − 1) × activations [+ constant]`` with its
-  nested leave-one-component-out error (``flopcalc/data/allocator_fit.json``), each measured call's own factor (its
+  denoiser, VAE decoder), ``reserve = overhead × weights [or a constant] + (factor − 1) × activations [+ constant]``
+  (terms chosen inside the folds) with its nested leave-one-component-out error
+  (``flopcalc/data/allocator_fit.json``), each measured call's own factor (its
   leave-one-size-out error) and each measured config's weights replayed exactly;
 * ``workspace_bytes``: the cuBLAS and cuBLASLt workspaces PyTorch allocates through the same allocator on the first
   matmul of a stream and keeps (``aten/src/ATen/cuda/CublasHandlePool.cpp``, ``parseChosenWorkspaceSize``:
@@ -186,8 +187,8 @@ def reserve(allocated_peak_bytes: int, *, gpu: "GPU | None", largest_block_bytes
         raise FlopcalcError(f"reserve: weights of {sum(weights.values())} B, not the {rest} B left beside the "
                             "activations and the replayed weights")
     exact = sum(r for _, r in exact_weights) + (reserved_for(tensors) - sum(tensors) if tensors is not None else 0)
-    parts = [(round(_law(k)["weights_overhead"] * b), _law(k)["weights_loco_max_rel_error"])
-             for k, b in weights.items() if b]
+    parts = [(round(_law(k)["weights_overhead"] * b + _law(k)["weights_constant_bytes"]),
+              _law(k)["weights_loco_max_rel_error"]) for k, b in weights.items() if b]
     if activation_bytes:
         law = _law(kind)
         if activation_law is None:
