@@ -24,8 +24,11 @@ adds, each from its source:
 ``reserved_peak_bytes`` = allocated + allocator + workspace (what ``torch.cuda.max_memory_reserved()`` reads);
 ``peak_bytes`` = reserved + context (what must fit the GPU's memory).
 
-Not modelled: cuDNN convolution and attention-kernel workspaces (allocated and freed per call through the same
-allocator; their sizes are the library's heuristic choice, not documented), library kernels loaded lazily after the
+Not modelled: cuDNN convolution workspaces (allocated and freed per call through the same allocator; their sizes are
+cuDNN's heuristic choice, not documented); the memory-efficient attention kernel's float32 ``output_accum``
+(``aten/src/ATen/native/transformers/cuda/attention.cu``, ``_efficient_attention_forward``: only when
+``Kernel::kNeedsOutputAccumulatorBuffer``, head dims above its keys per block with a 16-bit output; the output and
+logsumexp are in the recorded calls); library kernels loaded lazily after the
 context is made, CUDA graphs, ``expandable_segments`` and other ``PYTORCH_CUDA_ALLOC_CONF`` settings, several
 streams; the allocator's release-and-retry when ``cudaMalloc`` fails (near the limit a run may still fit with less
 than the reserve: the estimate is the reserve of an unconstrained run).
