@@ -203,8 +203,9 @@ def _domain(v: _Variant) -> tuple[dict[str, Any], list[dict[str, int]]]:
     for s in symbols:
         r = rep[s]
         if s in ("H", "W"):
-            step = next((m for m in SIZE_STEPS if r % m == 0 and all(ok({s: x}) for x in _nearby_odd_multiples(r, m))),
-                        None)
+            tried = SIZE_STEPS if s == "H" or "H" not in domain else (domain["H"]["step"], *SIZE_STEPS)
+            step = next((m for m in dict.fromkeys(tried)
+                         if m > 1 and r % m == 0 and all(ok({s: x}) for x in _nearby_odd_multiples(r, m))), None)
             if step is None:
                 domain[s] = {"lo": r, "hi": r, "step": 1}
                 continue
@@ -220,9 +221,8 @@ def _domain(v: _Variant) -> tuple[dict[str, Any], list[dict[str, int]]]:
             hi = r + step * (r // step)
             domain[s] = {"lo": lo if ok({s: lo}) else r, "hi": hi if ok({s: hi}) else r, "step": step}
         else:
-            below = {"S": [1, max(1, r // 2)], "B": [], "L": [max(1, r // 4), max(1, r // 2), r - 1],
-                     "R": [1]}[s]
-            above = {"S": [2 * r, 4 * r], "B": [2, 3, 4, 8], "L": [r + 1, 2 * r], "R": [r + 1, r + 2]}[s]
+            below = {"S": [1, 2], "B": [], "L": [max(1, r // 4)], "R": [1]}[s]
+            above = {"S": [4 * r], "B": [2, 8], "L": [2 * r], "R": [r + 2]}[s]
             lo = r
             for x in sorted({x for x in below if x < r}, reverse=True):
                 if not ok({s: x}):
@@ -309,48 +309,71 @@ def _guidance_rule(variants: Sequence[_Variant]) -> dict[str, Any]:
     return {"rule": "fixed", "default": default}
 
 
-def _bins(card: str, domain: Mapping[str, Any], rep: Mapping[str, int]) -> bool:
-    """Whether the pipeline snaps sizes to bins by default (then the page's commands turn it off, as the law does)."""
+def _bins(card: str, points: Sequence[Mapping[str, int]]) -> bool:
+    """Whether the pipeline snaps sizes to bins by default at any of ``points`` (then the page's commands turn it
+    off, as the law does)."""
     from flopcalc.flops.estimate import estimate
 
-    if "H" not in domain:
-        return False
-    h = domain["H"]["lo"] if domain["H"]["lo"] != rep["H"] else domain["H"]["hi"]
-    try:
-        return estimate(card, height=h).flops != estimate(card, height=h, resolution_binning=False).flops
-    except FlopcalcError:
-        return True
+    for point in points:
+        sizes = {SETTING_OF[k]: x for k, x in point.items() if k in ("H", "W")}
+        try:
+            if estimate(card, **sizes).flops != estimate(card, **sizes, resolution_binning=False).flops:
+                return True
+        except FlopcalcError:
+            return True
+    return False
 
 
-def _weights(card: str, settings: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+def _weights(card: str, settings: Mapping[str, Any], est: Any) -> dict[str, Any]:
     """Per dtype the page offers (the dtype ``flopcalc energy`` loads each precision's weights in), every
-    component's weights (exact, they do not depend on the size), or why not; and the components that run."""
+    component's weights (exact, they do not depend on the size), or why not: the components ``est`` (a
+    :func:`flopcalc.gpu_memory.estimate.memory` result at these settings) weighs, each as that function weighs it."""
+    from dataclasses import replace
+
     from flopcalc.energy_laws.backbone import PRECISIONS
     from flopcalc.energy_laws.predict import _memory_dtype
-    from flopcalc.gpu_memory.estimate import memory
+    from flopcalc.engine.sources import resolve
+    from flopcalc.gpu_memory.weights import component_weights
 
+    source = resolve(card)
     out: dict[str, Any] = {}
-    running: list[str] = []
     for dtype in dict.fromkeys(_memory_dtype(p) for p in PRECISIONS):
         try:
-            est = memory(card, dtype=dtype, **settings)
+            weighed = [c if c.dtype == dtype else
+                       replace(component_weights(source.components[c.component], component=c.component, dtype=dtype),
+                               runs=c.runs) for c in est.components]
         except FlopcalcError as exc:
             out[dtype] = {"why": str(exc)}
             continue
         out[dtype] = {"components": [{"component": c.component, "bytes": c.bytes, "buffer_bytes": c.buffer_bytes,
                                       "largest_module_bytes": c.largest_module_bytes, "runs": c.runs}
-                                     for c in est.components]}
-        running = [c.component for c in est.running]
-    return out, running
+                                     for c in weighed]}
+    return out
 
 
-def _memory(v: _Variant, points: Sequence[dict[str, int]]) -> dict[str, Any]:
-    """The variant's memory pieces (weights per dtype, per row the forwards and the activation fit), checked."""
+def _loaded(weights: Mapping[str, Any]) -> list[tuple[str, bool]]:
+    """The components weighed and whether each runs."""
+    for entry in weights.values():
+        if "components" in entry:
+            return [(c["component"], c["runs"]) for c in entry["components"]]
+    return []
+
+
+def _memory(v: _Variant, points: Sequence[dict[str, int]], base: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The variant's memory pieces (weights per dtype, per row the forwards and the activation fit), checked;
+    ``base``: another variant's weights, taken where the same components are loaded and run."""
     from flopcalc.engine.sources import resolve
     from flopcalc.flops.estimate import estimate
     from flopcalc.gpu_memory.activations import fit_entry
+    from flopcalc.gpu_memory.estimate import memory
 
-    weights, running = _weights(v.card, v.settings)
+    try:
+        est = memory(v.card, **v.settings)
+    except FlopcalcError as exc:
+        return {"why": str(exc)}
+    loaded = [(c.component, c.runs) for c in est.components]
+    weights = base if base is not None and _loaded(base) == loaded else _weights(v.card, v.settings, est)
+    running = [c.component for c in est.running]
     report = estimate(v.card, **v.settings)
     source = resolve(v.card)
     rows = v.memory_rows()
@@ -402,7 +425,6 @@ def card_data(name: str) -> dict[str, Any]:
     """One card's entry (see the module docstring)."""
     from flopcalc.engine.cards import find_card
     from flopcalc.engine.pipelines.base import pipeline_options
-    from flopcalc.flops.symbolic_report import render_text
 
     card = find_card(name)
     base = {"name": card.name, "title": card.title, "hub_id": card.hub_id, "aliases": list(card.aliases)}
@@ -421,24 +443,25 @@ def card_data(name: str) -> dict[str, Any]:
     domain, points = _domain(first)
     joint = _joint_point(domain, first.rep)
     points = [p for p in points if p] + ([joint] if joint else [])
-    out_variants = []
+    out_variants: list[dict[str, Any]] = []
+    shared = None
     for v in variants:
         flops_ok, energy_ok, report = zip(*(v.check_flops(p) for p in [{}, *([joint] if joint else [])]))
         if not all(flops_ok):
             continue
-        entry = {"key": v.key, "label": v.label, "settings": v.settings, "passes": v.sym.passes,
-                 "rows": v.rows, "law_text": render_text(v.sym)}
+        entry = {"key": v.key, "label": v.label, "settings": v.settings, "passes": v.sym.passes, "rows": v.rows}
         if all(energy_ok):
             entry["features"] = v.features({c.component: c.params for c in report[0].components})
         else:
             entry["features_why"] = "the energy features of this card are not stated as laws (their check failed)"
-        entry["memory"] = _memory(v, [{}, *([joint] if joint else [])])
+        entry["memory"] = _memory(v, [{}, *([joint] if joint else [])], shared)
+        shared = entry["memory"].get("weights", shared)
         out_variants.append(entry)
     sizes = {"H": "height", "W": "width"}
     return {
-        **base, "pipeline": first.sym.pipeline, "video": "F" in first.sym.symbols,
+        **base, "law": True, "pipeline": first.sym.pipeline, "video": "F" in first.sym.symbols,
         "symbols": [s for s in first.sym.symbols], "defaults": first.rep, "domain": domain,
-        "bins": _bins(card.name, domain, first.rep), "guidance": _guidance_rule(variants),
+        "bins": _bins(card.name, [{}, *([joint] if joint else []), *({k: domain[k]["lo"]} for k in ("H",) if k in domain)]), "guidance": _guidance_rule(variants),
         "variants": out_variants,
         "training": _training(card.name, [c.class_name for c in first.sym.components if c.role == "denoiser"],
                               [{}] + ([{k: x for k, x in joint.items() if k in sizes}] if joint else [])),
@@ -494,15 +517,17 @@ def _constants() -> dict[str, Any]:
     from flopcalc.gpu_memory.estimate import OFFLOAD
     from flopcalc.gpu_memory.quantized import FORMATS, REST_DTYPE
     from flopcalc.gpu_memory.weights import DTYPE_BYTES
+    from flopcalc.flops.symbolic import SYMBOL_TEXT
+    from flopcalc.formulas.ops import SOFTMAX_OPS
 
-    return {"precisions": list(backbone.PRECISIONS), "op_classes": list(backbone.OP_CLASSES),
+    return {"softmax_ops": SOFTMAX_OPS, "precisions": list(backbone.PRECISIONS), "op_classes": list(backbone.OP_CLASSES),
             "bytes_per_parameter": dict(BYTES_PER_PARAMETER), "dtype_bytes": dict(DTYPE_BYTES),
             "quantized_formats": list(FORMATS), "rest_dtype": REST_DTYPE,
             "memory_dtype": {p: predict._memory_dtype(p) for p in backbone.PRECISIONS},
             "offload": list(OFFLOAD), "opclass_terms": list(laws.OPCLASS_TERMS), "compute": list(laws.COMPUTE),
             "power_groups": list(laws.POWER_GROUPS), "group_of": dict(laws.GROUP_OF),
             "grid_g_per_kwh": predict.DEFAULT_GRID_G_PER_KWH, "grid_source": predict.GRID_SOURCE,
-            "flags": FLAG_OF, "setting_of": SETTING_OF}
+            "flags": FLAG_OF, "setting_of": SETTING_OF, "symbols": dict(SYMBOL_TEXT)}
 
 
 def fingerprint() -> str:
@@ -518,7 +543,7 @@ def fingerprint() -> str:
             pass
     for root in roots:
         for path in sorted(root.rglob("*")):
-            if path.is_file() and path.suffix in (".py", ".json", ".yaml", ".yml") and "site" not in path.parts[-2:-1]:
+            if path.is_file() and path.suffix in (".py", ".json", ".yaml", ".yml"):
                 st = path.stat()
                 digest.update(f"{path.relative_to(root)} {st.st_size} {st.st_mtime_ns}\n".encode())
     return digest.hexdigest()[:20]
@@ -551,13 +576,31 @@ def _cached_card(name: str) -> dict[str, Any]:
     return data
 
 
+def card_names(models: Iterable[str] | None = None) -> list[str]:
+    """The cards ``models`` names (names or aliases; default: every bundled card); an unknown one is refused in one
+    line (the site holds bundled cards only: a folder or Hub id has no checked export)."""
+    import difflib
+
+    from flopcalc.engine.cards import find_card, list_cards
+
+    if models is None:
+        return [c.name for c in list_cards()]
+    names = []
+    for m in models:
+        card = find_card(m)
+        if card is None:
+            close = difflib.get_close_matches(m, [c.name for c in list_cards()], n=3)
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            raise FlopcalcError(f"--models {m!r}: not a bundled card (the site holds the cards of `flopcalc list`){hint}")
+        names.append(card.name)
+    return list(dict.fromkeys(names))
+
+
 def export(models: Iterable[str] | None = None, *, jobs: int | None = None,
            progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """The site's data: every bundled card (or ``models``), the GPU table, the energy coefficients, the
     constants. ``jobs``: processes exporting cards (default: the CPUs)."""
-    from flopcalc.engine.cards import find_card, list_cards
-
-    names = [find_card(m).name for m in models] if models is not None else [c.name for c in list_cards()]
+    names = card_names(models)
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(names)))
     if jobs == 1:
         cards = []
