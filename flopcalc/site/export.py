@@ -532,15 +532,14 @@ def _constants() -> dict[str, Any]:
 
 def fingerprint() -> str:
     """A digest of everything an export reads: the package's code and data, the formulas and the cards."""
-    import flopcalc
+    import importlib.util
 
     digest = hashlib.sha256(f"{_FORMAT} {__version__}".encode())
-    roots = [Path(flopcalc.__file__).parent]
-    for extra in ("formulas", "model_cards"):
-        try:
-            roots.append(Path(__import__(f"flopcalc.{extra}", fromlist=["_"]).__file__).parent)
-        except (ImportError, TypeError, AttributeError):
-            pass
+    roots = [Path(__file__).resolve().parents[1]]
+    for extra in ("flopcalc.formulas", "flopcalc.model_cards"):  # installed beside the package, or from a clone
+        spec = importlib.util.find_spec(extra)
+        if spec is not None:
+            roots += [Path(p) for p in spec.submodule_search_locations or []]
     for root in roots:
         for path in sorted(root.rglob("*")):
             if path.is_file() and path.suffix in (".py", ".json", ".yaml", ".yml"):
