@@ -122,3 +122,68 @@ def test_a_site_over_its_budget_is_refused(tmp_path, monkeypatch):
     with pytest.raises(FlopcalcError, match="over its"):
         writer.write_site(str(tmp_path / "s"), models=["sd1.5"], jobs=1)
     assert not list((tmp_path / "s").iterdir())
+
+
+# --------------------------------------------------------------------------- the exported data against the CLI
+#: Cards and settings (symbol values) where the data the page reads is compared with what the commands print: an
+#: image UNet, a DiT with a T5 encoder, an SDXL pair of encoders, a video model with frames.
+CLI_POINTS = [
+    ("sd1.5", {}), ("sd1.5", {"H": 768, "W": 512, "S": 30}),
+    ("flux-dev", {"H": 768, "W": 1344, "S": 20}),
+    ("sdxl-base", {"B": 2}),
+    ("wan2.1-t2v-1.3b", {"H": 480, "W": 832, "F": 33}),
+]
+FLAG = {"H": "--height", "W": "--width", "S": "--steps", "B": "--batch-size", "F": "--num-frames"}
+
+
+def _json_of(*argv: str) -> dict:
+    """What ``flopcalc ARGV --format json`` prints, through the command line's own ``main`` in this process."""
+    import contextlib
+    import io
+
+    from flopcalc.cli.main import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main([*argv, "--format", "json"]) == 0, argv
+    return json.loads(out.getvalue())
+
+
+@pytest.fixture(scope="module")
+def exported():
+    from flopcalc.site.export import _constants, card_data
+
+    return {name: card_data(name) for name in dict.fromkeys(n for n, _ in CLI_POINTS)}, _constants()
+
+
+@pytest.mark.parametrize("name, point", CLI_POINTS)
+def test_the_exported_data_equals_what_the_commands_print(exported, name, point):
+    """Without a browser: the laws the page evaluates give ``flopcalc estimate``'s FLOPs per component exactly, and
+    the memory pieces ``flopcalc memory``'s weights, peak (without offload, in bf16 and in fp8 weights) and the calls
+    whose activations are not estimated."""
+    from flopcalc.gpu_memory.activations import peak_elements
+
+    cards, constants = exported
+    card = cards[name]
+    variant = card["variants"][0]
+    values = {**card["defaults"], **point}
+    flags = [x for k, v in point.items() for x in (FLAG[k], str(v))]
+    estimate = _json_of("estimate", name, *flags)
+    mine = [int(evaluate(r["flops"], values)) for r in variant["rows"]]
+    assert mine == [c["flops"] for c in estimate["components"]]
+    assert sum(mine) == estimate["total"]["flops"]
+    mem = variant["memory"]
+    for precision in ("bf16", "fp8"):
+        dtype = constants["memory_dtype"][precision]
+        cli = _json_of("memory", name, "--dtype", dtype, "--gpu", "h100-sxm", *flags)
+        weights = sum(c["bytes"] for c in mem["weights"][dtype]["components"])
+        acts: dict[str, int] = {}
+        for row in mem["rows"]:
+            if "fit" in row:
+                n, batch = int(evaluate(row["n"], values)), int(evaluate(row["batch"], values))
+                size = peak_elements(row["fit"]["fused"], n) * batch * constants["activation_dtype_bytes"][dtype]
+                acts[row["component"]] = max(acts.get(row["component"], 0), size)
+        assert weights == cli["weights_bytes"]
+        assert weights + max(acts.values(), default=0) == cli["peak_bytes"], (precision, cli["peak_bytes"])
+        assert [f"{r['component']}.{r['call']}" for r in mem["rows"] if "fit" not in r] == \
+            cli["activations_not_estimated"]

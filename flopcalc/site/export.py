@@ -170,7 +170,9 @@ class _Variant:
                              peak_elements(fit["fused"], n), peak_elements(fit["math"], n) if "math" in fit else None))
         theirs = [(a.component, a.call, a.batch, a.fused.elements, a.math.elements if a.math else None)
                   for a in est.activations]
-        return dict(est.forwards) == forwards and theirs == acts
+        unestimated = tuple(dict.fromkeys(f"{r['component']}.{r['call']}" for r in self.memory_rows()
+                                          if r.get("fit") is None))  # the page's verdict: fits, not, or not known
+        return dict(est.forwards) == forwards and theirs == acts and est.unestimated == unestimated
 
 
 # --------------------------------------------------------------------------- where the laws hold
@@ -346,7 +348,8 @@ def _weights(card: str, settings: Mapping[str, Any], est: Any) -> dict[str, Any]
             out[dtype] = {"why": str(exc)}
             continue
         out[dtype] = {"components": [{"component": c.component, "bytes": c.bytes, "buffer_bytes": c.buffer_bytes,
-                                      "largest_module_bytes": c.largest_module_bytes, "runs": c.runs}
+                                      "largest_module_bytes": c.largest_module_bytes, "runs": c.runs,
+                                      "block_bytes": list(c.block_bytes)}
                                      for c in weighed]}
     return out
 
@@ -515,14 +518,17 @@ def _constants() -> dict[str, Any]:
     from flopcalc.energy_laws import backbone, laws, predict
     from flopcalc.energy_laws.fit import BYTES_PER_PARAMETER
     from flopcalc.gpu_memory.estimate import OFFLOAD
-    from flopcalc.gpu_memory.quantized import FORMATS, REST_DTYPE
+    from flopcalc.gpu_memory.quantized import REST_DTYPE, canonical
     from flopcalc.gpu_memory.weights import DTYPE_BYTES
     from flopcalc.flops.symbolic import SYMBOL_TEXT
     from flopcalc.formulas.ops import SOFTMAX_OPS
 
     return {"softmax_ops": SOFTMAX_OPS, "precisions": list(backbone.PRECISIONS), "op_classes": list(backbone.OP_CLASSES),
             "bytes_per_parameter": dict(BYTES_PER_PARAMETER), "dtype_bytes": dict(DTYPE_BYTES),
-            "quantized_formats": list(FORMATS), "rest_dtype": REST_DTYPE,
+            # the bytes of an activation element under each dtype the page loads weights in (estimate.py: the rest
+            # dtype under a quantized format, whose canonical name ``fp8`` is an alias of)
+            "activation_dtype_bytes": {d: DTYPE_BYTES[REST_DTYPE if canonical(d) else d]
+                                       for d in dict.fromkeys(predict._memory_dtype(p) for p in backbone.PRECISIONS)},
             "memory_dtype": {p: predict._memory_dtype(p) for p in backbone.PRECISIONS},
             "offload": list(OFFLOAD), "opclass_terms": list(laws.OPCLASS_TERMS), "compute": list(laws.COMPUTE),
             "power_groups": list(laws.POWER_GROUPS), "group_of": dict(laws.GROUP_OF),

@@ -349,7 +349,7 @@
     out.push(metric("co2-g", "CO2e per item", e ? `${e.co2e_g.toFixed(2)} g` : missing, e ? e.co2e_g : null,
       e ? `<div class="small">${e.co2e_g_interval[0].toFixed(2)}–${e.co2e_g_interval[1].toFixed(2)} g at ${s.grid === null ? DATA.constants.grid_g_per_kwh : s.grid} g/kWh</div>` : ""));
     out.push(metric("peak-gib", `peak GPU memory (${esc(s.offload)} offload)`, m && !m.why ? `${gib(m.peak)} GiB` : missing, m && !m.why ? Number(m.peak) / GIB : null,
-      m && !m.why ? `<div class="small ${m.fits ? "fits" : "nofit"}" data-testid="fits">${m.fits ? "fits" : "does not fit"} on ${esc(m.gpu.name)}</div>` : ""));
+      m && !m.why ? `<div class="small ${m.fits === false ? "nofit" : "fits"}" data-testid="fits">${esc(m.verdict)} on ${esc(m.gpu.name)}</div>` : ""));
     out.push(metric("train-flops", "training FLOPs per sample", res.training !== undefined ? fmtInt(res.training) : missing,
       res.training !== undefined ? res.training.toString() : null, res.training === undefined ? `<div class="small">${esc(res.trainingWhy || "")}</div>` : "<div class=\"small\">full fine-tune, batch 1</div>"));
     out.push("</div>");
@@ -383,7 +383,7 @@
       out.push("<h3>GPU memory</h3><table><thead><tr><th>offload</th><th>weights resident GiB</th><th>peak GiB</th><th>" + esc(DATA.gpus.table.find((g) => g.key === s.gpu).name) + "</th></tr></thead><tbody>");
       for (const [mode, mm] of Object.entries(res.memory)) {
         if (mm.why) { out.push(`<tr><td>${mode}</td><td colspan="3" class="why">${esc(mm.why)}</td></tr>`); continue; }
-        out.push(`<tr${mode === s.offload ? " class=\"chosen\"" : ""}><td>${mode}</td><td class="n">${gib(mm.resident)}</td><td class="n">${gib(mm.peak)}</td><td class="${mm.fits ? "fits" : "nofit"}">${mm.fits ? "fits" : "does not fit"} (headroom ${gib(mm.headroom)} GiB)</td></tr>`);
+        out.push(`<tr${mode === s.offload ? " class=\"chosen\"" : ""}><td>${mode}</td><td class="n">${gib(mm.resident)}</td><td class="n">${gib(mm.peak)}</td><td class="${mm.fits === false ? "nofit" : "fits"}">${mm.fits === false ? "does not fit" : mm.fits ? "fits" : "estimated part fits"} (headroom ${gib(mm.headroom)} GiB)</td></tr>`);
       }
       out.push(`</tbody></table><p class="note">Weights in ${esc(DATA.constants.memory_dtype[s.precision])}, activations with fused attention${m && m.missing && m.missing.length ? `; no activation estimate for ${esc(m.missing.join(", "))} (not measured)` : ""}.</p>`);
     } else if (res.memoryWhy) out.push(`<h3>GPU memory</h3><p class="why">${esc(res.memoryWhy)}; run <code>${esc(shell(res.cmd.memory))}</code></p>`);

@@ -356,7 +356,7 @@ const Calc = (() => {
       energy += offloadS * g.idle_w * 1;
       warnings.push(`offload: ${offloadS.toPrecision(3)} s per item moving weights over the host link (GPU at idle power meanwhile)`);
     }
-    if (fits === false) warnings.push(`does not fit in ${g.name}'s memory at these settings: predicted as if it did`);
+    if (fits === false) warnings.push(`does not fit in ${g.name}'s memory at these settings (\`flopcalc memory\`): predicted as if it did; \`flopcalc memory --fit\` lists the offload modes and quantizations under which it fits`);
     const b = bounds(work, g, p);
     const [lat, en, clamped] = clamp([latency * Math.exp(-h.latency), latency, latency * Math.exp(h.latency)],
       [energy * Math.exp(-h.energy), energy, energy * Math.exp(h.energy)], b);
@@ -391,12 +391,12 @@ const Calc = (() => {
     const k = data.constants;
     const w = mem.weights[dtype];
     if (!w || w.why) throw new Error(w ? w.why : `no weights for dtype ${dtype}`);
-    if (offload === "sequential" && k.quantized_formats.includes(dtype)) {
-      throw new Error(`--offload sequential with ${dtype} weights is not modelled (accelerate's hooks move quantized layers differently): use --offload model, or a bf16/fp16/fp32 dtype`);
+    if (["sequential", "group-block", "group-leaf"].includes(offload) && !(dtype in k.dtype_bytes)) {
+      throw new Error(`--offload ${offload} with ${dtype} weights is not modelled (the hooks move quantized layers differently): use --offload model, or a bf16/fp16/fp32 dtype`);
     }
     const comps = w.components.map((c) => ({ ...c, bytes: BigInt(c.bytes), buffer_bytes: BigInt(c.buffer_bytes),
-      largest_module_bytes: BigInt(c.largest_module_bytes) }));
-    const bpe = BigInt(k.dtype_bytes[k.quantized_formats.includes(dtype) ? k.rest_dtype : dtype]);
+      largest_module_bytes: BigInt(c.largest_module_bytes), block_bytes: c.block_bytes.map(BigInt) }));
+    const bpe = BigInt(k.activation_dtype_bytes[dtype]);
     const forwards = {}, acts = [];
     for (const row of mem.rows) {
       const runs = lawInt(row.runs, values), batch = lawInt(row.batch, values);
@@ -419,6 +419,14 @@ const Calc = (() => {
       peak = max(running.map((c) => c.bytes + actBytes(c.component)));
       resident = max(running.map((c) => c.bytes));
       transfer = running.reduce((s, c) => s + c.bytes, 0n);
+    } else if (offload === "group-block" || offload === "group-leaf") {
+      // _held: block level (one block per group, no streams: the page's settings) the unmatched modules and the
+      // largest block; leaf level one leaf at a time; every running component moved for each of its forwards
+      const held = (c) => (offload === "group-block" ? c.bytes - c.block_bytes.reduce((s, b) => s + b, 0n) + max(c.block_bytes)
+        : c.largest_module_bytes);
+      peak = max(running.map((c) => held(c) + actBytes(c.component)));
+      resident = max(running.map(held));
+      transfer = running.reduce((s, c) => s + c.bytes * (forwards[c.component] || 1n), 0n);
     } else if (offload === "sequential") {
       peak = buffers + max(running.map((c) => c.largest_module_bytes + actBytes(c.component)));
       resident = buffers + max(running.map((c) => c.largest_module_bytes));
@@ -430,8 +438,14 @@ const Calc = (() => {
     }
     const items = Number(BigInt(values.B) * BigInt(mem.nipp));
     const out = { weights, resident, peak, transfer, transfer_per_item: Number(transfer) / items, components: comps,
-      activations: acts, missing: mem.rows.filter((r) => r.n && !r.fit).map((r) => r.component) };
-    if (gpu) { out.gpu = gpu; out.fits = peak <= BigInt(gpu.memory_bytes); out.headroom = BigInt(gpu.memory_bytes) - peak; }
+      activations: acts, missing: mem.rows.filter((r) => r.n && !r.fit).map((r) => r.component),
+      unestimated: [...new Set(mem.rows.filter((r) => !r.fit).map((r) => `${r.component}.${r.call}`))] };
+    if (gpu) {  // MemoryEstimate.fits and .verdict: None (null) when the estimated part fits but a call is not estimated
+      out.gpu = gpu; out.headroom = BigInt(gpu.memory_bytes) - peak;
+      out.fits = peak > BigInt(gpu.memory_bytes) ? false : out.unestimated.length ? null : true;
+      out.verdict = out.fits === true ? "fits" : out.fits === false ? "does not fit"
+        : `weights and the estimated activations fit; the activations of ${out.unestimated.join(", ")} are not estimated`;
+    }
     return out;
   }
 
