@@ -16,7 +16,7 @@ def configure_site(p: argparse.ArgumentParser) -> None:
                      "publish it).")
     p.add_argument("--out", required=True, metavar="DIR",
                    help="the folder to write index.html and its files into (created if missing)")
-    p.add_argument("--models", nargs="+", metavar="CARD",
+    p.add_argument("--models", nargs="+", metavar="CARD", dest="cards",  # bundled cards only, not the four inputs
                    help="only these bundled cards (default: every card of `flopcalc list`)")
     p.add_argument("--jobs", type=positive_int, metavar="N",
                    help="processes exporting the cards (default: the CPUs); each card's export is cached")
@@ -27,7 +27,7 @@ def run_site(args: argparse.Namespace) -> int:
     from flopcalc.render.output import Progress
     from flopcalc.site.writer import write_site
 
-    with Progress("exporting models", len(args.models or list_cards())) as progress:
-        site = write_site(args.out, models=args.models, jobs=args.jobs, progress=lambda _name: progress.advance())
+    with Progress("exporting models", len(args.cards or list_cards())) as progress:
+        site = write_site(args.out, models=args.cards, jobs=args.jobs, progress=lambda _name: progress.advance())
     sys.stdout.write(site.summary() + "\n")
     return 0
