@@ -40,7 +40,11 @@ GRID = [
     "model=ltx-video&frames=97&steps=30&gpu=mi300x",
     "model=kandinsky-2.2&height=768&width=768&gpu=v100-sxm2-32gb",
     "model=flux-dev&offload=group-block&gpu=rtx-4090&height=768&width=768",
+    "model=flux-dev&offload=group-block&stream=1&gpu=rtx-4090",
+    "model=sd3-medium&offload=group-block&bpg=3&gpu=l4&height=768&width=768",
+    "model=wan2.1-t2v-1.3b&offload=group-leaf&stream=1&gpu=l4&frames=33",
     "model=wan2.1-t2v-1.3b&offload=group-leaf&gpu=l4&frames=33",
+    "model=flux-dev&swap=10&gpu=rtx-4090&steps=20",
     "model=sd3-medium&offload=sequential&precision=fp16&gpu=t4",
 ]
 
@@ -146,6 +150,20 @@ def test_a_setting_outside_the_checked_law_shows_the_command_instead(site, brows
     assert _cli(page["cli-estimate"][0])["total"]["flops"] > 0
 
 
+def test_offload_options_the_command_line_refuses_are_refused_alike(site, browser):
+    from flopcalc.cli.main import main
+
+    page = _page(browser, site, "model=flux-dev&offload=group-block&stream=1&bpg=2&gpu=h100")
+    assert page["energy-j"][1] is None and page["peak-gib"][1] is None
+    command = page["cli-memory"][0]
+    assert "--stream --blocks-per-group 2" in command
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        assert main(shlex.split(command)[1:]) == 2
+    said = err.getvalue().strip().splitlines()[-1].removeprefix("flopcalc: error: ")
+    assert said in browser.eval("document.getElementById('results').innerText"), said
+
+
 def test_compare_mode_overlays_models_and_lists_them_side_by_side(site, browser):
     page = _page(browser, site, "model=flux-dev&compare=sd1.5,sd3-medium&gpu=h100")
     assert "compare" in page and "chart" in page
@@ -165,11 +183,11 @@ def test_the_state_lives_in_the_url(site, browser):
 def test_keyboard_reaches_every_control(site, browser):
     browser.load((site / "index.html").as_uri() + "?model=sd3-medium")
     seen = []
-    for _ in range(30):
+    for _ in range(40):
         browser.key("Tab", 9)
         seen.append(browser.eval("document.activeElement.id"))
     for control in ("search", "model", "compare", "height", "width", "steps", "guidance", "batch", "tokens", "reset",
-                    "gpu", "precision", "tf32", "offload", "grid"):
+                    "gpu", "precision", "tf32", "offload", "stream", "bpg", "swap", "grid"):
         assert control in seen, (control, seen)
     assert seen.index("search") < seen.index("height") < seen.index("gpu")
 

@@ -530,7 +530,10 @@ def _constants() -> dict[str, Any]:
             "activation_dtype_bytes": {d: DTYPE_BYTES[REST_DTYPE if canonical(d) else d]
                                        for d in dict.fromkeys(predict._memory_dtype(p) for p in backbone.PRECISIONS)},
             "memory_dtype": {p: predict._memory_dtype(p) for p in backbone.PRECISIONS},
-            "offload": list(OFFLOAD), "opclass_terms": list(laws.OPCLASS_TERMS), "compute": list(laws.COMPUTE),
+            "offload": list(OFFLOAD),
+            # the bound estimate._check_offload puts on --blocks-per-group and --block-swap
+            "offload_option_max": 100_000,
+            "opclass_terms": list(laws.OPCLASS_TERMS), "compute": list(laws.COMPUTE),
             "power_groups": list(laws.POWER_GROUPS), "group_of": dict(laws.GROUP_OF),
             "grid_g_per_kwh": predict.DEFAULT_GRID_G_PER_KWH, "grid_source": predict.GRID_SOURCE,
             "flags": FLAG_OF, "setting_of": SETTING_OF, "symbols": dict(SYMBOL_TEXT)}

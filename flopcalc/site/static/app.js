@@ -52,6 +52,7 @@
     return { model: $("model").value, H: num("height"), W: num("width"), S: num("steps"), B: num("batch"),
       L: num("tokens"), F: num("frames"), R: num("refs"), guidance: num("guidance"), truecfg: $("truecfg").checked,
       gpu: $("gpu").value, precision: $("precision").value, tf32: $("tf32").checked, offload: $("offload").value,
+      stream: $("stream").checked, bpg: num("bpg") === null ? 1 : num("bpg"), swap: num("swap") === null ? 0 : num("swap"),
       grid: num("grid"), compare: [...$("compare").selectedOptions].map((o) => o.value).filter((m) => m !== $("model").value).slice(0, 3) };
   }
 
@@ -94,6 +95,9 @@
     $("tf32").checked = q.get("tf32") === "1";
     $("truecfg").checked = q.get("truecfg") === "1" && !$("truecfg").closest("label").hidden;
     $("offload").value = q.get("offload") || "none";
+    $("stream").checked = q.get("stream") === "1";
+    $("bpg").value = q.get("bpg") || "";
+    $("swap").value = q.get("swap") || "";
     const cmp = (q.get("compare") || "").split(",").filter((m) => m);
     for (const o of $("compare").options) o.selected = cmp.includes(o.value);
   }
@@ -109,6 +113,9 @@
     q.set("gpu", s.gpu); q.set("precision", s.precision);
     if (s.tf32) q.set("tf32", "1");
     if (s.offload !== "none") q.set("offload", s.offload);
+    if (s.stream) q.set("stream", "1");
+    if (s.bpg !== 1) q.set("bpg", s.bpg);
+    if (s.swap) q.set("swap", s.swap);
     if (s.grid !== null) q.set("grid", s.grid);
     if (s.compare.length) q.set("compare", s.compare.join(","));
     try { history.replaceState(null, "", "?" + q.toString()); } catch (e) { /* file:// in some browsers */ }
@@ -156,16 +163,29 @@
     return args;
   }
 
+  /** The offload options that apply to ``mode`` (streams and blocks per group to group offloading, a block swap
+   * without offload): each row of the memory table, and the command of the chosen mode, takes only those. */
+  function offloadOpts(mode, s) {
+    const group = mode === "group-block" || mode === "group-leaf";
+    return { stream: group && s.stream, bpg: mode === "group-block" ? s.bpg : 1, swap: mode === "none" ? s.swap : 0 };
+  }
+
+  function offloadArgs(mode, o) {
+    return [...(mode !== "none" ? ["--offload", mode] : []), ...(o.stream ? ["--stream"] : []),
+      ...(o.bpg !== 1 ? ["--blocks-per-group", String(o.bpg)] : []), ...(o.swap ? ["--block-swap", String(o.swap)] : [])];
+  }
+
   function commands(card, s, values, variant) {
     const run = card.law === null ? [] : cliArgs(card, s, values, variant);
     const dtype = DATA.constants.memory_dtype[s.precision];
-    const hw = ["--gpu", s.gpu, "--precision", s.precision, ...(s.tf32 ? ["--tf32"] : []), ...(s.offload !== "none" ? ["--offload", s.offload] : []),
+    const off = offloadArgs(s.offload, offloadOpts(s.offload, s));
+    const hw = ["--gpu", s.gpu, "--precision", s.precision, ...(s.tf32 ? ["--tf32"] : []), ...off,
       ...(s.grid !== null ? ["--grid-intensity", String(s.grid)] : [])];
     const sizes = run.filter((a, i) => ["--height", "--width", "--num-frames", "--max-sequence-length", "--reference-images"].includes(run[i - 1]) || ["--height", "--width", "--num-frames", "--max-sequence-length", "--reference-images"].includes(a));
     return {
       estimate: ["flopcalc", "estimate", card.name, ...run],
       energy: ["flopcalc", "energy", card.name, ...hw, ...run],
-      memory: ["flopcalc", "memory", card.name, "--gpu", s.gpu, "--dtype", dtype, ...(s.offload !== "none" ? ["--offload", s.offload] : []), ...run],
+      memory: ["flopcalc", "memory", card.name, "--gpu", s.gpu, "--dtype", dtype, ...off, ...run],
       train: ["flopcalc", "train", card.name, ...sizes],
       symbolic: ["flopcalc", "symbolic", card.name],
     };
@@ -193,7 +213,7 @@
     else {
       out.memory = {};
       for (const mode of DATA.constants.offload) {
-        try { out.memory[mode] = Calc.memory(DATA, variant.memory, values, dtype, mode, g, "fused"); } catch (e) { out.memory[mode] = { why: e.message }; }
+        try { out.memory[mode] = Calc.memory(DATA, variant.memory, values, dtype, mode, g, "fused", offloadOpts(mode, s)); } catch (e) { out.memory[mode] = { why: e.message }; }
       }
     }
     if (!variant.features) out.energyWhy = variant.features_why;
@@ -413,8 +433,8 @@
 
   fillSelects();
   fromUrl();
-  for (const id of ["height", "width", "steps", "batch", "tokens", "frames", "refs", "guidance", "grid"]) $(id).addEventListener("input", update);
-  for (const id of ["truecfg", "gpu", "precision", "tf32", "offload", "compare"]) $(id).addEventListener("change", update);
+  for (const id of ["height", "width", "steps", "batch", "tokens", "frames", "refs", "guidance", "grid", "bpg", "swap"]) $(id).addEventListener("input", update);
+  for (const id of ["truecfg", "gpu", "precision", "tf32", "offload", "stream", "compare"]) $(id).addEventListener("change", update);
   $("model").addEventListener("change", onModel);
   $("search").addEventListener("input", filterModels);
   $("reset").addEventListener("click", (ev) => { ev.preventDefault(); onModel(); });

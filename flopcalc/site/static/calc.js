@@ -385,10 +385,25 @@ const Calc = (() => {
     return Math.max(0, pyRound(Math.max(...phases.map(([c0, c1, c2]) => c0 + c1 * n + c2 * n * n))));
   }
 
+  /** Mirrors flopcalc.gpu_memory.estimate._check_offload: the options of group offloading and block swap. */
+  function checkOffload(k, offload, bpg, stream, swap) {
+    for (const [value, flag, low] of [[bpg, "--blocks-per-group", 1], [swap, "--block-swap", 0]]) {
+      if (!Number.isInteger(value) || value < low || value > k.offload_option_max) {
+        throw new Error(`${flag} must be an integer from ${low} to ${k.offload_option_max}, got ${value}`);
+      }
+    }
+    if (stream && offload !== "group-block" && offload !== "group-leaf") throw new Error("--stream applies to group offloading (--offload group-block or group-leaf)");
+    if (bpg !== 1 && offload !== "group-block") throw new Error("--blocks-per-group applies to --offload group-block");
+    if (bpg !== 1 && stream) throw new Error("--blocks-per-group with --stream: diffusers runs one block per group with streams");
+    if (swap && offload !== "none") throw new Error(`--block-swap keeps blocks on the host without an offload mode; not with --offload ${offload}`);
+  }
+
   /** Mirrors flopcalc.gpu_memory.estimate.memory and MemoryEstimate's totals: weights, activations, what is resident
-   * at the peak under the offload mode, and whether it fits. */
-  function memory(data, mem, values, dtype, offload, gpu, attention) {
+   * at the peak under the offload mode (with ``opts``: blocks_per_group, stream, block_swap), and whether it fits. */
+  function memory(data, mem, values, dtype, offload, gpu, attention, opts = {}) {
     const k = data.constants;
+    const bpg = opts.bpg === undefined ? 1 : opts.bpg, stream = !!opts.stream, swap = opts.swap || 0;
+    checkOffload(k, offload, bpg, stream, swap);
     const w = mem.weights[dtype];
     if (!w || w.why) throw new Error(w ? w.why : `no weights for dtype ${dtype}`);
     if (["sequential", "group-block", "group-leaf"].includes(offload) && !(dtype in k.dtype_bytes)) {
@@ -414,27 +429,38 @@ const Calc = (() => {
     const actBytes = (name) => max(acts.filter((a) => a.component === name).map((a) => a.bytes || 0n));
     const weights = comps.reduce((s, c) => s + c.bytes, 0n);
     const buffers = comps.reduce((s, c) => s + c.buffer_bytes, 0n);
+    const sum = (xs) => xs.reduce((s, x) => s + x, 0n);
+    // _swapped: the running component with the most block bytes (the first on a tie), and its last `swap` blocks
+    const den = running.reduce((m, c) => (m === null || sum(c.block_bytes) > sum(m.block_bytes) ? c : m), null);
+    const swapped = swap && den ? den.block_bytes.slice(den.block_bytes.length - swap) : [];
+    if (swap && (!den || swap > den.block_bytes.length)) {
+      throw new Error(`--block-swap ${swap}: ${den ? den.component : "the denoiser"} has ${den ? den.block_bytes.length : 0} blocks`);
+    }
+    // _group: the largest group block-level group offloading has on the GPU at once while c runs
+    const group = (c) => {
+      const size = stream ? 1 : bpg, b = c.block_bytes, windows = [];
+      for (let i = 0; i < b.length; i += size) windows.push(sum(b.slice(i, i + size)));
+      if (!windows.length) windows.push(0n);
+      if (stream && windows.length > 1) return max(windows.slice(1).map((y, i) => windows[i] + y));
+      return max(windows);
+    };
+    // _held: what the mode holds while c runs, beyond what stays throughout (_always)
+    const held = (c) => (offload === "sequential" ? c.largest_module_bytes
+      : offload === "group-block" ? c.bytes - sum(c.block_bytes) + group(c)
+        : offload === "group-leaf" ? c.largest_module_bytes * (stream ? 2n : 1n) : c.bytes);
+    const always = offload === "sequential" ? buffers
+      : offload === "none" ? (swap ? weights - sum(swapped) + max(swapped) : weights) : 0n;
     let peak, resident, transfer;
-    if (offload === "model") {
-      peak = max(running.map((c) => c.bytes + actBytes(c.component)));
-      resident = max(running.map((c) => c.bytes));
-      transfer = running.reduce((s, c) => s + c.bytes, 0n);
-    } else if (offload === "group-block" || offload === "group-leaf") {
-      // _held: block level (one block per group, no streams: the page's settings) the unmatched modules and the
-      // largest block; leaf level one leaf at a time; every running component moved for each of its forwards
-      const held = (c) => (offload === "group-block" ? c.bytes - c.block_bytes.reduce((s, b) => s + b, 0n) + max(c.block_bytes)
-        : c.largest_module_bytes);
-      peak = max(running.map((c) => held(c) + actBytes(c.component)));
-      resident = max(running.map(held));
-      transfer = running.reduce((s, c) => s + c.bytes * (forwards[c.component] || 1n), 0n);
-    } else if (offload === "sequential") {
-      peak = buffers + max(running.map((c) => c.largest_module_bytes + actBytes(c.component)));
-      resident = buffers + max(running.map((c) => c.largest_module_bytes));
-      transfer = running.reduce((s, c) => s + (c.bytes - c.buffer_bytes) * (forwards[c.component] || 1n), 0n);
+    if (offload === "none") {
+      peak = always + max(comps.map((c) => actBytes(c.component)));
+      resident = always;
+      transfer = swap ? sum(swapped) * (forwards[den.component] || 1n) : 0n;
     } else {
-      peak = weights + max(comps.map((c) => actBytes(c.component)));
-      resident = weights;
-      transfer = 0n;
+      peak = always + max(running.map((c) => held(c) + actBytes(c.component)));
+      resident = always + max(running.map(held));
+      transfer = offload === "model" ? sum(running.map((c) => c.bytes))
+        : offload === "sequential" ? sum(running.map((c) => (c.bytes - c.buffer_bytes) * (forwards[c.component] || 1n)))
+          : sum(running.map((c) => c.bytes * (forwards[c.component] || 1n)));
     }
     const items = Number(BigInt(values.B) * BigInt(mem.nipp));
     const out = { weights, resident, peak, transfer, transfer_per_item: Number(transfer) / items, components: comps,
