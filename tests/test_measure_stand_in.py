@@ -77,3 +77,14 @@ def test_coverage_calls_measurable_only_what_is_counted():
     assert status["AutoencoderTiny"] == "measurable"
     assert status["LTX2VocoderWithBWE"] == "missing"
     assert status["Gemma4UnifiedForConditionalGeneration"] == "missing"
+
+
+def test_a_key_the_plan_reads_that_the_real_config_lacks_is_refused_not_defaulted():
+    from flopcalc.engine.measure.stand_in import StandIn, plan_view
+
+    config = json.loads((TAESD / "vae/config.json").read_text())  # as written: no block_out_channels registered
+    view = plan_view(StandIn("vae", "StableDiffusionPipeline", "AutoencoderTiny", "AutoencoderKL", config))
+    assert view["latent_channels"] == 4 and view["_class_name"] == "AutoencoderKL"
+    with pytest.raises(MeasureError, match="reads 'block_out_channels' of the AutoencoderKL.*has no such key") as err:
+        view["block_out_channels"]
+    assert "\n" not in str(err.value) and len(str(err.value)) <= 300

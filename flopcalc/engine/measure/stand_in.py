@@ -293,7 +293,7 @@ class PlanView(dict):
         s = self.stand_in
         why = self.guarded[key]
         return MeasureError(f"{s.component}: the {s.pipeline} plan reads {key!r} of the {s.expected} it expects there, "
-                            f"and {s.actual}'s config {why}: flopcalc cannot plan it as {s.pipeline} would run it")
+                            f"and {s.actual}'s config {why}")
 
     def get(self, key: str, default: Any = None) -> Any:
         if key in self.guarded and not dict.__contains__(self, key):
