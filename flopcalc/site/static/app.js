@@ -345,8 +345,8 @@
    * cross-validated error, and the verdict (by peak_bytes, as `flopcalc memory`). */
   function peakLines(m) {
     const r = m.reserve, above = r.allocator_bytes + r.workspace_bytes;
-    return `<div class="small" data-testid="peak-allocated-gib" data-value="${Number(m.peak_allocated) / GIB}">live tensors ${gib(m.peak_allocated)} GiB at the peak (peak_allocated_bytes)</div>` +
-      `<div class="small" data-testid="reserve-error" data-value="${r.error}">at ${esc(r.at || "")}: ${gib(r.allocated_peak_bytes)} GiB live + allocator and workspaces ${gib(above)} GiB ± ${(100 * r.error).toFixed(0)}% (± ${gib(BigInt(Math.round(r.error * Number(above))))} GiB) + CUDA context ${gib(r.context_bytes)} GiB</div>` +
+    return `<div class="small" data-testid="peak-allocated-gib" data-value="${Number(m.peak_allocated) / GIB}">live tensors ${gib(m.peak_allocated)} GiB (peak_allocated_bytes)</div>` +
+      `<div class="small" data-testid="reserve-error" data-value="${r.error}">+ allocator and workspaces ${gib(above)} GiB ± ${(100 * r.error).toFixed(0)}%, CUDA context ${gib(r.context_bytes)} GiB (at ${esc(r.at || "")}, ${gib(r.allocated_peak_bytes)} GiB live)</div>` +
       `<div class="small ${m.fits === false ? "nofit" : "fits"}" data-testid="fits">${esc(m.verdict)} on ${esc(m.gpu.name)}</div>`;
   }
 
