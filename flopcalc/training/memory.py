@@ -27,7 +27,9 @@ The peak of live tensors is the largest of three moments:
   (gradients grow as activations are freed, block by block); under FSDP / ZeRO-3 both plus the gathered blocks;
 * the optimizer step: weights + states + gradients + the step's temporaries (AdamW's foreach ``sqrt``).
 
-``peak_bytes`` adds the caching allocator's reserve and the CUDA context (:func:`flopcalc.gpu_memory.allocator.reserve`).
+``peak_bytes`` adds what PyTorch's caching allocator reserves above the persistent tensors' own bytes (its segment
+rules, :mod:`flopcalc.training.allocator`); the activations' fragmentation, workspaces and the CUDA context are left
+out and said so.
 """
 
 from __future__ import annotations
@@ -155,7 +157,7 @@ class TrainingMemory:
     encoder_activation_bytes: int
     peak_allocated_bytes: int
     phase: str                               # the moment of the peak: encode, backward, optimizer step
-    reserve: Any                             # flopcalc.gpu_memory.allocator.Reserve
+    reserve: Any                             # flopcalc.training.allocator.Reserve
     gpu_name: str | None = None
     gpu_memory_bytes: int | None = None
     law: ActivationLaw | None = None
@@ -311,7 +313,7 @@ def compose(inp: Inputs, s: Setup, *, gpu: Any = None, inter_node_bytes_per_s: f
             gpus_per_node: int = GPUS_PER_NODE) -> TrainingMemory:
     """The memory of ``inp`` trained as ``s`` on one rank of ``s.num_gpus`` ``gpu`` (a
     :class:`flopcalc.hardware.gpus.GPU`, or None)."""
-    from flopcalc.gpu_memory.allocator import reserve
+    from flopcalc.training.allocator import Reserve, reserved_bytes
     from flopcalc.training.optimizers import lora_tensors
 
     width = WIDTH[s.master]
@@ -372,6 +374,10 @@ def compose(inp: Inputs, s: Setup, *, gpu: Any = None, inter_node_bytes_per_s: f
         host, states, step_tmp = states, 0, 0
     act, law, act_notes = activations(inp, s)
     notes += act_notes
+    if act is not None and s.master == "fp32" and p_sharded and d > 1:
+        notes.append("activations measured on one GPU under autocast, which holds a bf16 copy of each fp32 weight it "
+                     "casts; FSDP / ZeRO-3 gather bf16 blocks instead: the forward peak (those copies included) is an "
+                     "upper bound here")
     enc_act = max((e.activation_bytes or 0 for e in online), default=0) * s.batch
     gathered = _gathered(inp, s, compute)
     resident = trainable_w + frozen_w + encoders + ema + buckets + states
@@ -388,11 +394,44 @@ def compose(inp: Inputs, s: Setup, *, gpu: Any = None, inter_node_bytes_per_s: f
     name = mem = None
     if gpu is not None:
         name, mem = gpu.name, gpu.memory_bytes
-    largest = max((t.numel for t in tensors), default=0) * width
-    res = reserve(peak, gpu=gpu, largest_block_bytes=largest, training=True)
+    persistent = _persistent(inp, s, tensors, zero=zero, width=width, param_width=compute if zero and s.master == "fp32" else width, grad_width=grad_width,
+                             div_p=div_p if p_sharded else 1, div_g=div_g if g_sharded else 1,
+                             div_o=div_o if o_sharded else 1, flat=(frozen_w if s.rank else 0) + encoders + buckets,
+                             ema=bool(ema))
+    res = Reserve(peak, sum(b * k for b, k in persistent), reserved_bytes(persistent))
     comm = communication(inp, s, gpu, trained, grad_width, compute, inter_node_bytes_per_s, gpus_per_node)
     return TrainingMemory(s, trainable_w, frozen_w, encoders, ema, grads, buckets, states, step_tmp, gathered, act,
                           enc_act, peak, phase, res, name, mem, law, comm, host, tuple(inp.notes) + tuple(notes))
+
+
+def _persistent(inp: Inputs, s: Setup, tensors: tuple[Tensor, ...], *, zero: bool, width: int, param_width: int,
+                grad_width: int, div_p: int, div_g: int, div_o: int, flat: int, ema: bool) -> list[tuple[int, int]]:
+    """``(bytes, count)`` of the tensors a rank keeps across steps, as the caching allocator is asked for them: the
+    trained parameters, their gradients, optimizer states and EMA copy per tensor (FSDP2 shards each on dim 0;
+    DeepSpeed ZeRO keeps gradients, optimizer states and the fp32 master copy in flat partition buffers); the frozen
+    base, the online encoders and DDP's gradient buckets as one buffer each (packed: a lower bound)."""
+    from flopcalc.training.optimizers import state_tensors
+
+    def local(t: Tensor, d: int) -> Tensor:
+        return t if d <= 1 else Tensor(-(-t.rows // d), t.cols, t.count, t.zero)
+
+    out: list[tuple[int, int]] = [(local(t, div_p).numel * param_width, t.count) for t in tensors]
+    if ema:
+        out += [(t.numel * width, t.count) for t in tensors]
+    if zero:
+        trained = sum(t.numel * t.count for t in tensors)
+        out.append((-(-trained * grad_width // div_g), 1))
+        states = state_bytes(s.optimizer, tensors, width) + (trained * 4 if s.master == "fp32" else 0)
+        if not s.offload_optimizer:
+            out.append((-(-states // div_o), 1))
+    else:
+        out += [(local(t, div_g).numel * grad_width, t.count) for t in tensors]
+        if not s.offload_optimizer:
+            for t in tensors:
+                out += state_tensors(s.optimizer, local(t, div_o), width)
+    if flat:
+        out.append((flat, 1))
+    return [(b, k) for b, k in out if b > 0 and k > 0]
 
 
 def communication(inp: Inputs, s: Setup, gpu: Any, trained: int, grad_width: int, compute: int,

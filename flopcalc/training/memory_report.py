@@ -69,10 +69,8 @@ def memory_lines(est: Any) -> list[str]:
     if m.encoder_activation_bytes:
         rows.append(("frozen encoders' activations (encoding)", gib(m.encoder_activation_bytes), ""))
     rows.append((f"peak allocated ({m.phase})", gib(m.peak_allocated_bytes), "" if m.known else "at least"))
-    r = m.reserve
-    rows.append(("allocator reserve + workspaces + CUDA context",
-                 gib(r.allocator_bytes + r.workspace_bytes + r.context_bytes), r.note[:60] if r.note else ""))
-    rows.append(("peak", gib(m.peak_bytes), "" if m.known else "at least"))
+    rows.append(("allocator segments above the persistent tensors", gib(m.reserve.allocator_bytes), ""))
+    rows.append(("peak (reserved, without the CUDA context)", gib(m.peak_bytes), "" if m.known else "at least"))
     lines = ["", f"memory per GPU: {_setup(m)}"]
     lines += columns(rows, right=(1,), rule_before_last=True)
     if m.gpu_name is not None:
@@ -87,6 +85,9 @@ def memory_lines(est: Any) -> list[str]:
                      f"positions (this run: {law.n:,}{', extrapolated' if law.extrapolated else ''})")
     for note in m.notes:
         lines.append(f"note: {note}")
+    from flopcalc.training.allocator import LEFT_OUT
+
+    lines.append(f"peak: {LEFT_OUT}")
     return lines
 
 

@@ -134,6 +134,23 @@ def _per_tensor(name: str, t: Tensor, width: int) -> int:
     raise OptionError(f"--optimizer {name!r}: choose one of {', '.join(OPTIMIZERS)}")
 
 
+def state_tensors(name: str, t: Tensor, width: int) -> list[tuple[int, int]]:
+    """``(bytes, count)`` of each state tensor ``name`` allocates for the ``t.count`` parameters ``t`` (what the
+    caching allocator is asked for: :mod:`flopcalc.training.allocator`); they sum to ``t.count × _per_tensor``."""
+    n, k = t.numel, t.count
+    if name == "adamw":
+        return [(n * width, 2 * k)]
+    if name == "sgd":
+        return [(n * width, k)]
+    if name == "prodigy":
+        return [(n * width, 3 * k), ((1 if t.zero else n) * width, k)]
+    if name == "adafactor":
+        return [(4 * t.rows, k), (4 * t.cols, k)] if t.two_dim else [(4 * n, k)]
+    if name == "adamw8bit":
+        return [(4 * n, 2 * k)] if n < BNB_MIN_8BIT_SIZE else [(n, 2 * k), (4 * -(-n // BNB_BLOCK), 2 * k)]
+    raise OptionError(f"--optimizer {name!r}: choose one of {', '.join(OPTIMIZERS)}")
+
+
 def state_bytes(name: str, tensors: Iterable[Tensor], width: int) -> int:
     """Bytes of ``name``'s states for ``tensors`` whose parameters are ``width`` bytes each."""
     tensors = tuple(tensors)
