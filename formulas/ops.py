@@ -24,9 +24,16 @@ three per softmax score). Residual adds and modulations are not included.
 
 from __future__ import annotations
 
-from typing import Any
+from contextvars import ContextVar
+from typing import Any, Callable
 
 from flopcalc.engine.cost import Cost
+
+#: While set (only by :func:`flopcalc.gpu_memory.layer_shapes.recording_shapes`, never on the FLOP path),
+#: :func:`linear` puts ``LINEAR_WEIGHTS(d_in, d_out)`` in ``Cost.linear_weights`` instead of ``d_in·d_out``: a value
+#: that adds and scales like the element count and keeps each weight's shape, which the quantized-storage
+#: formulas need (a row's bytes depend on its width) and an element count cannot give back.
+LINEAR_WEIGHTS: ContextVar[Callable[[Any, Any], Any] | None] = ContextVar("LINEAR_WEIGHTS", default=None)
 
 #: Elements per block of a Linear weight in :attr:`Cost.linear_blocks` (bitsandbytes 4-bit's default
 #: ``blocksize=64``, ``bitsandbytes/nn/modules.py`` ``Params4bit``).
@@ -60,8 +67,10 @@ def linear(tokens: Any, d_in: int, d_out: int, *, bias: bool = True, thop_hooked
     ``F.linear`` calls and ``nn.Linear`` subclasses, which thop (exact-type hooks) misses."""
     macs = tokens * d_in * d_out
     params = d_in * d_out + (d_out if bias else 0)
-    weights = {"linear_weights": d_in * d_out, "linear_rows": d_out, "linear_blocks": -(-d_in * d_out // LINEAR_BLOCK),
-               "linear_packed": -(-d_in * d_out // 2), "linear_layers": 1, "largest_module": params}
+    record = LINEAR_WEIGHTS.get()
+    weights = {"linear_weights": d_in * d_out if record is None else record(d_in, d_out), "linear_rows": d_out,
+               "linear_blocks": -(-d_in * d_out // LINEAR_BLOCK), "linear_packed": -(-d_in * d_out // 2),
+               "linear_layers": 1, "largest_module": params}
     return Cost(linear=macs, params=params, **weights) if thop_hooked else Cost(functional=macs, params=params,
                                                                                 **weights)
 

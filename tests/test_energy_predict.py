@@ -241,7 +241,7 @@ def test_energy_numeric_path_imports_neither_sympy_nor_hub():
     (["energy", TEXT_ENCODER, "--gpu", "h100", "--law", "loglog"], "needs an output size"),
     (["energy", "sd1.5", "--gpu", "h100", "--width", "-5"], "expected a positive integer"),
     (["energy", "flux-dev", "--gpu", "h100", "--num-gpus", "7"], "attention heads"),
-    (["energy", "sd1.5", "--gpu", "h100", "--offload", "model", "--measure"], "--offload with --measure"),
+    (["energy", "sd1.5", "--gpu", "h100", "--offload", "model", "--measure"], "--offload or --block-swap with --measure"),
     (["energy-fit", "/nonexistent.csv", "--out", "/tmp/x.yaml"], "no such file"),
     (["energy-fit", str(ROOT / "README.md"), "--out", "/tmp/x.yaml"], "not a records CSV"),
 ])

@@ -101,7 +101,7 @@ def test_dtype_of_one_component():
 def test_quantized_memory_counts_each_component_in_its_format():
     q = memory("flux-dev", dtype="nf4", dtype_of={"text_encoder": "int8"})
     by = {c.component: c for c in q.components}
-    assert by["transformer"].dtype == "nf4" and by["text_encoder"].dtype == "int8"
+    assert by["transformer"].dtype == "bnb-nf4" and by["text_encoder"].dtype == "bnb-int8"  # the canonical names
     cfg = json.loads((REPO / "model_cards" / "flux-dev" / "transformer" / "config.json").read_text())
     assert by["transformer"].bytes == component_weights(cfg, component="transformer", dtype="nf4").bytes
     assert q.weights_bytes < memory("flux-dev").weights_bytes
@@ -109,14 +109,14 @@ def test_quantized_memory_counts_each_component_in_its_format():
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    (dict(dtype="int4"), "int8, nf4, fp8"),
+    (dict(dtype="int4"), "bnb-int8, bnb-nf4"),
     (dict(dtype_of={"unet": "fp16"}), "not components"),
-    (dict(offload="sequential", dtype="nf4"), "sequential with nf4"),
-    (dict(offload="disk"), "none, model, sequential"),
+    (dict(offload="sequential", dtype="nf4"), "--offload sequential with nf4"),
+    (dict(offload="disk"), "none, model, group-block, group-leaf, sequential"),
     (dict(gpu="nope-9000"), "unknown GPU"),
     (dict(attention="flash"), "fused, math"),
-    (dict(batch_size=0), "--batch-size must be a positive integer"),
-    (dict(batch_size=10**8), "--batch-size 100000000 is beyond"),
+    (dict(batch_size=0), "batch_size must be a positive integer"),  # estimate's keyword, as the API is called
+    (dict(batch_size=10**8), "batch_size 100000000 is beyond"),
 ])
 def test_bad_options(kwargs, match):
     with pytest.raises(FlopcalcError, match=match):
@@ -177,18 +177,19 @@ def test_a_listed_component_without_its_config_makes_every_total_a_lower_bound(c
     assert "Peak without offload: at least " in section("hidream-i1-full")
 
 
-def test_guidance_passes_batched_into_one_forward_are_noted_where_they_move_the_peak():
-    """SD1.5 runs the UNet twice per step under guidance, in one forward of two samples
-    (pipeline_stable_diffusion.py:1037 ``torch.cat([latents] * 2)``): on the math path that doubles the
-    UNet's activation peak, the largest, so a note gives the peak at two samples."""
-    one = memory("sd1.5", attention="math")
-    (note,) = [n for n in one.notes if "passes per step" in n]
-    unet = next(a for a in one.activations if a.component == "unet")
-    doubled = one.weights_bytes + max(2 * unet.bytes("math"), *(a.bytes("math") for a in one.activations))
-    assert f"peak {doubled / 2**30:.2f} GiB" in note
-    assert not [n for n in memory("sd1.5").notes if "passes per step" in n]  # fused: the VAE decode stays the peak
-    assert not [n for n in memory("flux-dev", attention="math").notes if "passes per step" in n]  # one pass
-    assert not [n for n in memory("sd1.5", attention="math", batch_size=2).notes if "passes per step" in n]
+def test_each_forward_holds_the_samples_the_pipeline_batches():
+    """SD1.5 runs the UNet's two guidance passes in one forward of two samples (pipeline_stable_diffusion.py
+    ``torch.cat([latents] * 2)``): its activation peak is counted at 2 samples; Wan runs one forward per pass
+    (pipeline_wan.py: ``self.transformer`` twice per step), at 1; the VAE decodes every image of the batch at once,
+    the text encoders see the prompts."""
+    sd = memory("sd1.5", attention="math")
+    batch = {a.component: a.batch for a in sd.activations}
+    assert batch["unet"] == 2 and batch["vae"] == 1 and batch["text_encoder"] == 1
+    assert {a.component: a.batch for a in memory("wan2.1").activations}["transformer"] == 1
+    four = memory("sd1.5", batch_size=2, num_images_per_prompt=2)
+    batch = {a.component: a.batch for a in four.activations}
+    assert batch == {"text_encoder": 2, "unet": 8, "vae": 4}
+    assert memory("flux-dev").settings["guidance_passes"] == 1  # guidance embedded
 
 
 def test_pipeline_options_decide_what_runs(capsys):

@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 
 from live_support import REPO, measure  # noqa: F401  (skips without torch/diffusers/transformers)
-from measure_weights import converted_linears, keep_in_fp32, loaded_bytes, offloaded_modules
+from measure_weights import converted_linears, group_offload_blocks, keep_in_fp32, loaded_bytes, offloaded_modules
 
 from flopcalc.engine.errors import FlopcalcError
 from flopcalc.formulas import ops
-from flopcalc.gpu_memory.quantized import FORMATS
+from flopcalc.gpu_memory.quant_formats import FORMATS as LIBRARY_FORMATS
+from flopcalc.gpu_memory.quantized import Linears
 from flopcalc.gpu_memory.weights import component_weights
 
 COMPONENTS = sorted(p.parent for p in (REPO / "model_cards").glob("*/*/config.json")) + sorted(
@@ -34,7 +35,7 @@ def test_weight_bytes_are_exact_for_every_dtype(folder):
     import warnings
 
     warnings.filterwarnings("ignore")
-    model = measure.build_model(folder)
+    model = _own_modules(measure.build_model(folder))
     config = json.loads((folder / "config.json").read_text())
     for dtype in ("bf16", "fp16", "fp32"):
         real = loaded_bytes(model, dtype)
@@ -44,7 +45,22 @@ def test_weight_bytes_are_exact_for_every_dtype(folder):
         assert ours.bytes == real["bytes"], dtype
         assert sorted(b.numel for b in ours.buffers) == sorted(n for _, n, _, _ in real["buffers"])
         _check_largest_module(model, ours, dtype)
+        # block-level group offloading's groups, as bytes (parameterless entries and the top-level order aside)
+        assert sorted(b for b in ours.block_bytes if b) == sorted(b for b in group_offload_blocks(model, dtype) if b)
     _check_quantized(model, config, folder.name, loaded_bytes(model, "bf16")["bytes"])
+
+
+def _own_modules(model):
+    """The model without the modules its builder attached from another component (``_measure_shared``: the Z-Image
+    ControlNet runs the transformer's embedders, which are the transformer's weights in memory)."""
+    import torch
+
+    for name in getattr(model, "_measure_shared", ()):
+        if name in model._modules:
+            model._modules[name] = torch.nn.Identity()
+        else:
+            model._parameters.pop(name, None)
+    return model
 
 
 #: The most the enclosing modules' direct parameters add to the largest module while it runs under sequential
@@ -64,22 +80,22 @@ def _check_largest_module(model, ours, dtype):
 
 
 def _check_quantized(model, config, component, bf16_bytes):
-    """The trees' nn.Linear weight elements are the real module's; each format converts exactly the nn.Linear
-    layers the library's skip rules leave (elements and count), and the component's bytes are its bf16 bytes with
-    those layers' weights in the format's layout."""
+    """The trees' nn.Linear weight elements are the real module's; each library format converts exactly the
+    nn.Linear layers the library's skip rules leave (elements and count), and the component's bytes are its bf16
+    bytes with those layers' weights in the format's layout (GGUF: ``test_gguf.py``, against diffusers' loader)."""
     keep = keep_in_fp32(model, "bf16")
     linear = converted_linears(model, "quanto")["linear"]
     ours = component_weights(config, component=component, dtype="bf16")
     assert ours.linear_params == sum(i * o for _, i, o in linear)
-    for fmt in FORMATS.values():
+    for fmt in LIBRARY_FORMATS.values():
         real = converted_linears(model, fmt.library)
         ours = component_weights(config, component=component, dtype=fmt.name)
-        assert ours.quantized_params == sum(i * o for _, i, o in real["converted"]), fmt.name
-        assert ours.quantized_layers == len(real["converted"]), fmt.name
-        storage = 0
-        for path, i, o in real["converted"]:
-            width = 4 if any(part in keep for part in path.split(".")) else 2  # as loaded_bytes loads it
-            storage += fmt.storage(ops.linear(0, i, o), width) - width * i * o
+        layers = [Linears(path, 1, i, o, any(part in keep for part in path.split("."))) for path, i, o in
+                  real["converted"]]
+        stored = fmt.stored(layers)
+        assert ours.quantized_params == sum(q * lin.d_in * lin.d_out for lin, (_, q) in zip(layers, stored)), fmt.name
+        assert ours.quantized_layers == sum(q for _, q in stored), fmt.name
+        storage = sum(b - (4 if lin.kept else 2) * lin.elements for lin, (b, _) in zip(layers, stored))
         assert ours.bytes == bf16_bytes + storage, fmt.name
 
 
@@ -94,5 +110,5 @@ def test_kept_float32_modules_are_counted():
 
 def test_unknown_dtypes_are_refused():
     cfg = json.loads((REPO / "model_cards" / "flux-dev" / "transformer" / "config.json").read_text())
-    with pytest.raises(FlopcalcError, match="nf4"):
+    with pytest.raises(FlopcalcError, match="bnb-nf4"):
         component_weights(cfg, component="transformer", dtype="int4")

@@ -63,6 +63,22 @@ def loaded_bytes(model: nn.Module, dtype: str) -> dict[str, Any]:
             "buffer_bytes": buffer_bytes, "bytes": param_bytes + buffer_bytes, "buffers": buffers}
 
 
+def group_offload_blocks(model: nn.Module, dtype: str) -> list[int]:
+    """Parameter bytes of each group diffusers' block-level group offloading makes with one block per group: the
+    entries of the model's top-level ``ModuleList``/``Sequential`` children, in order
+    (``diffusers/hooks/group_offloading.py`` ``_apply_group_offloading_block_level``, lines 738-767)."""
+    keep = keep_in_fp32(model, dtype)
+    size = torch.tensor([], dtype=DTYPES[dtype]).element_size()
+    out = []
+    for name, child in model.named_children():
+        if not isinstance(child, (nn.ModuleList, nn.Sequential)):
+            continue
+        for i, block in enumerate(child):
+            out.append(sum(p.numel() * (4 if any(part in keep for part in f"{name}.{i}.{short}".split(".")) else size)
+                           for short, p in block.named_parameters()))
+    return out
+
+
 def offloaded_modules(model: nn.Module, dtype: str) -> dict[str, Any]:
     """What ``enable_sequential_cpu_offload()`` moves to the GPU at once, from the real module: accelerate hooks
     every module with direct tensors and loads only those for its forward (``accelerate/hooks.py``
@@ -91,19 +107,21 @@ def offloaded_modules(model: nn.Module, dtype: str) -> dict[str, Any]:
 
 def converted_linears(model: nn.Module, library: str) -> dict[str, Any]:
     """The ``nn.Linear`` modules of ``model`` and those a weight quantizer replaces when the model loads with a
-    default config (no modules named to skip), ``library`` ``"bitsandbytes"`` (LLM.int8 and 4-bit alike) or
-    ``"quanto"``:
+    default config (no modules named to skip), ``library`` ``"bitsandbytes"`` (LLM.int8 and 4-bit alike),
+    ``"quanto"`` or ``"torchao"``:
 
     * bitsandbytes in diffusers (``quantizers/bitsandbytes/bnb_quantizer.py:262-288``, ``utils.py:58-63``):
       every ``isinstance(m, nn.Linear)`` except those whose own name, or a key followed by ``.`` inside the
       dotted path, or the whole path, is in the class's ``_keep_in_fp32_modules``;
+    * torchao in diffusers (``quantizers/torchao/torchao_quantizer.py:351-359, 447``): as bitsandbytes;
     * quanto in diffusers (``quantizers/quanto/quanto_quantizer.py:164-169``, ``utils.py:24-30``): every
       ``isinstance(m, nn.Linear)`` whose own name is not in ``_keep_in_fp32_modules``;
     * transformers (``quantizers/quantizer_bnb_4bit.py:121``, ``quantizer_quanto.py:87``,
       ``quantizers/base.py:39-65``): the paths ``should_convert_module`` against ``get_keys_to_not_convert(model)``
       (tied weights, the module of the last parameter, the output embeddings) and the model's
       ``_keep_in_fp32_modules``; of those, bitsandbytes converts ``type(m) is nn.Linear``
-      (``integrations/bitsandbytes.py:189``), quanto ``isinstance(m, nn.Linear)`` (``integrations/quanto.py:91``).
+      (``integrations/bitsandbytes.py:189``), quanto ``isinstance(m, nn.Linear)`` (``integrations/quanto.py:91``),
+      torchao too (``quantizers/quantizer_torchao.py:109-116``).
 
     ``{"linear": [[path, in, out], ...], "converted": [[path, in, out], ...]}``."""
     import diffusers
@@ -124,7 +142,7 @@ def converted_linears(model: nn.Module, library: str) -> dict[str, Any]:
         keys = list(set(get_keys_to_not_convert(model)) | set(model._keep_in_fp32_modules or ()))
 
         def converted(path: str, module: nn.Module) -> bool:
-            exact = type(module) is nn.Linear or library == "quanto"
+            exact = type(module) is nn.Linear or library in ("quanto", "torchao")
             return exact and should_convert_module(path, keys)
     modules = dict(model.named_modules())
     return {"linear": linear, "converted": [row for row in linear if converted(row[0], modules[row[0]])]}

@@ -9,6 +9,7 @@ import sys
 from flopcalc.cli.common import (
     GENERATION_OPTIONS, add_family_options, add_format, add_model, add_run_options, positive_int, run_settings,
 )
+from flopcalc.cli.memory import add_offload_options, offload_settings
 
 
 def configure_gpus(p: argparse.ArgumentParser) -> None:
@@ -54,14 +55,13 @@ def configure_energy(p: argparse.ArgumentParser) -> None:
     p.add_argument("--num-gpus", type=positive_int, default=1,
                    help="sequence-parallel GPUs (overhead fitted on 2/4/8-GPU runs)")
     p.add_argument("--precision", choices=("bf16", "fp16", "fp32", "fp8"),
-                   help="the dtype the pipeline runs in (default bf16, fp16 on a GPU without bf16); fp32 as PyTorch runs it by default: matmuls in "
-                        "full fp32, convolutions in TF32; fp8: linear layers in fp8")
+                   help="the dtype the pipeline runs in (default bf16, fp16 on a GPU without bf16); fp32 as PyTorch "
+                        "runs it by default: matmuls in full fp32, convolutions in TF32; fp8: linear layers in fp8")
     p.add_argument("--tf32", action="store_true",
                    help="with --precision fp32: matmuls in TF32 too (torch.backends.cuda.matmul.allow_tf32 = True)")
     p.add_argument("--stack", help="the software stack measured (`flopcalc energy` names them; default: the first "
-                                   "measured on that GPU, else the first: xdit, then diffusers)")
-    p.add_argument("--offload", choices=("none", "model", "sequential"), default="none",
-                   help="diffusers' offload mode; the weight transfers over the host link add to the latency")
+                                   "that runs the model's denoiser, on every GPU: xdit for a DiT, diffusers for a UNet)")
+    add_offload_options(p)
     p.add_argument("--grid-intensity", type=float,
                    help="grams of CO2e per kWh of the grid (default 480: world average 2023, Ember)")
     p.add_argument("--law", choices=("opclass", "loglog", "linear"),
@@ -79,8 +79,8 @@ def run_energy(args: argparse.Namespace) -> int:
 
     result = energy(args.model, gpu=args.gpu, precision=args.precision, law=args.law, num_gpus=args.num_gpus,
                     grid_intensity=args.grid_intensity, coefficients=args.coefficients, items=args.items,
-                    stack=args.stack, tf32=args.tf32, offload=args.offload, revision=args.revision,
-                    measure=args.measure, **run_settings(args))
+                    stack=args.stack, tf32=args.tf32, revision=args.revision, measure=args.measure,
+                    **offload_settings(args), **run_settings(args))
     sys.stdout.write(render(result, args.format))
     return 0
 
@@ -152,3 +152,38 @@ def run_energy_plot(args: argparse.Namespace) -> int:
     write_file(args.out, figure_bytes(fig, args.out), "--out", SUFFIXES)
     print(f"wrote {args.out}")
     return 0
+
+
+def _counts(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected positive GPU counts like 2,4,8, got {text!r}") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive GPU counts like 2,4,8, got {text!r}")
+    return values
+
+
+def configure_parallel(p: argparse.ArgumentParser) -> None:
+    p.description = ("Every xDiT layout (CFG × Ulysses × ring × PipeFusion) the model allows on each GPU count, with "
+                     "weights and activations per GPU, whether it fits, what one GPU sends per step and the predicted "
+                     "latency (method: flopcalc/energy_laws/parallel_plan.py).")
+    add_model(p)
+    add_run_options(p, GENERATION_OPTIONS)
+    p.add_argument("--gpu", required=True, help="a GPU of `flopcalc gpus`")
+    p.add_argument("--num-gpus", type=_counts, default=(2, 4, 8), metavar="N[,N…]",
+                   help="GPU counts to plan, comma-separated (default 2,4,8)")
+    p.add_argument("--precision", choices=("bf16", "fp16", "fp32", "fp8"),
+                   help="the dtype the pipeline runs in (default bf16, fp16 on a GPU without bf16)")
+    add_format(p, ("table", "json"))
+    add_family_options(p)
+
+
+def run_parallel(args: argparse.Namespace) -> int:
+    from flopcalc.energy_laws.parallel_plan import plan, render_plan
+
+    result = plan(args.model, gpu=args.gpu, num_gpus=args.num_gpus, precision=args.precision,
+                  revision=args.revision, **run_settings(args))
+    sys.stdout.write(render_plan(result, args.format))
+    return 0
+

@@ -44,6 +44,8 @@ COMMANDS: dict[str, Command] = {
     "energy-fit": Command("fit the energy/latency laws on your own measurements", energy),
     "energy-plot": Command("measured vs predicted energy and latency of every validation record (needs matplotlib)",
                            energy),
+    "parallel": Command("multi-GPU inference layouts (xDiT): memory per GPU, communication per step, latency",
+                        energy),
     "train": Command("FLOPs and memory of a training step (forward + backward), MFU, setups that fit a GPU", training),
     "memory": Command("weights per component in bytes, resident under offload, fit on a GPU", memory),
     "kaplan": Command("Kaplan's C≈2N+2·n_layer·n_ctx·d_attn beside the exact text-encoder count", flops),
@@ -68,6 +70,8 @@ EXAMPLES = {
     "report": ["flopcalc report flux-dev sd1.5 --html report.html"],
     "gpus": ["flopcalc gpus"],
     "energy": ["flopcalc energy flux-dev --gpu h100 --steps 28", "flopcalc energy sdxl-base --gpu a100 --format json"],
+    "parallel": ["flopcalc parallel flux-dev --gpu h100 --num-gpus 2,4,8",
+                 "flopcalc parallel wan2.1-t2v-1.3b --gpu l40s --num-gpus 2 --vae-tiling --format json"],
     "energy-plot": ["flopcalc energy-plot --out energy.png"],
     "train": ["flopcalc train flux-dev --gradient-checkpointing --step-time 2.1 --gpu h100-sxm --num-gpus 8",
               "flopcalc train flux-dev --trainable lora:16 --height 512 --width 512",
@@ -85,16 +89,24 @@ def _examples(command: str) -> str | None:
     return "examples:\n" + "\n".join(f"  {line}" for line in lines) if lines else None
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose errors are one line: the error and where the usage is (not the usage itself, which
+    is as long as the options)."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
 def _parser(only: str | None = None) -> argparse.ArgumentParser:
     """The parser: every command listed, each with its own options (``only``: that command alone, the one asked
     for, so that nothing else is built)."""
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="flopcalc",
         description="Weight-free FLOP calculator for diffusion pipelines (exact against torch's FLOP counter): "
                     "FLOPs and laws, energy and latency, GPU memory and training compute, from config files alone.",
     )
     p.add_argument("--version", action="version", version=f"flopcalc {__version__}")
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", help="one of:")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", help="one of:", parser_class=_Parser)
     for name, command in COMMANDS.items():
         if only is None or name == only:
             q = sub.add_parser(name, help=command.help.replace("%", "%%"), epilog=_examples(name),

@@ -86,6 +86,8 @@ class EnergyResult:
     grid_source: str = GRID_SOURCE
     #: whether the run fits the GPU's memory (from ``flopcalc memory``); None: not known
     fits: bool | None = None
+    #: ``flopcalc memory``'s answer in words (fits, does not fit, or which activations are not estimated)
+    memory_verdict: str = ""
     #: seconds per item the offload mode adds, moving weights over the host link
     offload_s: float = 0.0
     gpu_alias: str = ""
@@ -123,7 +125,8 @@ class EnergyResult:
                 "items": self.items, "gpu_hours": self.gpu_hours,
                 "law": self.law, "calibration": self.calibration, "stack": self.stack,
                 "stack_description": self.stack_description, "coefficients": self.coefficients,
-                "bounds": self.bounds.to_dict(), "fits": self.fits, "offload_s": self.offload_s,
+                "bounds": self.bounds.to_dict(), "fits": self.fits, "memory_verdict": self.memory_verdict,
+                "offload_s": self.offload_s,
                 "grid_g_per_kwh": self.grid_g_per_kwh, "grid_source": self.grid_source,
                 "warnings": list(self.warnings),
             },
@@ -295,6 +298,7 @@ def _out_of_range(sample: Sample, rng: Mapping[str, list]) -> tuple[list[str], f
 def predict(report: "Report", *, gpu: str, precision: str | None = None, law: str | None = None, num_gpus: int = 1,
             grid_intensity: float | None = None, coefficients: str | Mapping | None = None, items: int = 1,
             stack: str | None = None, tf32: bool = False, fits: bool | None = None, offload_s: float = 0.0,
+            memory_verdict: str = "",
             layout_notes: tuple[str, ...] = ()) -> EnergyResult:
     """Energy, latency and CO2e per item of ``report``'s generation on ``num_gpus`` × ``gpu``
     (``coefficients``: a file written by ``flopcalc energy-fit``, or its parsed mapping; default shipped).
@@ -369,7 +373,7 @@ def predict(report: "Report", *, gpu: str, precision: str | None = None, law: st
                         f"(GPU at idle power meanwhile)")
     if fits is False:
         warnings.append(f"does not fit in {g.name}'s memory at these settings (`flopcalc memory`): predicted as if it "
-                        "did; an offload mode (--offload model|sequential) makes it fit, at the cost of the transfers")
+                        "did; `flopcalc memory --fit` lists the offload modes and quantizations under which it fits")
     b = backbone.bounds({"linear": work.total("linear"), "attention": work.total("attention"),
                          "conv": work.total("conv")}, g, peaks, num_gpus)
     (lat_lo, lat, lat_hi), (en_lo, en, en_hi), clamped = backbone.clamp(
@@ -387,6 +391,7 @@ def predict(report: "Report", *, gpu: str, precision: str | None = None, law: st
         errors=errors, items=items,
         coefficients=(str(coefficients) if isinstance(coefficients, str) else "given" if coefficients else "shipped"),
         grid_source=GRID_SOURCE if grid_intensity is None else "given", fits=fits, offload_s=offload_s,
+        memory_verdict=memory_verdict,
         gpu_alias=alias, count_notes=tuple(report.notes))
     _check_finite(result)
     return result
@@ -463,12 +468,14 @@ def _gpu_factor(factors: Mapping, n: int) -> float:
 
 def energy(model: str, *, gpu: str, precision: str | None = None, law: str | None = None, num_gpus: int = 1,
            grid_intensity: float | None = None, coefficients: str | None = None, items: int = 1,
-           stack: str | None = None, tf32: bool = False, offload: str = "none", **settings: Any) -> EnergyResult:
+           stack: str | None = None, tf32: bool = False, offload: str = "none", blocks_per_group: int = 1,
+           stream: bool = False, block_swap: int = 0, **settings: Any) -> EnergyResult:
     """Predict energy, latency and CO2e per item of one generation of ``model`` on ``gpu``.
 
     ``settings`` are those of :func:`flopcalc.estimate` (height, width, steps, batch_size, family options ...).
-    ``offload`` is diffusers' offload mode (``none``, ``model``: ``enable_model_cpu_offload()``, ``sequential``),
-    whose weight transfers over the host link add to the latency. Whether it fits the GPU comes from
+    ``offload`` is diffusers' offload mode (``none``, ``model``: ``enable_model_cpu_offload()``, ``group-block`` /
+    ``group-leaf``: ``enable_group_offload`` with ``blocks_per_group`` and ``stream``, ``sequential``) or a
+    ``block_swap`` of the denoiser's last blocks, whose weight transfers over the host link add to the latency. Whether it fits the GPU comes from
     :func:`flopcalc.memory` at the same settings.
 
     >>> import flopcalc
@@ -487,15 +494,18 @@ def energy(model: str, *, gpu: str, precision: str | None = None, law: str | Non
     notes = layout(report, num_gpus) if num_gpus > 1 else ()
     measure = settings.get("measure", False)
     run = {k: v for k, v in settings.items() if k not in ("measure", "convention")}
-    fits, moved = None, 0.0
+    fits, moved, verdict = None, 0.0, ""
     if not measure:
-        mem = memory(model, gpu=g.key, offload=offload, dtype=_memory_dtype(precision), **run)
-        fits, moved = mem.fits, mem.transfer_bytes_per_item
-    elif offload != "none":
-        raise EnergyError("--offload with --measure: the weights of a measured component are not known")
+        mem = memory(model, gpu=g.key, offload=offload, dtype=_memory_dtype(precision),
+                     blocks_per_group=blocks_per_group, stream=stream, block_swap=block_swap, **run)
+        fits, moved, verdict = mem.fits, mem.transfer_bytes_per_item, mem.verdict or ""
+    elif offload != "none" or block_swap:
+        raise EnergyError("--offload or --block-swap with --measure: the weights of a measured component are not "
+                          "known")
     offload_s = moved / g.host_link_bytes_per_s if moved else 0.0
     return predict(report, gpu=gpu, precision=precision, law=law, num_gpus=num_gpus, grid_intensity=grid_intensity,
                    coefficients=coefficients, items=items, stack=stack, tf32=tf32, fits=fits, offload_s=offload_s,
+                   memory_verdict=verdict,
                    layout_notes=notes)
 
 

@@ -38,8 +38,8 @@ def render(r: EnergyResult, fmt: str) -> str:
     b = r.bounds
     lines.append(f"  power    {r.power_w:,.0f} W average   (physics: latency ≥ {b.min_latency_s:,.3g} s with every FLOP at "
                  f"the dense peak; power between idle {b.min_power_w:g} W and TDP {b.max_power_w:g} W)")
-    if r.fits is not None:
-        lines.append(f"  memory   {'fits' if r.fits else 'does NOT fit'} on the GPU at these settings (flopcalc memory)"
+    if r.memory_verdict:
+        lines.append(f"  memory   {r.memory_verdict} on the GPU at these settings (flopcalc memory)"
                      + (f"; offload adds {r.offload_s:,.2f} s per item" if r.offload_s else ""))
     if r.items > 1:
         lines.append(f"  {r.items} items: {r.energy_wh * r.items / 1000:,.3f} kWh, {r.gpu_hours:,.3f} GPU-hours")

@@ -183,7 +183,8 @@ def declared() -> dict[str, PipelineOption]:
 
 def index_entries() -> dict[str, dict[str, Any]]:
     """The declarations as the discovery index stores them."""
-    return {name: {**asdict(o), "bound": list(o.bound) if o.bound else None} for name, o in _DECLARED.items()}
+    return {name: {**asdict(o), "bound": list(o.bound) if o.bound else None, "examples": list(o.examples)}
+            for name, o in _DECLARED.items()}
 
 
 def known() -> dict[str, PipelineOption]:

@@ -21,8 +21,10 @@ offload modes, and whether that fits a GPU of the table.
 * against a GPU of :mod:`flopcalc.hardware.gpus`: fits when that peak is at most its memory; the headroom is what is
   left for the CUDA context and the allocator.
 
-Quantized weights (``int8``, ``nf4``, ``fp8``): :mod:`flopcalc.gpu_memory.quantized`; their activations are in bf16, the
-dtype the unquantized layers and the computation run in.
+Quantized weights (bitsandbytes, optimum-quanto, torchao, GGUF: :mod:`flopcalc.gpu_memory.quantized`); their activations
+are in bf16, the dtype the unquantized layers and the computation run in. ``transformers_version`` decides whether a
+transformers class keeps its ``_keep_in_fp32_modules`` in float32 (:mod:`flopcalc.gpu_memory.transformers_versions`);
+where another release would load different bytes, a note gives that figure.
 
 Not counted: activations of components whose config was not measured (a note names them); sequential offload
 of quantized weights.
@@ -35,13 +37,16 @@ from typing import Any, Mapping
 
 from flopcalc.gpu_memory.activations import ATTENTION, ActivationPeak, activation_peak
 from flopcalc.engine.errors import FlopcalcError
-from flopcalc.gpu_memory.quantized import FORMATS, REST_DTYPE
+from flopcalc.gpu_memory.quantized import FORMATS, REST_DTYPE, canonical, refuse_unknown
 from flopcalc.gpu_memory.weights import DTYPE_BYTES, ComponentWeights, component_weights
 
-OFFLOAD = ("none", "model", "sequential")
+OFFLOAD = ("none", "model", "group-block", "group-leaf", "sequential")
 #: What ``resident`` holds under each offload mode.
 RESIDENT = {"none": "every component's weights and buffers",
             "model": "the largest component's weights and buffers (one component at a time)",
+            "group-block": "the running component's blocks outside its ModuleLists, and its largest group of blocks "
+                           "(two with CUDA streams: the next one prefetched)",
+            "group-leaf": "the running component's largest leaf module (two with CUDA streams)",
             "sequential": "every component's buffers and the largest single module's parameters (one module at a "
                           "time; the enclosing modules' direct parameters, at most 7.1% of it on the bundled models, "
                           "are not included)"}
@@ -90,17 +95,54 @@ class MemoryEstimate:
     forwards: Mapping[str, int] = field(default_factory=dict, hash=False)
     #: images or videos one generation makes (prompts × per prompt)
     items: int = 1
+    #: group offloading: consecutive blocks per group (``num_blocks_per_group``), and CUDA streams (``use_stream``:
+    #: the next group is prefetched while one runs; diffusers then forces one block per group)
+    blocks_per_group: int = 1
+    stream: bool = False
+    #: the denoiser's last ``block_swap`` blocks kept on the host and copied in for each forward (trainers'
+    #: ``blocks_to_swap``), without offload
+    block_swap: int = 0
+    #: the calls of the run whose activation peak has no estimate (``component.call``): "fits" cannot be said then
+    unestimated: tuple[str, ...] = ()
 
     @property
     def transfer_bytes(self) -> int:
         """Weight bytes moved to the GPU per generation by the offload mode: none without offload; each running
         component once under ``enable_model_cpu_offload()`` (its hook moves it when it is called, it stays until
-        another is); every module for every forward under ``enable_sequential_cpu_offload()``."""
+        another is); every module for every forward under ``enable_sequential_cpu_offload()`` and group offloading
+        (each group's hook onloads it for every forward); the swapped blocks for every denoiser forward."""
         if self.offload == "model":
             return sum(c.bytes for c in self.running)
         if self.offload == "sequential":
             return sum((c.bytes - c.buffer_bytes) * self.forwards.get(c.component, 1) for c in self.running)
+        if self.offload in ("group-block", "group-leaf"):
+            return sum(c.bytes * self.forwards.get(c.component, 1) for c in self.running)
+        if self.block_swap:
+            den = self._swapped()
+            return sum(den[1]) * self.forwards.get(den[0].component, 1)
         return 0
+
+    @property
+    def host_bytes(self) -> int:
+        """Weight bytes the offload mode keeps in host memory (pinned with CUDA streams): every component's under an
+        offload mode (the pipeline lives on the CPU), the swapped blocks with a block swap, none otherwise."""
+        if self.offload != "none":
+            return self.weights_bytes
+        return sum(self._swapped()[1]) if self.block_swap else 0
+
+    def _swapped(self) -> tuple[ComponentWeights, tuple[int, ...]]:
+        """The denoiser (the running component with the most block bytes) and its swapped blocks' bytes."""
+        den = max(self.running, key=lambda c: sum(c.block_bytes))
+        return den, den.block_bytes[len(den.block_bytes) - self.block_swap:]
+
+    def _group(self, c: ComponentWeights) -> int:
+        """The largest group block-level group offloading has on the GPU at once while ``c`` runs."""
+        size = 1 if self.stream else self.blocks_per_group
+        b = c.block_bytes
+        windows = [sum(b[i:i + size]) for i in range(0, len(b), size)] or [0]
+        if self.stream and len(windows) > 1:  # the next group onloaded while one runs
+            return max(x + y for x, y in zip(windows, windows[1:]))
+        return max(windows)
 
     @property
     def transfer_bytes_per_item(self) -> float:
@@ -120,17 +162,35 @@ class MemoryEstimate:
         return tuple(c for c in self.components if c.runs)
 
     def _held(self, c: ComponentWeights) -> int:
-        """What the offload mode holds on the GPU while ``c`` runs, beyond what stays there throughout."""
-        return c.largest_module_bytes if self.offload == "sequential" else c.bytes
+        """What the offload mode holds on the GPU while ``c`` runs, beyond what stays there throughout
+        (``_apply_group_offloading_block_level``: the unmatched group is onloaded for the whole forward, one group of
+        blocks at a time; leaf level: one leaf module at a time, two with streams)."""
+        if self.offload == "sequential":
+            return c.largest_module_bytes
+        if self.offload == "group-block":
+            return c.unmatched_bytes + self._group(c)
+        if self.offload == "group-leaf":
+            return c.largest_module_bytes * (2 if self.stream else 1)
+        return c.bytes
+
+    def _always(self) -> int:
+        """What stays on the GPU throughout: every buffer under sequential offload; without offload every weight,
+        less the swapped blocks, plus the one swapped block being computed."""
+        if self.offload == "sequential":
+            return self.buffer_bytes
+        if self.offload == "none":
+            if not self.block_swap:
+                return self.weights_bytes
+            swapped = self._swapped()[1]
+            return self.weights_bytes - sum(swapped) + max(swapped, default=0)
+        return 0
 
     @property
     def resident_bytes(self) -> int:
         """Weights on the GPU at the peak under the offload mode."""
-        if self.offload == "model":
-            return max((c.bytes for c in self.running), default=0)
-        if self.offload == "sequential":
-            return self.buffer_bytes + max((c.largest_module_bytes for c in self.running), default=0)
-        return self.weights_bytes
+        if self.offload == "none":
+            return self._always()
+        return self._always() + max((self._held(c) for c in self.running), default=0)
 
     @property
     def resident_components(self) -> tuple[str, ...]:
@@ -145,16 +205,33 @@ class MemoryEstimate:
     @property
     def peak_bytes(self) -> int:
         """Weights resident + activations at the worst moment of the run."""
-        if self.offload == "model":
-            return max((c.bytes + self.activation_bytes(c.component) for c in self.running), default=0)
-        if self.offload == "sequential":
-            return self.buffer_bytes + max((c.largest_module_bytes + self.activation_bytes(c.component)
-                                            for c in self.running), default=0)
-        return self.weights_bytes + max((self.activation_bytes(c.component) for c in self.components), default=0)
+        if self.offload == "none":
+            return self._always() + max((self.activation_bytes(c.component) for c in self.components), default=0)
+        return self._always() + max((self._held(c) + self.activation_bytes(c.component) for c in self.running),
+                                    default=0)
 
     @property
     def fits(self) -> bool | None:
-        return None if self.gpu_memory_bytes is None else self.peak_bytes <= self.gpu_memory_bytes
+        """True when the peak is within the GPU's memory and every call's activation peak is estimated; False when
+        even the estimated part exceeds it; None without a GPU, or when the estimated part fits but a call's
+        activations are not estimated (:attr:`verdict` says which)."""
+        if self.gpu_memory_bytes is None:
+            return None
+        if self.peak_bytes > self.gpu_memory_bytes:
+            return False
+        return None if self.unestimated else True
+
+    @property
+    def verdict(self) -> str | None:
+        """The answer in words: fits, does not fit, or what is not known."""
+        if self.gpu_memory_bytes is None:
+            return None
+        if self.fits is True:
+            return "fits"
+        if self.fits is False:
+            return "does not fit"
+        return ("weights and the estimated activations fit; the activations of " + ", ".join(self.unestimated) +
+                " are not estimated")
 
     @property
     def headroom_bytes(self) -> int | None:
@@ -175,12 +252,16 @@ class MemoryEstimate:
             "attention": self.attention,
             "peak_bytes": self.peak_bytes,
             "transfer_bytes": self.transfer_bytes,
+            "host_bytes": self.host_bytes,
+            "offload_options": {"blocks_per_group": self.blocks_per_group, "stream": self.stream,
+                                "block_swap": self.block_swap},
             "notes": list(self.notes),
             "uncounted_components": list(self.uncounted),
         }
         if self.gpu_key is not None:
             out["gpu"] = {"key": self.gpu_key, "name": self.gpu_name, "memory_bytes": self.gpu_memory_bytes,
-                          "fits": self.fits, "headroom_bytes": self.headroom_bytes}
+                          "fits": self.fits, "verdict": self.verdict, "headroom_bytes": self.headroom_bytes}
+        out["activations_not_estimated"] = list(self.unestimated)
         return out
 
 
@@ -200,12 +281,17 @@ def forward_batch(report: Any, role: str) -> int:
 
 def memory(model: str, *, attention: str = "fused", dtype: str = "bf16", dtype_of: Mapping[str, str] | None = None,
            offload: str = "none", gpu: str | None = None, revision: str | None = None, token: str | None = None,
-           **settings: Any) -> MemoryEstimate:
+           blocks_per_group: int = 1, stream: bool = False, block_swap: int = 0,
+           transformers_version: str | None = None, lora_rank: int | None = None,
+           lora_targets: str | tuple[str, ...] | None = None, **settings: Any) -> MemoryEstimate:
     """The weights of ``model``'s components (the pipeline's, as :func:`flopcalc.estimate` plans them), each
     loaded in ``dtype`` unless ``dtype_of`` names its own, the activation peaks of the measured calls at the
     run's size with the samples each forward holds (:func:`forward_batch`), and what is resident at the peak under
-    ``offload``. ``settings`` are :func:`flopcalc.estimate`'s (size, steps, guidance, batch of prompts, family
-    options such as ``reference_images=2``): they decide which components run, on what, how often."""
+    ``offload`` (``group-block`` / ``group-leaf``: diffusers' ``enable_group_offload`` at block level with
+    ``blocks_per_group`` blocks per group, or at leaf level, with CUDA streams when ``stream``), or with the
+    denoiser's last ``block_swap`` blocks kept on the host. ``settings`` are :func:`flopcalc.estimate`'s (size,
+    steps, guidance, batch of prompts, family options such as ``reference_images=2``): they decide which components
+    run, on what, how often."""
     from flopcalc.engine.settings import Settings
     from flopcalc.engine.sources import resolve
     from flopcalc.flops.estimate import estimate_configs
@@ -213,12 +299,23 @@ def memory(model: str, *, attention: str = "fused", dtype: str = "bf16", dtype_o
     run = Settings.make(**settings)  # family options checked before any file is read, as estimate does
     if offload not in OFFLOAD:
         raise FlopcalcError(f"--offload {offload!r}: choose one of {', '.join(OFFLOAD)}")
+    _check_offload(offload, blocks_per_group, stream, block_swap)
+    from flopcalc.gpu_memory.transformers_versions import OTHER, PINNED, parse_version
+
+    parse_version(transformers_version or PINNED)
+    from flopcalc.gpu_memory.adapters import check_rank, parse_targets
+
+    targets = parse_targets(lora_targets)
+    if lora_rank is not None:
+        check_rank(lora_rank)
+    elif targets is not None:
+        raise FlopcalcError("--lora-targets needs --lora-rank (the adapters' rank)")
     for d in (dtype, *(dtype_of or {}).values()):
-        if d not in DTYPE_BYTES and d not in FORMATS:
-            raise FlopcalcError(f"dtype {d!r}: choose one of {', '.join([*DTYPE_BYTES, *FORMATS])}")
-        if offload == "sequential" and d in FORMATS:
-            raise FlopcalcError(f"--offload sequential with {d} weights is not modelled (accelerate's hooks move "
-                                "quantized layers differently): use --offload model, or a bf16/fp16/fp32 dtype")
+        if d not in DTYPE_BYTES and canonical(d) is None:
+            raise refuse_unknown(d, tuple(DTYPE_BYTES))
+        if offload in ("sequential", "group-block", "group-leaf") and d not in DTYPE_BYTES:
+            raise FlopcalcError(f"--offload {offload} with {d} weights is not modelled (the hooks move quantized "
+                                "layers differently): use --offload model, or a bf16/fp16/fp32 dtype")
     if attention not in ATTENTION:
         raise FlopcalcError(f"--attention {attention!r}: choose one of {', '.join(ATTENTION)}")
     source = resolve(model, revision=revision, token=token)
@@ -239,14 +336,36 @@ def memory(model: str, *, attention: str = "fused", dtype: str = "bf16", dtype_o
     if unknown:
         raise FlopcalcError(f"--dtype-of names {', '.join(unknown)}, not components of {source.name}: "
                             f"{', '.join(names + idle)}")
-    weights = tuple(replace(component_weights(source.components[n], component=n, dtype=(dtype_of or {}).get(n, dtype)),
-                            runs=n not in idle) for n in names + idle)
+    version = transformers_version or PINNED
+    adds = _adapter_shapes(report)
+    lora = None if lora_rank is None else (lora_rank, targets)
+    denoisers = {c.component for c in report.components if c.role == "denoiser"}
+    weights = tuple(replace(component_weights(source.components[n], component=n, dtype=(dtype_of or {}).get(n, dtype),
+                                              transformers_version=version, shape=adds.get(n),
+                                              lora=lora if n in denoisers else None), runs=n not in idle)
+                    for n in names + idle)
+    weights += _ip_adapter_encoder(report, source, names, dtype, dtype_of, version, notes)
+    if lora is not None:
+        notes += [f"{w.component}: LoRA adapters of rank {lora_rank} on {w.lora_layers:,} layers, "
+                  f"{w.lora_params:,} parameters ({w.lora_bytes / 2**30:,.2f} GiB; peft, unfused)"
+                  for w in weights if w.lora_layers]
+    other = OTHER if parse_version(version) != parse_version(OTHER) else PINNED
+    for w in weights:
+        if w.component not in source.components:
+            continue
+        alt = component_weights(source.components[w.component], component=w.component,
+                                dtype=(dtype_of or {}).get(w.component, dtype), transformers_version=other,
+                                shape=adds.get(w.component), lora=lora if w.component in denoisers else None)
+        if alt.bytes != w.bytes:
+            notes.append(f"{w.component}: {w.bytes / 2**30:,.2f} GiB as transformers {version} loads it "
+                         f"({w.params_fp32:,} parameters kept in float32); transformers {other} keeps "
+                         f"{alt.params_fp32:,} in float32: {alt.bytes / 2**30:,.2f} GiB")
     dtypes = {w.component: w.dtype for w in weights}
     acts = []
     forwards: dict[str, int] = {}
     for c in report.components:
         forwards[c.component] = forwards.get(c.component, 0) + max(1, c.runs // forward_batch(report, c.role))
-        if c.role not in ("text_encoder", "denoiser", "vae_decoder"):
+        if c.role not in MEASURED_ROLES:
             continue
         cfg = source.components[c.component]
         untiled = whole.get((c.component, c.call))
@@ -280,9 +399,70 @@ def memory(model: str, *, attention: str = "fused", dtype: str = "bf16", dtype_o
     items = s.batch_size * s.num_images_per_prompt
     summary = {"height": s.height, "width": s.width, "num_frames": s.num_frames, "batch_size": s.batch_size,
                "num_images_per_prompt": s.num_images_per_prompt, "guidance_passes": report.passes,
-               "passes_in_one_forward": report.batched_passes}
-    return MemoryEstimate(source.name, report.pipeline, offload, weights, tuple(acts), attention, summary, key, name,
-                          mem, tuple(notes), tuple(source.missing), forwards, items)
+               "passes_in_one_forward": report.batched_passes, "transformers_version": version}
+    est = MemoryEstimate(source.name, report.pipeline, offload, weights, tuple(acts), attention, summary, key, name,
+                         mem, tuple(notes), tuple(source.missing), forwards, items, blocks_per_group, stream,
+                         block_swap, _unestimated(report, acts))
+    if block_swap:
+        den = est._swapped()[0]
+        if block_swap > len(den.block_bytes):
+            raise FlopcalcError(f"--block-swap {block_swap}: {den.component} has {len(den.block_bytes)} blocks")
+    return est
+
+
+def _check_offload(offload: str, blocks_per_group: int, stream: bool, block_swap: int) -> None:
+    for value, flag, low in ((blocks_per_group, "--blocks-per-group", 1), (block_swap, "--block-swap", 0)):
+        if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= 100_000:
+            raise FlopcalcError(f"{flag} must be an integer from {low} to 100000, got {value!r}")
+    if stream and offload not in ("group-block", "group-leaf"):
+        raise FlopcalcError("--stream applies to group offloading (--offload group-block or group-leaf)")
+    if blocks_per_group != 1 and offload != "group-block":
+        raise FlopcalcError("--blocks-per-group applies to --offload group-block")
+    if blocks_per_group != 1 and stream:
+        raise FlopcalcError("--blocks-per-group with --stream: diffusers runs one block per group with streams")
+    if block_swap and offload != "none":
+        raise FlopcalcError(f"--block-swap keeps blocks on the host without an offload mode; not with --offload "
+                            f"{offload}")
+
+
+#: Roles whose activation peaks are measured and fitted (:mod:`flopcalc.gpu_memory.activations`).
+MEASURED_ROLES = ("text_encoder", "denoiser", "vae_decoder")
+
+
+def _unestimated(report: Any, acts: list[CallActivations]) -> tuple[str, ...]:
+    """The calls the run makes whose activation peak has no estimate (``component.call``)."""
+    have = {(a.component, a.call) for a in acts}
+    return tuple(dict.fromkeys(f"{c.component}.{c.call}" for c in report.components
+                               if (c.component, c.call) not in have))
+
+
+def _adapter_shapes(report: Any) -> dict[str, dict[str, Any]]:
+    """Run-shape fields that add modules to a component's weights: an IP-Adapter's image projection and
+    ``to_k_ip`` / ``to_v_ip`` (``ip_image_embed_dim``, ``ip_resampler``), as the plan runs the UNet."""
+    out: dict[str, dict[str, Any]] = {}
+    for c in report.components:
+        extra = {k: c.shape[k] for k in ("ip_image_embed_dim", "ip_resampler") if c.shape.get(k) is not None}
+        if extra:
+            out[c.component] = extra
+    return out
+
+
+def _ip_adapter_encoder(report: Any, source: Any, names: list[str], dtype: str, dtype_of: Mapping[str, str] | None,
+                        version: str, notes: list[str]) -> tuple[ComponentWeights, ...]:
+    """The image encoder ``load_ip_adapter`` loads from h94/IP-Adapter when the pipeline has none (the plan counts
+    no run of it: its config is not in the source), weighed from its bundled config."""
+    chosen = getattr(report.settings, "ip_adapter", None)
+    if not chosen or "image_encoder" in names or "image_encoder" in source.components:
+        return ()
+    from flopcalc.engine.pipelines.ip_adapter import LAYOUTS
+    from flopcalc.gpu_memory.adapters import ip_adapter_image_encoder
+
+    layout = LAYOUTS[chosen[0]]
+    config, _ = ip_adapter_image_encoder(layout.image_encoder)
+    notes.append(f"image_encoder: h94/IP-Adapter's (load_ip_adapter loads it; config bundled as "
+                 f"flopcalc/data/ip_adapter_image_encoders.json, reconstructed): weighed, its FLOPs not counted")
+    return (component_weights(config, component="image_encoder",
+                              dtype=(dtype_of or {}).get("image_encoder", dtype), transformers_version=version),)
 
 
 def _loaded_not_run(source: Any, running: list[str]) -> tuple[list[str], list[str]]:

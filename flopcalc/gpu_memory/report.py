@@ -37,8 +37,13 @@ def _table(est: MemoryEstimate) -> str:
         lines += columns(arows, right=(1, 2, 3, 4))
     held = ", ".join(est.resident_components)
     largest = max(est.components, key=lambda c: c.largest_module_bytes, default=None)
-    mode = {"none": "no offload (pipe.to('cuda')): every component resident",
+    streams = " with CUDA streams (the next group prefetched)" if est.stream else ""
+    mode = {"none": "no offload (pipe.to('cuda')): every component resident" + (
+                f", less the denoiser's last {est.block_swap} blocks swapped in from the host" if est.block_swap else ""),
             "model": "model CPU offload: one component at a time, the largest is " + held,
+            "group-block": f"block-level group offload{streams}, {est.blocks_per_group} block(s) per group; the "
+                           f"largest is in {held}",
+            "group-leaf": f"leaf-level group offload{streams}; the largest leaf is in {held}",
             "sequential": "sequential CPU offload: every buffer, plus one module at a time; the largest is in "
                           f"{held}, {largest.largest_module_params:,} parameters" if largest else ""}
     # a listed component without its config.json is not weighed: every total is then a lower bound
@@ -46,14 +51,21 @@ def _table(est: MemoryEstimate) -> str:
     unweighed = f"; not weighed (no config.json): {', '.join(est.uncounted)}" if est.uncounted else ""
     lines += ["", f"weights resident: {least}{gib(est.resident_bytes)} GiB ({mode[est.offload]}{unweighed})",
               f"peak with activations ({est.attention} attention): {least}{gib(est.peak_bytes)} GiB"]
+    if est.unestimated:
+        lines.append(f"activations not estimated (not in the peak): {', '.join(est.unestimated)}")
+    if est.host_bytes or est.transfer_bytes:
+        lines.append(f"host memory for the offloaded weights: {gib(est.host_bytes)} GiB; weights moved to the GPU "
+                     f"per generation: {gib(est.transfer_bytes)} GiB")
     if est.gpu_key is not None:
         if est.fits:
             lines.append(f"{est.gpu_name} ({gib(est.gpu_memory_bytes)} GiB): "
                          f"{'fits without ' + ', '.join(est.uncounted) if est.uncounted else 'fits'}, "
                          f"headroom {gib(est.headroom_bytes)} GiB for the CUDA context and allocator")
+        elif est.fits is None:
+            lines.append(f"{est.gpu_name} ({gib(est.gpu_memory_bytes)} GiB): {est.verdict}")
         else:
             lines.append(f"{est.gpu_name} ({gib(est.gpu_memory_bytes)} GiB): does NOT fit, short by "
-                         f"{gib(-est.headroom_bytes)} GiB")
+                         f"{gib(-est.headroom_bytes)} GiB (`flopcalc memory ... --fit` lists settings that fit)")
     lines.append("counted: parameters at the loaded dtype (modules the class keeps in float32 at float32) and "
                  "buffers, exact, as from_pretrained(torch_dtype=...) loads them; activation peaks estimated "
                  "(method: `flopcalc.gpu_memory.activations`).")

@@ -55,7 +55,7 @@ def _band(e: dict) -> str:
     return f"±{h:.3f} (×{math.exp(-h):.2f} – ×{math.exp(h):.2f})"
 
 
-def _markdown(doc: dict, mapping: dict, records: list) -> str:
+def _markdown(doc: dict, mapping: dict, records: list, points: list[dict]) -> str:
     lines = ["# Energy and latency laws: validation", "",
              "Written by `validation/energy/fit_energy.py`; do not edit. Figures are absolute % errors per item, "
              "median / p90 / max, over every held-out record. A model (all its batch sizes and GPUs) is held out of "
@@ -89,7 +89,7 @@ def _markdown(doc: dict, mapping: dict, records: list) -> str:
         lines.append(f"| {cal} | {1 / tm['linear']:.2f} / {1 / tm['attention']:.2f} / {1 / tm['conv']:.2f} | "
                      f"{tm['per_call']:.4f} | {1e6 * tm['launches']:.2f} | {tm['weights']:.2f} | {tm['elementwise']:.2f} | "
                      f"{tm['small_batch']:.3f} | {pw['compute']:.2f} / {pw['launch']:.2f} / {pw['memory']:.2f} |")
-    lines += _batch_trend(doc, records)
+    lines += _batch_trend(doc, records, points)
     lines += ["", "## Baselines", "",
               "The seed paper's law (`loglog`: log E linear in log FLOPs, CFG, log pixels and a per-calibration offset) "
               "and `E = k·F` (`linear`), plain leave-one-model-out, for comparison (`--law` selects them):", "",
@@ -144,26 +144,21 @@ def _markdown(doc: dict, mapping: dict, records: list) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _batch_trend(doc: dict, records: list) -> list[str]:
-    """The nested held-out error by batch size: whether the law drifts with the batch (it carries a per-call, a
-    per-module and a small-batch term for that)."""
-    from flopcalc.energy_laws.fit import samples_of, validate_opclass
-    from flopcalc.energy_laws.laws import OpClassFit
+def _batch_trend(doc: dict, records: list, points: list[dict]) -> list[str]:
+    """The nested held-out error by batch size (from the held-out points ``calibrate`` returns): whether the law drifts
+    with the batch (it carries a per-call, a per-module and a small-batch term for that)."""
+    import numpy as np
 
     lines = ["", "## The error against the batch size", "",
              "Median signed latency error (%, nested held-out predictions) by batch size; a trend would show here.",
              ""]
     batches = sorted({r.batch_size for r in records})
     lines += ["| calibration | " + " | ".join(f"batch {b}" for b in batches) + " |", "|---" * (len(batches) + 1) + "|"]
-    import numpy as np
-
-    for cal, c in doc["calibrations"].items():
-        own = [r for r in records if r.calibration == cal and r.num_gpus == 1]
-        samples, _ = samples_of(own)
-        held = validate_opclass(samples, OpClassFit.from_dict(c["opclass"]).terms)["held_out"]
+    for cal in doc["calibrations"]:
         cells = []
         for b in batches:
-            errs = [100 * (p["latency"] / s.latency - 1) for s, p in held if s.items == b]
+            errs = [100 * (p["latency_s_predicted"] / p["latency_s"] - 1) for p in points
+                    if p["calibration"] == cal and p["batch_size"] == b]
             cells.append(f"{np.median(errs):+.1f}" if errs else "")
         lines.append(f"| {cal} | " + " | ".join(cells) + " |")
     return lines
@@ -184,7 +179,7 @@ def build(records_csv: Path = RECORDS) -> dict[Path, str]:
         RECORDS: records_csv.read_text(encoding="utf-8"),
         COEFFICIENTS: yaml.safe_dump(doc, sort_keys=False, width=120),
         POINTS: json.dumps(points, indent=0, allow_nan=False) + "\n",
-        RESULTS_MD: _markdown(doc, mapping, records),
+        RESULTS_MD: _markdown(doc, mapping, records, points),
     }
 
 

@@ -13,7 +13,7 @@ block masks chosen from the attention map at run time) is refused with its reaso
 from __future__ import annotations
 
 from flopcalc.engine.config import (
-    FLAG, LAYERS, NULL, SIZE, SIZES, TEXT, Config, ListOf, boolean, count_int, declare_keys, positive_int,
+    FLAG, LAYERS, SIZE, TEXT, Config, ListOf, boolean, count_int, declare_keys, positive_int,
 )
 from flopcalc.engine.cost import Node
 from flopcalc.engine.errors import ConfigError

@@ -12,7 +12,7 @@ start and end numbers; 0: none): the pipeline calls it once on the text (``encod
 
 from __future__ import annotations
 
-from flopcalc.engine.config import NULL, SIZE, Config, Int, Real, declare_keys, positive_int
+from flopcalc.engine.config import SIZE, Config, Int, Real, declare_keys, positive_int
 from flopcalc.engine.cost import Node
 from flopcalc.engine.errors import ConfigError
 from flopcalc.engine.registry import RunShape, register
