@@ -255,8 +255,17 @@ def lora_params(layers: tuple[tuple[int, int, int], ...], rank: int) -> int:
 def _law_for(inp: Inputs, s: Setup) -> tuple[ActivationLaw | None, str]:
     from flopcalc.training.activation_fits import mode_key
 
-    key = mode_key("lora" if s.rank else "full", s.checkpointing, s.master, s.attention)
+    key = mode_key("lora" if s.rank else "full", s.checkpointing, law_master(s), s.attention)
     return inp.laws.get(key), key
+
+
+def law_master(s: Setup) -> str:
+    """The master dtype whose measured activations apply: FSDP2 (``MixedPrecisionPolicy(param_dtype=bf16)``) and
+    DeepSpeed ZeRO (bf16 model weights, the fp32 master copy in the optimizer) run the forward on bf16 weights, so
+    autocast makes no cast copies of them: the pure-bf16 law; one GPU or DDP with fp32 master weights: the autocast
+    law (its bf16 copies of the weights included)."""
+    sharded = s.sharding is not None and s.sharding != "ddp"
+    return "bf16" if sharded else s.master
 
 
 @dataclass(frozen=True)
@@ -374,10 +383,9 @@ def compose(inp: Inputs, s: Setup, *, gpu: Any = None, inter_node_bytes_per_s: f
         host, states, step_tmp = states, 0, 0
     act, law, act_notes = activations(inp, s)
     notes += act_notes
-    if act is not None and s.master == "fp32" and p_sharded and d > 1:
-        notes.append("activations measured on one GPU under autocast, which holds a bf16 copy of each fp32 weight it "
-                     "casts; FSDP / ZeRO-3 gather bf16 blocks instead: the forward peak (those copies included) is an "
-                     "upper bound here")
+    if law is not None and s.master == "fp32" and law_master(s) == "bf16":
+        notes.append(f"activations: the bf16 law ({s.sharding} runs the forward on bf16 weights: no autocast copies "
+                     "of fp32 weights)")
     enc_act = max((e.activation_bytes or 0 for e in online), default=0) * s.batch
     gathered = _gathered(inp, s, compute)
     resident = trainable_w + frozen_w + encoders + ema + buckets + states
@@ -396,8 +404,8 @@ def compose(inp: Inputs, s: Setup, *, gpu: Any = None, inter_node_bytes_per_s: f
         name, mem = gpu.name, gpu.memory_bytes
     persistent = _persistent(inp, s, tensors, zero=zero, width=width, param_width=compute if zero and s.master == "fp32" else width, grad_width=grad_width,
                              div_p=div_p if p_sharded else 1, div_g=div_g if g_sharded else 1,
-                             div_o=div_o if o_sharded else 1, flat=(frozen_w if s.rank else 0) + encoders + buckets,
-                             ema=bool(ema))
+                             div_o=div_o if o_sharded else 1, flat=encoders + buckets, ema=bool(ema),
+                             frozen=frozen_w if s.rank else 0)
     res = Reserve(peak, sum(b * k for b, k in persistent), reserved_bytes(persistent))
     comm = communication(inp, s, gpu, trained, grad_width, compute, inter_node_bytes_per_s, gpus_per_node)
     return TrainingMemory(s, trainable_w, frozen_w, encoders, ema, grads, buckets, states, step_tmp, gathered, act,
@@ -405,17 +413,23 @@ def compose(inp: Inputs, s: Setup, *, gpu: Any = None, inter_node_bytes_per_s: f
 
 
 def _persistent(inp: Inputs, s: Setup, tensors: tuple[Tensor, ...], *, zero: bool, width: int, param_width: int,
-                grad_width: int, div_p: int, div_g: int, div_o: int, flat: int, ema: bool) -> list[tuple[int, int]]:
+                grad_width: int, div_p: int, div_g: int, div_o: int, flat: int, ema: bool,
+                frozen: int) -> list[tuple[int, int]]:
     """``(bytes, count)`` of the tensors a rank keeps across steps, as the caching allocator is asked for them: the
     trained parameters, their gradients, optimizer states and EMA copy per tensor (FSDP2 shards each on dim 0;
-    DeepSpeed ZeRO keeps gradients, optimizer states and the fp32 master copy in flat partition buffers); the frozen
-    base, the online encoders and DDP's gradient buckets as one buffer each (packed: a lower bound)."""
+    DeepSpeed ZeRO keeps gradients, optimizer states and the fp32 master copy in flat partition buffers); LoRA's frozen
+    base per tensor in bf16/fp16 (quantized: one buffer); the online encoders and DDP's gradient buckets as one buffer
+    each (packed: a lower bound)."""
     from flopcalc.training.optimizers import state_tensors
 
     def local(t: Tensor, d: int) -> Tensor:
         return t if d <= 1 else Tensor(-(-t.rows // d), t.cols, t.count, t.zero)
 
     out: list[tuple[int, int]] = [(local(t, div_p).numel * param_width, t.count) for t in tensors]
+    if frozen and s.base_dtype in WIDTH and not s.blocks_to_swap:
+        out += [(local(t, div_p).numel * WIDTH[s.base_dtype], t.count) for t in inp.tensors]
+    elif frozen:
+        out.append((frozen, 1))
     if ema:
         out += [(t.numel * width, t.count) for t in tensors]
     if zero:
