@@ -185,3 +185,11 @@ def test_api_refuses_what_the_cli_refuses():
         train("flux-dev", height=512, width=512, optimizer="lion")
     with pytest.raises(FlopcalcError, match="--blocks-to-swap"):
         train("flux-dev", trainable="lora:16", height=512, width=512, blocks_to_swap=57)
+
+
+def test_html_section_shows_the_memory_table():
+    from flopcalc.training.html import memory_table
+
+    est = train("flux-dev", height=512, width=512)
+    out = memory_table(est)
+    assert "Training: memory of a step" in out and f"{est.memory.peak_bytes / GIB:,.2f}" in out
