@@ -193,3 +193,26 @@ def test_html_section_shows_the_memory_table():
     est = train("flux-dev", height=512, width=512)
     out = memory_table(est)
     assert "Training: memory of a step" in out and f"{est.memory.peak_bytes / GIB:,.2f}" in out
+
+
+def test_fit_on_every_gpu_for_every_card_with_measured_laws(monkeypatch):
+    """Every proposal fits by the tool's own numbers, on every GPU of the table, full fine-tuning and LoRA, for each
+    card whose activations are measured (the memory Inputs are built once per card, the fits composed per GPU)."""
+    import flopcalc.training.memory_inputs as mi
+    from flopcalc.hardware.gpus import gpus
+    from flopcalc.training.fit import fit_setups
+
+    built = []
+    real = mi.inputs_of
+    monkeypatch.setattr(mi, "inputs_of", lambda *a, **k: built.append(real(*a, **k)) or built[-1])
+    cards = sorted({entry["measured_on"].split("/")[0] for entry in json.loads(
+        (ROOT / "flopcalc" / "data" / "training_memory_fit.json").read_text()).values()})
+    assert cards
+    for card in cards:
+        for trainable in ("denoiser", "lora:16"):
+            est = train(card, trainable=trainable)
+            inp, setup = built[-1], est.memory.setup
+            for g in gpus():
+                result = fit_setups(inp, setup, g)
+                for p in result.proposals + ((result.fewest_gpus,) if result.fewest_gpus else ()):
+                    assert p.memory.known and p.memory.peak_bytes <= g.memory_bytes, (card, g.key, p.why)
