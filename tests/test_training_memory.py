@@ -168,6 +168,10 @@ def test_fit_proposes_only_setups_that_fit_by_the_tools_own_numbers(gpu):
     (["--base-dtype", "nf4"], "--trainable lora:RANK"),
     (["--blocks-to-swap", "2"], "--trainable lora:RANK"),
     (["--fit"], "--fit needs --gpu"),
+    (["--sequence-parallel", "foo"], "ulysses=U,ring=R"),
+    (["--num-gpus", "4", "--sequence-parallel", "ring=3"], "multiple of 3 GPUs"),
+    (["--blocks-to-swap", "-1", "--trainable", "lora:4"], "0 or more"),
+    (["--inter-node-bandwidth", "-1"], "--inter-node-bandwidth"),
     (["--train-samples", "1000"], "--train-samples needs --step-time"),
 ])
 def test_refusals_are_one_line_and_exit_2(argv, match, capsys):
@@ -178,6 +182,11 @@ def test_refusals_are_one_line_and_exit_2(argv, match, capsys):
     assert rc == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and match in err, err
+
+
+def test_sequence_parallelism_is_refused_for_a_unet(capsys):
+    assert main(["train", "sd1.5", "--num-gpus", "2", "--sequence-parallel", "ulysses=2"]) == 2
+    assert "not a DiT" in capsys.readouterr().err
 
 
 def test_api_refuses_what_the_cli_refuses():
