@@ -10,45 +10,45 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Sequence
-from types import ModuleType
+from importlib import import_module
 
-from flopcalc.cli import energy, flops, memory, training
 from flopcalc.engine.version import __version__
 
 
 class Command:
-    """A command's one-line help and the module that holds its ``configure_<name>`` (the parser) and
-    ``run_<name>`` (the work)."""
+    """A command's one-line help and the module of :mod:`flopcalc.cli` that holds its ``configure_<name>`` (the
+    parser) and ``run_<name>`` (the work), imported only when that command is asked for."""
 
     __slots__ = ("help", "module")
 
-    def __init__(self, help: str, module: ModuleType) -> None:
+    def __init__(self, help: str, module: str) -> None:
         self.help, self.module = help, module
 
     def part(self, name: str, what: str) -> Callable:
-        return getattr(self.module, f"{what}_{name.replace('-', '_')}")
+        return getattr(import_module(f"flopcalc.cli.{self.module}"), f"{what}_{name.replace('-', '_')}")
 
 
 COMMANDS: dict[str, Command] = {
-    "estimate": Command("MACs/FLOPs of one generation, per component and per block", flops),
-    "list": Command("the bundled model cards", flops),
-    "coverage": Command("which diffusers pipeline and model classes flopcalc counts", flops),
-    "symbolic": Command("the exact FLOP law in H, W, steps, passes, batch, text length, frames", flops),
-    "formulas": Command("the block formulas as closed forms (text or LaTeX)", flops),
-    "sweep": Command("FLOPs over a grid of settings (the law compiled once to numpy)", flops),
-    "compare": Command("several models side by side at one setting", flops),
-    "plot": Command("FLOPs against resolution per component, and their shares (needs matplotlib)", flops),
-    "report": Command("one self-contained HTML page: tables, the law, the plot, memory, training, energy", flops),
-    "gpus": Command("the GPU table: dense tensor peaks, memory, bandwidth, TDP, sources", energy),
-    "energy": Command("energy (J, Wh), latency and CO2e per image/video on a named GPU, with 90% intervals", energy),
-    "energy-fit": Command("fit the energy/latency laws on your own measurements", energy),
+    "estimate": Command("MACs/FLOPs of one generation, per component and per block", "flops"),
+    "list": Command("the bundled model cards", "flops"),
+    "coverage": Command("which diffusers pipeline and model classes flopcalc counts", "flops"),
+    "symbolic": Command("the exact FLOP law in H, W, steps, passes, batch, text length, frames", "flops"),
+    "formulas": Command("the block formulas as closed forms (text or LaTeX)", "flops"),
+    "sweep": Command("FLOPs over a grid of settings (the law compiled once to numpy)", "flops"),
+    "compare": Command("several models side by side at one setting", "flops"),
+    "plot": Command("FLOPs against resolution per component, and their shares (needs matplotlib)", "flops"),
+    "report": Command("one self-contained HTML page: tables, the law, the plot, memory, training, energy", "flops"),
+    "gpus": Command("the GPU table: dense tensor peaks, memory, bandwidth, TDP, sources", "energy"),
+    "energy": Command("energy (J, Wh), latency and CO2e per image/video on a named GPU, with 90% intervals", "energy"),
+    "energy-fit": Command("fit the energy/latency laws on your own measurements", "energy"),
     "energy-plot": Command("measured vs predicted energy and latency of every validation record (needs matplotlib)",
-                           energy),
+                           "energy"),
     "parallel": Command("multi-GPU inference layouts (xDiT): memory per GPU, communication per step, latency",
-                        energy),
-    "train": Command("FLOPs and memory of a training step (forward + backward), MFU, setups that fit a GPU", training),
-    "memory": Command("weights per component in bytes, resident under offload, fit on a GPU", memory),
-    "kaplan": Command("Kaplan's C≈2N+2·n_layer·n_ctx·d_attn beside the exact text-encoder count", flops),
+                        "energy"),
+    "train": Command("FLOPs and memory of a training step (forward + backward), MFU, setups that fit a GPU",
+                     "training"),
+    "memory": Command("weights per component in bytes, resident under offload, fit on a GPU", "memory"),
+    "kaplan": Command("Kaplan's C≈2N+2·n_layer·n_ctx·d_attn beside the exact text-encoder count", "flops"),
 }
 
 #: Examples printed at the end of each command's --help (a test runs every one of them).
@@ -75,7 +75,8 @@ EXAMPLES = {
     "energy-plot": ["flopcalc energy-plot --out energy.png"],
     "train": ["flopcalc train flux-dev --gradient-checkpointing --step-time 2.1 --gpu h100-sxm --num-gpus 8",
               "flopcalc train flux-dev --trainable lora:16 --height 512 --width 512",
-              "flopcalc train flux-dev --trainable lora:16 --gradient-checkpointing --optimizer adamw8bit --gpu rtx-4090",
+              "flopcalc train flux-dev --trainable lora:16 --gradient-checkpointing --optimizer adamw8bit "
+              "--gpu rtx-4090",
               "flopcalc train flux-dev --gpu h100-sxm --num-gpus 8 --sharding fsdp --gradient-checkpointing",
               "flopcalc train wan2.1-t2v-1.3b --gpu rtx-4090 --fit"],
     "memory": ["flopcalc memory flux-dev --gpu rtx-4090 --offload model",
