@@ -19,11 +19,11 @@ segments).
 The persistent tensors (weights, gradients, optimizer states) are allocated once and stay: each large one fills its
 own segment, the small and medium ones are packed into their pools' segments (counted here as packed without gaps:
 the last segment of each pool partly filled). :func:`reserved_bytes` is therefore exact for the large tensors and a
-lower bound for the pools. Left out, and stated in the output: the fragmentation of the activations' segments
-(freed and reused during the step: it depends on the order of allocations, not on sizes alone), cuBLAS / attention
-workspaces and the CUDA context (the driver's, per process, not in flopcalc's GPU table). ``peak_bytes`` is therefore
-``peak_allocated_bytes`` plus this reserve: what ``torch.cuda.max_memory_reserved()`` would read at least, below
-what ``nvidia-smi`` shows by the context.
+lower bound for the pools. ``peak_bytes`` adds the CUDA context of one process on the GPU's architecture
+(``context_bytes`` of :class:`flopcalc.hardware.gpus.GPU`, from ``architectures`` in ``flopcalc/data/gpus.yaml``
+with its source; 0 without ``--gpu``). Left out, and stated in the output: the fragmentation of the activations'
+segments (freed and reused during the step: it depends on the order of allocations, not on sizes alone) and the
+cuBLAS / attention workspaces. ``peak_bytes`` is therefore a lower bound of what the step needs.
 """
 
 from __future__ import annotations
@@ -38,8 +38,7 @@ K_LARGE_BUFFER = 20_971_520       # c10/cuda/CUDACachingAllocator.cpp kLargeBuff
 K_MIN_LARGE_ALLOC = 10_485_760    # c10/core/AllocatorConfig.h kMinLargeAlloc
 K_ROUND_LARGE = 2_097_152         # c10/core/AllocatorConfig.h kRoundLarge: large segments rounded to 2 MiB
 
-LEFT_OUT = ("not included: fragmentation of the activations' segments, cuBLAS/attention workspaces and the CUDA "
-            "context (per process, set by the driver)")
+LEFT_OUT = "not included: fragmentation of the activations' segments, cuBLAS/attention workspaces"
 
 
 def round_size(nbytes: int) -> int:
@@ -80,6 +79,7 @@ class Reserve:
     allocated_peak_bytes: int   # live tensors at the peak (torch.cuda.max_memory_allocated)
     persistent_bytes: int       # the persistent tensors' bytes the reserve was computed for
     persistent_reserved_bytes: int  # their segments (reserved_bytes)
+    context_bytes: int = 0      # the CUDA context of one process (gpus.yaml architectures)
 
     @property
     def allocator_bytes(self) -> int:
@@ -87,12 +87,19 @@ class Reserve:
         return max(0, self.persistent_reserved_bytes - self.persistent_bytes)
 
     @property
-    def peak_bytes(self) -> int:
+    def reserved_peak_bytes(self) -> int:
+        """What ``torch.cuda.max_memory_reserved()`` would read at least."""
         return self.allocated_peak_bytes + self.allocator_bytes
+
+    @property
+    def peak_bytes(self) -> int:
+        """The reserved peak and the CUDA context: what must fit the GPU's memory."""
+        return self.reserved_peak_bytes + self.context_bytes
 
     def to_dict(self) -> dict[str, Any]:
         return {"allocated_peak_bytes": self.allocated_peak_bytes, "persistent_bytes": self.persistent_bytes,
                 "persistent_reserved_bytes": self.persistent_reserved_bytes, "allocator_bytes": self.allocator_bytes,
+                "reserved_peak_bytes": self.reserved_peak_bytes, "context_bytes": self.context_bytes,
                 "peak_bytes": self.peak_bytes,
                 "rule": "PyTorch CUDA caching allocator: 512 B blocks; <= 1 MiB packed in 2 MiB segments, 1-10 MiB "
                         "in 20 MiB, larger in own segments rounded to 2 MiB (c10/core/AllocatorConfig.h, "

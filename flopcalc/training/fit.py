@@ -18,8 +18,8 @@ swap moves frozen blocks over the host link):
 9. block swap (LoRA): the fewest blocks of the largest block list held in host memory;
 10. DeepSpeed ZeRO-2 with the optimizer offloaded to host memory (with 2 and 3).
 
-A setup "fits" when its peak (live tensors and the caching allocator's segments for the persistent ones; the CUDA
-context is not included, :mod:`flopcalc.training.allocator`) is at most the GPU's memory
+A setup "fits" when its peak (live tensors, the caching allocator's segments for the persistent ones and the CUDA
+context, :mod:`flopcalc.training.allocator`) is at most the GPU's memory
 and its activations are measured (otherwise the peak is a lower bound and nothing is claimed). The fewest GPUs for full
 fine-tuning: the smallest N (up to :data:`MAX_GPUS`) at which FSDP full sharding over N GPUs with checkpointing and
 AdamW, or 8-bit AdamW, or (a video DiT) with sequence parallelism as well, fits; per-rank memory only shrinks with N

@@ -49,7 +49,7 @@ def memory_table(est: Any) -> str:
             ("gradients", cell(m.gradients_bytes)), ("optimizer states", cell(m.optimizer_bytes)),
             ("activations saved for backward", cell(m.activations_bytes)),
             (f"peak allocated ({m.phase})", cell(m.peak_allocated_bytes)),
-            ("peak reserved (the allocator's segments, without the CUDA context)", cell(m.peak_bytes))]
+            ("peak reserved (the allocator's segments)", cell(m.reserve.reserved_peak_bytes))]
     note = "" if m.known else " Activations of this denoiser are not measured: the peaks are lower bounds."
     return ("<h3>Training: memory of a step</h3>" + html_table(rows, numeric=(1,))
             + '<p class="note">Weights, gradients and optimizer states exact per tensor; activations from the measured '

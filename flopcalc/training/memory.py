@@ -28,8 +28,8 @@ The peak of live tensors is the largest of three moments:
 * the optimizer step: weights + states + gradients + the step's temporaries (AdamW's foreach ``sqrt``).
 
 ``peak_bytes`` adds what PyTorch's caching allocator reserves above the persistent tensors' own bytes (its segment
-rules, :mod:`flopcalc.training.allocator`); the activations' fragmentation, workspaces and the CUDA context are left
-out and said so.
+rules, :mod:`flopcalc.training.allocator`) and the CUDA context on ``--gpu`` (gpus.yaml); the activations'
+fragmentation and the workspaces are left out and said so.
 """
 
 from __future__ import annotations
@@ -406,7 +406,8 @@ def compose(inp: Inputs, s: Setup, *, gpu: Any = None, inter_node_bytes_per_s: f
                              div_p=div_p if p_sharded else 1, div_g=div_g if g_sharded else 1,
                              div_o=div_o if o_sharded else 1, flat=encoders + buckets, ema=bool(ema),
                              frozen=frozen_w if s.rank else 0)
-    res = Reserve(peak, sum(b * k for b, k in persistent), reserved_bytes(persistent))
+    res = Reserve(peak, sum(b * k for b, k in persistent), reserved_bytes(persistent),
+                  getattr(gpu, "context_bytes", 0) if gpu is not None else 0)
     comm = communication(inp, s, gpu, trained, grad_width, compute, inter_node_bytes_per_s, gpus_per_node)
     return TrainingMemory(s, trainable_w, frozen_w, encoders, ema, grads, buckets, states, step_tmp, gathered, act,
                           enc_act, peak, phase, res, name, mem, law, comm, host, tuple(inp.notes) + tuple(notes))

@@ -11,6 +11,9 @@ from flopcalc.engine.cost import Node
 from flopcalc.engine.gradients import GradientGraph, items_matched
 from flopcalc.training.memory import BASE_DTYPES, Encoder, Inputs
 
+_WIDTH = {"fp32": 4, "bf16": 2, "fp16": 2}
+#: buffer dtypes ``Module.to(dtype)`` casts (floating ones; "loaded": the checkpoint's dtype)
+_FLOATING = ("loaded", "float32", "float16", "bfloat16", "float64")
 #: Components run forward only per sample (``flopcalc.training.estimate.FROZEN_ROLES``).
 _ENCODER_ROLES = ("text_encoder", "image_encoder", "vae_encoder")
 
@@ -125,7 +128,14 @@ def inputs_of(report: Any, den: Any, graph: GradientGraph, *, chosen: frozenset[
     weights, buffers = {}, {}
     for dtype in ("fp32", *BASE_DTYPES):
         w = component_weights(cfg, component=den.component, dtype=dtype)
-        weights[dtype], buffers[dtype] = w.bytes, w.buffer_bytes
+        # training scripts cast the denoiser with ``.to(dtype)`` (accelerate's weight_dtype), which casts the modules
+        # ``from_pretrained`` would keep in float32 too
+        if dtype in _WIDTH:
+            cast_buffers = sum(b.numel * _WIDTH[dtype] if b.dtype in _FLOATING else b.nbytes(dtype) for b in w.buffers)
+            weights[dtype] = w.bytes - w.params_fp32 * (4 - _WIDTH[dtype]) - w.buffer_bytes + cast_buffers
+            buffers[dtype] = cast_buffers
+        else:
+            weights[dtype], buffers[dtype] = w.bytes, w.buffer_bytes
     found = blocks(den.tree, graph)
     layers, tokens = adapted_layers(den.tree, chosen)
     key = fit_key(den.class_name, "train", cfg, fed=form(den.shape))

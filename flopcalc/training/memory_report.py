@@ -70,7 +70,10 @@ def memory_lines(est: Any) -> list[str]:
         rows.append(("frozen encoders' activations (encoding)", gib(m.encoder_activation_bytes), ""))
     rows.append((f"peak allocated ({m.phase})", gib(m.peak_allocated_bytes), "" if m.known else "at least"))
     rows.append(("allocator segments above the persistent tensors", gib(m.reserve.allocator_bytes), ""))
-    rows.append(("peak (reserved, without the CUDA context)", gib(m.peak_bytes), "" if m.known else "at least"))
+    if m.reserve.context_bytes:
+        rows.append(("CUDA context", gib(m.reserve.context_bytes), ""))
+    rows.append(("peak" if m.reserve.context_bytes else "peak (no --gpu: without the CUDA context)", gib(m.peak_bytes),
+                 "" if m.known else "at least"))
     lines = ["", f"memory per GPU: {_setup(m)}"]
     lines += columns(rows, right=(1,), rule_before_last=True)
     if m.gpu_name is not None:
