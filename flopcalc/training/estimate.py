@@ -310,7 +310,7 @@ def train(
     an option that does not apply.
     """
     from flopcalc.training.lora import parse_trainable
-    from flopcalc.training.memory import Setup, check_setup
+    from flopcalc.training.memory import Setup
     from flopcalc.training.sharding import parse_sequence_parallel
 
     rank = parse_trainable(trainable)

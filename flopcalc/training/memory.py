@@ -37,7 +37,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
-from flopcalc.engine.cost import Node
 from flopcalc.engine.errors import OptionError
 from flopcalc.training.activation_fits import ActivationLaw
 from flopcalc.training.optimizers import Tensor, state_bytes, step_temporary_bytes

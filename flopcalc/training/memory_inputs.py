@@ -5,7 +5,7 @@ encoders, and the measured activation laws at the run's size (:class:`flopcalc.t
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from typing import Any
 
 from flopcalc.engine.cost import Node
 from flopcalc.engine.gradients import GradientGraph, items_matched
