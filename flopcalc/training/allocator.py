@@ -31,28 +31,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-K_MIN_BLOCK_SIZE = 512            # c10/core/AllocatorConfig.h kMinBlockSize
-K_SMALL_SIZE = 1_048_576          # c10/core/AllocatorConfig.h kSmallSize: largest "small" request
-K_SMALL_BUFFER = 2_097_152        # c10/core/AllocatorConfig.h kSmallBuffer: small requests packed in 2 MiB
-K_LARGE_BUFFER = 20_971_520       # c10/cuda/CUDACachingAllocator.cpp kLargeBuffer: 1–10 MiB packed in 20 MiB
-K_MIN_LARGE_ALLOC = 10_485_760    # c10/core/AllocatorConfig.h kMinLargeAlloc
-K_ROUND_LARGE = 2_097_152         # c10/core/AllocatorConfig.h kRoundLarge: large segments rounded to 2 MiB
+from flopcalc.gpu_memory.caching_allocator import (  # noqa: F401  (the rules, cited there, re-exported)
+    K_LARGE_BUFFER,
+    K_MIN_BLOCK_SIZE,
+    K_MIN_LARGE_ALLOC,
+    K_ROUND_LARGE,
+    K_SMALL_BUFFER,
+    K_SMALL_SIZE,
+    round_size,
+)
+from flopcalc.gpu_memory.caching_allocator import allocation_size as segment_size  # noqa: F401
 
 LEFT_OUT = "not included: fragmentation of the activations' segments, cuBLAS/attention workspaces"
-
-
-def round_size(nbytes: int) -> int:
-    """``round_size``: the block a request of ``nbytes`` gets (at least 512, a multiple of 512)."""
-    return max(K_MIN_BLOCK_SIZE, -(-nbytes // K_MIN_BLOCK_SIZE) * K_MIN_BLOCK_SIZE)
-
-
-def segment_size(nbytes: int) -> int:
-    """``get_allocation_size``: the segment a request of ``nbytes`` opens when no cached block fits it."""
-    if nbytes <= K_SMALL_SIZE:
-        return K_SMALL_BUFFER
-    if nbytes < K_MIN_LARGE_ALLOC:
-        return K_LARGE_BUFFER
-    return -(-nbytes // K_ROUND_LARGE) * K_ROUND_LARGE
 
 
 def reserved_bytes(tensors: Iterable[tuple[int, int]]) -> int:
