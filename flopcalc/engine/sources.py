@@ -756,18 +756,20 @@ class _Hub:
 def _unknown(model: str, why: str) -> SourceError:
     import difflib
 
-    hint = ""
     try:
         keys = {key.casefold(): card.name for card in _cards.list_cards() for key in (card.name, *card.aliases)}
     except ConfigError:
         keys = {}
     names = list(dict.fromkeys(keys[k] for k in difflib.get_close_matches(model.casefold(), list(keys), n=5)))
-    if names:
-        hint = " Did you mean the bundled card " + " or ".join(f"`{n}`" for n in names[:3]) + "?"
-    return SourceError(
-        f"'{model}' {why}. Give a local folder with {MODEL_INDEX} or {CONFIG}, a config .json file, a bundled "
-        f"model card name, or a Hugging Face Hub repo id (org/name).{hint} {LIST_HINT}"
-    )
+    shown = model if len(model) <= 40 else model[:40] + "…"
+    names = names[:3]
+    while True:  # one line of at most 280 characters: fewer suggestions where the names are long
+        hint = " Did you mean " + " or ".join(f"`{n}`" for n in names) + "?" if names else ""
+        text = (f"'{shown}' {why} (inputs: a folder with {MODEL_INDEX} or {CONFIG}, a config .json, a card name, a "
+                f"Hub id).{hint} {LIST_HINT}")
+        if len(text) <= 280 or not names:
+            return SourceError(text)
+        names.pop()
 
 
 def _no_revision(model: str, revision: str | None) -> None:

@@ -60,11 +60,16 @@ def refuse_unknown(name: str, floating: tuple[str, ...]) -> FlopcalcError:
     libraries: dict[str, list[str]] = {}
     for f in FORMATS.values():
         libraries.setdefault(f.library, []).append(f.name)
-    gguf = [n.removeprefix("gguf-") for n in libraries.pop("gguf", [])]
-    listed = "; ".join(f"{lib}: {', '.join(names)}" for lib, names in libraries.items())
+    gguf = libraries.pop("gguf", [])
+
+    def compact(names: list[str]) -> str:  # bnb-int8/nf4/…: the library's prefix once
+        prefix = names[0].split("-")[0] + "-"
+        return prefix + "/".join(n.removeprefix(prefix) for n in names)
+
+    listed = ", ".join(compact(names) for names in libraries.values())
     shown = name if isinstance(name, str) and len(name) <= 40 else f"{str(name)[:40]}…"
-    return FlopcalcError(f"dtype {shown!r}: choose one of {', '.join(floating)}; {listed}; "
-                         f"gguf-<type> with type {'/'.join(gguf)}")
+    return FlopcalcError(f"dtype {shown!r}: choose {', '.join(floating)}, {listed}, or gguf-<type> "
+                         f"({len(gguf)} types: docs/memory.md#quantization)")
 
 
 @dataclass(frozen=True)
