@@ -37,7 +37,9 @@ __all__ = ["LiveElements", "PhasedLiveElements", "PHASE_DEPTHS", "peak_elements"
 PHASE_DEPTHS = (0, 1, 2)
 #: A phase whose peak stays under this share of the call's peak is not recorded (it never decides the peak).
 PHASE_FLOOR = 0.02
-#: The most phases kept per depth (the largest; a 40-layer text encoder has 80 at depth 2, the last layers' lead).
+#: The most phases kept per depth, of those inside attention and, apart, of the others (the largest; a 40-layer text
+#: encoder has 80 at depth 2, the last layers' lead). Apart: where the 24 attention layers of T5 lead at 256 tokens,
+#: the feed-forward phase that leads at 64 must still be recorded there, or its law has two sizes to go on.
 PHASE_LIMIT = 24
 
 
@@ -86,7 +88,7 @@ class PhasedLiveElements(LiveElements):
     and apart, ``<that path>|<attention path>``, the time inside an attention module deeper than d (the innermost
     running module whose class name ends in ``Attention``: where a math path holds its scores). The module stack
     comes from global forward hooks (:meth:`hooks`), which create no tensors. Only the :data:`PHASE_LIMIT` largest
-    phases of a depth are kept."""
+    phases of a depth inside attention, and as many outside it, are kept."""
 
     def __init__(self, exclude: set[int], root: torch.nn.Module) -> None:
         super().__init__(exclude)
@@ -136,11 +138,14 @@ class PhasedLiveElements(LiveElements):
             post.remove()
 
     def phases(self) -> dict[str, dict[str, int]]:
-        """``{depth: {phase: peak}}``: at each depth the :data:`PHASE_LIMIT` largest phases that reach
-        :data:`PHASE_FLOOR` of the call's peak."""
+        """``{depth: {phase: peak}}``: at each depth the :data:`PHASE_LIMIT` largest phases inside attention and as
+        many outside it that reach :data:`PHASE_FLOOR` of the call's peak."""
         out = {}
         for d, peaks in self.phase_peaks.items():
-            kept = sorted(peaks.items(), key=lambda kv: (-kv[1], kv[0]))[:PHASE_LIMIT]
+            kept = []
+            for inside in (False, True):
+                group = [kv for kv in peaks.items() if ("|" in kv[0]) == inside]
+                kept += sorted(group, key=lambda kv: (-kv[1], kv[0]))[:PHASE_LIMIT]
             out[str(d)] = {k: v for k, v in sorted(kept) if v >= PHASE_FLOOR * self.peak}
         return out
 
