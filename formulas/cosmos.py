@@ -47,35 +47,52 @@ def cosmos_ada_norm(name: str, *, dim: int, lora_dim: int, tokens: Any, rows: An
 
 
 def cosmos_cross_attention(name: str, *, tokens: Any, dim: int, context_tokens: Any, context_dim: int, heads: int,
-                           head_dim: int) -> Node:
+                           head_dim: int, image_tokens: Any = None) -> Node:
     r"""``Attention(query_dim=d, cross_attention_dim=d_t, qk_norm="rms_norm", out_bias=False)`` with
     ``CosmosAttnProcessor2_0``: ``to_q`` on the tokens, ``to_k``/``to_v`` on the text, per-head RMS norms of q and
     k, attention, ``to_out.0``.
 
     .. math:: \mathrm{MACs} = 2 N d^2 + 2 T d_t d + 2 h N T d_h
+
+    ``image_tokens`` (Cosmos 2.5 Transfer, ``img_context_dim_in`` set): ``CosmosAttention`` with
+    ``CosmosAttnProcessor2_5`` (transformer_cosmos.py:215-338), which adds ``q_img`` on the tokens and
+    ``k_img``/``v_img`` on the :math:`I` projected image-context tokens (``nn.Linear(d, d)``, no bias), per-head RMS
+    norms ``q_img_norm``/``k_img_norm``, a second attention over the image tokens, its output added to the text
+    attention's before ``to_out.0``: :math:`+\,2 N d^2 + 2 I d^2 + 2 h N I d_h`.
     """
     inner = heads * head_dim
     cost = (ops.linear(tokens, dim, inner, bias=False) + ops.linear(context_tokens, context_dim, inner, bias=False) * 2
             + ops.rms_norm(tokens * heads, head_dim) + ops.rms_norm(context_tokens * heads, head_dim)
             + ops.attention(tokens, context_tokens, heads, head_dim) + ops.linear(tokens, inner, dim, bias=False))
+    if image_tokens is not None:
+        cost = (cost + ops.linear(tokens, dim, inner, bias=False) + ops.linear(image_tokens, dim, inner, bias=False) * 2
+                + ops.rms_norm(tokens * heads, head_dim) + ops.rms_norm(image_tokens * heads, head_dim)
+                + ops.attention(tokens, image_tokens, heads, head_dim))
     return Node(name, cost, formula="attention")
 
 
 @lru_cache(maxsize=256)
 def cosmos_transformer_block(*, dim: int, heads: int, head_dim: int, text_dim: int, lora_dim: int, ff_dim: int,
-                             tokens: Any, text_tokens: Any, rows: Any) -> Node:
-    """One ``CosmosTransformerBlock`` (no image context, no ControlNet projections): ``norm1``, ``attn1``,
-    ``norm2``, ``attn2``, ``norm3``, ``ff``, names as in diffusers."""
+                             tokens: Any, text_tokens: Any, rows: Any, image_tokens: Any = None,
+                             before_proj: bool = False, after_proj: bool = False) -> Node:
+    """One ``CosmosTransformerBlock``: ``norm1``, ``attn1``, ``norm2``, ``attn2`` (with the image-context branch on
+    ``image_tokens`` tokens when set: :func:`cosmos_cross_attention`), ``norm3``, ``ff``, names as in diffusers;
+    and the ControlNet's zero projections (transformer_cosmos.py:394-399, 418-419, 448-451): ``before_proj``
+    (``nn.Linear(d, d)``, on the tokens, its output added to the base latent's patch embedding) and
+    ``after_proj`` (``nn.Linear(d, d)`` on the block's output: the residual handed to the transformer)."""
     norm = dict(dim=dim, lora_dim=lora_dim, tokens=tokens, rows=rows, chunks=3)
+    projections = tuple(Node(p, ops.linear(tokens, dim, dim)) for p, on in (("before_proj", before_proj),
+                                                                             ("after_proj", after_proj)) if on)
     return Node("block", children=(
         cosmos_ada_norm("norm1", **norm),
         attention_module("attn1", tokens=tokens, dim=dim, heads=heads, head_dim=head_dim, qk_norm="rms_norm",
                          bias=False, out_bias=False),
         cosmos_ada_norm("norm2", **norm),
         cosmos_cross_attention("attn2", tokens=tokens, dim=dim, context_tokens=text_tokens, context_dim=text_dim,
-                               heads=heads, head_dim=head_dim),
+                               heads=heads, head_dim=head_dim, image_tokens=image_tokens),
         cosmos_ada_norm("norm3", **norm),
         feed_forward("ff", tokens, dim, inner=ff_dim, bias=False),
+        *projections,
     ), formula="cosmos_transformer_block")
 
 

@@ -228,7 +228,7 @@ def _renamed(tmp_path: Path, field: str, value) -> Path:
 
 
 @pytest.mark.parametrize("args, words", [
-    (("estimate", "{unplanned}"), ("AllegroPipeline", "no plan", "AllegroTransformer3DModel", "flopcalc coverage")),
+    (("estimate", "{unplanned}"), ("MotifVideoPipeline", "no plan", "MotifVideoTransformer3DModel", "flopcalc coverage")),
     (("estimate", "{unknown_class}"), ("transformer", "FooTransformer3D", "no formula", "flopcalc coverage")),
     (("train", "sana-600m-512"), ("SanaTransformer2DModel", "not validated", "docs/training.md")),
     (("formulas", "resnet_blok"), ("resnet_blok", "did you mean resnet_block")),
@@ -238,13 +238,13 @@ def _renamed(tmp_path: Path, field: str, value) -> Path:
 def test_refusals_are_one_short_line_naming_what_is_missing(tmp_path, args, words):
     """Every refusal is one line of at most 300 characters, naming what is missing for this input and where to
     look, never the whole list of what flopcalc supports."""
-    folders = {"{unplanned}": _renamed(tmp_path / "a", "model_index.json:_class_name", "AllegroPipeline"),
+    folders = {"{unplanned}": _renamed(tmp_path / "a", "model_index.json:_class_name", "MotifVideoPipeline"),
                "{unknown_class}": _renamed(tmp_path / "b", "transformer/config.json:_class_name", "FooTransformer3D")}
-    allegro = folders["{unplanned}"]
-    for component, cls in (("transformer", "AllegroTransformer3DModel"), ("vae", "AutoencoderKLAllegro")):
+    unplanned = folders["{unplanned}"]
+    for component, cls in (("transformer", "MotifVideoTransformer3DModel"), ("vae", "AutoencoderKLWan")):
         import json
 
-        path = allegro / component / "config.json"
+        path = unplanned / component / "config.json"
         path.write_text(json.dumps({**json.loads(path.read_text()), "_class_name": cls}))
     res = run(*(str(folders.get(a, a)) for a in args))
     _assert_user_error(res, *words)

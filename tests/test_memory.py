@@ -37,8 +37,8 @@ def test_offload_modes_and_gpu_fit():
     # the peak adds the largest activation peak (no offload) / each component's own (model offload)
     acts = {a.component: a.bytes("fused") for a in none.activations}
     assert set(acts) == {"text_encoder", "text_encoder_2", "transformer", "vae"}
-    assert none.peak_bytes == none.weights_bytes + max(acts.values())
-    assert model.peak_bytes == max(c.bytes + acts.get(c.component, 0) for c in model.components)
+    assert none.peak_allocated_bytes == none.weights_bytes + max(acts.values())
+    assert model.peak_allocated_bytes == max(c.bytes + acts.get(c.component, 0) for c in model.components)
     assert none.fits and none.headroom_bytes == gpu("h100-sxm").memory_bytes - none.peak_bytes
     assert model.fits is (model.peak_bytes <= gpu("rtx-4090").memory_bytes)
     assert not memory("flux-dev", gpu="rtx-4090").fits
@@ -54,7 +54,7 @@ def test_sequential_offload_holds_the_buffers_and_one_module():
     assert by["text_encoder"].largest_module_params == 1_050_148_864
     assert seq.resident_bytes == seq.buffer_bytes + 2 * 1_050_148_864
     acts = {a.component: a.bytes("fused") for a in seq.activations}
-    assert seq.peak_bytes == seq.buffer_bytes + max(c.largest_module_bytes + acts.get(c.component, 0)
+    assert seq.peak_allocated_bytes == seq.buffer_bytes + max(c.largest_module_bytes + acts.get(c.component, 0)
                                                     for c in seq.components)
     assert seq.peak_bytes < memory("wan2.1-t2v-1.3b", offload="model").peak_bytes < memory("wan2.1-t2v-1.3b").peak_bytes
     assert seq.to_dict()["resident"]["what"].startswith("every component's buffers")
@@ -67,7 +67,7 @@ def test_activations_scale_with_batch_and_attention_path():
     assert a2.bytes("fused") == 2 * a1.bytes("fused") and a2.bytes("math") > a2.bytes("fused")
     assert a1.bytes_per_element == 2 and all(
         a.bytes_per_element == 4 for a in memory("flux-dev", dtype="fp32").activations)
-    assert two.peak_bytes == two.weights_bytes + max(a.bytes("math") for a in two.activations)
+    assert two.peak_allocated_bytes == two.weights_bytes + max(a.bytes("math") for a in two.activations)
     notes = " ".join(memory("flux-dev", max_sequence_length=256, height=2048, width=2048).notes)
     assert "does not follow the text length" in notes and "extrapolated" in notes
     assert "not measured" in " ".join(memory(str(REPO / "validation/configs/sd3.5-medium-transformer")).notes)
@@ -169,7 +169,8 @@ def test_a_listed_component_without_its_config_makes_every_total_a_lower_bound(c
     assert est.to_dict()["uncounted_components"] == ["text_encoder", "text_encoder_2"]
     assert main(["memory", "hidream-i1-full", "--gpu", "h100-sxm"]) == 0
     text = capsys.readouterr().out
-    assert "weights resident: at least " in text and "peak with activations (fused attention): at least " in text
+    assert "weights resident: at least " in text
+    assert "peak of live tensors (peak_allocated_bytes), fused attention: at least " in text
     assert "fits without text_encoder, text_encoder_2" in text
     assert memory("flux-dev").uncounted == ()
     from flopcalc.gpu_memory.html import section

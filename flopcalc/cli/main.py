@@ -48,6 +48,8 @@ COMMANDS: dict[str, Command] = {
     "train": Command("FLOPs per training sample and step (forward + backward), and MFU", "training"),
     "memory": Command("weights per component in bytes, resident under offload, fit on a GPU", "memory"),
     "kaplan": Command("Kaplan's C≈2N+2·n_layer·n_ctx·d_attn beside the exact text-encoder count", "flops"),
+    "site": Command("a static offline web page with every model: FLOPs, law, energy, memory, computed in the browser",
+                    "site"),
 }
 
 #: Examples printed at the end of each command's --help (a test runs every one of them).
@@ -77,6 +79,7 @@ EXAMPLES = {
     "memory": ["flopcalc memory flux-dev --gpu rtx-4090 --offload model",
                "flopcalc memory wan2.1-t2v-1.3b --dtype-of text_encoder=nf4 --format json"],
     "kaplan": ["flopcalc kaplan sd3-medium"],
+    "site": ["flopcalc site --out site --models flux-dev sd1.5 wan2.1-t2v-1.3b"],
 }
 
 

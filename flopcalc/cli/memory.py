@@ -52,7 +52,8 @@ def configure_memory(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dtype-of", action="append", default=[], metavar="COMPONENT=DTYPE",
                    help="another dtype for one component, e.g. text_encoder_2=nf4 (repeatable)")
     add_offload_options(p)
-    p.add_argument("--gpu", help="a GPU of `flopcalc gpus`: whether it fits, with the headroom")
+    p.add_argument("--gpu", help="a GPU of `flopcalc gpus`: whether it fits, with the headroom (judged by "
+                                 "peak_bytes: the caching allocator's reserved peak and the CUDA context)")
     p.add_argument("--fit", action="store_true",
                    help="with --gpu: the offload modes, block swaps, VAE tiling and quantizations under which it fits, "
                         "the cheapest slowdown first")

@@ -179,8 +179,9 @@ def _check_counts(comp: ComponentEstimate) -> None:
     from flopcalc.engine.cost import invalid_count
 
     where = invalid_count(comp.tree)
-    if where is None and isinstance(comp.macs_per_run, int) and comp.macs_per_run <= 0 < comp.runs:
-        where = f"{comp.macs_per_run} MACs per run"
+    work = comp.tree.total.macs("torch")  # thop may rightly count 0 (a model of conv subclasses and functional ops)
+    if where is None and isinstance(work, int) and work <= 0 < comp.runs:
+        where = f"{work} MACs per run"
     if where is not None:
         raise ConfigError(f"{comp.component}/config.json ({comp.class_name}): its values give {where} for "
                           f"{comp.call}; check the config's sizes and counts, or use the model's original config.json.")

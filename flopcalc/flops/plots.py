@@ -1,7 +1,7 @@
-"""Plots of FLOPs against resolution (matplotlib, the optional ``[plot]`` extra): one panel per
-model, the FLOPs of one generation per component over square image sides (log axes) beside each
-component's share (linear axis), and the side where the denoiser's attention overtakes its linear
-layers marked."""
+"""Plots of FLOPs against resolution (matplotlib, the optional ``[plot]`` extra): with several models their
+totals overlaid on one axis first, then one panel per model, the FLOPs of one generation per component over square
+image sides (log axes) beside each component's share (linear axis), and the side where the denoiser's attention
+overtakes its linear layers marked."""
 
 from __future__ import annotations
 
@@ -22,7 +22,8 @@ def resolution_figure(laws: Sequence[Any], sides: Sequence[int]) -> Any:
     left the FLOPs of each component and the total against the square image side (lines on log
     axes: a 0.2% component sits two decades below the total, as it should); on the right each
     component's share of the total (stacked areas on a linear 0–100% axis, so an area's height is
-    its share). One colour per component name across every panel."""
+    its share). One colour per component name across every panel. With several laws a first row, across the
+    figure, overlays their totals (one colour per model)."""
     from flopcalc.flops.sweep import component_label, evaluate
     from flopcalc.flops.symbolic_report import crossover
 
@@ -35,11 +36,15 @@ def resolution_figure(laws: Sequence[Any], sides: Sequence[int]) -> Any:
     names = list(dict.fromkeys(component_label(c) for law in laws for c in law.components))
     palette = plt.get_cmap("tab10" if len(names) <= 10 else "tab20")
     colour = {name: palette(i % palette.N) for i, name in enumerate(names)}
-    fig, axes = plt.subplots(len(laws), 2, figsize=(12, 3.8 * len(laws)), squeeze=False,
-                             gridspec_kw={"width_ratios": [3, 2]})
+    overlay = len(laws) > 1  # several models: their totals first, overlaid on one axis
+    fig = plt.figure(figsize=(12, 3.8 * (len(laws) + overlay)))
+    grid = fig.add_gridspec(len(laws) + overlay, 2, width_ratios=[3, 2])
+    axes = [(fig.add_subplot(grid[i + overlay, 0]), fig.add_subplot(grid[i + overlay, 1])) for i in range(len(laws))]
+    totals = []
     for (ax, share_ax), law in zip(axes, laws):
         parts = evaluate(law, {"H": x, "W": x}, exact=False).components
         total = sum(parts.values())
+        totals.append(total)
         for name, values in parts.items():
             ax.plot(x, values, color=colour[name], label=name, linewidth=1.6)
         ax.plot(x, total, color="black", linewidth=1, linestyle=":", label="total")
@@ -64,5 +69,21 @@ def resolution_figure(laws: Sequence[Any], sides: Sequence[int]) -> Any:
         share_ax.set_xlabel("image side (pixels, square)")
         share_ax.set_ylabel("share of the total (%)")
         share_ax.grid(True, alpha=0.3)
+    if overlay:
+        _overlay(fig.add_subplot(grid[0, :]), x, laws, totals, plt.get_cmap("tab10"))
     fig.tight_layout()
     return fig
+
+
+def _overlay(ax: Any, x: np.ndarray, laws: Sequence[Any], totals: Sequence[np.ndarray], palette: Any) -> None:
+    """Every model's total FLOPs against the square image side on one pair of log axes (the compare mode of
+    ``flopcalc site``'s chart): each line is the same total as the model's own panel below."""
+    for i, (law, total) in enumerate(zip(laws, totals)):
+        ax.plot(x, total, color=palette(i % palette.N), linewidth=2, label=law.model)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("image side (pixels, square)")
+    ax.set_ylabel(f"FLOPs per generation ({laws[0].convention})")
+    ax.set_title("total FLOPs, compared", fontsize=10)
+    ax.legend(fontsize=8, loc="upper left")
+    ax.grid(True, which="both", alpha=0.3)

@@ -8,7 +8,7 @@ import csv
 import io
 import json
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator, Mapping, Sequence
 
 from flopcalc.engine.cost import WEIGHT_FIELDS, Cost, Node, is_block_kind
 from flopcalc.engine.settings import Settings
@@ -424,11 +424,13 @@ def _origins_summary(report: Report) -> str:
     return f"{'/'.join(kinds)}: {', '.join(unsure)}"
 
 
-def compare_table(reports: list[Report]) -> str:
+def compare_rows(reports: Sequence[Report]) -> list[tuple[str, ...]]:
+    """The side-by-side summary (``flopcalc compare``'s table, and ``flopcalc report``'s with several models): a
+    header row of the models, then one row per quantity."""
     def t(v: int) -> str:
         return f"{v / 1e12:,.3f}"
 
-    rows = [
+    return [
         ("", *[r.model for r in reports]),
         ("pipeline", *[r.pipeline for r in reports]),
         ("size", *[f"{r.settings.height}×{r.settings.width}" for r in reports]),
@@ -440,7 +442,10 @@ def compare_table(reports: list[Report]) -> str:
         ("total TFLOPs", *[t(r.flops) for r in reports]),
         ("configs", *[_origins_summary(r) for r in reports]),
     ]
-    lines = columns(rows, right=tuple(range(1, len(reports) + 1)))
+
+
+def compare_table(reports: list[Report]) -> str:
+    lines = columns(compare_rows(reports), right=tuple(range(1, len(reports) + 1)))
     lines.append(f"counted ({reports[0].convention} convention): {CONVENTION_TEXT[reports[0].convention]}.")
     for r in reports:
         lines += [f"{r.model}: {line}" for line in provenance_lines(r) if line.startswith("corrected")]

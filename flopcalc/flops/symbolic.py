@@ -18,7 +18,7 @@ Only this module (and the CLI commands that use it) import sympy.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import sympy as sp
@@ -94,6 +94,10 @@ class SymbolicComponent:
     runs: Any  # expression
     per_run: Cost  # fields are expressions
     convention: str
+    #: the cost tree of one run (node costs are expressions) and the run's shape (RunShape, fields expressions): what
+    #: the static site (:mod:`flopcalc.site`) reads to state the energy and memory features as laws
+    tree: Any = field(default=None, compare=False, repr=False)
+    shape: Any = field(default=None, compare=False, repr=False)
 
     @property
     def macs_per_run(self) -> Any:
@@ -114,6 +118,8 @@ class SymbolicReport:
     components: tuple[SymbolicComponent, ...]
     symbols: tuple[str, ...]  # those that occur
     notes: tuple[str, ...]
+    #: whether a step's guidance passes run as one forward of the concatenated batch (the plan's ``batched_passes``)
+    batched_passes: bool = True
 
     @property
     def flops(self) -> Any:
@@ -162,9 +168,9 @@ def symbolic_estimate(
         tree = assemble(source.components[run.component], shape, component=run.component, call=run.call,
                         class_name=run.built_class)
         comps.append(SymbolicComponent(run.component, run.class_name, run.call, run.role,
-                                       sp.sympify(expr_of(run.runs)), tree.total, convention))
+                                       sp.sympify(expr_of(run.runs)), tree.total, convention, tree, shape))
     report = SymbolicReport(source.name, numeric.pipeline, convention, numeric.settings, int(numeric.passes),
-                            tuple(comps), (), tuple(notes) + numeric.notes)
+                            tuple(comps), (), tuple(notes) + numeric.notes, numeric.batched_passes)
     used = {s.name for s in report.flops.free_symbols}
     return replace(report, symbols=tuple(k for k in SYMBOL_TEXT if k in used))
 

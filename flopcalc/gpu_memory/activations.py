@@ -111,18 +111,31 @@ def single_frame(shape: Mapping[str, Any]) -> bool:
     return shape.get("latent_frames") == 1
 
 
+def fit_entry(class_name: str, call: str, config: Mapping[str, Any], shape: Mapping[str, Any], *,
+              tiled: bool = False) -> Mapping[str, Any] | None:
+    """The fitted entry (both attention paths) of ``class_name.call`` run on ``shape``: the single-frame fit of a
+    video module run on one latent frame where there is one, else the call's own; None when this config was not
+    measured."""
+    fed = form(shape)
+    keys = [fit_key(class_name, call, config, tiled=tiled, single_frame=True, fed=fed)] if single_frame(shape) else []
+    keys.append(fit_key(class_name, call, config, tiled=tiled, fed=fed))  # else the multi-frame fit, with its note
+    return next((_fits()[k] for k in keys if k in _fits()), None)
+
+
+def peak_elements(fit: Mapping[str, Any], n: int) -> int:
+    """A fit's peak in elements at ``n`` latent positions: the largest of its phases' quadratics, rounded, never
+    below 0."""
+    return max(0, round(max(c0 + c1 * n + c2 * n * n for c0, c1, c2 in fit["phases"])))
+
+
 def activation_peak(class_name: str, call: str, config: Mapping[str, Any], shape: Mapping[str, Any],
                     attention: str, *, tiled: bool = False) -> ActivationPeak | None:
     """The fitted peak of ``class_name.call`` on the latent ``shape`` (a plan's RunShape fields; for a tiled
     decode, the whole latent's), or None when this config was not measured."""
-    fed = form(shape)
-    keys = [fit_key(class_name, call, config, tiled=tiled, single_frame=True, fed=fed)] if single_frame(shape) else []
-    keys.append(fit_key(class_name, call, config, tiled=tiled, fed=fed))  # else the multi-frame fit, with its note
-    entry = next((_fits()[k] for k in keys if k in _fits()), None)
+    entry = fit_entry(class_name, call, config, shape, tiled=tiled)
     if entry is None or attention not in entry:
         return None
     fit = entry[attention]
     n = positions(shape)
-    elements = max(0, round(max(c0 + c1 * n + c2 * n * n for c0, c1, c2 in fit["phases"])))
-    return ActivationPeak(attention, elements, fit["loo_max_rel_error"], n, tuple(fit["n_range"]), entry["measured_on"],
-                          entry["settings"].get("text_len"), entry["settings"].get("num_frames"))
+    return ActivationPeak(attention, peak_elements(fit, n), fit["loo_max_rel_error"], n, tuple(fit["n_range"]),
+                          entry["measured_on"], entry["settings"].get("text_len"), entry["settings"].get("num_frames"))

@@ -18,8 +18,11 @@ offload modes, and whether that fits a GPU of the table.
   scales, an attention's in-projection: at most 7.1% of the largest module on every bundled component, measured by
   ``tests/test_weights.py``),
   which this leaves out;
-* against a GPU of :mod:`flopcalc.hardware.gpus`: fits when that peak is at most its memory; the headroom is what is
-  left for the CUDA context and the allocator.
+* two peaks: ``peak_allocated_bytes``, the live tensors (weights resident + activations) at the worst moment; and
+  ``peak_bytes``, what decides an out-of-memory error: the caching allocator's reserved peak above them (rounding,
+  segments, fragmentation: replayed and fitted, :mod:`flopcalc.gpu_memory.allocator`), the cuBLAS workspaces and the
+  CUDA context of the GPU named, at the moment where that sum is largest;
+* against a GPU of :mod:`flopcalc.hardware.gpus`: fits when ``peak_bytes`` is at most its memory.
 
 Quantized weights (bitsandbytes, optimum-quanto, torchao, GGUF: :mod:`flopcalc.gpu_memory.quantized`); their activations
 are in bf16, the dtype the unquantized layers and the computation run in. ``transformers_version`` decides whether a
@@ -33,6 +36,7 @@ of quantized weights.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any, Mapping
 
 from flopcalc.gpu_memory.activations import ATTENTION, ActivationPeak, activation_peak
@@ -50,6 +54,10 @@ RESIDENT = {"none": "every component's weights and buffers",
             "sequential": "every component's buffers and the largest single module's parameters (one module at a "
                           "time; the enclosing modules' direct parameters, at most 7.1% of it on the bundled models, "
                           "are not included)"}
+
+
+#: What the GPU fit compares with the GPU's memory.
+FIT_USES = "peak_bytes (the caching allocator's reserved peak + the CUDA context), not peak_allocated_bytes"
 
 
 @dataclass(frozen=True)
@@ -104,6 +112,12 @@ class MemoryEstimate:
     block_swap: int = 0
     #: the calls of the run whose activation peak has no estimate (``component.call``): "fits" cannot be said then
     unestimated: tuple[str, ...] = ()
+    #: component → its reserve law's kind (:func:`flopcalc.gpu_memory.allocator.kind_of_role`)
+    kinds: Mapping[str, str] = field(default_factory=dict, hash=False)
+    #: component → the caching allocator's exact reserve above its weights, where its config was replayed
+    weights_reserved: Mapping[str, int] = field(default_factory=dict, hash=False)
+    #: ``component.call`` → that measured call's own reserve law ``(factor, error)``
+    call_laws: Mapping[str, tuple[float, float]] = field(default_factory=dict, hash=False)
 
     @property
     def transfer_bytes(self) -> int:
@@ -202,13 +216,74 @@ class MemoryEstimate:
         """The largest estimated activation peak among ``component``'s calls (0 where none is estimated)."""
         return max((a.bytes(self.attention) or 0 for a in self.activations if a.component == component), default=0)
 
+    def _resident_parts(self, c: ComponentWeights) -> list[tuple[ComponentWeights, int]]:
+        """Each component's weight bytes on the GPU while ``c`` runs (they sum to :meth:`_always` + :meth:`_held`)."""
+        if self.offload == "none":
+            den, swapped = self._swapped() if self.block_swap else (None, ())
+            return [(w, w.bytes - sum(swapped) + max(swapped, default=0) if w is den else w.bytes)
+                    for w in self.components]
+        if self.offload == "sequential":
+            return [(w, w.buffer_bytes + (self._held(c) if w is c else 0)) for w in self.components]
+        return [(c, self._held(c))]
+
+    def _peak_call(self, c: ComponentWeights) -> CallActivations | None:
+        """The call of ``c`` with the largest estimated activation peak."""
+        calls = [a for a in self.activations if a.component == c.component and a.bytes(self.attention)]
+        return max(calls, key=lambda a: a.bytes(self.attention) or 0, default=None)
+
+    def _reserve_at(self, c: ComponentWeights) -> tuple[str, Any]:
+        """``(where, Reserve)`` of the moment ``c`` runs its largest call (:func:`flopcalc.gpu_memory.allocator.reserve`):
+        replayed weights exact, the others by their kind's fitted overhead, the call's activations by its own law
+        where measured, else its kind's."""
+        from flopcalc.gpu_memory.allocator import reserve
+        from flopcalc.hardware.gpus import gpu as lookup_gpu
+
+        exact, by_kind = [], {}
+        for w, b in self._resident_parts(c):
+            r = self.weights_reserved.get(w.component)
+            if r is not None and b == w.bytes:
+                exact.append((b, r))
+            elif b:
+                k = self.kinds.get(w.component, "denoiser")
+                by_kind[k] = by_kind.get(k, 0) + b
+        call = self._peak_call(c)
+        act = 0 if call is None else call.bytes(self.attention) or 0
+        where = c.component if call is None else f"{c.component}.{call.call}"
+        r = reserve(sum(b for b, _ in exact) + sum(by_kind.values()) + act,
+                    gpu=None if self.gpu_key is None else lookup_gpu(self.gpu_key), activation_bytes=act,
+                    kind=self.kinds.get(c.component, "denoiser"), weights=by_kind, exact_weights=exact,
+                    activation_law=None if call is None else self.call_laws.get(where))
+        return where, r
+
     @property
-    def peak_bytes(self) -> int:
-        """Weights resident + activations at the worst moment of the run."""
+    def peak_allocated_bytes(self) -> int:
+        """Live tensors at the worst moment of the run: weights resident + activations (``max_memory_allocated``,
+        rounding aside)."""
         if self.offload == "none":
             return self._always() + max((self.activation_bytes(c.component) for c in self.components), default=0)
         return self._always() + max((self._held(c) + self.activation_bytes(c.component) for c in self.running),
                                     default=0)
+
+    @cached_property
+    def _reserve_peak(self) -> tuple[str, Any]:
+        moments = [self._reserve_at(c) for c in (self.components if self.offload == "none" else self.running)]
+        return max(moments, key=lambda m: m[1].peak_bytes)
+
+    @property
+    def reserve(self) -> Any:
+        """The :class:`~flopcalc.gpu_memory.allocator.Reserve` of the moment with the largest :attr:`peak_bytes`."""
+        return self._reserve_peak[1]
+
+    @property
+    def peak_at(self) -> str:
+        """The call (``component.call``, or a component without an estimated call) at that moment."""
+        return self._reserve_peak[0]
+
+    @property
+    def peak_bytes(self) -> int:
+        """What decides an out-of-memory error: the caching allocator's reserved peak (live tensors, its rounding and
+        fragmentation, the cuBLAS workspaces) plus the CUDA context of the GPU named (none without one)."""
+        return self.reserve.peak_bytes
 
     @property
     def fits(self) -> bool | None:
@@ -250,7 +325,9 @@ class MemoryEstimate:
             "settings": dict(self.settings),
             "activations": [a.to_dict() for a in self.activations],
             "attention": self.attention,
+            "peak_allocated_bytes": self.peak_allocated_bytes,
             "peak_bytes": self.peak_bytes,
+            "reserve": {**self.reserve.to_dict(), "at": self.peak_at},
             "transfer_bytes": self.transfer_bytes,
             "host_bytes": self.host_bytes,
             "offload_options": {"blocks_per_group": self.blocks_per_group, "stream": self.stream,
@@ -260,7 +337,8 @@ class MemoryEstimate:
         }
         if self.gpu_key is not None:
             out["gpu"] = {"key": self.gpu_key, "name": self.gpu_name, "memory_bytes": self.gpu_memory_bytes,
-                          "fits": self.fits, "verdict": self.verdict, "headroom_bytes": self.headroom_bytes}
+                          "fits": self.fits, "verdict": self.verdict, "headroom_bytes": self.headroom_bytes,
+                          "fit_uses": FIT_USES}
         out["activations_not_estimated"] = list(self.unestimated)
         return out
 
@@ -294,6 +372,7 @@ def memory(model: str, *, attention: str = "fused", dtype: str = "bf16", dtype_o
     run, on what, how often."""
     from flopcalc.engine.settings import Settings
     from flopcalc.engine.sources import resolve
+    from flopcalc.gpu_memory.allocator import call_law, kind_of_role, replayed_weights
     from flopcalc.flops.estimate import estimate_configs
 
     run = Settings.make(**settings)  # family options checked before any file is read, as estimate does
@@ -362,6 +441,7 @@ def memory(model: str, *, attention: str = "fused", dtype: str = "bf16", dtype_o
                          f"{alt.params_fp32:,} in float32: {alt.bytes / 2**30:,.2f} GiB")
     dtypes = {w.component: w.dtype for w in weights}
     acts = []
+    laws: dict[str, tuple[float, float]] = {}
     forwards: dict[str, int] = {}
     for c in report.components:
         forwards[c.component] = forwards.get(c.component, 0) + max(1, c.runs // forward_batch(report, c.role))
@@ -379,6 +459,9 @@ def memory(model: str, *, attention: str = "fused", dtype: str = "bf16", dtype_o
         acts.append(CallActivations(c.component, c.call, forward_batch(report, c.role),
                                     DTYPE_BYTES[REST_DTYPE if dtypes[c.component] in FORMATS else dtypes[c.component]],
                                     peaks["fused"], peaks["math"]))
+        law = call_law(c.class_name, c.call, cfg, tiled=tiled)
+        if law is not None:
+            laws[f"{c.component}.{c.call}"] = law
         if peaks["fused"].text_len not in (None, c.shape.get("text_len")):
             notes.append(f"{c.component}: fitted at {peaks['fused'].text_len} text tokens, run with "
                          f"{c.shape.get('text_len')}: the activation estimate does not follow the text length")
@@ -402,7 +485,9 @@ def memory(model: str, *, attention: str = "fused", dtype: str = "bf16", dtype_o
                "passes_in_one_forward": report.batched_passes, "transformers_version": version}
     est = MemoryEstimate(source.name, report.pipeline, offload, weights, tuple(acts), attention, summary, key, name,
                          mem, tuple(notes), tuple(source.missing), forwards, items, blocks_per_group, stream,
-                         block_swap, _unestimated(report, acts))
+                         block_swap, _unestimated(report, acts),
+                         {c.component: kind_of_role(c.role) for c in reversed(report.components)},
+                         replayed_weights(source.components, weights), laws)
     if block_swap:
         den = est._swapped()[0]
         if block_swap > len(den.block_bytes):

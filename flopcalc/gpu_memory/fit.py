@@ -12,7 +12,8 @@ stay as given):
   the same bytes) or nf4 (bitsandbytes NF4), with no offload or model offload (the modes the hooks support for them),
   and with VAE tiling where tiling lowers the peak.
 
-A candidate is proposed when its estimated peak is within the GPU's memory, and only if no candidate with a subset
+A candidate is proposed when its estimated ``peak_bytes`` (the caching allocator's reserved peak and the CUDA context,
+:mod:`flopcalc.gpu_memory.allocator`) is within the GPU's memory, and only if no candidate with a subset
 of its flags is (a flag it can do without is not proposed). Those whose every call's activations are estimated
 (:attr:`MemoryEstimate.fits` True) come first; those with a call not estimated follow, saying which. Then:
 unquantized before quantized (quantization changes the weights), then the

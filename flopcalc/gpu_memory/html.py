@@ -33,9 +33,10 @@ def section(model: str, **settings: Any) -> str:
                 + html_table(arows, numeric=(1, 2, 3, 4)))
     notes = "".join(f'<p class="note">note: {html.escape(n)}</p>' for n in est.notes)
     return ("<h3>Memory: weights (bf16) and activation peaks</h3>" + html_table(rows, numeric=(3, 4, 5, 6)) + acts
-            + f'<p class="note">Peak without offload: {"at least " if est.uncounted else ""}{gib(est.peak_bytes)} GiB '
-              f'(weights {gib(est.weights_bytes)} '
-              f"GiB + the largest activation peak, fused attention); with model CPU offload the largest component, "
+            + f'<p class="note">Peak without offload: {"at least " if est.uncounted else ""}'
+              f'{gib(est.peak_allocated_bytes)} GiB of live tensors (weights {gib(est.weights_bytes)} '
+              f"GiB + the largest activation peak, fused attention), {gib(est.peak_bytes)} GiB reserved by PyTorch's "
+              f"caching allocator at {html.escape(est.peak_at)} (no GPU named: without the CUDA context); with model CPU offload the largest component, "
               f"{html.escape(largest.component)}, holds {gib(largest.bytes)} GiB of weights; with sequential CPU "
               f"offload the buffers ({gib(est.buffer_bytes)} GiB) and one module at a time, the largest in "
               f"{html.escape(module.component)} ({gib(module.largest_module_bytes)} GiB). Weights exact "

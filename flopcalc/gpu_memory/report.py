@@ -50,7 +50,9 @@ def _table(est: MemoryEstimate) -> str:
     least = "at least " if est.uncounted else ""
     unweighed = f"; not weighed (no config.json): {', '.join(est.uncounted)}" if est.uncounted else ""
     lines += ["", f"weights resident: {least}{gib(est.resident_bytes)} GiB ({mode[est.offload]}{unweighed})",
-              f"peak with activations ({est.attention} attention): {least}{gib(est.peak_bytes)} GiB"]
+              f"peak of live tensors (peak_allocated_bytes), {est.attention} attention: "
+              f"{least}{gib(est.peak_allocated_bytes)} GiB",
+              _reserve_line(est, least)]
     if est.unestimated:
         lines.append(f"activations not estimated (not in the peak): {', '.join(est.unestimated)}")
     if est.host_bytes or est.transfer_bytes:
@@ -60,12 +62,12 @@ def _table(est: MemoryEstimate) -> str:
         if est.fits:
             lines.append(f"{est.gpu_name} ({gib(est.gpu_memory_bytes)} GiB): "
                          f"{'fits without ' + ', '.join(est.uncounted) if est.uncounted else 'fits'}, "
-                         f"headroom {gib(est.headroom_bytes)} GiB for the CUDA context and allocator")
+                         f"headroom {gib(est.headroom_bytes)} GiB (by peak_bytes)")
         elif est.fits is None:
-            lines.append(f"{est.gpu_name} ({gib(est.gpu_memory_bytes)} GiB): {est.verdict}")
+            lines.append(f"{est.gpu_name} ({gib(est.gpu_memory_bytes)} GiB): {est.verdict} (by peak_bytes)")
         else:
             lines.append(f"{est.gpu_name} ({gib(est.gpu_memory_bytes)} GiB): does NOT fit, short by "
-                         f"{gib(-est.headroom_bytes)} GiB (`flopcalc memory ... --fit` lists settings that fit)")
+                         f"{gib(-est.headroom_bytes)} GiB by peak_bytes (`flopcalc memory ... --fit` lists settings that fit)")
     lines.append("counted: parameters at the loaded dtype (modules the class keeps in float32 at float32) and "
                  "buffers, exact, as from_pretrained(torch_dtype=...) loads them; activation peaks estimated "
                  "(method: `flopcalc.gpu_memory.activations`).")
@@ -77,14 +79,25 @@ def _table(est: MemoryEstimate) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _reserve_line(est: MemoryEstimate, least: str) -> str:
+    r = est.reserve
+    parts = f"allocator +{gib(r.allocator_bytes)}, cuBLAS workspaces +{gib(r.workspace_bytes)}"
+    if est.gpu_key is not None:
+        parts += f", CUDA context +{gib(r.context_bytes)}"
+    return (f"peak reserved + CUDA context (peak_bytes, what an out-of-memory error is decided by): {least}"
+            f"{gib(r.peak_bytes)} GiB ± {gib(round(r.error * (r.allocator_bytes + r.workspace_bytes)))} at "
+            f"{est.peak_at} ({parts})" + (f"; {r.note}" if r.note else ""))
+
+
 def _csv(est: MemoryEstimate) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(["component", "class_name", "dtype", "params", "params_kept_fp32", "quantized_params", "param_bytes",
-                "buffer_bytes", "bytes", "largest_module_bytes", "resident"])
+                "buffer_bytes", "bytes", "largest_module_bytes", "resident", "peak_allocated_bytes", "peak_bytes"])
     resident = set(est.resident_components)
     for c in est.components:
         w.writerow([c.component, c.class_name, c.dtype, c.params, c.params_fp32, c.quantized_params, c.param_bytes,
-                    c.buffer_bytes, c.bytes, c.largest_module_bytes, c.component in resident])
-    w.writerow(["total", "", "", sum(c.params for c in est.components), "", "", "", "", est.weights_bytes, "", ""])
+                    c.buffer_bytes, c.bytes, c.largest_module_bytes, c.component in resident, "", ""])
+    w.writerow(["total", "", "", sum(c.params for c in est.components), "", "", "", "", est.weights_bytes, "", "",
+                est.peak_allocated_bytes, est.peak_bytes])
     return buf.getvalue()

@@ -93,6 +93,10 @@ class GPU:
     gpu_link_bytes_per_s: float
     family: str | None = None
     variant: str | None = None
+    #: the architecture family (``architectures`` of gpus.yaml) and the CUDA context one process holds on it
+    architecture: str | None = None
+    context_bytes: int = 0
+    context_source: str = ""
 
     @property
     def host_link_label(self) -> str:
@@ -119,6 +123,8 @@ class GPU:
             "host_link": dict(self.host_link), "host_link_bytes_per_s": self.host_link_bytes_per_s,
             "gpu_link": dict(self.gpu_link), "gpu_link_bytes_per_s": self.gpu_link_bytes_per_s,
             "sources": list(self.sources),
+            "architecture": self.architecture, "context_bytes": self.context_bytes,
+            "context_source": self.context_source,
         }
 
 
@@ -187,7 +193,21 @@ def _gpu_link(gk: str, link: Mapping[str, Any], host_bytes_per_s: float) -> floa
     return _positive(link, "total_gb_s", where) * 1e9 / 2
 
 
-def _entry(raw: Mapping[str, Any]) -> GPU:
+def _architectures(doc: Mapping[str, Any]) -> dict[str, tuple[int, str]]:
+    """``architecture -> (context bytes, source)`` of the document's ``architectures`` (each checked)."""
+    raw = doc.get("architectures")
+    if not isinstance(raw, Mapping) or not raw:
+        raise GPUTableError("gpus.yaml: the document has no 'architectures' mapping (context_mib and its source)")
+    out = {}
+    for name, entry in raw.items():
+        where = f"architecture {name}"
+        if not isinstance(entry, Mapping):
+            raise GPUTableError(f"gpus.yaml: {where} is not a mapping with context_mib and context_source")
+        out[str(name)] = (int(_positive(entry, "context_mib", where) * 2**20), _text(entry, "context_source", where))
+    return out
+
+
+def _entry(raw: Mapping[str, Any], architectures: Mapping[str, tuple[int, str]] | None = None) -> GPU:
     if not isinstance(raw, Mapping) or not isinstance(raw.get("key"), str) or not raw["key"]:
         raise GPUTableError(f"gpus.yaml: an entry lacks its 'key': {raw!r:.80}")
     gk = raw["key"]
@@ -207,6 +227,11 @@ def _entry(raw: Mapping[str, Any]) -> GPU:
     if idle >= tdp:
         raise GPUTableError(f"gpus.yaml: {gk} has idle_w {idle:g} >= tdp_w {tdp:g}")
     family = raw.get("family")
+    architecture = _text(raw, "architecture", gk)
+    if architectures is not None and architecture not in architectures:
+        raise GPUTableError(f"gpus.yaml: {gk} has architecture {architecture!r}; it must be one of "
+                            f"{', '.join(architectures)}")
+    context = (architectures or {}).get(architecture, (0, ""))
     return GPU(
         key=gk, name=_text(raw, "name", gk), aliases=tuple(str(a) for a in raw.get("aliases", ())),
         memory_bytes=int(_positive(raw, "memory_gib", gk) * 2**30),
@@ -217,6 +242,7 @@ def _entry(raw: Mapping[str, Any]) -> GPU:
         host_link_bytes_per_s=host_rate, gpu_link_bytes_per_s=_gpu_link(gk, gpu_link, host_rate),
         family=None if family is None else str(family),
         variant=None if raw.get("variant") is None else str(raw["variant"]),
+        architecture=architecture, context_bytes=context[0], context_source=context[1],
     )
 
 
@@ -224,7 +250,8 @@ def parse_table(doc: Mapping[str, Any]) -> tuple[GPU, ...]:
     """The GPUs of a parsed ``gpus.yaml`` document, each checked (:class:`GPUTableError` names the GPU and key)."""
     if not isinstance(doc, Mapping) or not isinstance(doc.get("gpus"), list):
         raise GPUTableError("gpus.yaml: the document has no 'gpus' list")
-    table = tuple(_entry(r) for r in doc["gpus"])
+    architectures = _architectures(doc)
+    table = tuple(_entry(r, architectures) for r in doc["gpus"])
     keys = [g.key for g in table]
     dup = sorted({k for k in keys if keys.count(k) > 1})
     if dup:

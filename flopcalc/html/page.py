@@ -1,7 +1,8 @@
-"""One self-contained HTML page (no network, no scripts) for one or more models (``flopcalc report``): each
-model's FLOPs section (:mod:`flopcalc.flops.html`) followed by its memory and training sections
-(:mod:`flopcalc.gpu_memory.html`, :mod:`flopcalc.training.html`), then the resolution plot as inline SVG and
-the energy section (:mod:`flopcalc.energy_laws.html`)."""
+"""One self-contained HTML page (no network, no scripts) for one or more models (``flopcalc report``): with
+several models a side-by-side summary (``flopcalc compare``'s table) first, then each model's FLOPs section
+(:mod:`flopcalc.flops.html`) followed by its memory and training sections (:mod:`flopcalc.gpu_memory.html`,
+:mod:`flopcalc.training.html`), then the resolution plot as inline SVG and the energy section
+(:mod:`flopcalc.energy_laws.html`)."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ def render(reports: Sequence[Report], laws: Sequence[SymbolicReport | str], figu
     sections = [section(report, law) + (extras[i] if i < len(extras) else "")
                 for i, (report, law) in enumerate(zip(reports, laws))]
     figure = (f"<h2>FLOPs against resolution</h2>{figure_svg}" if figure_svg else "")
+    summary = side_by_side(reports) if len(reports) > 1 else ""
     convention = reports[0].convention
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
@@ -38,8 +40,22 @@ def render(reports: Sequence[Report], laws: Sequence[SymbolicReport | str], figu
         f"<style>{STYLE}</style></head><body>"
         f"<h1>flopcalc report</h1><p>Counted ({convention} convention): {html.escape(CONVENTION_TEXT[convention])}. "
         f"Not in the totals: {html.escape(ELEMENTWISE_TEXT)}. flopcalc {__version__}.</p>"
-        + "".join(sections) + figure + extra_html + "</body></html>\n"
+        + summary + "".join(sections) + figure + extra_html + "</body></html>\n"
     )
+
+
+def side_by_side(reports: Sequence[Report]) -> str:
+    """The models side by side, the cells of ``flopcalc compare``'s table
+    (:func:`flopcalc.flops.report.compare_rows`)."""
+    from flopcalc.flops.report import compare_rows
+
+    head, *rows = compare_rows(reports)
+    cells = "".join(f"<th>{html.escape(c)}</th>" for c in head)
+    body = "".join("<tr><th>" + html.escape(name) + "</th>" + "".join(f"<td class=\"n\">{html.escape(v)}</td>"
+                                                                     for v in values) + "</tr>"
+                   for name, *values in rows)
+    return (f"<h2>Side by side</h2><table class=\"side-by-side\"><thead><tr>{cells}</tr></thead>"
+            f"<tbody>{body}</tbody></table>")
 
 
 def build(models: Sequence[str], *, convention: str = "torch", **settings: Any) -> str:

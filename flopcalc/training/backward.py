@@ -134,7 +134,7 @@ def backward(tree: Node, graph: GradientGraph, *, checkpointing: bool = False) -
     visit(tree, (), 1, False)
     unused = _unused(tree, graph, inputs, acc)
     # every parameter trained: every attention computes dQ, dK, dV (2 × forward), the fused kernel 2.5 × forward
-    fused = int(acc["attention"] * FUSED_ATTENTION_BACKWARD / MATH_ATTENTION_BACKWARD)
+    fused = acc["attention"] * FUSED_ATTENTION_BACKWARD // MATH_ATTENTION_BACKWARD  # floor: an int, or a law
     return Backward(acc["weight"], acc["input"], acc["attention"], acc["recompute"], acc["skipped"], fused, unused)
 
 

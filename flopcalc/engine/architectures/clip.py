@@ -144,10 +144,9 @@ declare_keys("CLIPVisionModelWithProjection", {
 })
 
 
-@register("CLIPVisionModelWithProjection", role="image_encoder", defaults=VISION_DEFAULTS, source=SOURCE)
-def clip_vision_model_with_projection(config: Config, shape: RunShape) -> Node:
-    """``CLIPVisionModelWithProjection``: ``vision_model`` (a ``CLIPVisionModel``: embeddings,
-    ``pre_layrnorm``, encoder, ``post_layernorm`` on the class token) and ``visual_projection``."""
+def _vision_model(config: Config) -> Node:
+    """``vision_model`` (``CLIPVisionTransformer``): embeddings, ``pre_layrnorm``, encoder, ``post_layernorm`` on
+    the class token (the pooled output)."""
     d = positive_int(config, "hidden_size")
     patch = positive_int(config, "patch_size")
     side = positive_int(config, "image_size") // patch
@@ -156,15 +155,37 @@ def clip_vision_model_with_projection(config: Config, shape: RunShape) -> Node:
         Node("patch_embedding", ops.conv(positive_int(config, "num_channels"), d, patch * patch, side * side,
                                          bias=False)),
     ))
+    return Node("vision_model", children=(
+        embeddings,
+        Node("pre_layrnorm", ops.layer_norm(n, d)),
+        _encoder_layers(config, n),
+        Node("post_layernorm", ops.layer_norm(1, d)),
+    ))
+
+
+@register("CLIPVisionModelWithProjection", role="image_encoder", defaults=VISION_DEFAULTS, source=SOURCE)
+def clip_vision_model_with_projection(config: Config, shape: RunShape) -> Node:
+    """``CLIPVisionModelWithProjection``: ``vision_model`` (a ``CLIPVisionModel``: embeddings,
+    ``pre_layrnorm``, encoder, ``post_layernorm`` on the class token) and ``visual_projection``."""
+    d = positive_int(config, "hidden_size")
     return Node("image_encoder", children=(
-        Node("vision_model", children=(
-            embeddings,
-            Node("pre_layrnorm", ops.layer_norm(n, d)),
-            _encoder_layers(config, n),
-            Node("post_layernorm", ops.layer_norm(1, d)),
-        )),
+        _vision_model(config),
         Node("visual_projection", ops.linear(1, d, positive_int(config, "projection_dim"), bias=False)),
     ), formula="clip_vision")
+
+
+#: Every config key ``CLIPVisionModel`` reads (its assembler and the plans that run it).
+declare_keys("CLIPVisionModel", {
+    "hidden_size": SIZE, "intermediate_size": SIZE, "num_hidden_layers": LAYERS, "num_attention_heads": SIZE,
+    "num_channels": SIZE, "image_size": SIZE, "patch_size": SIZE,
+})
+
+
+@register("CLIPVisionModel", role="image_encoder", defaults=VISION_DEFAULTS, source=SOURCE)
+def clip_vision_model(config: Config, shape: RunShape) -> Node:
+    """``CLIPVisionModel`` (no projection; ``WanAnimatePipeline``'s image encoder): the vision transformer's modules
+    (embeddings, ``pre_layrnorm``, encoder, ``post_layernorm``) directly on the model, as transformers 5 builds it."""
+    return Node("image_encoder", children=_vision_model(config).children, formula="clip_vision")
 
 
 # modeling_clip.py CLIPVisionEmbeddings: a non-persistent int64 ``position_ids`` (1, num_positions)
@@ -172,3 +193,5 @@ def clip_vision_model_with_projection(config: Config, shape: RunShape) -> Node:
 loading_rules("CLIPVisionModelWithProjection", buffers=lambda c: (
     Buffer("vision_model.embeddings.position_ids", vision_tokens(c), "int64"),), not_quantized=("visual_projection",),
     source=SOURCE)
+loading_rules("CLIPVisionModel", buffers=lambda c: (
+    Buffer("embeddings.position_ids", vision_tokens(c), "int64"),), source=SOURCE)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Mapping
 
-from flopcalc.engine.errors import OptionError
+from flopcalc.engine.errors import ConfigError, OptionError
 from flopcalc.engine.pipelines.base import (
     Plan,
     Settings,
@@ -31,7 +31,19 @@ GUARDRAIL_NOTE = ("the CosmosSafetyChecker guardrail (prompt and output checks) 
                   "counted")
 
 
+def refuse_cosmos2_5(components: Mapping[str, Mapping[str, Any]], pipeline: str) -> None:
+    """A Cosmos 2.5 transformer (``use_crossattn_projection``: it reads Qwen2.5-VL's concatenated hidden states,
+    not T5's; ``img_context_dim_in``: a (text, image) context) cannot run under the Predict2 pipelines."""
+    transformer = components.get("transformer")
+    if transformer is not None and (transformer["use_crossattn_projection"] or transformer["img_context_dim_in"]):
+        raise ConfigError(f"transformer/config.json: a Cosmos 2.5 transformer (use_crossattn_projection / "
+                          f"img_context_dim_in) cannot run under {pipeline}, whose T5 states it would project from "
+                          "the wrong width (the real call fails); it runs under Cosmos2_5_PredictBasePipeline / "
+                          "Cosmos2_5_TransferPipeline")
+
+
 @register_pipeline("Cosmos2TextToImagePipeline", guidance="separate", denoisers=("CosmosTransformer3DModel",),
+                   when=lambda cfg: not cfg.get("use_crossattn_projection") and not cfg.get("img_context_dim_in"),
                    options=("max_sequence_length",))
 def cosmos2_text_to_image_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                                    index: Mapping[str, Any] | None = None) -> Plan:
@@ -45,6 +57,7 @@ def cosmos2_text_to_image_pipeline(components: Mapping[str, Mapping[str, Any]], 
     * ``vae.decode`` once per image on the one-frame latent (line 630).
     * The VAE factors are ``2 ** len(temperal_downsample)`` and ``2 ** sum(...)`` (line 194)."""
     name = "Cosmos2TextToImagePipeline"
+    refuse_cosmos2_5(components, name)
     if s.strength is not None:
         raise OptionError(f"--strength does not apply to {name}: it generates from noise")
     f, _ = vae_factors(components)
@@ -82,6 +95,7 @@ def cosmos2_video_to_world_pipeline(components: Mapping[str, Mapping[str, Any]],
       runs on ``T`` rows and every adaLN norm on every token.
     * ``vae.decode`` once per video, frame by frame (line 662)."""
     name = "Cosmos2VideoToWorldPipeline"
+    refuse_cosmos2_5(components, name)
     if s.strength is not None:
         raise OptionError(f"--strength does not apply to {name}: the conditioning frames are VAE-encoded and every "
                           "step runs")
