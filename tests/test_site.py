@@ -106,7 +106,9 @@ def _compare(page: dict, training: bool) -> None:
     _close(page["latency-s"][1], energy["latency_s"], "latency")
     _close(page["co2-g"][1], energy["co2e_g"], "CO2e")
     memory = _cli(page["cli-memory"][0])
-    _close(page["peak-gib"][1], memory["peak_bytes"] / 2**30, "peak memory")
+    _close(page["peak-gib"][1], memory["peak_bytes"] / 2**30, "peak memory")  # what decides an OOM
+    _close(page["peak-allocated-gib"][1], memory["peak_allocated_bytes"] / 2**30, "peak of the live tensors")
+    _close(page["reserve-error"][1], memory["reserve"]["allocator_workspace_rel_error"], "the reserve's error")
     assert page["fits"][0] == f"{memory['gpu']['verdict']} on {memory['gpu']['name']}"  # fits, not, or not known
     if training:
         command = page["cli-estimate"][0].replace("estimate", "train", 1)

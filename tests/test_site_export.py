@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
+import shutil
 import subprocess
 import sys
 from fractions import Fraction
@@ -156,13 +157,55 @@ def exported():
     return {name: card_data(name) for name in dict.fromkeys(n for n, _ in CLI_POINTS)}, _constants()
 
 
+def _peaks(mem: dict, constants: dict, dtype: str, values: dict, gpu: dict | None) -> tuple[int, int, float]:
+    """``(peak_bytes, peak_allocated_bytes, the reserve's relative error)`` without offload, from the exported pieces
+    alone (weights, kinds, replayed weights reserves, activation fits, call laws, the laws per kind, the GPU's
+    workspaces and context): the moment of each component's largest call, its reserve as
+    ``flopcalc.gpu_memory.allocator.reserve`` states it, the largest."""
+    from flopcalc.gpu_memory.activations import peak_elements
+
+    law = constants["allocator"]
+    comps = mem["weights"][dtype]["components"]
+    weights = sum(c["bytes"] for c in comps)
+    calls: dict[str, tuple[int, list | None]] = {}  # component -> its largest call (the first of equals)
+    for row in mem["rows"]:
+        if "fit" in row:
+            n, batch = int(evaluate(row["n"], values)), int(evaluate(row["batch"], values))
+            size = peak_elements(row["fit"]["fused"], n) * batch * constants["activation_dtype_bytes"][dtype]
+            if size and size > calls.get(row["component"], (0, None))[0]:
+                calls[row["component"]] = (size, row.get("law"))
+    best = None
+    for c in comps:
+        act, own = calls.get(c["component"], (0, None))
+        exact = sum(x["weights_reserve"] for x in comps if "weights_reserve" in x)
+        by_kind: dict[str, int] = {}
+        for x in comps:
+            if "weights_reserve" not in x and x["bytes"]:
+                by_kind[x["kind"]] = by_kind.get(x["kind"], 0) + x["bytes"]
+        parts = [(round(law["kinds"][k]["weights_overhead"] * b + law["kinds"][k]["weights_constant_bytes"]),
+                  law["kinds"][k]["weights_loco_max_rel_error"]) for k, b in by_kind.items()]
+        if act:
+            k = law["kinds"][c["kind"]]
+            parts.append((round((k["activation_factor"] - 1) * act + k["activation_constant_bytes"]),
+                          k["activation_loco_max_rel_error"]) if own is None else
+                         (round((own[0] - 1) * act), own[1]))
+        allocator = max(exact + sum(p for p, _ in parts), 0)
+        ws = gpu["workspace_bytes"] if gpu else 0
+        peak = weights + act + allocator + ws + (gpu["context_bytes"] if gpu else 0)
+        uncertain = sum(max(abs(p), law["significant_bytes"]) * e for p, e in parts)
+        if best is None or peak > best[0]:
+            best = (peak, uncertain / (allocator + ws) if allocator + ws else 0.0)
+    allocated = weights + max((a for a, _ in calls.values()), default=0)
+    return best[0], allocated, best[1]
+
+
 @pytest.mark.parametrize("name, point", CLI_POINTS)
 def test_the_exported_data_equals_what_the_commands_print(exported, name, point):
     """Without a browser: the laws the page evaluates give ``flopcalc estimate``'s FLOPs per component exactly, and
-    the memory pieces ``flopcalc memory``'s weights, peak (without offload, in bf16 and in fp8 weights) and the calls
-    whose activations are not estimated."""
-    from flopcalc.gpu_memory.activations import peak_elements
-
+    the memory pieces ``flopcalc memory``'s weights, both peaks (``peak_bytes``: the caching allocator's reserve,
+    the workspaces and the CUDA context; ``peak_allocated_bytes``: the live tensors) with the reserve's error,
+    without offload, in bf16 and in fp8 weights, with a GPU and without one, and the calls whose activations are
+    not estimated."""
     cards, constants = exported
     card = cards[name]
     variant = card["variants"][0]
@@ -173,17 +216,57 @@ def test_the_exported_data_equals_what_the_commands_print(exported, name, point)
     assert mine == [c["flops"] for c in estimate["components"]]
     assert sum(mine) == estimate["total"]["flops"]
     mem = variant["memory"]
+    gpus = {g["key"]: g for g in exported_gpus()["table"]}
     for precision in ("bf16", "fp8"):
         dtype = constants["memory_dtype"][precision]
-        cli = _json_of("memory", name, "--dtype", dtype, "--gpu", "h100-sxm", *flags)
-        weights = sum(c["bytes"] for c in mem["weights"][dtype]["components"])
-        acts: dict[str, int] = {}
-        for row in mem["rows"]:
-            if "fit" in row:
-                n, batch = int(evaluate(row["n"], values)), int(evaluate(row["batch"], values))
-                size = peak_elements(row["fit"]["fused"], n) * batch * constants["activation_dtype_bytes"][dtype]
-                acts[row["component"]] = max(acts.get(row["component"], 0), size)
-        assert weights == cli["weights_bytes"]
-        assert weights + max(acts.values(), default=0) == cli["peak_bytes"], (precision, cli["peak_bytes"])
-        assert [f"{r['component']}.{r['call']}" for r in mem["rows"] if "fit" not in r] == \
-            cli["activations_not_estimated"]
+        for gpu in ("h100-sxm", None):
+            cli = _json_of("memory", name, "--dtype", dtype, *(["--gpu", gpu] if gpu else []), *flags)
+            assert sum(c["bytes"] for c in mem["weights"][dtype]["components"]) == cli["weights_bytes"]
+            peak, allocated, error = _peaks(mem, constants, dtype, values, gpus[gpu] if gpu else None)
+            assert (peak, allocated) == (cli["peak_bytes"], cli["peak_allocated_bytes"]), (precision, gpu)
+            assert error == cli["reserve"]["allocator_workspace_rel_error"]
+            assert [f"{r['component']}.{r['call']}" for r in mem["rows"] if "fit" not in r] == \
+                cli["activations_not_estimated"]
+
+
+def exported_gpus() -> dict:
+    from flopcalc.site.export import _gpus
+
+    return _gpus()
+
+
+NODE = shutil.which("node")
+
+
+@pytest.mark.skipif(NODE is None, reason="node is not installed: calc.js is run in the browser test only")
+@pytest.mark.parametrize("name", ["sd1.5", "flux-dev"])
+def test_calc_js_memory_equals_the_command_line_under_every_offload_mode(exported, name, tmp_path):
+    """calc.js's ``Calc.memory`` itself (run by node on the exported data) gives ``flopcalc memory``'s two peaks,
+    the reserve's error, the moment and the verdict, under every offload mode, with a GPU and without one."""
+    from importlib import resources
+
+    cards, constants = exported
+    data = {"cards": [cards[name]], "gpus": exported_gpus(), "constants": constants}
+    (tmp_path / "data.json").write_text(json.dumps(data), encoding="utf-8")
+    calc = str(resources.files("flopcalc.site") / "static" / "calc.js")
+    cases = [(dtype, mode, gpu) for dtype in ("bf16", "fp8", "fp32") for mode in constants["offload"]
+             for gpu in ("h100-sxm", "rtx-4090", None) if dtype != "fp8" or mode in ("none", "model")]
+    script = """
+const fs = require("fs"), Calc = require(process.argv[1]);
+const DATA = JSON.parse(fs.readFileSync(process.argv[2], "utf8")), card = DATA.cards[0], v = card.variants[0];
+const out = JSON.parse(process.argv[3]).map(([dtype, mode, gpu]) => {
+  const g = gpu === null ? null : DATA.gpus.table.find((x) => x.key === gpu);
+  const m = Calc.memory(DATA, v.memory, { ...card.defaults }, dtype, mode, g, "fused", {});
+  return [m.peak.toString(), m.peak_allocated.toString(), m.reserve.error, m.reserve.at, m.fits === undefined ? null : m.fits,
+    m.verdict === undefined ? null : m.verdict];
+});
+console.log(JSON.stringify(out));"""
+    res = subprocess.run([NODE, "-e", script, calc, str(tmp_path / "data.json"), json.dumps(cases)],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    for (dtype, mode, gpu), (peak, allocated, error, at, fits, verdict) in zip(cases, json.loads(res.stdout)):
+        cli = _json_of("memory", name, "--dtype", dtype, "--offload", mode, *(["--gpu", gpu] if gpu else []))
+        assert (int(peak), int(allocated), error, at) == (cli["peak_bytes"], cli["peak_allocated_bytes"],
+                                                          cli["reserve"]["allocator_workspace_rel_error"],
+                                                          cli["reserve"]["at"]), (dtype, mode, gpu)
+        assert (fits, verdict) == ((cli["gpu"]["fits"], cli["gpu"]["verdict"]) if gpu else (None, None))

@@ -49,7 +49,7 @@ GUIDANCE_PROBES = (1.0, 1.5, 3.5, 7.5)
 #: The scale of the true-CFG variant (``--true-cfg-scale 4 --negative-prompt``, diffusers' FLUX default).
 TRUE_CFG_SCALE = 4.0
 FEATURE_TOLERANCE = 1e-12
-_FORMAT = 1
+_FORMAT = 2
 
 
 # --------------------------------------------------------------------------- checks against the numeric path
@@ -172,7 +172,9 @@ class _Variant:
                   for a in est.activations]
         unestimated = tuple(dict.fromkeys(f"{r['component']}.{r['call']}" for r in self.memory_rows()
                                           if r.get("fit") is None))  # the page's verdict: fits, not, or not known
-        return dict(est.forwards) == forwards and theirs == acts and est.unestimated == unestimated
+        laws = {f"{r['component']}.{r['call']}": tuple(r["law"]) for r in self.memory_rows() if "law" in r}
+        return (dict(est.forwards) == forwards and theirs == acts and est.unestimated == unestimated
+                and dict(est.call_laws) == laws)
 
 
 # --------------------------------------------------------------------------- where the laws hold
@@ -337,6 +339,8 @@ def _weights(card: str, settings: Mapping[str, Any], est: Any) -> dict[str, Any]
     from flopcalc.engine.sources import resolve
     from flopcalc.gpu_memory.weights import component_weights
 
+    from flopcalc.gpu_memory.allocator import replayed_weights
+
     source = resolve(card)
     out: dict[str, Any] = {}
     for dtype in dict.fromkeys(_memory_dtype(p) for p in PRECISIONS):
@@ -347,9 +351,14 @@ def _weights(card: str, settings: Mapping[str, Any], est: Any) -> dict[str, Any]
         except FlopcalcError as exc:
             out[dtype] = {"why": str(exc)}
             continue
+        # the reserve's pieces (memory(): ``kinds``, ``weights_reserved``): each component's reserve law kind, and
+        # the caching allocator's exact reserve above its weights where its config was replayed at this dtype
+        exact = replayed_weights(source.components, weighed)
         out[dtype] = {"components": [{"component": c.component, "bytes": c.bytes, "buffer_bytes": c.buffer_bytes,
                                       "largest_module_bytes": c.largest_module_bytes, "runs": c.runs,
-                                      "block_bytes": list(c.block_bytes)}
+                                      "block_bytes": list(c.block_bytes),
+                                      "kind": est.kinds.get(c.component, "denoiser"),
+                                      **({"weights_reserve": exact[c.component]} if c.component in exact else {})}
                                      for c in weighed]}
     return out
 
@@ -368,6 +377,7 @@ def _memory(v: _Variant, points: Sequence[dict[str, int]], base: Mapping[str, An
     from flopcalc.engine.sources import resolve
     from flopcalc.flops.estimate import estimate
     from flopcalc.gpu_memory.activations import fit_entry
+    from flopcalc.gpu_memory.allocator import call_law
     from flopcalc.gpu_memory.estimate import memory
 
     try:
@@ -385,10 +395,13 @@ def _memory(v: _Variant, points: Sequence[dict[str, int]], base: Mapping[str, An
             entry = fit_entry(c.class_name, c.call, source.components[c.component], c.shape)
             if entry is not None and "fused" in entry:
                 row["fit"] = {a: {"phases": entry[a]["phases"]} for a in ("fused", "math") if a in entry}
+                law = call_law(c.class_name, c.call, source.components[c.component])
+                if law is not None:  # the call's own reserve law (factor, error), as memory() takes it
+                    row["law"] = list(law)
     if not all(v.check_memory(p, running) for p in points):
         return {"why": "the memory pieces could not be checked against `flopcalc memory` at these settings"}
     return {"weights": weights, "nipp": v.sym.settings.num_images_per_prompt,
-            "rows": [{k: r[k] for k in ("component", "call", "role", "runs", "batch", "n", "fit") if k in r}
+            "rows": [{k: r[k] for k in ("component", "call", "role", "runs", "batch", "n", "fit", "law") if k in r}
                      for r in rows]}
 
 
@@ -479,11 +492,16 @@ def card_data(name: str) -> dict[str, Any]:
 def _gpus() -> dict[str, Any]:
     from flopcalc.hardware.gpus import _index, _normal, gpus
 
+    from flopcalc.gpu_memory.allocator import workspace_bytes
+
     return {
         "table": [{"key": g.key, "name": g.name, "aliases": list(g.aliases), "memory_bytes": g.memory_bytes,
                    "memory_bandwidth": g.memory_bandwidth, "tdp_w": g.tdp_w, "idle_w": g.idle_w,
                    "peak_flops": dict(g.peak_flops), "host_link_bytes_per_s": g.host_link_bytes_per_s,
-                   "family": g.family} for g in gpus()],
+                   "family": g.family, "architecture": g.architecture,
+                   # the reserve's per-GPU parts (flopcalc.gpu_memory.allocator): the cuBLAS/cuBLASLt workspaces'
+                   # segments and the CUDA context of one process
+                   "workspace_bytes": workspace_bytes(g), "context_bytes": g.context_bytes} for g in gpus()],
         "index": {label: [g.key, what] for label, (g, _, what) in _index().items()},
         "normal": "lower-case letters and digits only (flopcalc.hardware.gpus._normal)",
         "example": _normal("H100 80GB HBM3"),
@@ -516,13 +534,22 @@ def _constants() -> dict[str, Any]:
     """Every number and name the page's ports read, from the modules that define them."""
     from flopcalc.energy_laws import backbone, laws, predict
     from flopcalc.energy_laws.fit import BYTES_PER_PARAMETER
+    from flopcalc.gpu_memory import allocator
     from flopcalc.gpu_memory.estimate import OFFLOAD
     from flopcalc.gpu_memory.quantized import REST_DTYPE, canonical
     from flopcalc.gpu_memory.weights import DTYPE_BYTES
     from flopcalc.flops.symbolic import SYMBOL_TEXT
     from flopcalc.formulas.ops import SOFTMAX_OPS
 
-    return {"softmax_ops": SOFTMAX_OPS, "precisions": list(backbone.PRECISIONS), "op_classes": list(backbone.OP_CLASSES),
+    fit = allocator.fit()
+    law_keys = ("weights_overhead", "weights_constant_bytes", "weights_loco_max_rel_error", "activation_factor",
+                "activation_constant_bytes", "activation_loco_max_rel_error")
+    return {"softmax_ops": SOFTMAX_OPS,
+            # the reserve laws per component kind and the size under which a part's error is taken relative to it
+            # (flopcalc/data/allocator_fit.json, read by flopcalc.gpu_memory.allocator.reserve)
+            "allocator": {"kinds": {k: {x: fit["kinds"][k][x] for x in law_keys} for k in allocator.KINDS},
+                          "significant_bytes": fit["significant_bytes"],
+                          "no_gpu_note": allocator.reserve(0, gpu=None).note}, "precisions": list(backbone.PRECISIONS), "op_classes": list(backbone.OP_CLASSES),
             "bytes_per_parameter": dict(BYTES_PER_PARAMETER), "dtype_bytes": dict(DTYPE_BYTES),
             # the bytes of an activation element under each dtype the page loads weights in (estimate.py: the rest
             # dtype under a quantized format, whose canonical name ``fp8`` is an alias of)

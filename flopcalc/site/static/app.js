@@ -340,6 +340,16 @@
     return `<div class="metric${wide}"><div class="label">${label}</div><div class="value" data-testid="${testid}"${attr}>${text}</div>${extra}</div>`;
   }
 
+  /** Under the peak (peak_bytes: the caching allocator's reserved peak, the workspaces and the CUDA context, what
+   * decides an out-of-memory error): the live tensors' peak (peak_allocated_bytes), the reserve above it with its
+   * cross-validated error, and the verdict (by peak_bytes, as `flopcalc memory`). */
+  function peakLines(m) {
+    const r = m.reserve, above = r.allocator_bytes + r.workspace_bytes;
+    return `<div class="small" data-testid="peak-allocated-gib" data-value="${Number(m.peak_allocated) / GIB}">live tensors ${gib(m.peak_allocated)} GiB (peak_allocated_bytes)</div>` +
+      `<div class="small" data-testid="reserve-error" data-value="${r.error}">+ allocator and workspaces ${gib(above)} GiB ± ${(100 * r.error).toFixed(0)}%, CUDA context ${gib(r.context_bytes)} GiB (at ${esc(r.at || "")}, ${gib(r.allocated_peak_bytes)} GiB live)</div>` +
+      `<div class="small ${m.fits === false ? "nofit" : "fits"}" data-testid="fits">${esc(m.verdict)} on ${esc(m.gpu.name)}</div>`;
+  }
+
   /** Side by side: each compared model at the same size (its own defaults otherwise), on the same GPU. */
   function compareTable(all) {
     const cell = (v) => (v === undefined || v === null ? "<span class=\"missing\">—</span>" : v);
@@ -369,7 +379,7 @@
     out.push(metric("co2-g", "CO2e per item", e ? `${e.co2e_g.toFixed(2)} g` : missing, e ? e.co2e_g : null,
       e ? `<div class="small">${e.co2e_g_interval[0].toFixed(2)}–${e.co2e_g_interval[1].toFixed(2)} g at ${s.grid === null ? DATA.constants.grid_g_per_kwh : s.grid} g/kWh</div>` : ""));
     out.push(metric("peak-gib", `peak GPU memory (${esc(s.offload)} offload)`, m && !m.why ? `${gib(m.peak)} GiB` : missing, m && !m.why ? Number(m.peak) / GIB : null,
-      m && !m.why ? `<div class="small ${m.fits === false ? "nofit" : "fits"}" data-testid="fits">${esc(m.verdict)} on ${esc(m.gpu.name)}</div>` : ""));
+      m && !m.why ? peakLines(m) : ""));
     out.push(metric("train-flops", "training FLOPs per sample", res.training !== undefined ? fmtInt(res.training) : missing,
       res.training !== undefined ? res.training.toString() : null, res.training === undefined ? `<div class="small">${esc(res.trainingWhy || "")}</div>` : "<div class=\"small\">full fine-tune, batch 1</div>"));
     out.push("</div>");
@@ -400,12 +410,12 @@
       out.push("</ul>");
     } else if (res.energyWhy) out.push(`<h3>Energy and latency</h3><p class="why">${esc(res.energyWhy)}; run <code>${esc(shell(res.cmd.energy))}</code></p>`);
     if (res.memory) {
-      out.push("<h3>GPU memory</h3><table><thead><tr><th>offload</th><th>weights resident GiB</th><th>peak GiB</th><th>" + esc(DATA.gpus.table.find((g) => g.key === s.gpu).name) + "</th></tr></thead><tbody>");
+      out.push("<h3>GPU memory</h3><table><thead><tr><th>offload</th><th>weights resident GiB</th><th>live tensors peak GiB</th><th>peak GiB (reserved + context)</th><th>" + esc(DATA.gpus.table.find((g) => g.key === s.gpu).name) + "</th></tr></thead><tbody>");
       for (const [mode, mm] of Object.entries(res.memory)) {
-        if (mm.why) { out.push(`<tr><td>${mode}</td><td colspan="3" class="why">${esc(mm.why)}</td></tr>`); continue; }
-        out.push(`<tr${mode === s.offload ? " class=\"chosen\"" : ""}><td>${mode}</td><td class="n">${gib(mm.resident)}</td><td class="n">${gib(mm.peak)}</td><td class="${mm.fits === false ? "nofit" : "fits"}">${mm.fits === false ? "does not fit" : mm.fits ? "fits" : "estimated part fits"} (headroom ${gib(mm.headroom)} GiB)</td></tr>`);
+        if (mm.why) { out.push(`<tr><td>${mode}</td><td colspan="4" class="why">${esc(mm.why)}</td></tr>`); continue; }
+        out.push(`<tr${mode === s.offload ? " class=\"chosen\"" : ""}><td>${mode}</td><td class="n">${gib(mm.resident)}</td><td class="n">${gib(mm.peak_allocated)}</td><td class="n">${gib(mm.peak)} ± ${(100 * mm.reserve.error).toFixed(0)}%</td><td class="${mm.fits === false ? "nofit" : "fits"}">${mm.fits === false ? "does not fit" : mm.fits ? "fits" : "estimated part fits"} (headroom ${gib(mm.headroom)} GiB)</td></tr>`);
       }
-      out.push(`</tbody></table><p class="note">Weights in ${esc(DATA.constants.memory_dtype[s.precision])}, activations with fused attention${m && m.missing && m.missing.length ? `; no activation estimate for ${esc(m.missing.join(", "))} (not measured)` : ""}.</p>`);
+      out.push(`</tbody></table><p class="note">Weights in ${esc(DATA.constants.memory_dtype[s.precision])}, activations with fused attention${m && m.missing && m.missing.length ? `; no activation estimate for ${esc(m.missing.join(", "))} (not measured)` : ""}. The peak is what decides an out-of-memory error: the caching allocator's reserved peak (its rounding and fragmentation above the live tensors, replayed or fitted, with the fit's cross-validated error on that part), the cuBLAS workspaces and the CUDA context; the verdict compares it with the GPU's memory.</p>`);
     } else if (res.memoryWhy) out.push(`<h3>GPU memory</h3><p class="why">${esc(res.memoryWhy)}; run <code>${esc(shell(res.cmd.memory))}</code></p>`);
     if (res.variant) {
       out.push(`<h3>The law</h3><p class="note">Branch: ${esc(res.variant.label)}. Exact for ${Object.entries(card.domain).map(([k, d]) => `${SYMBOL_INPUT[k]} ${d.lo}–${d.hi}${d.step > 1 ? ` (steps of ${d.step})` : ""}`).join(", ")}; checked against the command line at ${card.checked_points} settings. <code>${esc(shell(res.cmd.symbolic))}</code></p>`);

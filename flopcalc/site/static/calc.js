@@ -384,6 +384,53 @@ const Calc = (() => {
     return Math.max(0, pyRound(Math.max(...fit.phases.map(([c0, c1, c2]) => c0 + c1 * n + c2 * n * n))));
   }
 
+  /** Mirrors flopcalc.gpu_memory.allocator.reserve as MemoryEstimate._reserve_at calls it (no tensors replayed, no
+   * largest block, inference): ``fit`` the exported laws per kind, ``gpu`` a row of the GPU table (its workspaces'
+   * segments and CUDA context) or null, ``weights`` a Map kind → bytes (insertion order: the float sum's order),
+   * ``exact`` [bytes, reserve above them] of replayed weights, ``law`` the call's own [factor, error] or null.
+   * Byte counts are BigInt; each fitted part is Python's round() of the same float expression. */
+  function reserve(fit, allocated, gpu, activation, kind, weights, exact, law) {
+    const known = exact.reduce((s, [b]) => s + b, 0n);
+    const rest = allocated - activation - known;
+    const least = [allocated, activation, rest].reduce((m, x) => (x < m ? x : m));
+    if (least < 0n) throw new Error(`reserve: ${activation} activation bytes and ${known} replayed weight bytes do not fit in ${allocated} allocated`);
+    const kindLaw = (name) => {
+      if (!(name in fit.kinds)) throw new Error(`reserve: kind ${JSON.stringify(name)}: choose one of ${Object.keys(fit.kinds).join(", ")}`);
+      return fit.kinds[name];
+    };
+    let given = 0n;
+    for (const b of weights.values()) given += b;
+    if (given !== rest) throw new Error(`reserve: weights of ${given} B, not the ${rest} B left beside the activations and the replayed weights`);
+    const exactReserve = exact.reduce((s, [, r]) => s + r, 0n);
+    const parts = [];
+    for (const [name, b] of weights) {
+      if (!b) continue;
+      const l = kindLaw(name);
+      parts.push([BigInt(pyRound(l.weights_overhead * Number(b) + l.weights_constant_bytes)), l.weights_loco_max_rel_error]);
+    }
+    if (activation) {
+      const l = kindLaw(kind);
+      if (law === null || law === undefined) {
+        parts.push([BigInt(pyRound((l.activation_factor - 1) * Number(activation) + l.activation_constant_bytes)),
+          l.activation_loco_max_rel_error]);
+      } else parts.push([BigInt(pyRound((law[0] - 1) * Number(activation))), law[1]]);
+    }
+    const fitted = exactReserve + parts.reduce((s, [p]) => s + p, 0n);
+    const allocator = fitted > 0n ? fitted : 0n;
+    const ws = gpu ? BigInt(gpu.workspace_bytes) : 0n;
+    const total = allocator + ws;
+    let uncertain = 0;
+    for (const [p, e] of parts) {
+      const a = p < 0n ? -p : p, sig = BigInt(fit.significant_bytes);
+      uncertain += Number(a > sig ? a : sig) * e;
+    }
+    const context = gpu ? BigInt(gpu.context_bytes) : 0n;
+    const reserved = allocated + allocator + ws;
+    return { allocated_peak_bytes: allocated, allocator_bytes: allocator, workspace_bytes: ws,
+      reserved_peak_bytes: reserved, context_bytes: context, peak_bytes: reserved + context,
+      error: total ? uncertain / Number(total) : 0.0, note: gpu ? "" : fit.no_gpu_note };
+  }
+
   /** Mirrors flopcalc.gpu_memory.estimate._check_offload: the options of group offloading and block swap. */
   function checkOffload(k, offload, bpg, stream, swap) {
     for (const [value, flag, low] of [[bpg, "--blocks-per-group", 1], [swap, "--block-swap", 0]]) {
@@ -409,7 +456,8 @@ const Calc = (() => {
       throw new Error(`--offload ${offload} with ${dtype} weights is not modelled (the hooks move quantized layers differently): use --offload model, or a bf16/fp16/fp32 dtype`);
     }
     const comps = w.components.map((c) => ({ ...c, bytes: BigInt(c.bytes), buffer_bytes: BigInt(c.buffer_bytes),
-      largest_module_bytes: BigInt(c.largest_module_bytes), block_bytes: c.block_bytes.map(BigInt) }));
+      largest_module_bytes: BigInt(c.largest_module_bytes), block_bytes: c.block_bytes.map(BigInt),
+      kind: c.kind || "denoiser" }));
     const bpe = BigInt(k.activation_dtype_bytes[dtype]);
     const forwards = {}, acts = [];
     for (const row of mem.rows) {
@@ -419,7 +467,7 @@ const Calc = (() => {
       if (row.fit) {
         const n = Number(lawInt(row.n, values));
         const fit = row.fit[attention] || null;
-        acts.push({ component: row.component, call: row.call, batch,
+        acts.push({ component: row.component, call: row.call, batch, law: row.law || null,
           bytes: fit === null ? null : BigInt(peakElements(fit, n)) * batch * bpe });
       }
     }
@@ -461,13 +509,42 @@ const Calc = (() => {
         : offload === "sequential" ? sum(running.map((c) => (c.bytes - c.buffer_bytes) * (forwards[c.component] || 1n)))
           : sum(running.map((c) => c.bytes * (forwards[c.component] || 1n)));
     }
+    // the two peaks: MemoryEstimate.peak_allocated_bytes (live tensors) and peak_bytes, the reserve of the moment
+    // (_reserve_at) where it is largest (_reserve_peak: the first of equals)
+    const resident_parts = (c) => {  // MemoryEstimate._resident_parts
+      if (offload === "none") {
+        return comps.map((x) => [x, swap && x === den ? x.bytes - sum(swapped) + max(swapped) : x.bytes]);
+      }
+      if (offload === "sequential") return comps.map((x) => [x, x.buffer_bytes + (x === c ? held(c) : 0n)]);
+      return [[c, held(c)]];
+    };
+    const peakCall = (c) => {  // MemoryEstimate._peak_call
+      let best = null;
+      for (const a of acts) if (a.component === c.component && a.bytes && (best === null || a.bytes > best.bytes)) best = a;
+      return best;
+    };
+    let chosen = null;
+    for (const c of (offload === "none" ? comps : running)) {
+      const exact = [], byKind = new Map();
+      for (const [x, b] of resident_parts(c)) {
+        if (x.weights_reserve !== undefined && b === x.bytes) exact.push([b, BigInt(x.weights_reserve)]);
+        else if (b) byKind.set(x.kind, (byKind.get(x.kind) || 0n) + b);
+      }
+      const call = peakCall(c);
+      const act = call === null ? 0n : call.bytes;
+      const where = call === null ? c.component : `${c.component}.${call.call}`;
+      const allocated = sum(exact.map(([b]) => b)) + sum([...byKind.values()]) + act;
+      const r = reserve(k.allocator, allocated, gpu || null, act, c.kind, byKind, exact, call === null ? null : call.law);
+      if (chosen === null || r.peak_bytes > chosen.peak_bytes) chosen = { ...r, at: where };
+    }
+    if (chosen === null) chosen = { ...reserve(k.allocator, 0n, gpu || null, 0n, "denoiser", new Map(), [], null), at: null };
     const items = Number(BigInt(values.B) * BigInt(mem.nipp));
-    const out = { weights, resident, peak, transfer, transfer_per_item: Number(transfer) / items, components: comps,
+    const out = { weights, resident, peak: chosen.peak_bytes, peak_allocated: peak, reserve: chosen, transfer, transfer_per_item: Number(transfer) / items, components: comps,
       activations: acts, missing: mem.rows.filter((r) => r.n && !r.fit).map((r) => r.component),
       unestimated: [...new Set(mem.rows.filter((r) => !r.fit).map((r) => `${r.component}.${r.call}`))] };
     if (gpu) {  // MemoryEstimate.fits and .verdict: None (null) when the estimated part fits but a call is not estimated
-      out.gpu = gpu; out.headroom = BigInt(gpu.memory_bytes) - peak;
-      out.fits = peak > BigInt(gpu.memory_bytes) ? false : out.unestimated.length ? null : true;
+      out.gpu = gpu; out.headroom = BigInt(gpu.memory_bytes) - out.peak;  // by peak_bytes, as MemoryEstimate.fits
+      out.fits = out.peak > BigInt(gpu.memory_bytes) ? false : out.unestimated.length ? null : true;
       out.verdict = out.fits === true ? "fits" : out.fits === false ? "does not fit"
         : `weights and the estimated activations fit; the activations of ${out.unestimated.join(", ")} are not estimated`;
     }
@@ -476,7 +553,7 @@ const Calc = (() => {
 
   return { floorDiv, lawScaled, lawValue, lawInt, toNumber, withCommas, normal, resolveGpu, defaultPrecision, peaks,
     workOf, sampleOf, columns, fitLatency, meanPower, transferred, denoiserKind, choose, outOfRange, split, bounds,
-    clamp, predict, pyRound, peakElements, memory };
+    clamp, predict, pyRound, peakElements, reserve, memory };
 })();
 
 if (typeof module !== "undefined") module.exports = Calc;
