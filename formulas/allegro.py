@@ -41,7 +41,6 @@ TILE_FRAMES, OVERLAP_T, OVERLAP_H, OVERLAP_W = 24, 8, 120, 80
 def allegro_transformer_block(*, dim: int, heads: int, head_dim: int, tokens: Any, text_tokens: Any,
                               cross_attention_dim: int, bias: bool, norm_affine: bool) -> Node:
     """One ``AllegroTransformerBlock`` (module doc)."""
-    inner = heads * head_dim
     return Node("block", children=(
         Node("norm1", ops.layer_norm(tokens, dim, affine=norm_affine)),
         attention_module("attn1", tokens=tokens, dim=dim, heads=heads, head_dim=head_dim, bias=bias),

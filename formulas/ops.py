@@ -62,11 +62,16 @@ def exact_div(a: Any, b: int) -> Any:
     return a / b
 
 
-def linear(tokens: Any, d_in: int, d_out: int, *, bias: bool = True, thop_hooked: bool = True) -> Cost:
+def linear(tokens: Any, d_in: int, d_out: int, *, bias: bool = True, thop_hooked: bool = True,
+           nn_linear: bool = True) -> Cost:
     """``nn.Linear(d_in, d_out)`` applied to ``tokens`` vectors. ``thop_hooked`` is False for
-    ``F.linear`` calls and ``nn.Linear`` subclasses, which thop (exact-type hooks) misses."""
+    ``F.linear`` calls and ``nn.Linear`` subclasses, which thop (exact-type hooks) misses. ``nn_linear`` is False
+    for a module of its own that calls ``F.linear`` on its parameters (no ``nn.Linear``: weight quantizers leave it
+    as it is, so it records no linear-weight fields)."""
     macs = tokens * d_in * d_out
     params = d_in * d_out + (d_out if bias else 0)
+    if not nn_linear:
+        return Cost(functional=macs, params=params, largest_module=params)
     record = LINEAR_WEIGHTS.get()
     weights = {"linear_weights": d_in * d_out if record is None else record(d_in, d_out), "linear_rows": d_out,
                "linear_blocks": -(-d_in * d_out // LINEAR_BLOCK), "linear_packed": -(-d_in * d_out // 2),

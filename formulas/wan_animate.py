@@ -88,12 +88,16 @@ def motion_encoder(*, size: int, style_dim: int, motion_dim: int, out_dim: int, 
         blocks.append(Node("block", children=(conv1, conv2, skip), formula="wan_animate_motion_res_block"))
         c, side = c_out, out
     conv_out, _ = motion_conv("conv_out", c, style_dim, 4, side, activation=False, bias=False)
-    linears = [Node("layer", ops.linear(1, style_dim, style_dim, thop_hooked=False))] * (MOTION_BLOCKS - 1)
-    linears.append(Node("layer", ops.linear(1, style_dim, motion_dim, thop_hooked=False)))
+    # MotionLinear (transformer_wan_animate.py:187): F.linear on its own parameters, not an nn.Linear
+    linears = [Node("layer", ops.linear(1, style_dim, style_dim, thop_hooked=False, nn_linear=False))] * (MOTION_BLOCKS - 1)
+    linears.append(Node("layer", ops.linear(1, style_dim, motion_dim, thop_hooked=False, nn_linear=False)))
     from flopcalc.engine.cost import module_list
 
-    tree = Node("motion_encoder", ops.matmul(motion_dim, motion_dim, out_dim) + ops.parameters(out_dim * motion_dim),
-                children=(conv_in, module_list("res_blocks", blocks), conv_out, module_list("motion_network", linears)),
+    # the QR-orthogonalised ``motion_synthesis_weight`` (a parameter of its own: _keep_in_fp32_modules names it)
+    synthesis = Node("motion_synthesis_weight", ops.parameters(out_dim * motion_dim))
+    tree = Node("motion_encoder", ops.matmul(motion_dim, motion_dim, out_dim),
+                children=(conv_in, module_list("res_blocks", blocks), conv_out, module_list("motion_network", linears),
+                          synthesis),
                 formula="wan_animate_motion_encoder")
     return _repeat(tree, frames)
 

@@ -72,10 +72,19 @@ def test_transformer_closed_form():
 
 
 def test_a_patch_grid_beyond_the_positional_table_is_noted():
-    big = plan(CARD.index(), CARD.components(), Settings())
-    assert any("64×64 patch grid exceeds the transformer's 32×32 positional table" in n for n in big.notes)
-    small = plan(CARD.index(), CARD.components(), Settings(height=512, width=512))
-    assert not any("positional table" in n for n in small.notes)
+    big = plan(CARD.index(), CARD.components(), Settings(height=1024, width=1536))
+    assert any("64×96 patch grid exceeds the transformer's 64×64 positional table" in n for n in big.notes)
+    default = plan(CARD.index(), CARD.components(), Settings())  # 1024²: the whole 64×64 table
+    assert not any("positional table" in n for n in default.notes)
+
+
+def test_card_parameters_are_the_published_count():
+    """fal/AuraFlow's published 6.843 B parameters: the 4096-row positional table (PROVENANCE.json), checked
+    against the harness fixture measured on the real module."""
+    fixture = CARD.fixture("transformer-1024x1024.json")
+    assert fixture["params"] == 6_842_876_928
+    r = estimate_configs(None, {"transformer": CARD.config("transformer")}, Settings())
+    assert r.component("transformer").params == fixture["params"]
 
 
 def test_options_it_does_not_apply_are_refused():

@@ -71,7 +71,7 @@ def test_history_closed_form():
     window's and the history's tokens, the image's 729 and the 256 text tokens."""
     r = flopcalc.estimate(CARD, height=336, width=592, num_frames=33, steps=1)
     tree = r.component("transformer").tree
-    h, w, c, d = 42, 74, 16, 3072
+    c, d = 16, 3072
     clean, two, four = 2 * 21 * 37, 11 * 19, 4 * 6 * 10
     assert tree.find("clean_x_embedder").total.macs("torch") == (clean * 4 + two * 32 + four * 256) * c * d
     n = 9 * 21 * 37

@@ -11,7 +11,8 @@ from flopcalc.flops.estimate import estimate_configs
 from flopcalc.engine.errors import FlopcalcError, OptionError
 from flopcalc.formulas.qwen2_5_vision import segment_lengths, window_sides
 from flopcalc.engine.pipelines import Settings
-from flopcalc.engine.pipelines.qwen_image_edit import calculate_dimensions, condition_image, smart_resize
+from flopcalc.engine.pipelines.qwen_image_edit import (calculate_dimensions, condition_image, picture_wrapper_tokens,
+                                                       smart_resize)
 
 from card_support import Card, runs_by_call
 
@@ -70,8 +71,10 @@ def test_plus_images_at_384_squared_area():
     h, w = condition_image(1024, 1024, 384 * 384)
     assert (h, w) == (392, 392)  # 384 → round(13.7)·28
     tokens = (h // 28) * (w // 28)
-    assert r.component("text_encoder").shape == {"seq_len": 64 + 3 * tokens + 512, "height": 392, "width": 392,
-                                                 "frames": 3}
+    # each image's "Picture i: <|vision_start|>" ... "<|vision_end|>" wrapper: 7 more tokens (pictures 1-9)
+    assert r.component("text_encoder").shape == {"seq_len": 64 + 3 * (tokens + 7) + 512, "height": 392,
+                                                 "width": 392, "frames": 3}
+    assert r.component("transformer").shape["text_len"] == 3 * (tokens + 7) + 512
     assert r.component("transformer").shape["reference_tokens"] == 3 * 64 * 64
     assert runs_by_call(r)["vae.encode"] == 3
 
@@ -143,7 +146,16 @@ def test_edit_inpaint_output_is_the_images_calculated_size():
 def test_2509_card_runs_edit_plus():
     r = flopcalc.estimate("qwen-image-edit-2509", input_images=2, height=768, width=1344)
     assert r.pipeline == "QwenImageEditPlusPipeline"
-    assert r.component("text_encoder").shape == {"seq_len": 64 + 2 * 180 + 512, "height": 280, "width": 504,
-                                                 "frames": 2}
+    assert r.component("text_encoder").shape == {"seq_len": 64 + 2 * (180 + 7) + 512, "height": 280,
+                                                 "width": 504, "frames": 2}
     assert r.component("transformer").shape["reference_tokens"] == 2 * 48 * 84
     assert runs_by_call(r) == {"text_encoder.forward": 1, "transformer.forward": 50, "vae.encode": 2, "vae.decode": 1}
+
+
+def test_plus_picture_wrappers_one_token_per_digit():
+    """``Picture i: `` + the two vision special tokens: 7 tokens for i < 10, 8 for 10-99 (Qwen2's pre-tokenizer
+    splits numbers into digits); Edit's fixed template wrapper adds nothing beside max_sequence_length."""
+    assert [picture_wrapper_tokens(n) for n in (0, 1, 2, 9, 10, 11)] == [0, 7, 14, 63, 71, 79]
+    edit = _estimate("QwenImageEditPipeline")
+    h, w = condition_image(1024, 1024, 1024 * 1024)
+    assert edit.component("text_encoder").shape["seq_len"] == 64 + (h // 28) * (w // 28) + 512

@@ -12,7 +12,6 @@ from live_support import REPO, measure  # noqa: F401  (skips without torch/diffu
 from measure_weights import converted_linears, group_offload_blocks, keep_in_fp32, loaded_bytes, offloaded_modules
 
 from flopcalc.engine.errors import FlopcalcError
-from flopcalc.formulas import ops
 from flopcalc.gpu_memory.quant_formats import FORMATS as LIBRARY_FORMATS
 from flopcalc.gpu_memory.quantized import Linears
 from flopcalc.gpu_memory.weights import component_weights

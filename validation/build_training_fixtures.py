@@ -75,8 +75,10 @@ def load_jobs(manifest: Path = MANIFEST, only: Sequence[str] | None = None) -> l
                     for height, width in entry["sizes"]:
                         settings = {**{k: int(v) for k, v in entry["settings"].items()},
                                     "height": int(height), "width": int(width)}
-                        jobs.append(TrainingJob(case, entry["component"], REPO_ROOT / spec["root"] / entry["component"],
-                                                entry["class"], mode, settings, lora))
+                        config_dir = (REPO_ROOT / entry["path"] if "path" in entry  # a bare config's folder
+                                      else REPO_ROOT / spec["root"] / entry["component"])
+                        jobs.append(TrainingJob(case, entry["component"], config_dir, entry["class"], mode, settings,
+                                                lora))
     return jobs
 
 

@@ -18,7 +18,7 @@ needs no diffusers at run time).
   its source file (its module cannot be imported); names its hint uses that diffusers and
   transformers do not export are kept as written.
 * **Models**: the names in ``_import_structure["models"]`` that are ``ModelMixin`` subclasses (or
-  dummies of them).
+  dummies of them), with ``from_config`` as above.
 
 Run: ``python validation/extract_diffusers_classes.py`` (``--check``: compare, write nothing; exit 1
 on a difference). Output is byte-identical across runs on the same diffusers / transformers.
@@ -122,7 +122,9 @@ def _component(name: str, allowed: list[Any], default_none: bool, optional_liste
         if cls is None:
             continue
         if _is_model_class(cls):
-            entry = {"class": cls.__name__, "library": _library(cls)}
+            entry = {"class": cls.__name__, "library": _library(cls), "from_config": _from_config(cls)}
+            if entry["from_config"]:
+                _CALLS[cls.__name__] = _calls(cls)
             subclasses = _family_subclasses(cls)
             if subclasses:
                 entry["subclasses"] = subclasses
@@ -135,6 +137,49 @@ def _component(name: str, allowed: list[Any], default_none: bool, optional_liste
         return None
     unique = list({c["class"]: c for c in classes}.values())
     return {"name": name, "classes": unique, "optional": default_none or None in allowed or optional_listed}
+
+
+#: ``__init__`` parameters of a wrapper that holds other models rather than building its own from a config.
+WRAPPED = frozenset({"controlnets", "adapters", "models"})
+
+
+def _from_config(cls: type) -> bool:
+    """Whether the library builds ``cls`` from a config alone: a diffusers ``ConfigMixin`` (``from_config``), or a
+    transformers ``PreTrainedModel`` whose ``config_class`` is a concrete config (``cls(config)``); an abstract
+    ``*PreTrainedModel`` base is not a model one loads."""
+    from diffusers.configuration_utils import ConfigMixin
+    from transformers import PretrainedConfig, PreTrainedModel
+
+    if issubclass(cls, ConfigMixin):  # unless a wrapper of other models (QwenImageMultiControlNetModel(controlnets))
+        return not WRAPPED & set(inspect.signature(cls.__init__).parameters)
+    if issubclass(cls, PreTrainedModel) and not cls.__name__.endswith("PreTrainedModel"):
+        config = getattr(cls, "config_class", None)
+        return inspect.isclass(config) and issubclass(config, PretrainedConfig) and config is not PretrainedConfig
+    return False
+
+
+#: Class → its :func:`_calls`, for every class built from a config that the list names (filled as it is built).
+_CALLS: dict[str, dict[str, list[str]]] = {}
+
+#: The calls a pipeline makes of a component (``forward`` of every model; ``decode`` / ``encode`` of a VAE).
+CALLS = ("forward", "decode", "encode")
+
+
+def _calls(cls: type) -> dict[str, list[str]]:
+    """The parameters of each of :data:`CALLS` the class has, by name in order (``**`` last where it takes any
+    keyword): what ``estimate --measure`` checks an input builder lent by another class against."""
+    out = {}
+    for call in CALLS:
+        method = getattr(cls, call, None)
+        if method is None or (call != "forward" and not callable(method)):
+            continue
+        try:
+            params = list(inspect.signature(method).parameters.values())[1:]
+        except (TypeError, ValueError):
+            continue
+        names = [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        out[call] = names + (["**"] if any(p.kind is p.VAR_KEYWORD for p in params) else [])
+    return out
 
 
 def _family_subclasses(cls: type) -> list[str]:
@@ -226,9 +271,12 @@ def _model_entry(name: str) -> dict[str, Any] | None:
 
     obj = getattr(diffusers, name)
     if _is_dummy(obj):
-        return {"importable": False, "requires": sorted(getattr(obj, "_backends", []))}
+        return {"importable": False, "requires": sorted(getattr(obj, "_backends", [])), "from_config": False}
     if inspect.isclass(obj) and issubclass(obj, ModelMixin) and obj is not ModelMixin:
-        return {"importable": True, "requires": []}
+        entry = {"importable": True, "requires": [], "from_config": _from_config(obj)}
+        if entry["from_config"]:
+            _CALLS[name] = _calls(obj)
+        return entry
     return None
 
 
@@ -256,6 +304,7 @@ def extract() -> dict[str, Any]:
         "transformers_version": transformers.__version__,
         "pipelines": pipelines,
         "models": models,
+        "calls": dict(sorted(_CALLS.items())),
     }
 
 

@@ -20,7 +20,6 @@ Never edit the fixtures by hand.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 import time

@@ -81,7 +81,7 @@ def configure_symbolic(p: argparse.ArgumentParser) -> None:
                      "denoiser passes P, batch B, text tokens L and frames F; the settings given choose the branch "
                      "the law holds on and the representative values.")
     add_model(p)
-    add_run_options(p, BRANCH_OPTIONS)
+    add_run_options(p, BRANCH_OPTIONS + ("resolution_binning",))
     add_convention(p)
     add_format(p, ("text", "latex", "json"))
     p.add_argument("--ratio", metavar="A:B",
@@ -171,7 +171,7 @@ def configure_sweep(p: argparse.ArgumentParser) -> None:
     for key, (_symbol, what) in _SWEEP_SYMBOLS.items():
         p.add_argument(f"--{key.replace('_', '-')}", dest=f"sweep_{key}", metavar="VALUES",
                        help=f"{what}: a list or an inclusive range START:STOP:STEP")
-    add_run_options(p, ("guidance_scale", "true_cfg_scale", "negative_prompt"))
+    add_run_options(p, ("guidance_scale", "true_cfg_scale", "negative_prompt", "resolution_binning"))
     add_convention(p)
     add_format(p, ("csv", "json", "table"))
     p.add_argument("--max-points", type=positive_int, default=SWEEP_MAX_POINTS, metavar="N",
@@ -183,7 +183,7 @@ def run_sweep(args: argparse.Namespace) -> int:
 
     from flopcalc.flops.estimate import estimate
     from flopcalc.flops.sweep import grid_size, parse_values, rows, run_sweep, sizes_to_verify, write_columns
-    from flopcalc.flops.symbolic import symbolic_estimate
+    from flopcalc.flops.symbolic import refuse_binned_sizes, symbolic_estimate
     from flopcalc.render.output import Progress
 
     values = {sym: parse_values(getattr(args, f"sweep_{key}"), key.replace("_", "-"), max_count=args.max_points)
@@ -192,9 +192,12 @@ def run_sweep(args: argparse.Namespace) -> int:
     first = {key: values[sym][0] for key, (sym, _what) in _SWEEP_SYMBOLS.items() if sym in values}
     law = symbolic_estimate(args.model, convention=args.convention, revision=args.revision, **branch, **first)
     grid_size(law, values)  # symbols the law lacks are refused before the budget is counted
+    if "H" in values or "W" in values:  # every size swept, resolved as estimate resolves it
+        sizes = [(h, w) for h in values.get("H", [first.get("height")]) for w in values.get("W", [first.get("width")])]
+        refuse_binned_sizes(args.model, sizes, revision=args.revision, **branch)
 
     def exact(**varied: int) -> int:
-        return estimate(args.model, convention=args.convention, revision=args.revision, resolution_binning=False,
+        return estimate(args.model, convention=args.convention, revision=args.revision,
                         **branch, **{**first, **varied}).flops
 
     with Progress("checking the law against the exact estimate", sizes_to_verify(values)) as progress:
@@ -238,14 +241,14 @@ def configure_plot(p: argparse.ArgumentParser) -> None:
                    help="square image sides in pixels, a list or an inclusive range (default 256:4096:64)")
     p.add_argument("--max-points", type=positive_int, default=PLOT_MAX_SIDES, metavar="N",
                    help=f"refuse more sides than this (default {PLOT_MAX_SIDES:,})")
-    add_run_options(p, BRANCH_OPTIONS)
+    add_run_options(p, BRANCH_OPTIONS + ("resolution_binning",))
     add_convention(p)
 
 
 def run_plot(args: argparse.Namespace) -> int:
     from flopcalc.flops.plots import resolution_figure
     from flopcalc.flops.sweep import parse_values
-    from flopcalc.flops.symbolic import symbolic_estimate
+    from flopcalc.flops.symbolic import refuse_binned_sizes, symbolic_estimate
     from flopcalc.render.figures import SUFFIXES, figure_bytes
     from flopcalc.render.output import check_writable, each, write_file
 
@@ -253,6 +256,9 @@ def run_plot(args: argparse.Namespace) -> int:
     sides = parse_values(args.sides, "sides", max_count=args.max_points)
     laws = [symbolic_estimate(m, convention=args.convention, revision=args.revision, **run_settings(args))
             for m in each(args.models, "building the laws")]
+    for law, m in zip(laws, args.models):  # every side, resolved as estimate resolves it
+        if "H" in law.symbols or "W" in law.symbols:
+            refuse_binned_sizes(m, [(x, x) for x in sides], revision=args.revision, **run_settings(args))
     write_file(args.out, figure_bytes(resolution_figure(laws, sides), args.out), "--out", SUFFIXES)
     print(f"wrote {args.out}")
     return 0

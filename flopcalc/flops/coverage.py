@@ -15,20 +15,18 @@ A pipeline is
 * ``missing``: a required component has no class with a formula (named), or it has no torch module
   to count at all (ONNX pipelines).
 
-A model class has a ``formula``, or is ``measurable`` (an input builder in ``flopcalc/engine/measure/inputs``:
-``estimate --measure`` counts it inside a planned pipeline), or ``missing``.
+A model class has a ``formula``, or is ``measurable`` (``estimate --measure`` counts it inside a planned pipeline:
+it has an input builder in ``flopcalc/engine/measure/inputs``, or it stands in for the class a planned pipeline
+expects in its place, :func:`measurable_classes`), or ``missing``.
 """
 
 from __future__ import annotations
 
-import ast
 import json
 from dataclasses import dataclass
-from functools import lru_cache
-from importlib.resources import files
-from pathlib import Path
 from typing import Any, Mapping
 
+from flopcalc.engine.class_list import class_list, shipped_versions  # noqa: F401  (coverage's API)
 from flopcalc.engine.errors import OptionError
 
 FORMATS = ("table", "json", "markdown")
@@ -65,35 +63,28 @@ class Coverage:
         return sum(p.status == status for p in self.pipelines if deprecated is None or p.deprecated == deprecated)
 
 
-def shipped_versions() -> list[str]:
-    """The diffusers versions a class list ships for, oldest first."""
-    folder = files("flopcalc").joinpath("data/diffusers")
-    names = [Path(entry.name).stem for entry in folder.iterdir() if entry.name.endswith(".json")]
-    return sorted(names, key=lambda v: tuple(int(p) if p.isdigit() else 0 for p in v.split(".")))
+def measurable_classes(version: str | None = None) -> frozenset[str]:
+    """Classes ``estimate --measure`` counts (:mod:`flopcalc.engine.measure.stand_in`), read without importing
+    torch: those with an input builder of their own; those a planned pipeline's ``__init__`` hint names beside a
+    class with a formula and an input builder, which lends them its place in the plan and its builder
+    (:func:`~flopcalc.engine.measure.stand_in.why_not`: the library builds them from a config, their call takes
+    what the builder passes, the pipeline does not branch on their class); and the drop-in replacements diffusers
+    documents for such a class (``AutoencoderTiny`` for ``AutoencoderKL``)."""
+    from flopcalc.engine.discovery import index
+    from flopcalc.engine.measure.stand_in import DROP_INS, builder_classes, lends_builder, main_call, why_not
 
-
-def class_list(version: str | None = None) -> dict[str, Any]:
-    """The shipped class list of diffusers ``version`` (default: the newest shipped)."""
-    versions = shipped_versions()
-    version = version or versions[-1]
-    if version not in versions:
-        raise OptionError(f"no class list for diffusers {version}; shipped: {', '.join(versions)} "
-                          "(python validation/extract_diffusers_classes.py writes one from an installed diffusers)")
-    return json.loads(files("flopcalc").joinpath(f"data/diffusers/{version}.json").read_text(encoding="utf-8"))
-
-
-@lru_cache(maxsize=1)
-def measurable_classes() -> frozenset[str]:
-    """Classes with an input builder, read from ``flopcalc/engine/measure/inputs/*.py`` without importing torch:
-    the string arguments of each ``@input_builder(...)`` decorator."""
-    found: set[str] = set()
-    folder = files("flopcalc").joinpath("engine", "measure")
-    sources = [folder.joinpath("harness.py")]
-    sources += [e for e in folder.joinpath("inputs").iterdir() if e.name.endswith(".py")]
-    for source in sources:
-        for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
-            if (isinstance(node, ast.Call) and getattr(node.func, "id", "") == "input_builder"):
-                found.update(a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str))
+    builders = builder_classes()
+    formulas = set(index().architectures)
+    planned = set(index().pipelines)
+    found = set(builders)
+    found.update(cls for cls, (replaced, _why) in DROP_INS.items()
+                 if replaced in builders and lends_builder(replaced, cls, main_call(replaced)) is None)
+    for name, entry in class_list(version)["pipelines"].items():
+        if name not in planned:
+            continue
+        for comp in entry["components"]:
+            found.update(c["class"] for c in comp["classes"]
+                         if c["class"] not in formulas and why_not(name, comp["name"], c["class"]) is None)
     return frozenset(found)
 
 
@@ -104,7 +95,7 @@ def coverage(version: str | None = None) -> Coverage:
     idx = index()
     formulas = set(idx.architectures)
     planned = set(idx.pipelines)
-    measurable = measurable_classes()
+    measurable = measurable_classes(version)
     pipelines = tuple(_pipeline(name, entry, planned, formulas) for name, entry in sorted(data["pipelines"].items()))
     used: dict[str, int] = {}
     library: dict[str, str] = {name: "diffusers" for name in data["models"]}
@@ -229,8 +220,9 @@ def markdown(cov: Coverage) -> str:
         "",
         "Status: **planned**: `flopcalc estimate` runs the pipeline; **components-only**: no plan yet, but every "
         "required model component has a class with a formula; **missing**: a required component has none (named), "
-        "or the pipeline holds no torch module. A model class has a **formula**, is **measurable** (an input "
-        "builder: `flopcalc estimate --measure` counts it inside a planned pipeline) or is **missing**. "
+        "or the pipeline holds no torch module. A model class has a **formula**, is **measurable** "
+        "(`flopcalc estimate --measure` counts it inside a planned pipeline: it has an input builder, or it stands "
+        "in for the class the pipeline expects there, docs/usage.md) or is **missing**. "
         "Components: optional ones end in `?`; `A | B`: the classes the type hint allows.",
         "",
         "## Pipelines",

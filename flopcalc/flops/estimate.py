@@ -87,15 +87,16 @@ def estimate_configs(
     component's config came from."""
     if convention not in CONVENTIONS:
         raise FlopcalcError(f"unknown convention {convention!r}; choose one of: {', '.join(CONVENTIONS)}")
-    p = _plan(model_index, components, settings, measure)
+    p, stand_ins = _plan(model_index, components, settings, measure)
     params: dict[str, int] = {}
     estimates = []
     measured_notes = []
     for group in _same_call_groups(p.runs):
         run = group[0]
         cfg = components[run.component]
-        if measure and not has_formula(run.class_name, run.call):
-            estimate_, note = _measured(cfg, group, p.settings, convention)
+        stand_in = stand_ins.get(run.component)
+        if measure and (stand_in is not None or not has_formula(run.class_name, run.call)):
+            estimate_, note = _measured(cfg, group, p.settings, convention, stand_in)
             estimates.append(estimate_)
             measured_notes.append(note)
             continue
@@ -103,7 +104,7 @@ def estimate_configs(
             trees = [assemble(cfg, r.shape, component=r.component, call=r.call, class_name=r.built_class,
                               validated=True) for r in group]
         except UnknownArchitectureError as exc:
-            raise _with_measure_hint(exc, run.built_class or class_name_of(cfg)) from None
+            raise _with_measure_hint(exc, model_index, components) from None
         if run.component not in params:
             params[run.component] = component_params(cfg, component=run.component, assembled=trees[0],
                                                      call=run.call, class_name=run.built_class)
@@ -123,53 +124,91 @@ def estimate_configs(
 
 
 def _plan(model_index: Mapping[str, Any] | None, components: Mapping[str, Mapping[str, Any]], settings: Settings,
-          measure: bool) -> Plan:
-    """The pipeline's plan; with ``measure``, a bare config of a class with no formula runs as its input
-    builder says (a text encoder), and an unplanned pipeline is refused with the reason."""
+          measure: bool) -> tuple[Plan, dict[str, Any]]:
+    """The pipeline's plan, and with ``measure`` the stand-ins of its components whose class has no formula
+    (:mod:`flopcalc.engine.measure.stand_in`: the plan reads each as the class the pipeline expects there, on the
+    real class's whole config); a bare config of a class with no formula runs as its input builder says (a text
+    encoder). Without ``measure``, a refusal for a class ``--measure`` could count says so."""
     if not measure:
-        return plan(model_index, components, settings)
+        try:
+            return plan(model_index, components, settings), {}
+        except UnknownArchitectureError as exc:
+            raise _with_measure_hint(exc, model_index, components) from None
     from flopcalc.engine.measure.component import role_of
+    from flopcalc.engine.measure.stand_in import plan_view, stand_ins
 
+    pipeline = _planned_name(model_index)
+    ins = stand_ins(pipeline, components) if pipeline else {}
+    view = {name: plan_view(ins[name]) if name in ins else cfg for name, cfg in components.items()}
     try:
-        return plan(model_index, components, settings, role_without_formula=role_of)
+        return plan(model_index, view, settings, role_without_formula=role_of), ins
     except UnplannedPipelineError as exc:
         raise UnplannedPipelineError(f"{exc}; --measure counts components of a planned pipeline only") from None
     except UnknownArchitectureError as exc:
-        raise UnknownArchitectureError(f"{exc}; --measure cannot stand in for it: the plan reads it through its "
-                                       "formula (a VAE's scale factor, a denoiser's latent geometry)") from None
+        raise UnknownArchitectureError(f"{exc}; --measure cannot stand in for it: {pipeline or 'the pipeline'} "
+                                       "expects no class with a formula there") from None
 
 
-def _with_measure_hint(exc: UnknownArchitectureError, class_name: str | None) -> UnknownArchitectureError:
-    """``exc``, pointing to ``--measure`` where it can count the class (an input builder exists for it)."""
-    from flopcalc.flops.coverage import measurable_classes
+def _planned_name(model_index: Mapping[str, Any] | None) -> str | None:
+    """The pipeline class ``model_index.json`` names, when flopcalc plans it (None: a bare config, or no plan)."""
+    from flopcalc.engine.discovery import index
 
-    if class_name not in measurable_classes():
-        return exc
-    return UnknownArchitectureError(f"{exc}; --measure counts it on the meta device, with {install_hint('measure')}")
+    name = (model_index or {}).get("_class_name")
+    return name if isinstance(name, str) and name in index().pipelines else None
 
 
-def _measured(cfg: Mapping[str, Any], group: list, settings: Settings, convention: str
+def _with_measure_hint(exc: UnknownArchitectureError, model_index: Mapping[str, Any] | None,
+                       components: Mapping[str, Mapping[str, Any]]) -> UnknownArchitectureError:
+    """``exc``, pointing to ``--measure`` where it can count the class the error names: a class with an input
+    builder, or one the pipeline's expected class lends its builder (:func:`~flopcalc.engine.measure.stand_in.
+    measurable_in_slot`), never a class it would then refuse."""
+    from flopcalc.engine.measure.stand_in import builder_classes, measurable_in_slot
+
+    pipeline = _planned_name(model_index)
+    for name, cfg in components.items():
+        cls = class_name_of(cfg)
+        if not cls or f"{name}: class {cls!r}" not in str(exc) or "auto_map" in cfg:
+            continue
+        if measurable_in_slot(pipeline, name, cls) if pipeline else cls in builder_classes():
+            return UnknownArchitectureError(f"{exc}; --measure counts it on the meta device, with "
+                                            f"{install_hint('measure')}")
+    return exc
+
+
+def _measured(cfg: Mapping[str, Any], group: list, settings: Settings, convention: str, stand_in: Any = None
               ) -> tuple[ComponentEstimate, str]:
-    """The row of a component call with no formula, measured; its runs come from the plan."""
+    """The row of a component call with no formula, measured; its runs come from the plan (for a stand-in, the
+    plan of the class its pipeline expects there)."""
     from flopcalc.engine.errors import MeasureError
     from flopcalc.engine.measure.component import measure_call
 
     run = group[0]
+    class_name = stand_in.actual if stand_in is not None else run.class_name
     if convention != "torch":
         raise MeasureError(f"{run.component}: a measured row counts what FlopCounterMode counts (the torch "
                            f"convention); --convention {convention} cannot be measured without its formula")
     if len(group) > 1:
         raise MeasureError(f"{run.component}.{run.call}: the plan runs this call in pieces of several shapes; "
                            "--measure counts a call made whole only")
-    m = measure_call(cfg, component=run.component, class_name=run.class_name, call=run.call, shape=run.shape,
-                     settings=settings)
+    if stand_in is not None:
+        from flopcalc.engine.measure.stand_in import why_not
+
+        reason = why_not(stand_in.pipeline, run.component, class_name)
+        if reason is not None:
+            raise MeasureError(f"{run.component}: {class_name} has no formula, and --measure cannot count it as "
+                               f"{stand_in.pipeline}'s {run.component}: {reason}")
+    m = measure_call(cfg, component=run.component, class_name=class_name, call=run.call, shape=run.shape,
+                     settings=settings, stand_in=stand_in)
     shape = {k: v for k, v in vars(run.shape).items() if v is not None and k not in _HOW_IT_RUNS}
-    row = ComponentEstimate(run.component, run.class_name, run.call, run.role, run.runs, run.why, m.params, shape,
+    row = ComponentEstimate(run.component, class_name, run.call, run.role, run.runs, run.why, m.params, shape,
                             m.tree, convention, method="measured", measure_seconds=m.seconds)
     inputs = ", ".join(f"{k}={v}" for k, v in m.inputs_from.items()) or "no settings"
-    note = (f"measured: {run.component}{'.' + run.call if run.call != 'forward' else ''} ({run.class_name}) has no "
+    lent = (f"; planned and fed as the {stand_in.expected} {stand_in.pipeline} expects there"
+            if stand_in is not None and stand_in.expected and m.builder != class_name else "")
+    note = (f"measured: {run.component}{'.' + run.call if run.call != 'forward' else ''} ({class_name}) has no "
             f"formula; built from its config on the meta device and counted with FlopCounterMode in "
-            f"{m.seconds:.2f} s (inputs from {inputs}); no block tree or elementwise estimate for it")
+            f"{m.seconds:.2f} s (inputs from {inputs}{', by the ' + m.builder + ' input builder' if lent else ''})"
+            f"{lent}; no block tree or elementwise estimate for it")
     return row, note
 
 

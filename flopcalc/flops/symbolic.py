@@ -24,7 +24,7 @@ from typing import Any
 import sympy as sp
 
 from flopcalc.engine.cost import CONVENTIONS, Cost
-from flopcalc.engine.errors import FlopcalcError, UnknownArchitectureError
+from flopcalc.engine.errors import FlopcalcError, OptionError, UnknownArchitectureError
 from flopcalc.engine.pipelines import Counting, Settings, plan
 from flopcalc.engine.registry import RunShape, assemble
 
@@ -156,8 +156,14 @@ def symbolic_estimate(
         raise FlopcalcError(f"unknown convention {convention!r}; choose one of: {', '.join(CONVENTIONS)}")
     source = resolve(model, revision=revision)
     notes = []
-    if settings.get("resolution_binning", True):
-        notes.append("resolution binning is off in a symbolic law (the size is used as given)")
+    if settings.pop("resolution_binning", True):  # the size the pipeline generates, as estimate resolves it
+        binned = plan(source.model_index, source.components, Settings.make(**settings)).settings
+        asked = plan(source.model_index, source.components, Settings.make(**settings, resolution_binning=False))
+        if (binned.height, binned.width) != (asked.settings.height, asked.settings.width):
+            notes.append(f"resolution binning: {asked.settings.height}×{asked.settings.width} is generated at "
+                         f"{binned.height}×{binned.width}, as {asked.pipeline} does: the law is evaluated there; it "
+                         "holds for sizes run as given (--no-resolution-binning)")
+            settings.update(height=binned.height, width=binned.width)
     settings["resolution_binning"] = False
     numeric = plan(source.model_index, source.components, Settings.make(**settings))
     symbolic_plan = plan(source.model_index, source.components, _tracked(numeric.settings))
@@ -173,6 +179,25 @@ def symbolic_estimate(
                             tuple(comps), (), tuple(notes) + numeric.notes, numeric.batched_passes)
     used = {s.name for s in report.flops.free_symbols}
     return replace(report, symbols=tuple(k for k in SYMBOL_TEXT if k in used))
+
+
+def refuse_binned_sizes(model: str, sizes: Any, *, revision: str | None = None, **settings: Any) -> None:
+    """An :class:`OptionError` when the pipeline of ``model`` generates one of the ``(height, width)`` ``sizes`` at
+    another size (resolution binning, as ``estimate`` resolves it): a law in H and W, which ``sweep`` and ``plot``
+    evaluate, does not follow the bins. Nothing is checked with ``resolution_binning=False``."""
+    from flopcalc.engine.sources import resolve
+
+    if not settings.pop("resolution_binning", True):
+        return
+    source = resolve(model, revision=revision)
+    for height, width in sizes:
+        given = {**settings, "height": height, "width": width}
+        binned = plan(source.model_index, source.components, Settings.make(**given)).settings
+        asked = plan(source.model_index, source.components, Settings.make(**given, resolution_binning=False)).settings
+        if (binned.height, binned.width) != (asked.height, asked.width):
+            raise OptionError(f"{source.name} generates {asked.height}×{asked.width} at {binned.height}×{binned.width} "
+                              "(resolution binning), which no law in H and W follows: add --no-resolution-binning "
+                              "to use the sizes as given, or run estimate at each size")
 
 
 def _refuse_unexpressible(model: str, runs: Any) -> None:

@@ -25,8 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
-from flopcalc.engine.cost import Node, total_of
-from flopcalc.engine.errors import FlopcalcError
+from flopcalc.engine.cost import Node
 from flopcalc.engine.loading import DTYPE_BYTES, Buffer, rules_of
 
 @dataclass(frozen=True)

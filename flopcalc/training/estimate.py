@@ -36,6 +36,12 @@ from flopcalc.engine.gradients import GradientGraph
 from flopcalc.engine.cost import Node
 from flopcalc.engine.errors import FlopcalcError, OptionError, few
 from flopcalc.engine.limits import check_count
+from flopcalc.training.memory import BASE_DTYPES, MASTER_WEIGHTS
+from flopcalc.training.optimizers import OPTIMIZERS
+from flopcalc.training.sharding import check_sharding
+
+#: Attention paths whose activation laws are measured: the fused SDPA kernel (no score matrix) and the math path.
+ATTENTION = ("fused", "math")
 
 FROZEN_ENCODERS = ("online", "cached")
 #: Components run forward only per sample (``--frozen-encoders online``): text encoders, an image-to-video
@@ -78,6 +84,8 @@ class LoraTraining:
     adapter_weight_grad: int
     adapter_input_grad: int
     base_input_grad: int
+    #: the adapted layers (paths, a span's first index), what the memory estimate reads
+    chosen: frozenset[str] = field(default=frozenset(), compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {"rank": self.rank, "targets": list(self.targets), "trainable_params": self.trainable_params,
@@ -110,6 +118,14 @@ class TrainingEstimate:
     notes: tuple[str, ...] = ()
     params: int = 0
     lora: LoraTraining | None = None
+    #: the memory of the step on one GPU (:mod:`flopcalc.training.memory`)
+    memory: Any = None
+    #: ``fit=True``: the setups that fit the GPU (:mod:`flopcalc.training.fit`)
+    fit: Any = None
+    #: ``train_samples`` with ``step_time``: the run's time, GPU-hours, energy (:class:`flopcalc.training.fit.RunCost`)
+    run: Any = None
+    #: GPUs holding one sample (sequence parallelism)
+    sp_degree: int = 1
 
     @property
     def trainable_params(self) -> int:
@@ -121,8 +137,14 @@ class TrainingEstimate:
         return sum(c.flops for c in self.components)
 
     @property
+    def samples_per_step(self) -> int:
+        """Samples of one optimizer step: the batch per GPU × the data-parallel GPUs (a sample spans the
+        sequence-parallel ones)."""
+        return self.batch_size * (self.num_gpus // self.sp_degree)
+
+    @property
     def flops_per_step(self) -> int:
-        return self.flops_per_sample * self.batch_size * self.num_gpus
+        return self.flops_per_sample * self.samples_per_step
 
     @property
     def trained_forward_flops(self) -> int:
@@ -142,7 +164,7 @@ class TrainingEstimate:
 
     @property
     def model_flops_per_step(self) -> int:
-        return self.model_flops_per_sample * self.batch_size * self.num_gpus
+        return self.model_flops_per_sample * self.samples_per_step
 
     def _utilisation(self, flops_per_step: int) -> float | None:
         if self.step_time is None or self.peak_flops is None:
@@ -195,6 +217,12 @@ class TrainingEstimate:
         }
         if self.lora is not None:
             out["train"]["lora"] = self.lora.to_dict()
+        if self.memory is not None:
+            out["train"]["memory"] = self.memory.to_dict()
+        if self.fit is not None:
+            out["train"]["fit"] = self.fit.to_dict()
+        if self.run is not None:
+            out["train"]["run"] = self.run.to_dict()
         if self.step_time is not None:
             out["step_time_s"] = self.step_time
         if self.gpu_key is not None:
@@ -219,6 +247,20 @@ NOT_FOR_TRAINING = {
 }
 
 
+def training_plan(model: str, *, revision: str | None = None, token: str | None = None, **settings: Any) -> Any:
+    """The inference report a training sample is counted on: the pipeline planned at one step, the VAE encoder
+    planned (``strength=1``: the training latents are encoded), no resolution binning."""
+    from flopcalc.flops.estimate import estimate
+
+    sizes = dict(settings, steps=1, resolution_binning=False, revision=revision, token=token)
+    try:
+        return estimate(model, strength=1.0, **sizes)
+    except OptionError as exc:  # an image-to-video pipeline encodes its conditioning anyway
+        if "--strength does not apply" not in str(exc):
+            raise
+        return estimate(model, **sizes)
+
+
 def train(
     model: str,
     *,
@@ -231,40 +273,72 @@ def train(
     gpu: str | None = None,
     num_gpus: int = 1,
     precision: str = "bf16",
+    optimizer: str = "adamw",
+    master_weights: str = "fp32",
+    attention: str = "fused",
+    sharding: str | None = None,
+    offload_optimizer: bool = False,
+    sequence_parallel: str | None = None,
+    ema: bool = False,
+    base_dtype: str = "bf16",
+    blocks_to_swap: int = 0,
+    fit: bool = False,
+    train_samples: int | None = None,
+    inter_node_bandwidth: float | None = None,
+    gpus_per_node: int | None = None,
     revision: str | None = None,
     token: str | None = None,
     **settings: Any,
 ) -> TrainingEstimate:
-    """FLOPs of one training sample and step of ``model``'s denoiser: full fine-tuning
+    """FLOPs and memory of one training sample and step of ``model``'s denoiser: full fine-tuning
     (``trainable="denoiser"``) or LoRA (``"lora:RANK"``, adapters on ``lora_targets``, peft's names;
     default: the family's diffusers training script's). ``batch_size``: samples per GPU per step.
+
+    Memory per GPU (:mod:`flopcalc.training.memory`): ``optimizer`` (adamw, adamw8bit, adafactor, prodigy, sgd),
+    ``master_weights`` (fp32: mixed precision; bf16: pure bf16), ``attention`` (fused or math), ``sharding`` over
+    ``num_gpus`` (ddp, fsdp, fsdp-grad-op, fsdp-hybrid, zero1, zero2, zero3), ``offload_optimizer``,
+    ``sequence_parallel`` (``"ulysses=U,ring=R"``), ``ema``, ``base_dtype`` of LoRA's frozen base (bf16, fp16, nf4,
+    int8, fp8), ``blocks_to_swap``; against ``gpu`` when given, and with ``fit`` the setups that fit it
+    (:mod:`flopcalc.training.fit`). ``step_time`` (with ``gpu``): MFU, and with ``train_samples`` the run's time,
+    GPU-hours and energy. ``inter_node_bandwidth`` (GB/s per GPU, one direction) and ``gpus_per_node``: the links
+    collectives past one node run over (defaults :data:`flopcalc.training.sharding.INTER_NODE_BYTES_PER_S`, 8).
 
     ``model`` is anything :func:`flopcalc.estimate` takes, and ``settings`` its run settings that shape a sample
     (``height``, ``width``, ``num_frames``, ``max_sequence_length``, family options such as ``reference_images``);
     one that means nothing to a training sample (:data:`NOT_FOR_TRAINING`) is refused. Sizes default to the
-    pipeline's. Raises :class:`FlopcalcError` on bad input, for a denoiser whose backward is not validated, or when
-    only one of ``step_time`` and ``gpu`` is given.
+    pipeline's. Raises :class:`FlopcalcError` on bad input, for a denoiser whose backward is not validated, or for
+    an option that does not apply.
     """
-    from flopcalc.flops.estimate import estimate
     from flopcalc.training.lora import parse_trainable
+    from flopcalc.training.memory import Setup
+    from flopcalc.training.sharding import parse_sequence_parallel
 
     rank = parse_trainable(trainable)
     if lora_targets is not None and rank is None:
         raise FlopcalcError("--lora-targets goes with --trainable lora:RANK")
     _check_options(frozen_encoders, batch_size, num_gpus, step_time, precision)
-    if (step_time is None) != (gpu is None):
+    setup = Setup(rank, gradient_checkpointing, _choice("optimizer", optimizer, OPTIMIZERS),
+                  _choice("master-weights", master_weights, MASTER_WEIGHTS), _choice("attention", attention, ATTENTION),
+                  batch_size, check_sharding(sharding), num_gpus, _flag("offload-optimizer", offload_optimizer),
+                  parse_sequence_parallel(sequence_parallel), _flag("ema", ema),
+                  _choice("base-dtype", base_dtype, BASE_DTYPES), _blocks(blocks_to_swap), frozen_encoders == "online")
+    links = _links(inter_node_bandwidth, gpus_per_node)
+    if step_time is not None and gpu is None:
         raise FlopcalcError("MFU needs both --step-time and --gpu")
+    if fit and gpu is None:
+        raise FlopcalcError("--fit needs --gpu: the GPU the setups should fit")
+    if train_samples is not None:
+        if isinstance(train_samples, bool) or not isinstance(train_samples, int) or not 1 <= train_samples <= 10**15:
+            raise OptionError(f"--train-samples must be a whole number of samples from 1 to 10^15, got "
+                              f"{train_samples!r}")
+        if step_time is None:
+            raise FlopcalcError("--train-samples needs --step-time (seconds per optimizer step, measured): flopcalc's "
+                                "energy laws are fitted on inference forwards, not training steps")
     for key, why in NOT_FOR_TRAINING.items():
         if settings.get(key) not in (None, False) and not (key == "num_images_per_prompt" and settings[key] == 1):
             raise OptionError(f"--{key.replace('_', '-')} does not apply to a training step: {why}")
     settings = {k: v for k, v in settings.items() if k not in NOT_FOR_TRAINING}
-    sizes = dict(settings, steps=1, resolution_binning=False, revision=revision, token=token)
-    try:  # strength 1: the VAE encoder is planned (the training latents are encoded)
-        report = estimate(model, strength=1.0, **sizes)
-    except OptionError as exc:  # an image-to-video pipeline encodes its conditioning anyway
-        if "--strength does not apply" not in str(exc):
-            raise
-        report = estimate(model, **sizes)
+    report = training_plan(model, revision=revision, token=token, **settings)
     denoisers = [c for c in report.components if c.role == "denoiser"]
     if len(denoisers) != 1:
         raise FlopcalcError(f"{report.model}: training counts one denoiser; this pipeline has "
@@ -297,27 +371,98 @@ def train(
     notes = [n for n in report.notes if "absent" in n or "not counted" in n]
     if not any(c.role == "vae_encoder" for c in report.components):
         notes.append("this pipeline has no VAE encoder run: latents are taken as given")
-    peak = name = key = None
+    peak = name = key = g = None
     if gpu is not None:
         from flopcalc.hardware.gpus import gpu as lookup_gpu
 
         g = lookup_gpu(gpu)
-        if precision not in g.peak_flops:
+        if step_time is not None and precision not in g.peak_flops:
             raise FlopcalcError(f"{g.name} has no {precision} peak in the GPU table; it has "
                                 f"{', '.join(g.peak_flops)}")
-        peak, name, key = g.peak_flops[precision], g.name, g.key
+        peak, name, key = g.peak_flops.get(precision), g.name, g.key
+    memory, fitted = _memory(report, den, graph, lora, setup, g, frozen_encoders, fit, links)
     s = report.settings
     settings = {"height": s.height, "width": s.width, "num_frames": s.num_frames,
                 "max_sequence_length": s.max_sequence_length, **{k: v for k, v in den.shape.items()}}
     est = TrainingEstimate(report.model, report.pipeline, settings, trainable, frozen_encoders, gradient_checkpointing,
                            batch_size, num_gpus, tuple(parts), trained, back, precision, step_time, key, name, peak,
-                           tuple(notes), den.tree.total.params, lora)
+                           tuple(notes), den.tree.total.params, lora, memory, fitted, None, setup.sp.degree)
     if est.hfu is not None and est.hfu > 1:
         raise FlopcalcError(f"--step-time {step_time:g}: {est.flops_per_step / 1e12:,.1f} TFLOPs per step on "
                             f"{num_gpus} × {name} would run at {100 * est.hfu:,.0f}% of the dense {precision} peak "
                             f"({peak / 1e12:g} TFLOP/s per GPU): faster than physically possible; check the step "
                             "time, --batch-size (per GPU) and --num-gpus")
+    if train_samples is not None:
+        from dataclasses import replace
+
+        from flopcalc.energy_laws.predict import DEFAULT_GRID_G_PER_KWH
+        from flopcalc.training.fit import RunCost
+
+        est = replace(est, run=RunCost(train_samples, est.samples_per_step, step_time, num_gpus, g.tdp_w,
+                                       DEFAULT_GRID_G_PER_KWH))
     return est
+
+
+def _memory(report: Any, den: Any, graph: GradientGraph, lora: LoraTraining | None, setup: Any, g: Any,
+            frozen_encoders: str, fit: bool, links: dict[str, Any]) -> tuple[Any, Any]:
+    """The step's memory per GPU and, with ``fit``, the setups that fit ``g``."""
+    from flopcalc.flops.parallel import limits
+    from flopcalc.training.fit import fit_setups
+    from flopcalc.training.memory import check_setup, compose
+    from flopcalc.training.memory_inputs import inputs_of
+
+    lim = limits(report)
+    check_setup(setup, heads=lim.heads, tokens=lim.tokens)
+    if setup.blocks_to_swap:
+        _check_swap(setup.blocks_to_swap, den, graph)
+    inp = inputs_of(report, den, graph, chosen=lora.chosen if lora else frozenset(),
+                    lora_targets=lora.targets if lora else (), frozen_encoders=frozen_encoders,
+                    attention=setup.attention)
+    memory = compose(inp, setup, gpu=g, **links)
+    fitted = fit_setups(inp, setup, g, heads=lim.heads, tokens=lim.tokens, **links) if fit else None
+    return memory, fitted
+
+
+def _check_swap(k: int, den: Any, graph: GradientGraph) -> None:
+    from flopcalc.training.memory_inputs import blocks, swap_list
+
+    path, items, _ = swap_list(blocks(den.tree, graph))
+    if k >= items:
+        raise OptionError(f"--blocks-to-swap {k}: {den.class_name}'s largest block list ({path or 'none'}) has {items} "
+                          f"blocks; swap at most {max(items - 1, 0)}")
+
+
+def _choice(option: str, value: Any, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        raise OptionError(f"--{option} {value!r}: choose one of {', '.join(choices)}")
+    return value
+
+
+def _flag(option: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise OptionError(f"--{option}: expected true or false, got {value!r}")
+    return value
+
+
+def _blocks(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 10_000:
+        raise OptionError(f"--blocks-to-swap {value!r}: a whole number of blocks, 0 or more")
+    return value
+
+
+def _links(bandwidth: float | None, per_node: int | None) -> dict[str, Any]:
+    """The inter-node link and node size collectives past one node run over."""
+    out: dict[str, Any] = {}
+    if bandwidth is not None:
+        if isinstance(bandwidth, bool) or not isinstance(bandwidth, (int, float)) or not math.isfinite(bandwidth) \
+                or not 0 < bandwidth <= 10_000:
+            raise OptionError(f"--inter-node-bandwidth {bandwidth!r}: GB/s per GPU and direction, above 0 and at most "
+                              "10000")
+        out["inter_node_bytes_per_s"] = float(bandwidth) * 1e9
+    if per_node is not None:
+        check_count("num_gpus", per_node, "--gpus-per-node")
+        out["gpus_per_node"] = per_node
+    return out
 
 
 def lora_training(tree: Node, graph: GradientGraph, rank: int, targets: tuple[str, ...] | str | None,
@@ -344,7 +489,7 @@ def lora_training(tree: Node, graph: GradientGraph, rank: int, targets: tuple[st
     back = Backward(lb.adapter_weight_grad, lb.adapter_input_grad + lb.base_input_grad, lb.attention_grad,
                     lb.recompute, lb.no_input_grad, lb.fused_attention_grad)
     return back, LoraTraining(rank, names, lb.layers, lb.trainable_params, lb.adapter_forward, lb.adapter_weight_grad,
-                              lb.adapter_input_grad, lb.base_input_grad)
+                              lb.adapter_input_grad, lb.base_input_grad, chosen)
 
 
 def _check_options(frozen_encoders: str, batch_size: int, num_gpus: int, step_time: float | None,

@@ -31,7 +31,30 @@ def section(model: str, **settings: Any) -> str:
               f"{est.trained.flops / fwd:.5f} (rules of thumb: 3 × and 4 × forward); with a fused SDPA kernel "
               f"(attention backward 2.5 × forward): {est.fused_attention_flops_per_sample / 1e12:,.3f} TFLOPs/sample. "
               "Backward derived module by module (weight and input gradients, none for layers fed by model inputs, "
-              "attention 2 ×), exact against FlopCounterMode on the real module.</p>" + _lora(model, settings, est))
+              "attention 2 ×), exact against FlopCounterMode on the real module.</p>" + _lora(model, settings, est)
+            + memory_table(est))
+
+
+def memory_table(est: Any) -> str:
+    """The step's memory on one GPU (:mod:`flopcalc.training.memory`): AdamW, fp32 master weights, encoders online."""
+    m = est.memory
+    if m is None:
+        return ""
+    gib = 2 ** 30
+
+    def cell(value: int | None) -> str:
+        return "not measured" if value is None else f"{value / gib:,.2f}"
+
+    rows = [("category (one GPU, AdamW, fp32 master weights)", "GiB"), ("weights", cell(m.weights_bytes)),
+            ("gradients", cell(m.gradients_bytes)), ("optimizer states", cell(m.optimizer_bytes)),
+            ("activations saved for backward", cell(m.activations_bytes)),
+            (f"peak allocated ({m.phase})", cell(m.peak_allocated_bytes)),
+            ("peak reserved (the allocator's segments)", cell(m.reserve.reserved_peak_bytes))]
+    note = "" if m.known else " Activations of this denoiser are not measured: the peaks are lower bounds."
+    return ("<h3>Training: memory of a step</h3>" + html_table(rows, numeric=(1,))
+            + '<p class="note">Weights, gradients and optimizer states exact per tensor; activations from the measured '
+              "laws (<code>flopcalc train --gpu G --fit</code> for sharding, 8-bit optimizers, checkpointing)."
+            + html.escape(note) + "</p>")
 
 
 #: The rank the report's LoRA line shows (``flopcalc train --trainable lora:RANK`` takes any).

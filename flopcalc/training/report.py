@@ -6,6 +6,7 @@ import csv
 import io
 from flopcalc.render.text_tables import FORMATS, render_as, ruled_table  # noqa: F401  (FORMATS: what --format takes)
 from flopcalc.training.estimate import TrainingEstimate
+from flopcalc.training.memory_report import fit_lines, memory_lines, run_lines
 
 def render_training(est: TrainingEstimate, fmt: str = "table") -> str:
     return render_as(est, fmt, _table, _csv)
@@ -34,7 +35,9 @@ def _table(est: TrainingEstimate) -> str:
     rows.append(("total", "", "", "", "", _t(est.flops_per_sample)))
     lines += ruled_table(rows, 3)
     fwd = est.trained_forward_flops
-    lines += ["", f"per step: {_t(est.flops_per_step)} TFLOPs ({est.batch_size} sample(s) × {est.num_gpus} GPU(s))"]
+    lines += ["", f"per step: {_t(est.flops_per_step)} TFLOPs ({est.batch_size} sample(s) × {est.num_gpus} GPU(s))"
+              if est.sp_degree == 1 else f"per step: {_t(est.flops_per_step)} TFLOPs ({est.batch_size} sample(s) × "
+              f"{est.num_gpus // est.sp_degree} data-parallel group(s) of {est.sp_degree} GPUs)"]
     lines += _backward_lines(est) if est.lora is None else _lora_lines(est)
     lines.append(f"{est.trained.component} (forward + backward) / forward = {est.trained.flops / fwd:.5f}; "
                  f"rules of thumb: 3 × forward = {_t(3 * fwd)}, 4 × forward = {_t(4 * fwd)} TFLOPs")
@@ -51,6 +54,12 @@ def _table(est: TrainingEstimate) -> str:
                  "exactly as FlopCounterMode counts forward + backward on the real module.")
     for note in est.notes:
         lines.append(f"note: {note}")
+    if est.memory is not None:
+        lines += memory_lines(est)
+    if est.run is not None:
+        lines += run_lines(est)
+    if est.fit is not None:
+        lines += fit_lines(est)
     return "\n".join(lines) + "\n"
 
 

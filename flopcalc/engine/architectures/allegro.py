@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from flopcalc.engine.config import (
-    FLAG, LAYERS, NAMES, RATIO, SIZE, SIZES, TEXT, Config, FLAGS, Real, count_int, declare_keys, positive_int,
+    FLAG, LAYERS, NAMES, SIZE, SIZES, TEXT, Config, FLAGS, Real, count_int, declare_keys, positive_int,
     positive_int_list, check_block_types,
 )
 from flopcalc.engine.cost import Node, module_list

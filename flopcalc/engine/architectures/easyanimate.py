@@ -28,7 +28,7 @@ from flopcalc.engine.errors import ConfigError
 from flopcalc.engine.registry import RunShape, register
 from flopcalc.formulas import ops
 from flopcalc.formulas.conditioning import mlp_embedder
-from flopcalc.formulas.magvit import magvit_decoder, magvit_encoder, resnet, causal_conv
+from flopcalc.formulas.magvit import magvit_decoder, magvit_encoder
 from flopcalc.formulas.transformer_parts import attention_module, feed_forward, qk_norm_cost
 
 #: ``EasyAnimateTransformer3DModel.__init__`` keyword defaults (transformer_easyanimate.py:423-449).

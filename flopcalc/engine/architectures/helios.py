@@ -21,7 +21,6 @@ latent frames and the first-frame prefix: :func:`flopcalc.formulas.helios.histor
 from __future__ import annotations
 
 from math import prod
-from typing import Any
 
 from flopcalc.engine.config import (
     FLAG, LAYERS, NULL, SIZE, TEXT, Choice, Config, ListOf, Real, count_int, declare_keys, positive_int,

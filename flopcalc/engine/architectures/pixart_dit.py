@@ -133,8 +133,9 @@ def dit_transformer(config: Config, shape: RunShape) -> Node:
     blocks = [block] * count_int(config, "num_layers")
     # forward() calls transformer_blocks[0].norm1.emb once more, from the model itself, for the
     # output modulation: the same weights (no parameters here), counted at the root.
-    emb = timestep_label_embedding("emb", dim, positive_int(config, "num_embeds_ada_norm")).total
-    conditioning = Node("conditioning", work_only(emb))
+    # Its layers stay apart (timestep_embedder.linear_1 reads the sinusoidal projection: no input gradient).
+    conditioning = _second_call(timestep_label_embedding("conditioning", dim,
+                                                         positive_int(config, "num_embeds_ada_norm")))
     return Node(
         "transformer",
         children=(
@@ -149,6 +150,12 @@ def dit_transformer(config: Config, shape: RunShape) -> Node:
     )
 
 
+def _second_call(node: Node) -> Node:
+    """``node`` again without its parameters: a second call of weights counted where they live."""
+    return Node(node.name, work_only(node.cost), tuple(_second_call(c) for c in node.children), node.count,
+                formula=node.formula)
+
+
 def _pos_embed_buffer(config: Config) -> tuple[Buffer, ...]:
     """PatchEmbed without ``pos_embed_max_size`` (embeddings.py:332): a non-persistent float32 sin-cos table of
     (sample_size / patch_size)² × inner_dim."""
@@ -160,6 +167,19 @@ def _pos_embed_buffer(config: Config) -> tuple[Buffer, ...]:
 loading_rules("PixArtTransformer2DModel", buffers=_pos_embed_buffer, source="diffusers/models/embeddings.py:332")
 loading_rules("DiTTransformer2DModel", buffers=_pos_embed_buffer, source="diffusers/models/embeddings.py:332")
 
+
+gradient_graph(
+    "DiTTransformer2DModel",
+    # dit_transformer_2d.py:181-211: pos_embed.proj(latents); each block's AdaLayerNormZero embeds the timestep
+    # (its timestep_embedder.linear_1 reads the sinusoidal projection) and the class label (an embedding, no
+    # MACs); the output's second call of transformer_blocks[0].norm1.emb (:208) likewise
+    input_layers=("pos_embed.proj", "transformer_blocks.*.norm1.emb.timestep_embedder.linear_1",
+                  "conditioning.timestep_embedder.linear_1"),
+    # dit_transformer_2d.py:185-195: each BasicTransformerBlock; its last saving op is the gating multiply
+    # (gate_mlp * ff_output, no FLOPs), so everything is recomputed; the output's conditioning is outside
+    checkpointed=("transformer_blocks.*",),
+    source="diffusers/models/transformers/dit_transformer_2d.py:181-211",
+)
 
 gradient_graph(
     "PixArtTransformer2DModel",

@@ -13,7 +13,6 @@ the top level (transformers builds the text config from them).
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 from flopcalc.engine.architectures.llm_encoders import (
     QWEN2_5_VL_TEXT_DEFAULTS, QWEN2_5_VL_TEXT_KEYS, _qwen2_5_vl_language_model, _sub_config,

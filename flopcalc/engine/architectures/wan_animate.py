@@ -20,7 +20,6 @@ As ``WanAnimatePipeline`` calls it (one segment: ``T`` latent frames plus the re
 from __future__ import annotations
 
 from math import prod
-from typing import Any
 
 from flopcalc.engine.architectures.wan import context_split, patch_size, floor_div, rotary_buffers
 from flopcalc.engine.config import (

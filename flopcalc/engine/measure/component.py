@@ -11,6 +11,7 @@ anything else as ``functional``. A measured row has no block tree and no element
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import json
 import tempfile
 import time
@@ -30,12 +31,14 @@ REQUIRED = ("torch", "diffusers", "transformers")
 @dataclass(frozen=True)
 class Measured:
     """One call of one component as measured: its cost tree (one node, split by op), parameters,
-    the seconds the build and count took, and the harness settings its inputs were built from."""
+    the seconds the build and count took, the harness settings its inputs were built from and whose input
+    builder made them."""
 
     tree: Node
     params: int
     seconds: float
     inputs_from: Mapping[str, int]
+    builder: str = ""  # the class whose input builder made the inputs (its own, or the one its pipeline expects)
 
 
 def harness() -> ModuleType:
@@ -70,9 +73,10 @@ def role_of(class_name: str | None, component: str) -> str:
                        "its model_index.json, under a pipeline flopcalc plans)")
 
 
-def _no_builder(component: str, class_name: str | None) -> str:
-    return (f"{component}: {class_name} has no formula and no input builder, so flopcalc cannot tell what inputs its "
-            "pipeline feeds it; add one with @input_builder in flopcalc/engine/measure/inputs/<family>.py "
+def _no_builder(component: str, class_name: str | None, why: str | None = None) -> str:
+    because = f" ({why})" if why else ""
+    return (f"{component}: {class_name} has no formula and no input builder{because}, so flopcalc cannot tell what "
+            "inputs its pipeline feeds it; add one with @input_builder in flopcalc/engine/measure/inputs/<family>.py "
             "(see validation/README.md)")
 
 
@@ -94,17 +98,13 @@ def harness_settings(shape: Any, settings: Any) -> dict[str, int]:
     return out
 
 
-def measure_call(config_values: Mapping[str, Any], *, component: str, class_name: str, call: str, shape: Any,
-                 settings: Any) -> Measured:
-    """Build ``class_name`` from ``config_values`` on meta and count one ``call`` with FlopCounterMode."""
+def build(config_values: Mapping[str, Any], component: str, class_name: str) -> Any:
+    """The real ``class_name`` built from ``config_values`` on the meta device (never remote code), or a
+    :class:`MeasureError` saying why it cannot be."""
     h = harness()
-    if getattr(shape, "split", None) is not None:
-        raise MeasureError(f"{component}.{call}: this call runs in pieces (tiles or chunks); --measure counts a call "
-                           "made whole only")
     if "auto_map" in config_values:
         raise MeasureError(f"{component}: its config maps {class_name} to remote code (auto_map); flopcalc never runs "
                            "remote code, so it measures library classes only")
-    start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="flopcalc-measure-") as folder:
         Path(folder, "config.json").write_text(json.dumps(dict(config_values)), encoding="utf-8")
         try:
@@ -119,15 +119,41 @@ def measure_call(config_values: Mapping[str, Any], *, component: str, class_name
     if off_meta:
         raise MeasureError(f"{component}: {class_name} put tensors on {', '.join(off_meta)} when built under "
                            "torch.device('meta'); flopcalc measures on the meta device only (no weights, no memory)")
+    return model
+
+
+def measure_call(config_values: Mapping[str, Any], *, component: str, class_name: str, call: str, shape: Any,
+                 settings: Any, stand_in: Any = None) -> Measured:
+    """Build ``class_name`` from ``config_values`` on meta and count one ``call`` with FlopCounterMode, on the
+    inputs of its own input builder, or else (``stand_in``, a :class:`~flopcalc.engine.measure.stand_in.StandIn`)
+    of the builder of the class its pipeline expects in its place."""
+    h = harness()
+    if getattr(shape, "split", None) is not None:
+        raise MeasureError(f"{component}.{call}: this call runs in pieces (tiles or chunks); --measure counts a call "
+                           "made whole only")
+    start = time.perf_counter()
+    model = build(config_values, component, class_name)
     built = type(model).__name__
-    if built not in h.INPUT_BUILDERS:
-        raise MeasureError(_no_builder(component, built))
+    builder = built if built in h.INPUT_BUILDERS else getattr(stand_in, "expected", None)
+    if builder not in h.INPUT_BUILDERS:
+        raise MeasureError(_no_builder(component, built, _no_stand_in(stand_in)))
+    given = harness_settings(shape, settings)
+    missing = [k for k in h.INPUT_BUILDERS[builder].settings if k not in given]
+    if missing:
+        raise MeasureError(f"{component}: the {builder} input builder needs {', '.join(missing)}, which this plan "
+                           "does not give")
     try:
-        inputs, used = h.build_inputs(model, harness_settings(shape, settings), call)
+        inputs, used = h.build_inputs(model, given, call, builder_class=builder)
+    except KeyError as exc:  # a config key the builder reads
+        raise MeasureError(f"{component}: the {builder} input builder reads {exc.args[0]!r} of the config, which "
+                           f"{built}'s config does not have") from None
+    except Exception as exc:  # noqa: BLE001 - a builder that cannot read this config: say which, on one line
+        raise MeasureError(f"{component}: the {builder} input builder cannot make {built}'s inputs: "
+                           f"{type(exc).__name__}: {_one_line(exc)}") from None
+    if builder != built:
+        inputs = adapt_inputs(model, call, inputs, stand_in)
+    try:
         fx = h.measure_model(model, inputs, call=call, with_thop=False, module_depth=1)
-    except KeyError as exc:
-        raise MeasureError(f"{component}: the {built} input builder needs {exc.args[0]}, which this plan does not "
-                           "give") from None
     except Exception as exc:  # noqa: BLE001 - a module that fails on meta: say which, on one line
         raise MeasureError(f"{component}: measuring {built}.{call} on the meta device failed: "
                            f"{type(exc).__name__}: {_one_line(exc)}") from None
@@ -135,7 +161,13 @@ def measure_call(config_values: Mapping[str, Any], *, component: str, class_name
     cost = cost_of(fx["torch"]["by_op"], fx["params"])
     if 2 * cost.macs("torch") != fx["torch"]["flops"]:
         raise MeasureError(f"{component}: FlopCounterMode's total {fx['torch']['flops']} is not the sum of its ops")
-    return Measured(Node(component, cost, formula="measured"), int(fx["params"]), seconds, used)
+    return Measured(Node(component, cost, formula="measured"), int(fx["params"]), seconds, used, builder)
+
+
+def _no_stand_in(stand_in: Any) -> str | None:
+    if stand_in is None:
+        return None
+    return f"and {stand_in.pipeline} expects no class with one as its {stand_in.component}"
 
 
 def cost_of(by_op: Mapping[str, int], params: int) -> Cost:
@@ -160,3 +192,31 @@ def cost_of(by_op: Mapping[str, int], params: int) -> Cost:
 def _one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split())
     return text if len(text) <= 300 else text[:297] + "..."
+
+
+def adapt_inputs(model: Any, call: str, inputs: Mapping[str, Any], stand_in: Any) -> dict[str, Any]:
+    """The inputs of ``stand_in.expected``'s builder (a :class:`~flopcalc.engine.measure.stand_in.StandIn`) fitted to the real ``model.<call>``: kept where the real call
+    takes them by name; one tensor input it names differently is passed as its first parameter (how the pipelines
+    pass a VAE its latent or a vocoder its spectrogram); any other mismatch is refused in one line."""
+    method = model.forward if call == "forward" else getattr(model, call, None)
+    if method is None:
+        raise MeasureError(f"{stand_in.component}: {stand_in.actual} has no {call}, which {stand_in.pipeline} calls "
+                           f"on the {stand_in.expected} it expects there")
+    params = inspect.signature(method).parameters
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return dict(inputs)
+    names = [n for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    unknown = [k for k in inputs if k.partition(".")[0] not in names]
+    given = [k for k, v in inputs.items() if v is not None]
+    if unknown and len(given) == 1 and unknown == given and names:
+        return {names[0]: inputs[given[0]], **{k: v for k, v in inputs.items() if k != given[0]}}
+    required = [n for n, p in params.items() if p.default is p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD,
+                                                                                     p.KEYWORD_ONLY)]
+    missing = [n for n in required if n not in {k.partition(".")[0] for k in inputs}]
+    if unknown or missing:
+        what = "; ".join(filter(None, (f"it does not take {', '.join(unknown)}" if unknown else "",
+                                       f"it needs {', '.join(missing)}" if missing else "")))
+        raise MeasureError(f"{stand_in.component}: {stand_in.actual}.{call} is not called as the {stand_in.expected} "
+                           f"{stand_in.pipeline} expects there ({what}): flopcalc cannot tell what inputs the "
+                           "pipeline would feed it")
+    return dict(inputs)

@@ -357,19 +357,22 @@ def _registered(class_name: str) -> _Registered:
 
 
 def build_inputs(
-    model: nn.Module, settings: Mapping[str, int], call: str = "forward"
+    model: nn.Module, settings: Mapping[str, int], call: str = "forward", builder_class: str | None = None
 ) -> tuple[dict[str, TensorSpec | None], dict[str, int]]:
     """Build the inputs of ``model.<call>`` from pipeline-level ``settings``.
 
     Returns ``(specs, used_settings)``: the keyword inputs and the subset of ``settings`` the
-    class's builder reads (missing ones raise ``KeyError``).
+    class's builder reads (missing ones raise ``KeyError``). ``builder_class``: the class whose builder to use
+    (default: the model's own; ``estimate --measure`` lends a class with none the builder of the class its
+    pipeline expects in its place, :mod:`flopcalc.engine.measure.stand_in`).
     """
-    reg = _registered(type(model).__name__)
+    name = builder_class or type(model).__name__
+    reg = _registered(name)
     if call not in reg.calls:
-        raise ValueError(f"{type(model).__name__} supports calls {reg.calls}, not {call!r}")
+        raise ValueError(f"{name} supports calls {reg.calls}, not {call!r}")
     missing = [k for k in reg.settings if k not in settings]
     if missing:
-        raise KeyError(f"{type(model).__name__} needs settings {missing}")
+        raise KeyError(f"{name} needs settings {missing}")
     used = {k: int(settings[k]) for k in (*reg.settings, *reg.optional) if k in settings}
     return reg.builder(model, call, used), used
 
@@ -385,13 +388,28 @@ def _read_config(config_dir: Path) -> dict[str, Any]:
 
 
 def resolve_class_name(config_dir: str | Path) -> str:
-    """The class named by a config folder: diffusers ``_class_name`` or transformers ``architectures[0]``."""
-    config = _read_config(Path(config_dir))
-    if "_class_name" in config:
-        return config["_class_name"]
-    if config.get("architectures"):
-        return config["architectures"][0]
+    """The class named by a config folder: diffusers ``_class_name`` or transformers ``architectures[0]``; where
+    neither library exports that name (a checkpoint saved under its authors' own class name, as FramePack's
+    ``HunyuanVideoTransformer3DModelPacked``), the class the pipeline's ``model_index.json`` names for the folder,
+    which is what ``from_pretrained`` loads."""
+    config_dir = Path(config_dir)
+    config = _read_config(config_dir)
+    named = config.get("_class_name") or (config.get("architectures") or [None])[0]
+    if named is not None and _exported(named):
+        return named
+    index = config_dir.parent / "model_index.json"
+    entry = json.loads(index.read_text()).get(config_dir.name) if index.is_file() else None
+    if isinstance(entry, list) and len(entry) == 2 and isinstance(entry[1], str) and _exported(entry[1]):
+        return entry[1]
+    if named is not None:
+        return named
     raise ValueError(f"{config_dir}/config.json names no class (_class_name / architectures)")
+
+
+def _exported(class_name: str) -> bool:
+    """Whether diffusers' or transformers' top level exports ``class_name`` (or a builder is registered for it)."""
+    return class_name in MODEL_BUILDERS or any(
+        getattr(importlib.import_module(library), class_name, None) is not None for library in ("diffusers", "transformers"))
 
 
 def _find_class(class_name: str) -> tuple[type[nn.Module], str]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any
 
 from flopcalc.engine.architectures.autoencoder_kl_hunyuan_video import temporal_factor

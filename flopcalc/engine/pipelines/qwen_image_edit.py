@@ -27,8 +27,10 @@ What ``QwenImageEditPipeline.__call__`` (pipeline_qwenimage_edit.py:506-800) run
 ``QwenImageEditPlusPipeline`` (pipeline_qwenimage_edit_plus.py:611-900) takes several images: each is
 resized to ``CONDITION_IMAGE_SIZE`` = 384² pixels for the processor and ``VAE_IMAGE_SIZE`` = 1024² for the
 VAE (:66-67, :697-705, by its own aspect ratio); the template gets ``Picture i: <|vision_start|><|image_pad|>
-<|vision_end|>`` per image (text that flopcalc counts inside ``max_sequence_length``, like the rest of the
-kept text); every reference latent is appended to the image tokens; one prompt only (batch 1, :677-681).
+<|vision_end|>`` per image (:239-245), the prompt's prefix where Edit's template holds a fixed
+``<|vision_start|><|image_pad|><|vision_end|>``: flopcalc counts it beside ``max_sequence_length`` as Edit's
+template tokens are (:func:`picture_wrapper_tokens`); every reference latent is appended to the image tokens; one
+prompt only (batch 1, :677-681).
 """
 
 from __future__ import annotations
@@ -110,13 +112,26 @@ def condition_image(height: int, width: int, area: int) -> tuple[int, int]:
     return smart_resize(h, w)
 
 
+def picture_wrapper_tokens(images: int) -> int:
+    """Tokens of ``QwenImageEditPlusPipeline``'s per-image wrappers ``"Picture {i}: <|vision_start|>"`` and
+    ``"<|vision_end|>"`` (pipeline_qwenimage_edit_plus.py:239-245), its image tokens aside: ``Picture``, the space,
+    each digit of ``i`` (Qwen2's pre-tokenizer splits numbers into single digits: transformers
+    ``models/qwen2/tokenization_qwen2.py:33``, ``\\p{N}``), ``:``, the space and the two special tokens: 7 for
+    pictures 1-9, 8 for 10-99. Assumed: ``Picture`` is one token of Qwen2's vocabulary (the 7 tokens per image the
+    issue's check against the real module found)."""
+    return sum(6 + len(str(i)) for i in range(1, images + 1))
+
+
 def image_tokens(height: int, width: int) -> int:
     """Merged vision tokens of a processor image of ``height × width`` pixels (multiples of 28)."""
     return (height // PROCESSOR_FACTOR) * (width // PROCESSOR_FACTOR)
 
 
 def _edit_plan(name: str, components: Mapping[str, Mapping[str, Any]], s: Settings, *, images: int,
-               condition_area: int, vae_area: int, inpaint: bool = False) -> Plan:
+               condition_area: int, vae_area: int, inpaint: bool = False, wrapper: int = 0) -> Plan:
+    """The edit plans (module doc); ``wrapper``: the kept template tokens around the images beside
+    ``max_sequence_length`` that are not in the template Edit's convention already counts (Edit Plus's
+    per-image ``Picture i:`` wrappers)."""
     if not inpaint and s.strength is not None and s.strength < 1:
         raise OptionError(f"--strength does not apply to {name}: its __call__ takes no strength (every step runs; "
                           "the input image is the reference), only 1 means that")
@@ -136,7 +151,7 @@ def _edit_plan(name: str, components: Mapping[str, Mapping[str, Any]], s: Settin
     if msl > MAX_SEQUENCE_LENGTH:
         raise FlopcalcError(f"max_sequence_length cannot be greater than {MAX_SEQUENCE_LENGTH} for Qwen-Image, "
                             f"got {msl}")
-    kept = images * image_tokens(cond_h, cond_w) + msl
+    kept = images * image_tokens(cond_h, cond_w) + wrapper + msl
     strength = s.strength if inpaint else None
     base = qwen_image_pipeline(components, replace(s, height=out_h, width=out_w, strength=strength,
                                                    max_sequence_length=msl), index=None)
@@ -159,7 +174,8 @@ def _edit_plan(name: str, components: Mapping[str, Mapping[str, Any]], s: Settin
     notes = [*base.notes,
         f"input image assumed {in_h}×{in_w}: the reference latent is encoded at {vae_h}×{vae_w}, the condition "
         f"image reaches the vision tower at {cond_h}×{cond_w} ({image_tokens(cond_h, cond_w)} tokens each)",
-        f"text: {DROP_IDX} template tokens dropped after encoding, then the image tokens and max_sequence_length "
+        f"text: {DROP_IDX} template tokens dropped after encoding, then the image tokens"
+        f"{f', {wrapper} tokens of the Picture i: wrappers' if wrapper else ''} and max_sequence_length "
         f"({msl}) other tokens kept (the edit pipelines neither pad nor truncate the prompt)",
              ]
     settings = replace(base.settings, strength=s.strength, height=out_h, width=out_w)
@@ -189,8 +205,10 @@ def qwen_image_edit_plus_pipeline(components: Mapping[str, Mapping[str, Any]], s
     if s.batch_size > 1:
         raise FlopcalcError("QwenImageEditPlusPipeline only supports batch_size=1 (it raises for more prompts); "
                             "use --num-images-per-prompt")
-    return _edit_plan("QwenImageEditPlusPipeline", components, s, images=s.input_images or 1,
-                      condition_area=CONDITION_IMAGE_SIZE, vae_area=VAE_IMAGE_SIZE)
+    images = s.input_images or 1
+    return _edit_plan("QwenImageEditPlusPipeline", components, s, images=images,
+                      condition_area=CONDITION_IMAGE_SIZE, vae_area=VAE_IMAGE_SIZE,
+                      wrapper=picture_wrapper_tokens(images))
 
 
 @register_pipeline("QwenImageEditInpaintPipeline", guidance="separate", options=_OPTIONS)

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 import torch
 from torch import nn
 
-from flopcalc.engine.measure.harness import TensorSpec, _cfg, _exact_div as _div, _ids, input_builder
+from flopcalc.engine.measure.harness import TensorSpec, _cfg, _exact_div as _div, input_builder
 
 SPATIAL, TEMPORAL = 8, 4
 
