@@ -15,8 +15,9 @@ from numeric_support import assert_same_numbers
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = sorted((REPO / "validation" / "fixtures" / "activations").glob("*/*.json"))
-#: The largest leave-one-out error of any fit (docs/memory.md: "up to 46.1%"); most fits are exact quadratics.
-STATED_ERROR = 0.47
+#: The largest leave-one-out error of any fit (docs/memory.md: CogView4's transformer, fused, 26.6%; every other one
+#: is within 11%); most fits are exact quadratics, per phase.
+STATED_ERROR = 0.27
 
 
 def test_fits_are_what_the_script_writes():
@@ -34,12 +35,11 @@ def test_fits_are_what_the_script_writes():
         for attention in ("fused", "math"):
             a, b = mine[key][attention], entry[attention]
             assert set(a) == set(b) and a["points"] == b["points"] and a["n_range"] == b["n_range"], key
+            assert a["form"] == b["form"] and len(a["phases"]) == len(b["phases"]), key
             assert_same_numbers(a["loo_max_rel_error"], b["loo_max_rel_error"], key, abs_tol=1e-9)
-            for law in ("coef", "attention_coef"):
-                if law in b:
-                    for n in [p[0] for p in b["points"]] + b["n_range"]:
-                        assert_same_numbers(_law(a[law], n), _law(b[law], n), f"{key} {attention} {law} n={n}",
-                                            abs_tol=1.0)
+            for n in [p[0] for p in b["points"]] + b["n_range"]:
+                assert_same_numbers(max(_law(c, n) for c in a["phases"]), max(_law(c, n) for c in b["phases"]),
+                                    f"{key} {attention} n={n}", abs_tol=1.0)
         assert_same_numbers({k: v for k, v in mine[key].items() if k not in ("fused", "math")},
                             {k: v for k, v in entry.items() if k not in ("fused", "math")}, key)
 
@@ -53,9 +53,9 @@ def test_every_fit_has_its_error_within_the_stated_bound():
     families = {v["measured_on"] for v in data.values()}
     assert {"flux-dev/transformer", "sd3-medium/transformer", "sd1.5/unet", "sdxl-base/unet",
             "wan2.1-t2v-1.3b/transformer", "flux-dev/vae", "sd1.5/vae"} <= families
-    for entry in data.values():
-        for attention in ("fused", "math"):
-            assert entry[attention]["loo_max_rel_error"] <= STATED_ERROR
+    errors = [entry[attention]["loo_max_rel_error"] for entry in data.values() for attention in ("fused", "math")]
+    assert max(errors) <= STATED_ERROR
+    assert sum(e > 0.15 for e in errors) <= 1  # issue 22's bar: all but CogView4's fused transformer within 15%
 
 
 @pytest.mark.parametrize("path", FIXTURES, ids=lambda p: f"{p.parent.name}/{p.stem}")
@@ -76,7 +76,10 @@ def test_estimate_reproduces_the_measured_peak(path):
         shape = {"seq_len": s["seq_len"]}
     peak = activation_peak(class_name, fx["call"], cfg, shape, fx["attention"], tiled=bool(s.get("vae_tiling")))
     assert peak is not None and not peak.extrapolated
-    assert abs(peak.elements - fx["peak_elements"]) <= max(peak.loo_max_rel_error, 1e-6) * fx["peak_elements"]
+    # within the stated error (a law can miss its own point by as much: Lumina-Next's math path, 9.7% at 256², where
+    # the phase leading there was recorded at fewer than three sizes); 1e-9 for the rounding of the bound
+    bound = max(peak.loo_max_rel_error, 1e-6) * (1 + 1e-9)
+    assert abs(peak.elements - fx["peak_elements"]) <= bound * fx["peak_elements"]
 
 
 def test_math_path_holds_the_score_matrix_and_fused_does_not():
@@ -134,32 +137,60 @@ def test_a_temporal_decoder_fit_counts_the_frames_it_decodes():
     dec = next(a for a in m.activations if a.call == "decode")
     assert dec.fused.n == 72 * 128 * 14 and dec.fused.num_frames == 25
     assert any(n.startswith("vae.decode: fitted at 25 frames, run with 14") for n in m.notes)
-def _pair(case: str, stem: str) -> tuple[list[int], list[int], list[int]]:
-    """``(n, math peaks, fused peaks)`` of one measured call, by the n flopcalc plans, sorted by n."""
-    sys.path.insert(0, str(REPO / "validation"))
-    from fit_activations import positions
 
-    peaks: dict[str, dict[int, int]] = {"math": {}, "fused": {}}
-    for path in (REPO / "validation" / "fixtures" / "activations" / case).glob(f"{stem}-*.json"):
+
+def _points(case: str, stem: str, attention: str) -> list:
+    """The measured points of one call and attention path (``fit_activations.Point``), by the n flopcalc plans."""
+    sys.path.insert(0, str(REPO / "validation"))
+    from fit_activations import Point, positions
+
+    points = []
+    for path in (REPO / "validation" / "fixtures" / "activations" / case).glob(f"{stem}-{attention}-*.json"):
         fx = json.loads(path.read_text(encoding="utf-8"))
-        peaks[fx["attention"]][positions(fx)[0]] = fx["peak_elements"]
-    ns = sorted(peaks["math"])
-    assert ns == sorted(peaks["fused"])
-    return ns, [peaks["math"][n] for n in ns], [peaks["fused"][n] for n in ns]
+        points.append(Point(positions(fx)[0], fx["peak_elements"], fx["phase_peaks"]))
+    return sorted(points, key=lambda p: p.n)
 
 
 def test_math_law_follows_the_peak_from_the_convolutions_to_the_scores():
     """Stable Cascade's decoder: up to 1280² the math peak is the fused one (its full-resolution blocks), above it the
-    20-head scores over the latent / 8 hold it. One quadratic misses that by far; the two-phase law does not."""
+    20-head scores over the latent / 8 hold it. One quadratic misses that by far; the largest of the phases'
+    quadratics, each fitted to its own peaks, does not, and leave-one-out chooses it."""
     sys.path.insert(0, str(REPO / "validation"))
-    from fit_activations import law, loo_error
+    from fit_activations import _errors, law, loo_error
 
-    ns, math, fused = _pair("stable-cascade", "decoder")
-    assert any(m == f for m, f in zip(math, fused)) and sum(m > f for m, f in zip(math, fused)) >= 3
-    assert loo_error(ns, math) > STATED_ERROR
-    assert loo_error(ns, math, fused) < 1e-3
-    assert set(law(ns, math, fused)) == {"coef", "attention_coef"}
-    assert set(law(ns, fused)) == {"coef"}  # the fused path is one phase
+    points = _points("stable-cascade", "decoder", "math")
+    assert max(_errors("curve", points)) > STATED_ERROR
+    assert loo_error(points) < 1e-3
+    assert law(points)["form"].startswith("phases") and len(law(points)["phases"]) >= 2
+
+
+def test_phase_law_follows_the_sdxl_unet_peak_below_the_sizes_it_was_fitted_on():
+    """SDXL's UNet on the math path: one quadratic through 384²-1024², where the attention scores hold the peak, is
+    more than 15% off at 256², where the layers outside attention hold it; the phases' law fitted to the same four
+    sizes is exact there (each phase has its own quadratic, fitted also where it does not lead)."""
+    sys.path.insert(0, str(REPO / "validation"))
+    from fit_activations import envelope, fit_form, law
+
+    points = _points("sdxl-base", "unet", "math")
+    first, rest = points[0], points[1:]
+    assert abs(envelope(fit_form("curve", rest), first.n) - first.peak) / first.peak > 0.15
+    assert abs(envelope(law(rest)["phases"], first.n) - first.peak) / first.peak < 1e-3
+
+
+def test_phases_outside_attention_are_kept_beside_the_attention_layers():
+    """The phase limit applies to the attention phases and the others apart: a feed-forward phase smaller than 24
+    attention layers' is still recorded, so its law is fitted at every size (T5: it holds the peak at 64 tokens)."""
+    import torch
+
+    sys.path.insert(0, str(REPO / "validation"))
+    from measure_activations import PHASE_LIMIT, PhasedLiveElements
+
+    mode = PhasedLiveElements(set(), torch.nn.Linear(1, 1))
+    mode.peak = 100
+    mode.phase_peaks = {0: {f"<root>|block.{i}.attn": 100 - i for i in range(PHASE_LIMIT + 6)} | {"<root>": 50}}
+    kept = mode.phases()["0"]
+    assert "<root>" in kept and sum("|" in k for k in kept) == PHASE_LIMIT
+    assert "<root>|block.0.attn" in kept and f"<root>|block.{PHASE_LIMIT}.attn" not in kept
 
 
 def test_a_call_whose_size_its_config_fixes_is_its_measured_constant():

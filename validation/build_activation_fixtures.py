@@ -4,6 +4,7 @@
     python validation/build_activation_fixtures.py            # every case (a few minutes)
     python validation/build_activation_fixtures.py --check    # re-measure and compare, write nothing
     python validation/build_activation_fixtures.py --only sd1.5  # one case (repeatable)
+    python validation/build_activation_fixtures.py --only sdxl-base --component unet  # one component of it
 
 Fixtures: ``validation/fixtures/activations/<case>/<component>[-<call>]-<attention>-[F<frames>-]<H>x<W>.json``
 (``L<seq_len>`` for a text encoder), rendered
@@ -57,15 +58,25 @@ def jobs() -> list[tuple[str, dict, str, dict[str, int], str]]:
     return out
 
 
+def _target(case: str, entry: dict, attention: str, suffix: str) -> Path:
+    """The fixture file of one measured point."""
+    call = entry.get("call", "forward")
+    stem = entry["component"] + ("" if call == "forward" else f"-{call}")
+    return FIXTURES / case / f"{stem}-{attention}-{suffix}.json"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--check", action="store_true")
     parser.add_argument("--only", action="append", metavar="CASE", help="measure only this case (repeatable)")
+    parser.add_argument("--component", action="append", metavar="NAME",
+                        help="measure only this component of the cases measured (repeatable)")
     args = parser.parse_args(argv)
     differ = 0
     written: set[Path] = set()
+    planned = {_target(case, entry, attention, suffix) for case, entry, attention, _, suffix in jobs()}
     for case, entry, attention, point, suffix in jobs():
-        if args.only and case not in args.only:
+        if (args.only and case not in args.only) or (args.component and entry["component"] not in args.component):
             continue
         start = time.perf_counter()
         call = entry.get("call", "forward")
@@ -75,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         fixture = {"case": case, "component": entry["component"], "call": call, "attention": attention,
                    "class_name": resolve_class_name(folder), "settings": measured["settings"],
                    "peak_elements": measured["peak_elements"], "input_elements": measured["input_elements"],
+                   "phase_peaks": measured["phase_peaks"],
                    "method": "peak of live floating activation elements (parameters and buffers excluded) during "
                              "one batch-1 call under torch.no_grad() on meta, tracked by a TorchDispatchMode "
                              "(validation/measure_activations.py); attention " + (
@@ -82,13 +94,13 @@ def main(argv: list[str] | None = None) -> int:
                                  if attention == "math" else
                                  "routed to aten._scaled_dot_product_efficient_attention (no score matrix)"),
                    "versions": versions()}
-        stem = entry["component"] + ("" if call == "forward" else f"-{call}")
-        target = FIXTURES / case / f"{stem}-{attention}-{suffix}.json"
+        target = _target(case, entry, attention, suffix)
         written.add(target)
         status = settle(target, render(fixture), check=args.check)
         differ += args.check and status != "same"
         print(f"{time.perf_counter() - start:6.2f}s  {status:7s}  {target.relative_to(FIXTURES)}", flush=True)
-    for stale in sorted({p for t in written for p in t.parent.glob("*.json")} - written):
+    # a fixture the manifest no longer lists, in a case folder just measured (one --component leaves the others)
+    for stale in sorted({p for t in written for p in t.parent.glob("*.json")} - planned):
         differ += 1
         if not args.check:
             stale.unlink()

@@ -2,19 +2,26 @@
 """Fit the activation-peak law of each measured component and write ``flopcalc/data/activation_fit.json``.
 
 For every component in ``fixtures/activations`` and each attention path (math, fused), the measured peak of
-live activation elements at batch 1 is fitted by least squares as
+live activation elements at batch 1 is fitted by least squares in n (latent positions of one call: latent height ×
+width × frames; a text encoder's sequence length) as
 
-    peak(n) = c0 + c1·n + c2·n²,   n = latent positions of one call (latent height × width × frames),
-                                   or a text encoder's sequence length,
+    peak(n) = max over phases p of  c0_p + c1_p·n + c2_p·n²
 
-the form of a network whose widest tensors grow with n and whose attention scores grow with n² (c2 ≈ 0 on the
-fused path). On the math path, where the peak moves from the widest non-attention layer (the fused path's peak,
-measured equal at the smaller sizes) to the attention's scores (above it at the larger sizes), the law is the larger
-of two such quadratics, each fitted to its own sizes (:func:`law`). A call whose n its config fixes (Kandinsky 2.2's PriorTransformer: num_embeddings text states and
-its additional embeddings at every image size) is measured at that n and fitted by the constant it measured. The error is leave-one-out: each size predicted by the fit of the others; the largest relative
-error is what ``flopcalc memory`` prints beside the estimate. Fits are keyed by the component's class, call,
-the inputs it is fed beyond latent and text (``flopcalc.gpu_memory.activations.form``) and the config's declared keys, so
-they apply to the measured models only.
+where a phase is the part of the call spent in one module (cut at depth 0, 1 or 2 of the module tree), an attention
+module below it apart (``measure_activations.PhasedLiveElements`` records each phase's own peak at every size): each
+phase's tensors grow with n, and its scores, on the math path, with n². One quadratic through the call's peaks (the
+form ``curve``) cannot follow a peak that moves from one layer to another as n grows (GLM-4's from the MLP to the
+scores between 512 and 1024 tokens); the largest of the phases' quadratics, each fitted to its own peaks, does. The
+form (:data:`FORMS`: the phases at one depth, those recorded at three or more sizes or at two or more, or the one
+curve) is chosen per call by leave-one-out on the points it is fitted to (:func:`select`). A component measured
+before phases were recorded (its fixtures have no ``phase_peaks``) is fitted by the curve. A call whose n its config fixes (Kandinsky 2.2's PriorTransformer: num_embeddings text
+states and its additional embeddings at every image size) is measured at that n and fitted by the constant it
+measured.
+
+The error is leave-one-out: each size predicted by the law fitted to the others, its form chosen on those others
+alone (never on the point it is scored on); the largest relative error is what ``flopcalc memory`` prints beside the
+estimate. Fits are keyed by the component's class, call, the inputs it is fed beyond latent and text
+(``flopcalc.gpu_memory.activations.form``) and the config's declared keys, so they apply to the measured models only.
 
     python validation/fit_activations.py           # write flopcalc/data/activation_fit.json
     python validation/fit_activations.py --check   # recompute, compare, write nothing
@@ -26,8 +33,10 @@ import argparse
 import json
 import sys
 from collections import defaultdict
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -74,49 +83,125 @@ def _planned(card: str, component: str, call: str, seq_len: int | None, height: 
     return latent_positions(comp.shape), comp.class_name, single_frame(comp.shape), form(comp.shape)
 
 
+#: The law's forms, in the order preferred among equals: the largest of one quadratic per phase (the module running
+#: at depth d = 0, 1 or 2, attention apart: ``measure_activations.PhasedLiveElements``), each fitted to that phase's
+#: own peaks, also where another phase holds the call's peak (``phases:d:k``: the phases recorded at k or more sizes;
+#: one recorded at two is fitted by a line, which can mislead between and beyond them); or one quadratic in n through
+#: the call's peaks (``curve``). Phases come first: where both follow the sizes measured (a peak still in one layer),
+#: the phases also follow the peak to a layer that holds it beyond them, which one curve cannot (SDXL's UNet math
+#: path: a curve through 384²-1024², held by the scores, is 18% off at 256², held outside attention). Depth 1 (a
+#: transformer's blocks, a UNet's down/mid/up stacks, an encoder's layers) before 2 and 0: an order chosen on the
+#: measured components (ChatGLM: 12.9% → 0.7% over depth 0 first; depth 2 first: SD3's 6% → 15%), so a preference
+#: read off the same data the errors are computed on.
+FORMS = ("phases:1:3", "phases:2:3", "phases:0:3", "phases:1:2", "phases:2:2", "phases:0:2", "curve")
+#: Errors this close count as equal when forms are compared (the first is chosen).
+TIE = 1e-6
+
+
+@dataclass(frozen=True)
+class Point:
+    """One measured size of a call: n, the call's peak and its phase peaks (``{depth: {phase: peak}}``)."""
+
+    n: int
+    peak: int
+    phases: dict[str, dict[str, int]] | None = None
+
+
+def quadratic(ns: list[int], values: list[int]) -> list[float]:
+    """``[c0, c1, c2]`` by least squares; of degree one less than the distinct sizes where they are fewer than three
+    (two: a line; one: the constant)."""
+    degree = min(2, len(set(ns)) - 1)
+    x = np.array(ns, dtype=float)
+    a = np.stack([x ** k for k in range(degree + 1)], axis=1)
+    coef, *_ = np.linalg.lstsq(a, np.array(values, dtype=float), rcond=None)
+    return [float(c) for c in coef] + [0.0] * (2 - degree)
+
+
 def fit(ns: list[int], peaks: list[int]) -> list[float]:
     """``[c0, c1, c2]``; a call whose n its config fixes (measured at that one n) is the constant ``[peak, 0, 0]``."""
     if len(set(ns)) == 1:
         return [float(np.mean(peaks)), 0.0, 0.0]
-    x = np.array(ns, dtype=float)
-    a = np.stack([np.ones_like(x), x, x * x], axis=1)
-    coef, *_ = np.linalg.lstsq(a, np.array(peaks, dtype=float), rcond=None)
-    return [float(c) for c in coef]
+    return quadratic(ns, peaks)
 
 
 def predict(coef: list[float], n: int) -> float:
     return coef[0] + coef[1] * n + coef[2] * n * n
 
 
-def law(ns: list[int], peaks: list[int], fused: list[int] | None = None) -> dict[str, list[float]]:
-    """The fitted law of one call and attention path: ``{"coef": [c0, c1, c2]}``. On the math path (``fused``: the
-    fused path's peaks at the same n), when at one or more sizes the peak equals the fused one (no score matrix is
-    live at the peak: the widest non-attention layer holds it) and at three or more it exceeds it (the scores and
-    their softmax do), the peak is the larger of two phases: ``{"coef": <the fused peaks' law>, "attention_coef":
-    <the law of the exceeding peaks>}`` (a single quadratic cannot follow the peak moving from one to the other)."""
-    if fused is not None:
-        over = [i for i in range(len(ns)) if peaks[i] > fused[i]]
-        if len({ns[i] for i in over}) >= 3 and any(peaks[i] == fused[i] for i in range(len(ns))) and \
-                all(peaks[i] >= fused[i] for i in range(len(ns))):
-            return {"coef": fit(ns, fused), "attention_coef": fit([ns[i] for i in over], [peaks[i] for i in over])}
-    return {"coef": fit(ns, peaks)}
+def envelope(phases: list[list[float]], n: float) -> float:
+    """A law's peak at n: the largest of its phases."""
+    return max(predict(c, n) for c in phases)
 
 
-def evaluate(model: dict[str, list[float]], n: int) -> float:
-    """A law's peak at n: the larger of its phases."""
-    return max(predict(model[k], n) for k in ("coef", "attention_coef") if k in model)
+def _prune(phases: list[list[float]], lo: int, hi: int) -> list[list[float]]:
+    """The phases that hold the envelope somewhere on a logarithmic grid from ``lo / 4`` to ``16 · hi`` (the others
+    never decide the peak there), in order, duplicates dropped."""
+    grid = np.geomspace(max(lo / 4, 1.0), 16.0 * hi, 400)
+    values = np.array([[predict(c, n) for n in grid] for c in phases])
+    leaders = sorted(set(int(i) for i in values.argmax(axis=0)))
+    kept: list[list[float]] = []
+    for i in leaders:
+        if phases[i] not in kept:
+            kept.append(phases[i])
+    return kept
 
 
-def loo_error(ns: list[int], peaks: list[int], fused: list[int] | None = None) -> float:
-    """The largest relative error of each point predicted by the law fitted (:func:`law`) to the others; at a fixed
+def fit_form(form: str, points: list[Point]) -> list[list[float]]:
+    """The phases of ``form`` fitted to ``points``: ``curve`` one quadratic through the peaks; ``phases:d:k`` one
+    quadratic per phase at depth d recorded at k or more sizes through that phase's peaks (at two sizes a line),
+    pruned to those that can hold the peak (:func:`_prune`); where no phase was recorded at k sizes, the curve."""
+    ns = [p.n for p in points]
+    if form == "curve" or len(set(ns)) == 1:
+        return [fit(ns, [p.peak for p in points])]
+    _, depth, sizes = form.split(":")
+    series: dict[str, tuple[list[int], list[int]]] = {}
+    for p in points:
+        for phase, value in p.phases[depth].items():
+            series.setdefault(phase, ([], []))
+            series[phase][0].append(p.n)
+            series[phase][1].append(value)
+    phases = [quadratic(x, y) for x, y in series.values() if len(set(x)) >= int(sizes)]
+    return _prune(phases, min(ns), max(ns)) if phases else [fit(ns, [p.peak for p in points])]
+
+
+def _errors(form: str, points: list[Point]) -> list[float]:
+    """Each point's relative error predicted by ``form`` fitted to the others."""
+    out = []
+    for i, p in enumerate(points):
+        rest = points[:i] + points[i + 1:]
+        out.append(abs(envelope(fit_form(form, rest), p.n) - p.peak) / p.peak)
+    return out
+
+
+def select(points: list[Point]) -> str:
+    """The form for ``points``: the one whose leave-one-out error on these points is least (among
+    equals the first in :data:`FORMS`); one quadratic where phases were not recorded at every point, or where too few
+    points leave nothing to compare (three or fewer)."""
+    forms = [f for f in FORMS if f == "curve" or all(p.phases is not None for p in points)]
+    if len(points) <= 3 or len(forms) == 1:
+        return "curve"
+    scores = [max(_errors(f, points)) for f in forms]
+    best = min(scores)
+    return next(f for f, e in zip(forms, scores) if e <= best + TIE)
+
+
+def law(points: list[Point]) -> dict[str, Any]:
+    """The fitted law of one call and attention path: ``{"form": ..., "phases": [[c0, c1, c2], ...]}``, the peak
+    at n the largest phase (:func:`envelope`); the form chosen on these points (:func:`select`)."""
+    form = "curve" if len({p.n for p in points}) == 1 else select(points)
+    return {"form": form, "phases": fit_form(form, points)}
+
+
+def loo_error(points: list[Point]) -> float:
+    """The largest relative error of each point predicted by the law fitted to the others, its form chosen on those
+    others alone (:func:`select` inside each fold: the form is never chosen on the point it is scored on); at a fixed
     n (nothing to leave out: the call never runs at another size) the spread of the measurements about their mean."""
-    if len(set(ns)) == 1:
-        return max(abs(float(np.mean(peaks)) - p) / p for p in peaks)
+    if len({p.n for p in points}) == 1:
+        return max(abs(float(np.mean([q.peak for q in points])) - p.peak) / p.peak for p in points)
     worst = 0.0
-    for i in range(len(ns)):
-        rest = [j for j in range(len(ns)) if j != i]
-        model = law([ns[j] for j in rest], [peaks[j] for j in rest], None if fused is None else [fused[j] for j in rest])
-        worst = max(worst, abs(evaluate(model, ns[i]) - peaks[i]) / peaks[i])
+    for i, p in enumerate(points):
+        rest = points[:i] + points[i + 1:]
+        worst = max(worst, abs(envelope(law(rest)["phases"], p.n) - p.peak) / p.peak)
     return worst
 
 
@@ -152,20 +237,17 @@ def build() -> dict:
         sources = entry.setdefault("sources", {})  # measured_on: the card that gives the most points (the first)
         sources[f"{card_of(case)}/{component}"] = sources.get(f"{card_of(case)}/{component}", 0) + len(fixtures)
         for (n, _, _, _), fx in zip(plans, fixtures):
-            if points.setdefault(n, fx["peak_elements"]) != fx["peak_elements"]:
+            if points.setdefault(n, Point(n, fx["peak_elements"], fx.get("phase_peaks"))).peak != fx["peak_elements"]:
                 raise ValueError(f"{key}: two peaks measured at n = {n} ({case}/{component} and another case)")
     out: dict[str, dict] = {}
     for key, entry in pooled.items():
         sources = entry["sources"]
         out[key] = {"measured_on": max(sources, key=lambda s: (sources[s], -list(sources).index(s))),
                     "settings": entry["settings"]}
-        for attention in sorted(a for a in entry if a in ("fused", "math")):  # fused first: the math law uses it
-            ns = sorted(entry[attention])
-            peaks = [entry[attention][n] for n in ns]
-            fused = [entry["fused"][n] for n in ns] if attention == "math" and sorted(entry.get("fused", ())) == ns \
-                else None
-            out[key][attention] = {**law(ns, peaks, fused), "loo_max_rel_error": loo_error(ns, peaks, fused),
-                                   "n_range": [ns[0], ns[-1]], "points": [[n, p] for n, p in zip(ns, peaks)]}
+        for attention in sorted(a for a in entry if a in ("fused", "math")):
+            points = [entry[attention][n] for n in sorted(entry[attention])]
+            out[key][attention] = {**law(points), "loo_max_rel_error": loo_error(points),
+                                   "n_range": [points[0].n, points[-1].n], "points": [[p.n, p.peak] for p in points]}
     return out
 
 

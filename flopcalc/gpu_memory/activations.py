@@ -2,13 +2,13 @@
 
 Method: the peak of live floating activation elements of the real module was measured at batch 1 on the meta
 device at five sizes, with the attention's math path (the N×N score matrix materialised) and with the fused
-kernel (none), by ``validation/measure_activations.py`` (``validation/fixtures/activations``); and fitted per
-component as ``c0 + c1·n + c2·n²`` in the latent positions ``n`` (height × width × frames of the latent; a text
-encoder's sequence length; a call whose n its config fixes, as Kandinsky 2.2's prior, by its one measured peak) —
-on the math path, where the peak moves from the widest non-attention layer at small n to the score matrix at large
-n, the larger of two such quadratics (``coef``, ``attention_coef``), each fitted to its own sizes — by
-``validation/fit_activations.py``, which writes ``flopcalc/data/activation_fit.json`` with each fit's
-leave-one-out error. An estimate is given only for configs measured (matched by the keys the architecture
+kernel (none), by ``validation/measure_activations.py`` (``validation/fixtures/activations``), with the peak of each
+phase of the call (the module running, an attention module apart); and fitted per component in the latent positions
+``n`` (height × width × frames of the latent; a text encoder's sequence length; a call whose n its config fixes, as
+Kandinsky 2.2's prior, by its one measured peak) as the largest of quadratics ``c0 + c1·n + c2·n²`` (``phases``):
+one per phase, each fitted to that phase's peaks (the peak moves from one layer to another as n grows), or one
+through the call's peaks where that does as well — by ``validation/fit_activations.py``, which writes
+``flopcalc/data/activation_fit.json`` with each fit's leave-one-out error. An estimate is given only for configs measured (matched by the keys the architecture
 reads, :func:`config_key`, and by the inputs the call is fed, :func:`form`); at batch B it is
 B × the batch-1 peak (activations scale with the batch), in the activation dtype's bytes.
 """
@@ -123,9 +123,9 @@ def fit_entry(class_name: str, call: str, config: Mapping[str, Any], shape: Mapp
 
 
 def peak_elements(fit: Mapping[str, Any], n: int) -> int:
-    """A fit's peak in elements at ``n`` latent positions: the larger of its quadratics, rounded, never below 0."""
-    phases = [fit[k] for k in ("coef", "attention_coef") if k in fit]
-    return max(0, round(max(c0 + c1 * n + c2 * n * n for c0, c1, c2 in phases)))
+    """A fit's peak in elements at ``n`` latent positions: the largest of its phases' quadratics, rounded, never
+    below 0."""
+    return max(0, round(max(c0 + c1 * n + c2 * n * n for c0, c1, c2 in fit["phases"])))
 
 
 def activation_peak(class_name: str, call: str, config: Mapping[str, Any], shape: Mapping[str, Any],

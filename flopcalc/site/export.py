@@ -394,8 +394,7 @@ def _memory(v: _Variant, points: Sequence[dict[str, int]], base: Mapping[str, An
         if "n" in row:
             entry = fit_entry(c.class_name, c.call, source.components[c.component], c.shape)
             if entry is not None and "fused" in entry:
-                row["fit"] = {a: {k: entry[a][k] for k in ("coef", "attention_coef") if k in entry[a]}
-                              for a in ("fused", "math") if a in entry}
+                row["fit"] = {a: {"phases": entry[a]["phases"]} for a in ("fused", "math") if a in entry}
                 law = call_law(c.class_name, c.call, source.components[c.component])
                 if law is not None:  # the call's own reserve law (factor, error), as memory() takes it
                     row["law"] = list(law)

@@ -381,8 +381,7 @@ const Calc = (() => {
 
   /** Mirrors flopcalc.gpu_memory.activations.peak_elements. */
   function peakElements(fit, n) {
-    const phases = ["coef", "attention_coef"].filter((k) => k in fit).map((k) => fit[k]);
-    return Math.max(0, pyRound(Math.max(...phases.map(([c0, c1, c2]) => c0 + c1 * n + c2 * n * n))));
+    return Math.max(0, pyRound(Math.max(...fit.phases.map(([c0, c1, c2]) => c0 + c1 * n + c2 * n * n))));
   }
 
   /** Mirrors flopcalc.gpu_memory.allocator.reserve as MemoryEstimate._reserve_at calls it (no tensors replayed, no
