@@ -156,8 +156,11 @@ def _in_pty(args: list[str], interrupt_on: str | None = None) -> tuple[int, str]
     import pty
 
     leader, follower = pty.openpty()
+    # SIGINT back to its default in the child: a shell's background job (`pytest … &`) ignores it, and Python then
+    # installs no KeyboardInterrupt handler, as a terminal user's flopcalc would have
     proc = subprocess.Popen([sys.executable, "-m", "flopcalc", *args], stdout=subprocess.DEVNULL,
-                            stderr=follower, stdin=subprocess.DEVNULL)
+                            stderr=follower, stdin=subprocess.DEVNULL,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     os.close(follower)
     chunks: list[bytes] = []
     sent = interrupt_on is None

@@ -18,10 +18,10 @@ import flopcalc
 from flopcalc.engine.errors import OptionError
 
 REPO = Path(__file__).resolve().parent.parent
-# quantized/ holds the storage fixtures of the memory checks (tests/test_quantized.py), allocator_pipelines/ the
-# whole-pipeline allocator replays (tests/test_memory_allocator.py), not FLOP counts.
-FIXTURES = sorted(p for p in (REPO / "validation" / "fixtures").glob("*/*.json")
-                  if p.parent.name not in ("quantized", "allocator_pipelines"))
+# Folders of other checks' fixtures, not FLOP counts: quantized storage (tests/test_quantized.py), whole-pipeline
+# allocator replays (tests/test_memory_allocator.py), sharded training states (tests/test_training_memory.py).
+NOT_FLOPS = ("quantized", "allocator_pipelines", "training_sharding")
+FIXTURES = sorted(p for p in (REPO / "validation" / "fixtures").glob("*/*.json") if p.parent.name not in NOT_FLOPS)
 
 
 def _load(path: Path) -> dict:

@@ -109,7 +109,7 @@ def test_quantized_memory_counts_each_component_in_its_format():
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    (dict(dtype="int4"), "bnb-int8, bnb-nf4"),
+    (dict(dtype="int4"), "bnb-int8/nf4/fp4"),
     (dict(dtype_of={"unet": "fp16"}), "not components"),
     (dict(offload="sequential", dtype="nf4"), "--offload sequential with nf4"),
     (dict(offload="disk"), "none, model, group-block, group-leaf, sequential"),

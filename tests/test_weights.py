@@ -109,5 +109,5 @@ def test_kept_float32_modules_are_counted():
 
 def test_unknown_dtypes_are_refused():
     cfg = json.loads((REPO / "model_cards" / "flux-dev" / "transformer" / "config.json").read_text())
-    with pytest.raises(FlopcalcError, match="bnb-nf4"):
+    with pytest.raises(FlopcalcError, match="bnb-int8/nf4"):
         component_weights(cfg, component="transformer", dtype="int4")
