@@ -123,10 +123,7 @@ def test_plan_is_the_real_call(rng):
 
     import diffusers.pipelines.chronoedit.pipeline_chronoedit as module
 
-    if not hasattr(module, "ftfy"):  # prompt cleaning only (ftfy is an optional dependency)
-        from types import SimpleNamespace
-
-        module.ftfy = SimpleNamespace(fix_text=lambda text: text)
+    vcs.without_ftfy(module)
     torch.manual_seed(vcs.SEED % 2**31)
     models = {
         "text_encoder": UMT5EncoderModel(UMT5Config(d_model=16, d_ff=32, d_kv=8, num_heads=2, num_layers=1,

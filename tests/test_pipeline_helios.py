@@ -111,11 +111,7 @@ def test_plan_is_the_real_call(rng, pyramid):
     import diffusers.pipelines.helios.pipeline_helios as base_module
     import diffusers.pipelines.helios.pipeline_helios_pyramid as pyramid_module
 
-    for module in (base_module, pyramid_module):
-        if not hasattr(module, "ftfy"):  # prompt cleaning only (ftfy is an optional dependency)
-            from types import SimpleNamespace
-
-            module.ftfy = SimpleNamespace(fix_text=lambda text: text)
+    vcs.without_ftfy(base_module, pyramid_module)
     torch.manual_seed(vcs.SEED % 2**31)
     models = {
         "text_encoder": UMT5EncoderModel(UMT5Config(d_model=16, d_ff=32, d_kv=8, num_heads=2, num_layers=1,

@@ -123,3 +123,13 @@ def config_dict(model, class_name: str | None = None) -> dict[str, Any]:
     else:
         values = {**dict(config), "_class_name": class_name or type(model).__name__}
     return json.loads(json.dumps(values, default=str))  # as a config.json reads: tuples become lists
+
+
+def without_ftfy(*modules) -> None:
+    """Prompt cleaning without ftfy (an optional dependency of diffusers' Wan-family pipelines, which call
+    ``ftfy.fix_text`` only to clean the prompt): text passes unchanged."""
+    from types import SimpleNamespace
+
+    for module in modules:
+        if not hasattr(module, "ftfy"):
+            module.ftfy = SimpleNamespace(fix_text=lambda text: text)
