@@ -24,7 +24,7 @@ HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
-from build_fixtures import render, settle  # noqa: E402
+from build_fixtures import render, settle, settle_stale  # noqa: E402
 from measure import resolve_class_name, versions  # noqa: E402
 from measure_activations import peak_elements  # noqa: E402
 
@@ -100,11 +100,8 @@ def main(argv: list[str] | None = None) -> int:
         differ += args.check and status != "same"
         print(f"{time.perf_counter() - start:6.2f}s  {status:7s}  {target.relative_to(FIXTURES)}", flush=True)
     # a fixture the manifest no longer lists, in a case folder just measured (one --component leaves the others)
-    for stale in sorted({p for t in written for p in t.parent.glob("*.json")} - planned):
-        differ += 1
-        if not args.check:
-            stale.unlink()
-        print(f"{'stale' if args.check else 'removed stale'}: {stale.relative_to(FIXTURES)}")
+    differ += settle_stale({p for t in written for p in t.parent.glob("*.json")} - planned, FIXTURES,
+                           check=args.check)
     return 1 if args.check and differ else 0
 
 

@@ -32,7 +32,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(REPO_ROOT))
 
 from build_activation_fixtures import jobs  # noqa: E402
-from build_fixtures import render, settle  # noqa: E402
+from build_fixtures import render, settle, settle_stale  # noqa: E402
 from measure import resolve_class_name, versions  # noqa: E402
 from measure_allocations import prepare, record_events  # noqa: E402
 
@@ -105,11 +105,8 @@ def main(argv: list[str] | None = None) -> int:
         status = settle(target, render(fixture), check=args.check)
         differ += args.check and status != "same"
         print(f"{time.perf_counter() - start:6.2f}s  {status:7s}  {target.relative_to(FIXTURES)}", flush=True)
-    for stale in sorted({p for t in written for p in t.parent.glob("*.json")} - written):
-        differ += 1
-        if not args.check:
-            stale.unlink()
-        print(f"{'stale' if args.check else 'removed stale'}: {stale.relative_to(FIXTURES)}")
+    differ += settle_stale({p for t in written for p in t.parent.glob("*.json")} - written, FIXTURES,
+                           check=args.check)
     return 1 if args.check and differ else 0
 
 

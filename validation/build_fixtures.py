@@ -151,6 +151,17 @@ def settle(target: Path, text: str, *, check: bool) -> str:
     return status
 
 
+def settle_stale(stale: Iterable[Path], root: Path, *, check: bool) -> int:
+    """Remove fixtures no manifest entry writes any more (``check``: only name them); how many there were."""
+    count = 0
+    for path in sorted(stale):
+        count += 1
+        if not check:
+            path.unlink()
+        print(f"{'stale' if check else 'removed stale'}: {path.relative_to(root)}")
+    return count
+
+
 def _stale(jobs: Sequence[Job], out_dir: Path) -> list[Path]:
     """Fixture files in the cases just built that no job produces."""
     wanted = {out_dir / job.path for job in jobs}
