@@ -36,8 +36,9 @@ def jobs() -> list[tuple[str, dict, str, dict[str, int], str]]:
     """``(case, entry, attention, size settings, fixture suffix)``: an image or video call at each of its sizes
     (``height``/``width``; with ``reference_at_size``, also ``reference_height``/``reference_width``: an input
     image at the output size, as FLUX.1 Kontext's pipeline plans it), a text encoder at each of its ``seq_lens``
-    (``seq_len``), a video call that runs at one size only at each of its ``frame_counts`` (``num_frames``, at its
-    one ``sizes`` entry)."""
+    (``seq_len``), a video call with ``frame_counts`` at each of its frame counts (``num_frames``) at each of its
+    ``sizes`` (one size for a call that runs at one size only; a grid for a tiled decode, whose peak follows the
+    frames and the tiles apart)."""
     with open(MANIFEST, encoding="utf-8") as fh:
         spec = yaml.safe_load(fh)
     out = []
@@ -46,8 +47,8 @@ def jobs() -> list[tuple[str, dict, str, dict[str, int], str]]:
             if "seq_lens" in entry:
                 points = [({"seq_len": n}, f"L{n}") for n in entry["seq_lens"]]
             elif "frame_counts" in entry:
-                (h, w), = entry["sizes"]
-                points = [({"height": h, "width": w, "num_frames": f}, f"F{f}-{h}x{w}") for f in entry["frame_counts"]]
+                points = [({"height": h, "width": w, "num_frames": f}, f"F{f}-{h}x{w}")
+                          for f in entry["frame_counts"] for h, w in entry["sizes"]]
             else:
                 points = [({"height": h, "width": w} | ({"reference_height": h, "reference_width": w}
                                                        if entry.get("reference_at_size") else {}), f"{h}x{w}")
