@@ -9,7 +9,8 @@ from flopcalc.cli.main import main
 from flopcalc.gpu_memory.estimate import memory
 
 #: (card, the decode's class): the video VAEs whose tiled decode is measured.
-TILED_VIDEO = [("cogvideox-2b", "AutoencoderKLCogVideoX")]
+TILED_VIDEO = [("cogvideox-2b", "AutoencoderKLCogVideoX"), ("wan2.1-t2v-1.3b", "AutoencoderKLWan"),
+               ("hunyuanvideo", "AutoencoderKLHunyuanVideo")]
 
 
 def _decode(report):
@@ -22,6 +23,7 @@ def test_tiled_video_decode_is_estimated_below_the_untiled_one(card, class_name)
     assert "vae.decode" not in tiled.unestimated
     assert not any("not measured in tiles" in n for n in tiled.notes)
     dec = {"whole": _decode(whole), "tiled": _decode(tiled)}
+    assert next(c for c in tiled.components if c.component == "vae").class_name == class_name
     assert dec["tiled"].fused.n == dec["whole"].fused.n  # in the whole latent's positions
     assert dec["tiled"].fused.elements < dec["whole"].fused.elements
     assert not dec["tiled"].fused.extrapolated
@@ -44,3 +46,9 @@ def test_cli_prints_the_tiled_decode_row(capsys):
     out = capsys.readouterr().out
     assert any(line.startswith("vae.decode ") for line in out.splitlines())
     assert "not estimated" not in out and "not measured in tiles" not in out
+
+
+def test_a_video_vae_without_a_tiled_fit_is_named_not_estimated():
+    """LTX's tiled decode is not measured: the verdict says so rather than "fits"."""
+    est = memory("ltx-video", vae_tiling=True, gpu="h100")
+    assert "vae.decode" in est.unestimated and est.fits is not True and "not estimated" in est.verdict

@@ -55,11 +55,17 @@ def _hunyuan_video_transformer_inputs(model: nn.Module, call: str, s: Mapping[st
     }
 
 
-@input_builder("AutoencoderKLHunyuanVideo", settings=("height", "width", "num_frames"), calls=("decode", "encode"))
+@input_builder("AutoencoderKLHunyuanVideo", settings=("height", "width", "num_frames"), calls=("decode", "encode"),
+               optional=("vae_tiling",))
 def _hunyuan_video_vae_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict[str, TensorSpec]:
     """decode: z (1, latent_channels, F_lat, H/s, W/s), the pipeline's latent (s: the VAE's
     ``spatial_compression_ratio``, F_lat from its ``temporal_compression_ratio``); encode: x (1,
-    in_channels, num_frames, H, W)."""
+    in_channels, num_frames, H, W). ``vae_tiling`` 1 (optional) calls ``enable_tiling()`` first (its default
+    tile sizes and strides): the temporal chunks are then also split into spatial tiles."""
+    if s.get("vae_tiling"):
+        model.enable_tiling()
+        model._measure_notes = [("vae.enable_tiling() was called before measuring (default tile sizes and strides): "
+                                 "spatial tiles within the temporal chunks ran.")]
     if call == "encode":
         return {"x": TensorSpec((1, _cfg(model, "in_channels"), s["num_frames"], s["height"], s["width"]))}
     f = _cfg(model, "spatial_compression_ratio")

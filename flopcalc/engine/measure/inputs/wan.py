@@ -69,13 +69,20 @@ def _wan_vace_transformer_inputs(model: nn.Module, call: str, s: Mapping[str, in
     return inputs
 
 
-@input_builder("AutoencoderKLWan", settings=("height", "width"), calls=("decode", "encode"), optional=("num_frames",))
+@input_builder("AutoencoderKLWan", settings=("height", "width"), calls=("decode", "encode"),
+               optional=("num_frames", "vae_tiling"))
 def _autoencoder_kl_wan_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict[str, TensorSpec]:
     """decode: z (1, z_dim, T, H/f, W/f), f = ``scale_factor_spatial``, T = (num_frames − 1)/
     ``scale_factor_temporal`` + 1 (the latent ``WanPipeline`` decodes); encode: the RGB video
     x (1, in_channels / patch², num_frames, H, W) (``_encode`` patchifies it to ``in_channels``).
     Without ``num_frames``: one frame, an image pipeline's (``Cosmos2TextToImagePipeline`` sets ``num_frames = 1``
-    and decodes that one-frame latent, pipeline_cosmos2_text2image.py:512, 352, 656)."""
+    and decodes that one-frame latent, pipeline_cosmos2_text2image.py:512, 352, 656). ``vae_tiling`` 1 (optional)
+    calls ``enable_tiling()`` first (its defaults: tiles of 256 px every 192 px, autoencoder_kl_wan.py:1080-1085):
+    ``tiled_decode`` / ``tiled_encode`` run when a side exceeds the tile."""
+    if s.get("vae_tiling"):
+        model.enable_tiling()
+        model._measure_notes = [("vae.enable_tiling() was called before measuring (default tile sizes and strides): "
+                                 "tiled_decode / tiled_encode ran.")]
     s = {**s, "num_frames": s.get("num_frames", 1)}
     if call == "encode":
         patch = _cfg(model, "patch_size") or 1
