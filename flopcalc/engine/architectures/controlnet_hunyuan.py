@@ -22,12 +22,11 @@ from dataclasses import replace
 
 from flopcalc.engine.config import FLAG, LAYERS, RATIO, SIZE, TEXT, Config, count_int, declare_keys, positive_int
 from flopcalc.engine.cost import Node, module_list, work_only
-from flopcalc.engine.errors import ConfigError
 from flopcalc.engine.registry import RunShape, register
-from flopcalc.engine.architectures.hunyuan_dit import _grid, _text_tokens, ff_inner_dim
+from flopcalc.engine.architectures.hunyuan_dit import _grid, _text_tokens, feed_forward, ff_inner_dim, t5_width, widths
 from flopcalc.formulas import ops
 from flopcalc.formulas.conditioning import mlp_embedder
-from flopcalc.formulas.hunyuan_dit import ACTIVATIONS, POOL_HEADS, hunyuan_dit_block, hunyuan_timestep_embedding
+from flopcalc.formulas.hunyuan_dit import hunyuan_dit_block, hunyuan_timestep_embedding
 
 #: ``HunyuanDiT2DControlNetModel.__init__`` keyword defaults (controlnet_hunyuan.py:30-47).
 DEFAULTS = {
@@ -69,28 +68,14 @@ declare_keys("HunyuanDiT2DControlNetModel", {
           source="diffusers/models/controlnets/controlnet_hunyuan.py",
           nominal=RunShape(latent_height=64, latent_width=64))
 def hunyuan_dit_controlnet(config: Config, shape: RunShape) -> Node:
-    heads = positive_int(config, "num_attention_heads")
-    dim = heads * positive_int(config, "attention_head_dim")
-    hidden = positive_int(config, "hidden_size")
-    if hidden != dim:
-        raise ConfigError(f"{config.component}/config.json: hidden_size {hidden} must equal num_attention_heads × "
-                          f"attention_head_dim = {dim} (the blocks are that wide and take the {hidden}-wide "
-                          "timestep embedding)")
+    heads, dim = widths(config)
+    hidden = dim
     patch = positive_int(config, "patch_size")
     in_channels = positive_int(config, "in_channels")
     context_dim = positive_int(config, "cross_attention_dim")
-    t5_dim = positive_int(config, "cross_attention_dim_t5")
-    if t5_dim % POOL_HEADS:
-        raise ConfigError(f"{config.component}/config.json: cross_attention_dim_t5 {t5_dim} must divide into the "
-                          f"attention pool's {POOL_HEADS} heads")
+    t5_dim = t5_width(config)
     t5_tokens, bert_tokens = count_int(config, "text_len_t5"), count_int(config, "text_len")
-    mlp_ratio = config["mlp_ratio"]
-    if isinstance(mlp_ratio, bool) or not isinstance(mlp_ratio, (int, float)) or mlp_ratio <= 0:
-        raise ConfigError(f"{config.component}/config.json: 'mlp_ratio' must be a positive number, got {mlp_ratio!r}")
-    activation = config["activation_fn"]
-    if activation not in ACTIVATIONS:
-        raise ConfigError(f"{config.component}/config.json: activation_fn {activation!r} is not a FeedForward "
-                          f"activation (one of {', '.join(ACTIVATIONS)})")
+    mlp_ratio, activation = feed_forward(config)
     gh, gw = _grid(config, shape, patch)
     n, t = gh * gw, _text_tokens(config, shape)
     block = hunyuan_dit_block(dim=dim, heads=heads, tokens=n, context_tokens=t, context_dim=context_dim,

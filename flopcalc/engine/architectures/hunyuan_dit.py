@@ -65,6 +65,40 @@ def ff_inner_dim(dim: int, mlp_ratio: float) -> int:
     return int(dim * mlp_ratio)
 
 
+def widths(config: Config) -> tuple[int, int]:
+    """``(heads, dim)`` of the blocks: ``hidden_size`` must equal heads × head dim (the timestep embedding is
+    ``hidden_size`` wide and feeds blocks that wide)."""
+    heads = positive_int(config, "num_attention_heads")
+    dim = heads * positive_int(config, "attention_head_dim")
+    hidden = positive_int(config, "hidden_size")
+    if hidden != dim:
+        raise ConfigError(f"{config.component}/config.json: hidden_size {hidden} must equal num_attention_heads × "
+                          f"attention_head_dim = {dim} (the blocks are that wide and take the {hidden}-wide "
+                          "timestep embedding)")
+    return heads, dim
+
+
+def t5_width(config: Config) -> int:
+    """``cross_attention_dim_t5``, which the attention pool splits into :data:`POOL_HEADS` heads."""
+    t5_dim = positive_int(config, "cross_attention_dim_t5")
+    if t5_dim % POOL_HEADS:
+        raise ConfigError(f"{config.component}/config.json: cross_attention_dim_t5 {t5_dim} must divide into the "
+                          f"attention pool's {POOL_HEADS} heads")
+    return t5_dim
+
+
+def feed_forward(config: Config) -> tuple[float, str]:
+    """``(mlp_ratio, activation_fn)`` of the blocks' FeedForward."""
+    mlp_ratio = config["mlp_ratio"]
+    if isinstance(mlp_ratio, bool) or not isinstance(mlp_ratio, (int, float)) or mlp_ratio <= 0:
+        raise ConfigError(f"{config.component}/config.json: 'mlp_ratio' must be a positive number, got {mlp_ratio!r}")
+    activation = config["activation_fn"]
+    if activation not in ACTIVATIONS:
+        raise ConfigError(f"{config.component}/config.json: activation_fn {activation!r} is not a FeedForward "
+                          f"activation (one of {', '.join(ACTIVATIONS)})")
+    return mlp_ratio, activation
+
+
 def _grid(config: Config, shape: RunShape, patch: int) -> tuple[Any, Any]:
     for side in (shape.latent_height, shape.latent_width):
         if isinstance(side, int) and side % patch:
@@ -104,13 +138,8 @@ supports_perturbation("HunyuanDiT2DModel")
           source="diffusers/models/transformers/hunyuan_transformer_2d.py",
           nominal=RunShape(latent_height=64, latent_width=64))
 def hunyuan_dit_transformer(config: Config, shape: RunShape) -> Node:
-    heads = positive_int(config, "num_attention_heads")
-    dim = heads * positive_int(config, "attention_head_dim")
-    hidden = positive_int(config, "hidden_size")
-    if hidden != dim:
-        raise ConfigError(f"{config.component}/config.json: hidden_size {hidden} must equal num_attention_heads × "
-                          f"attention_head_dim = {dim} (the blocks are that wide and take the {hidden}-wide "
-                          "timestep embedding)")
+    heads, dim = widths(config)
+    hidden = dim
     patch = positive_int(config, "patch_size")
     in_channels = positive_int(config, "in_channels")
     out_channels = 2 * in_channels if config["learn_sigma"] else in_channels
@@ -119,20 +148,10 @@ def hunyuan_dit_transformer(config: Config, shape: RunShape) -> Node:
         raise ConfigError(f"{config.component}/config.json: num_layers {layers} cannot run: HunyuanDiT2DModel.forward "
                           f"pops {skip_layers(layers)} long skips but keeps {skip_sources(layers)} (use an even count)")
     context_dim = positive_int(config, "cross_attention_dim")
-    t5_dim = positive_int(config, "cross_attention_dim_t5")
-    if t5_dim % POOL_HEADS:
-        raise ConfigError(f"{config.component}/config.json: cross_attention_dim_t5 {t5_dim} must divide into the "
-                          f"attention pool's {POOL_HEADS} heads")
+    t5_dim = t5_width(config)
     t5_tokens = count_int(config, "text_len_t5")
     bert_tokens = count_int(config, "text_len")
-    mlp_ratio = config["mlp_ratio"]
-    if isinstance(mlp_ratio, bool) or not isinstance(mlp_ratio, (int, float)) or mlp_ratio <= 0:
-        raise ConfigError(f"{config.component}/config.json: 'mlp_ratio' must be a positive number, got {mlp_ratio!r}")
-
-    activation = config["activation_fn"]
-    if activation not in ACTIVATIONS:
-        raise ConfigError(f"{config.component}/config.json: activation_fn {activation!r} is not a FeedForward "
-                          f"activation (one of {', '.join(ACTIVATIONS)})")
+    mlp_ratio, activation = feed_forward(config)
     gh, gw = _grid(config, shape, patch)
     n, t = gh * gw, _text_tokens(config, shape)
 
