@@ -65,6 +65,9 @@ def allegro_transformer(config: Config, shape: RunShape) -> Node:
     frames = 1 if shape.latent_frames is None else shape.latent_frames
     gh, gw = ops.exact_div(shape.latent_height, p), ops.exact_div(shape.latent_width, p)
     n, t = frames * gh * gw, shape.text_len
+    if isinstance(n, int) and n == 1:
+        raise ConfigError(f"{config.component}: one latent token ({frames} frame, {gh}×{gw} patches) cannot run: "
+                          "AllegroTransformerBlock squeezes dim 1 (transformer_allegro.py:132), so attn1 fails")
     block = allegro_transformer_block(dim=dim, heads=heads, head_dim=head_dim, tokens=n, text_tokens=t,
                                       cross_attention_dim=dim, bias=bool(config["attention_bias"]),
                                       norm_affine=bool(config["norm_elementwise_affine"]))
