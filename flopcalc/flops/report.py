@@ -4,7 +4,6 @@ block tree) and CSV for programs. Every output names its convention and unit."""
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 from dataclasses import dataclass, field
@@ -365,6 +364,8 @@ CSV_COLUMNS = ["component", "path", "depth", "class_name", "call", "runs", "coun
 
 def to_csv(report: Report, *, per_block: bool = False, depth: int = 4) -> str:
     buf = io.StringIO()
+    import csv
+
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(CSV_COLUMNS)
     total = report.macs
