@@ -9,7 +9,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping, Sequence
 
-from flopcalc.engine.cost import WEIGHT_FIELDS, Cost, Node, is_block_kind
+from flopcalc.engine.cost import WEIGHT_FIELDS, Cost, Node, declared_block_kinds
 from flopcalc.engine.settings import Settings
 from flopcalc.render.text_tables import columns
 
@@ -131,13 +131,17 @@ def render(report: Report, fmt: str = "table", *, per_block: bool = False, depth
 
 def by_block_kind(tree: Node, convention: str) -> list[tuple[str, int, int]]:
     """``(formula, instances, MACs)`` per block kind of one run, largest first; work outside
-    every declared block kind (:func:`flopcalc.engine.cost.block_kinds`) is ``other``. The rows add up
-    to the component's total."""
+    every block kind the package declares (:func:`flopcalc.engine.cost.block_kinds`, all of them, from the
+    discovery index, whichever modules this process imported) is ``other``. The rows add up to the component's
+    total."""
+    from flopcalc.engine.discovery import index
+
+    kinds = frozenset(index().block_kinds) | declared_block_kinds()
     acc: dict[str, list[int]] = {}
 
     def visit(node: Node, k: int) -> None:
         k *= node.count
-        if is_block_kind(node.formula):
+        if node.formula in kinds:
             entry = acc.setdefault(node.formula, [0, 0])
             entry[0] += k
             entry[1] += k * node.per_item.macs(convention)
