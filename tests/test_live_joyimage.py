@@ -1,6 +1,8 @@
-"""Live re-measurement of JoyImage-Edit's transformer: ``JoyImageEditTransformer3DModel`` with randomized width,
+"""Live re-measurement of JoyImage-Edit's transformers: ``JoyImageEditTransformer3DModel`` and
+``JoyImageEditPlusTransformer3DModel`` with randomized width,
 heads, rotary axes (given or split evenly), MLP ratio, layers, text width, channels, spatial patch and rope type,
-built on the meta device and counted now, against the plan under ``JoyImageEditPipeline``. The Qwen3-VL text encoders
+built on the meta device and counted now, against the plan under ``JoyImageEditPipeline`` /
+``JoyImageEditPlusPipeline``. The Qwen3-VL text encoders
 are covered by ``test_live_krea2.py``.
 
 The seed is printed; ``FLOPCALC_SEED=N`` replays it. Bar: ``torch`` convention exact (total and every measured
@@ -18,15 +20,18 @@ from flopcalc.engine.pipelines.joyimage import BUCKETS  # noqa: E402
 pytestmark = pytest.mark.live
 
 INDEX = {"_class_name": "JoyImageEditPipeline", "transformer": ["diffusers", "JoyImageEditTransformer3DModel"]}
+PLUS_INDEX = {"_class_name": "JoyImageEditPlusPipeline",
+              "transformer": ["diffusers", "JoyImageEditPlusTransformer3DModel"]}
 
 
 def test_random_transformer_configs(rng, tmp_path):
-    for i in range(3):
+    for i in range(4):
+        plus = i % 2 == 1
         heads, sixth = rng.randint(1, 3), rng.choice([1, 2])
         head_dim = 6 * sixth
         patch = rng.choice([1, 2])
         cfg = {
-            "_class_name": "JoyImageEditTransformer3DModel",
+            "_class_name": "JoyImageEditPlusTransformer3DModel" if plus else "JoyImageEditTransformer3DModel",
             "patch_size": [1, patch, patch],
             "in_channels": rng.choice([4, 16]),
             "out_channels": rng.choice([None, 4]),
@@ -39,8 +44,8 @@ def test_random_transformer_configs(rng, tmp_path):
             "rope_type": rng.choice(["rope", "mrope"]),
             "theta": rng.choice([256, 10000]),
         }
-        h, w = rng.choice(BUCKETS)
+        h, w = (16 * rng.randint(2, 24), 16 * rng.randint(2, 24)) if plus else rng.choice(BUCKETS)
         t = rng.randint(1, 40)
         check_plan(write_config(tmp_path, f"joy_{i}", cfg), "transformer",
                    Settings(height=h, width=w, max_sequence_length=t), {"height": h, "width": w, "text_len": t},
-                   index=INDEX)
+                   index=PLUS_INDEX if plus else INDEX)

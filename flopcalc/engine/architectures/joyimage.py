@@ -1,4 +1,6 @@
-"""JoyImage-Edit: ``JoyImageEditTransformer3DModel`` (diffusers ``models/transformers/transformer_joyimage.py``).
+"""JoyImage-Edit: ``JoyImageEditTransformer3DModel`` (diffusers ``models/transformers/transformer_joyimage.py``) and
+``JoyImageEditPlusTransformer3DModel`` (``transformer_joyimage_edit_plus.py``, the same modules and defaults; it takes
+its latent as ``(B, patches, C, p_t, p_h, p_w)`` patches, embedded one by one by the same ``Conv3d``: the same work).
 
 A double-stream DiT (:372-604): ``img_in`` (a ``Conv3d`` with kernel and stride ``patch_size``) on the latent, giving
 ``N = (t/p_t)(h/p_h)(w/p_w)`` image tokens; ``condition_embedder`` (sinusoidal timestep, ``time_embedder``
@@ -23,8 +25,10 @@ from flopcalc.formulas.conditioning import mlp_embedder
 from flopcalc.formulas.joyimage import joyimage_block
 
 SOURCE = "diffusers/models/transformers/transformer_joyimage.py"
+PLUS_SOURCE = "diffusers/models/transformers/transformer_joyimage_edit_plus.py"
 
-#: ``JoyImageEditTransformer3DModel.__init__`` keyword defaults (transformer_joyimage.py:390-403).
+#: ``JoyImageEditTransformer3DModel.__init__`` keyword defaults (transformer_joyimage.py:390-403), which
+#: ``JoyImageEditPlusTransformer3DModel.__init__`` repeats (transformer_joyimage_edit_plus.py:362-376).
 DEFAULTS = {
     "patch_size": [1, 2, 2],
     "in_channels": 16,
@@ -41,14 +45,14 @@ DEFAULTS = {
 #: ``JoyImageTimeTextImageEmbedding(time_freq_dim=256)`` (:428-433).
 TIME_FREQ_DIM = 256
 
-declare_keys("JoyImageEditTransformer3DModel", {
+declare_keys(("JoyImageEditTransformer3DModel", "JoyImageEditPlusTransformer3DModel"), {
     "patch_size": ListOf(SIZE, lo=3, hi=3), "in_channels": SIZE, "out_channels": SIZE | NULL, "hidden_size": SIZE,
     "num_attention_heads": SIZE, "text_dim": SIZE, "mlp_width_ratio": Real(0.0, 1e3), "num_layers": LAYERS,
     "rope_dim_list": SIZES | NULL, "rope_type": TEXT, "theta": Real(0.0, 1e9) | Int(1, 10**9),
 })
 
 
-def _geometry(config: Config) -> tuple[int, int, int]:
+def _geometry(config: Config, plus: bool = False) -> tuple[int, int, int]:
     """Width, heads, MLP width, with the checks ``__init__`` and ``get_rotary_pos_embed`` make."""
     dim, heads = positive_int(config, "hidden_size"), positive_int(config, "num_attention_heads")
     if dim % heads:
@@ -61,7 +65,7 @@ def _geometry(config: Config) -> tuple[int, int, int]:
     if rope is None and head_dim % 3:
         raise ConfigError(f"{config.component}/config.json: without rope_dim_list the head width {head_dim} is split "
                           "in 3 rotary axes and must divide by 3")
-    if config["rope_type"] not in ("rope", "mrope"):
+    if not plus and config["rope_type"] not in ("rope", "mrope"):  # the Plus class never reads it
         raise ConfigError(f"{config.component}/config.json: rope_type {config['rope_type']!r}: diffusers knows 'rope' "
                           "and 'mrope'")
     width = int(dim * float(config["mlp_width_ratio"]))
@@ -70,17 +74,12 @@ def _geometry(config: Config) -> tuple[int, int, int]:
     return dim, heads, width
 
 
-@register("JoyImageEditTransformer3DModel", role="denoiser", defaults=DEFAULTS, source=SOURCE)
-def joyimage_transformer(config: Config, shape: RunShape) -> Node:
-    """``JoyImageEditTransformer3DModel.forward`` (:522-604) on one row: the latent of ``shape.latent_frames``
-    (default 1) × ``latent_height`` × ``latent_width`` and ``shape.text_len`` text tokens."""
-    dim, heads, width = _geometry(config)
+def _tree(config: Config, n, t, plus: bool, formula: str) -> Node:
+    """What both classes run on ``n`` image tokens and ``t`` text tokens."""
+    dim, heads, width = _geometry(config, plus)
     pt, ph, pw = config["patch_size"]
     c = positive_int(config, "in_channels")
     out = c if config["out_channels"] is None else positive_int(config, "out_channels")
-    frames = 1 if shape.latent_frames is None else shape.latent_frames
-    n = ops.exact_div(frames, pt) * ops.exact_div(shape.latent_height, ph) * ops.exact_div(shape.latent_width, pw)
-    t = shape.text_len
     kernel = pt * ph * pw
     return Node("transformer", children=(
         Node("img_in", ops.conv(c, dim, kernel, n)),
@@ -93,9 +92,35 @@ def joyimage_transformer(config: Config, shape: RunShape) -> Node:
                     * count_int(config, "num_layers")),
         Node("norm_out", ops.layer_norm(n, dim, affine=False, thop_rule=False)),
         Node("proj_out", ops.linear(n, dim, out * kernel)),
-    ), formula="joyimage_transformer")
+    ), formula=formula)
+
+
+@register("JoyImageEditTransformer3DModel", role="denoiser", defaults=DEFAULTS, source=SOURCE)
+def joyimage_transformer(config: Config, shape: RunShape) -> Node:
+    """``JoyImageEditTransformer3DModel.forward`` (:522-604) on one row: the latent of ``shape.latent_frames``
+    (default 1) × ``latent_height`` × ``latent_width`` and ``shape.text_len`` text tokens."""
+    pt, ph, pw = config["patch_size"]
+    frames = 1 if shape.latent_frames is None else shape.latent_frames
+    n = ops.exact_div(frames, pt) * ops.exact_div(shape.latent_height, ph) * ops.exact_div(shape.latent_width, pw)
+    return _tree(config, n, shape.text_len, False, "joyimage_transformer")
+
+
+@register("JoyImageEditPlusTransformer3DModel", role="denoiser", defaults=DEFAULTS, source=PLUS_SOURCE)
+def joyimage_plus_transformer(config: Config, shape: RunShape) -> Node:
+    """``JoyImageEditPlusTransformer3DModel.forward`` (transformer_joyimage_edit_plus.py:444-537) on one row: the
+    ``(h/p_h)(w/p_w)`` patches of one latent frame (``JoyImageEditPlusPipeline.prepare_latents``) and
+    ``shape.text_len`` text tokens."""
+    pt, ph, pw = config["patch_size"]
+    if pt != 1:
+        raise ConfigError(f"{config.component}/config.json: patch_size[0] {pt}: JoyImageEditPlusPipeline patchifies one "
+                          "latent frame (t // p_t patches in time), so p_t must be 1")
+    n = ops.exact_div(shape.latent_height, ph) * ops.exact_div(shape.latent_width, pw)
+    return _tree(config, n, shape.text_len, True, "joyimage_plus_transformer")
 
 
 #: ``_keep_in_fp32_modules`` (transformer_joyimage.py:381-386): modules whose names hold these stay fp32 on load.
 loading_rules("JoyImageEditTransformer3DModel", keep_in_fp32=("time_embedder", "norm1", "norm2", "norm_out"),
               source=SOURCE)
+#: The Plus class's ``_keep_in_fp32_modules`` (transformer_joyimage_edit_plus.py:354-359): the same.
+loading_rules("JoyImageEditPlusTransformer3DModel", keep_in_fp32=("time_embedder", "norm1", "norm2", "norm_out"),
+              source=PLUS_SOURCE)

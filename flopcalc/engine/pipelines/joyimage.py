@@ -1,18 +1,19 @@
-"""JoyImage-Edit (diffusers ``pipelines/joyimage/pipeline_joyimage_edit.py``, ``JoyImageEditPipeline``), its
-text-only call."""
+"""JoyImage-Edit (diffusers ``pipelines/joyimage``: ``JoyImageEditPipeline``, ``JoyImageEditPlusPipeline``), their
+text-only calls."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 from typing import Any, Mapping
 
-from flopcalc.engine.errors import ConfigError, FlopcalcError, OptionError
+from flopcalc.engine.errors import ConfigError, FlopcalcError, OptionError, ResolutionError
 from flopcalc.engine.pipelines.base import (
     ComponentRun,
     Plan,
     RunShape,
     Settings,
     cfg_passes,
+    check_divisible,
     component_class,
     missing_notes,
     register_pipeline,
@@ -46,9 +47,9 @@ def best_bucket(height: int, width: int) -> tuple[int, int]:
     return min(BUCKETS, key=lambda hw: abs(hw[0] / hw[1] - ratio))
 
 
-def _check_components(components: Mapping[str, Any]) -> None:
+def _check_components(components: Mapping[str, Any], plus: bool = False) -> None:
     transformer, encoder, vae = components.get("transformer"), components.get("text_encoder"), components.get("vae")
-    if transformer is not None and transformer["patch_size"][0] != 1:
+    if not plus and transformer is not None and transformer["patch_size"][0] != 1:
         raise ConfigError("transformer/config.json: JoyImageEditPipeline passes one latent frame as a multi-item input, "
                           f"which needs patch_size[0] 1, got {transformer['patch_size'][0]}")
     if encoder is not None and transformer is not None:
@@ -118,3 +119,68 @@ def joyimage_edit_pipeline(components: Mapping[str, Mapping[str, Any]], s: Setti
                                  s.steps * passes * images, f"{s.steps} steps × {passes} pass(es) × {images} image(s)"))
     runs += vae_runs(components, s, images, lat_h, lat_w)
     return Plan("JoyImageEditPipeline", s, passes, tuple(runs), tuple(notes))
+
+
+# --------------------------------------------------------------------------- JoyImage-Edit Plus
+
+#: ``JoyImageEditPlusPipeline.__call__`` defaults (pipeline_joyimage_edit_plus.py:449, :452, :467): 30 steps,
+#: ``guidance_scale`` 4.0, ``max_sequence_length`` 4096 (the transformer keeps the last 4096 text tokens).
+PLUS_STEPS, PLUS_MAX_SEQUENCE_LENGTH = 30, 4096
+
+
+@register_pipeline("JoyImageEditPlusPipeline", denoisers=("JoyImageEditPlusTransformer3DModel",),
+                   options=("max_sequence_length",))
+def joyimage_edit_plus_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
+                                index: Mapping[str, Any] | None = None) -> Plan:
+    """``JoyImageEditPlusPipeline.__call__`` without ``images`` (the text-only call): ``height × width`` as given (1024²
+    by default; no bucket without a reference image, :556-561), 30 steps, ``guidance_scale`` 4.0. Guidance (``> 1``)
+    encodes the negative prompt (``" "`` by default) on its own, pads both to the longer and batches them: one
+    transformer forward of ``2B`` rows per step (:681-699). The pipeline takes no ``num_images_per_prompt``.
+
+    ``encode_prompt_multiple_images`` runs ``Qwen3VLForConditionalGeneration`` (whole forward, ``lm_head`` on every
+    position) on the template and the prompt, unpadded and untruncated, then drops the 34 system-prompt tokens and keeps
+    the last ``max_sequence_length`` (4096): flopcalc counts ``max_sequence_length`` tokens after the template's 34
+    (default 4096: the upper bound; set it to the prompt's token count), ``+ 34`` for the encoder, for the prompt and
+    the negative prompt alike. The transformer runs on the ``(H/16)(W/16)`` patches of one ``H/8 × W/8`` latent frame
+    (``prepare_latents`` reshapes the latent into whole patches: sides divisible by 16); the Wan VAE decodes each image.
+    Editing (``images=``) runs Qwen3-VL's vision tower: not planned."""
+    if s.strength is not None:
+        raise OptionError("--strength does not apply to JoyImageEditPlusPipeline: its __call__ takes no strength "
+                          "(flopcalc plans its text-only call; editing takes images=, not planned)")
+    if s.num_images_per_prompt != 1:
+        raise OptionError("--num-images-per-prompt does not apply to JoyImageEditPlusPipeline: its __call__ takes no "
+                          "num_images_per_prompt (one image per prompt)")
+    if s.symbolic:
+        raise FlopcalcError("JoyImageEditPlusPipeline: flopcalc counts its text-only call numerically (its text length "
+                            "and padding follow the prompts); use the numeric estimate")
+    _check_components(components, plus=True)
+    f = vae_scale_factor(components)
+    patch = components["transformer"]["patch_size"] if "transformer" in components else (1, 2, 2)
+    length = s.max_sequence_length or PLUS_MAX_SEQUENCE_LENGTH
+    if length > PLUS_MAX_SEQUENCE_LENGTH:
+        raise FlopcalcError(f"JoyImageEditPlusPipeline keeps the last {PLUS_MAX_SEQUENCE_LENGTH} text tokens "
+                            f"(max_sequence_length), got max_sequence_length {length}")
+    s = replace(s, height=s.height or BASESIZE, width=s.width or BASESIZE, steps=s.steps or PLUS_STEPS,
+                guidance_scale=GUIDANCE if s.guidance_scale is None else s.guidance_scale, max_sequence_length=length)
+    check_divisible(s.height, s.width, f, "JoyImage-Edit Plus height and width (check_inputs: vae_scale_factor_spatial)")
+    if s.height % (f * patch[1]) or s.width % (f * patch[2]):
+        raise ResolutionError(f"JoyImage-Edit Plus: prepare_latents reshapes the H/{f} × W/{f} latent into whole "
+                              f"{patch[1]}×{patch[2]} patches, so height must be a multiple of {f * patch[1]} and width "
+                              f"of {f * patch[2]}, got {s.height}×{s.width}")
+    cfg = s.guidance_scale > 1
+    passes = cfg_passes(s, cfg)
+    lat_h, lat_w = s.height // f, s.width // f
+    notes = list(missing_notes(components, ["text_encoder", "transformer", "vae"]))
+    notes.append(f"text: {length} tokens per prompt{' and negative prompt' if cfg else ''} after the 34 template tokens "
+                 "(the upper bound; set max_sequence_length to the prompt's token count)")
+    if s.negative_prompt and not cfg:
+        notes.append("the negative prompt is ignored with guidance_scale ≤ 1 (as in JoyImageEditPlusPipeline)")
+    runs = text_runs(components, [("text_encoder", length + TEMPLATE_TOKENS)], s.batch_size * passes,
+                     f"{s.batch_size} prompt(s)" + (" + negative" if cfg else ""))
+    if "transformer" in components:
+        runs.append(ComponentRun("transformer", component_class(components, "transformer") or "?", "forward",
+                                 "denoiser", RunShape(latent_height=lat_h, latent_width=lat_w, text_len=length),
+                                 s.steps * passes * s.batch_size,
+                                 f"{s.steps} steps × {passes} pass(es) × {s.batch_size} image(s)"))
+    runs += vae_runs(components, s, s.batch_size, lat_h, lat_w)
+    return Plan("JoyImageEditPlusPipeline", s, passes, tuple(runs), tuple(notes))
