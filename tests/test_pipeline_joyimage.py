@@ -70,10 +70,6 @@ def test_plus_defaults_batched_guidance_and_refusals():
         flopcalc.estimate(PLUS, height=1000)
     with pytest.raises(FlopcalcError, match="keeps the last 4096 text tokens"):
         flopcalc.estimate(PLUS, max_sequence_length=5000)
-    with pytest.raises(FlopcalcError, match="numeric estimate"):
-        from flopcalc.flops.symbolic import symbolic_estimate
-
-        symbolic_estimate(PLUS)
     index, components = _configs(PLUS_FOLDER)
     with pytest.raises(ConfigError, match="p_t must be 1"):
         estimate_configs(index, {**components, "transformer": {**components["transformer"], "patch_size": [2, 2, 2]}},
@@ -127,6 +123,20 @@ def test_refusals():
         estimate_configs(index, {**components, "transformer": {**t, "num_attention_heads": 7}}, Settings())
     with pytest.raises(ConfigError, match="text_token_max_length must be a positive integer"):
         estimate_configs({**index, "text_token_max_length": 0}, components, Settings())
+
+
+def test_plus_law_equals_the_numeric_estimate(rng):
+    """The Plus text-only call has a closed-form law (sizes as given): it equals the estimate at random points."""
+    from flopcalc.flops.symbolic import symbolic_estimate
+
+    law = symbolic_estimate(PLUS)
+    rep = law.representative()
+    for _ in range(4):
+        point = {"H": 16 * rng.randint(8, 128), "W": 16 * rng.randint(8, 128), "S": rng.randint(1, 50),
+                 "B": rng.randint(1, 3), "L": rng.randint(1, 4096)}
+        exact = flopcalc.estimate(PLUS, height=point["H"], width=point["W"], steps=point["S"], batch_size=point["B"],
+                                  max_sequence_length=point["L"])
+        assert law.at(**{**rep, **point}) == exact.flops, point
 
 
 @pytest.mark.live

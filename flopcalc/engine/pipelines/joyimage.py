@@ -150,9 +150,6 @@ def joyimage_edit_plus_pipeline(components: Mapping[str, Mapping[str, Any]], s: 
     if s.num_images_per_prompt != 1:
         raise OptionError("--num-images-per-prompt does not apply to JoyImageEditPlusPipeline: its __call__ takes no "
                           "num_images_per_prompt (one image per prompt)")
-    if s.symbolic:
-        raise FlopcalcError("JoyImageEditPlusPipeline: flopcalc counts its text-only call numerically (its text length "
-                            "and padding follow the prompts); use the numeric estimate")
     _check_components(components, plus=True)
     f = vae_scale_factor(components)
     patch = components["transformer"]["patch_size"] if "transformer" in components else (1, 2, 2)
