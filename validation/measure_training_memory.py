@@ -205,11 +205,18 @@ def _prepare(model: torch.nn.Module, trainable: str, master: str, checkpointing:
 
 
 def _inputs(model: torch.nn.Module, settings: Mapping[str, int], device: str) -> tuple[dict[str, Any], dict[str, int]]:
+    """The harness's inputs on ``device``, floating tensors in bf16. A spec whose ``make()`` is not a tensor (a Python
+    constant such as Qwen-Image's ``img_shapes`` list, flopcalc/engine/measure/inputs/qwen_image.py) is passed as it
+    is made: turned into a tensor it would break the model's own unpacking (``frame, height, width = fhw``)."""
     specs, used = build_inputs(model, settings)
     out = {}
     for k, v in specs.items():
         if v is None:
             out[k] = None
+            continue
+        made = v.make()
+        if not isinstance(made, torch.Tensor):
+            out[k] = made
             continue
         dtype = torch.bfloat16 if v.dtype.is_floating_point else v.dtype
         out[k] = torch.zeros(v.shape, dtype=dtype, device=device)
