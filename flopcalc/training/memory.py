@@ -399,6 +399,9 @@ def compose(inp: Inputs, s: Setup, *, gpu: Any = None, inter_node_bytes_per_s: f
         host, states, step_tmp = states, 0, 0
     act, law, act_notes = activations(inp, s)
     notes += act_notes
+    if zero:
+        notes.append(f"{s.sharding}: per-rank bytes from DeepSpeed's partitioning rules (flopcalc/training/sharding.py), "
+                     "not measured (DeepSpeed is not installed where the fixtures are measured)")
     if law is not None and s.master == "fp32" and law_master(s) == "bf16":
         notes.append(f"activations: the bf16 law ({s.sharding} runs the forward on bf16 weights: no autocast copies "
                      "of fp32 weights)")
