@@ -96,6 +96,8 @@ def test_refusals():
                                                                "axes_dims_rope": [16, 56, 40]}}, Settings())
     with pytest.raises(ConfigError, match="sample_sigmas must be a non-empty list"):
         estimate_configs({**index, "sample_sigmas": []}, components, Settings())
+    with pytest.raises(ConfigError, match="QwenImage21AvgDown3D, factor 1"):  # the real class refuses it when built
+        estimate_configs(index, {**components, "vae": {**components["vae"], "dim_mult": [1, 2, 4, 8, 16]}}, Settings())
     with pytest.raises(ConfigError, match="mlp_ratio"):
         estimate_configs(index, {**components, "transformer": {**components["transformer"], "mlp_ratio": 0}},
                          Settings())

@@ -63,9 +63,42 @@ def _patch(config: Config) -> int:
     return 1 if value is None else positive_int(config, "patch_size")
 
 
+def _check_shortcuts(config: Config, dim_mult: list[int]) -> None:
+    """The residual layout's parameter-free shortcuts regroup channels, which the real class checks when it is built:
+    ``QwenImage21AvgDown3D`` (encoder level i, in → out channels, factor ``f_t · f_s²``: ``f_s`` 2 but at the last
+    level, ``f_t`` 2 where ``temperal_downsample``) needs ``in · factor`` divisible by ``out``
+    (autoencoder_kl_qwenimage21.py:44-49), ``QwenImage21DupUp3D`` (decoder level i) ``out · factor`` by ``in``
+    (:108)."""
+    if not config["is_residual"]:
+        return
+    temporal = list(config["temperal_downsample"])
+    levels = len(dim_mult)
+    base = positive_int(config, "base_dim")
+    dims = [base * m for m in [1, *dim_mult]]
+    for i in range(levels):
+        down = i != levels - 1
+        factor = (2 if down and temporal[i] else 1) * (4 if down else 1)
+        if dims[i] * factor % dims[i + 1]:
+            raise ConfigError(f"{config.component}/config.json: encoder level {i} maps {dims[i]} to {dims[i + 1]} "
+                              f"channels, and its shortcut (QwenImage21AvgDown3D, factor {factor}) needs "
+                              f"{dims[i]}·{factor} divisible by {dims[i + 1]} (dim_mult {dim_mult})")
+    decoder_base = config["decoder_base_dim"]
+    decoder_base = base if decoder_base is None else positive_int(config, "decoder_base_dim")
+    dims = [decoder_base * m for m in [dim_mult[-1], *dim_mult[::-1]]]
+    upsample = temporal[::-1]
+    for i in range(levels - 1):
+        factor = (2 if upsample[i] else 1) * 4
+        if dims[i + 1] * factor % dims[i]:
+            raise ConfigError(f"{config.component}/config.json: decoder level {i} maps {dims[i]} to {dims[i + 1]} "
+                              f"channels, and its shortcut (QwenImage21DupUp3D, factor {factor}) needs "
+                              f"{dims[i + 1]}·{factor} divisible by {dims[i]} (dim_mult {dim_mult})")
+
+
 def _structure(config: Config) -> dict[str, Any]:
+    dim_mult = causal_vae_levels(config)
+    _check_shortcuts(config, dim_mult)
     return {
-        "dim_mult": causal_vae_levels(config),
+        "dim_mult": dim_mult,
         "num_res_blocks": count_int(config, "num_res_blocks"),
         "is_residual": bool(config["is_residual"]),
         "kt": KT,
