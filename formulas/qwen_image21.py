@@ -44,8 +44,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from flopcalc.engine.cost import Node, block_kinds
 from flopcalc.formulas import ops
+
+from flopcalc.engine.cost import Node, block_kinds
 
 #: Block kinds this module builds: a per-block summary stops at them.
 BLOCK_KINDS = block_kinds("qwen_image21_block")

@@ -13,10 +13,18 @@ path), parameters exact, ``thop`` convention exact.
 from __future__ import annotations
 
 import pytest
+from live_support import (
+    REPO,
+    SEED,
+    assert_matches_measurement,
+    check_plan,
+    measure,
+    random_size,
+    write_config,
+)
 
-from live_support import REPO, SEED, assert_matches_measurement, check_plan, measure, random_size, write_config  # noqa: E402
-from flopcalc.engine.pipelines import Settings  # noqa: E402
-from flopcalc.flops.estimate import estimate_configs  # noqa: E402
+from flopcalc.engine.pipelines import Settings
+from flopcalc.flops.estimate import estimate_configs
 
 pytestmark = pytest.mark.live
 

@@ -7,11 +7,11 @@ stand-in processor whose tokens are the template's and the prompt's words), coun
 from __future__ import annotations
 
 import pytest
-
-import flopcalc
 from call_support import REPO, assert_fixture, card_fixtures, read
 from card_support import runs_by_call
 from conftest import SEED
+
+import flopcalc
 from flopcalc.engine.errors import ConfigError, OptionError, ResolutionError
 from flopcalc.engine.pipelines import Settings
 from flopcalc.flops.estimate import estimate_configs
@@ -109,9 +109,13 @@ def test_the_plan_mirrors_the_real_call(rng):
     FlopCounterMode per component, against the plan for the same configs."""
     pytest.importorskip("diffusers")
     import torch
+    from diffusers import (
+        AutoencoderKLQwenImage21,
+        FlowMatchEulerDiscreteScheduler,
+        QwenImage21Pipeline,
+        QwenImage21Transformer2DModel,
+    )
     from torch.utils.flop_counter import FlopCounterMode
-    from diffusers import (AutoencoderKLQwenImage21, FlowMatchEulerDiscreteScheduler, QwenImage21Pipeline,
-                           QwenImage21Transformer2DModel)
     from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration
 
     from flopcalc.engine.measure.harness import _custom_mapping
@@ -174,10 +178,13 @@ def test_the_plan_mirrors_the_real_call(rng):
         ("text_encoder", "Qwen3VLForConditionalGeneration"), ("transformer", "QwenImage21Transformer2DModel"))}
     # decode is not forward: the tracker names the VAE's top-level modules by their classes (post_quant_conv is the
     # only top-level QwenImage21CausalConv3d a decode runs)
-    measured["vae"] = sum(sum(counts.get(key, {}).values()) for key in ("QwenImage21CausalConv3d", "QwenImage21Decoder3d"))
+    measured["vae"] = sum(sum(counts.get(key, {}).values())
+                          for key in ("QwenImage21CausalConv3d", "QwenImage21Decoder3d"))
 
-    index = {"_class_name": "QwenImage21Pipeline", "text_encoder": ["transformers", "Qwen3VLForConditionalGeneration"],
-             "transformer": ["diffusers", "QwenImage21Transformer2DModel"], "vae": ["diffusers", "AutoencoderKLQwenImage21"]}
+    index = {"_class_name": "QwenImage21Pipeline",
+             "text_encoder": ["transformers", "Qwen3VLForConditionalGeneration"],
+             "transformer": ["diffusers", "QwenImage21Transformer2DModel"],
+             "vae": ["diffusers", "AutoencoderKLQwenImage21"]}
     configs = {"text_encoder": {"architectures": ["Qwen3VLForConditionalGeneration"], "model_type": "qwen3_vl",
                                 "text_config": text_cfg, "vision_config": vision_cfg},
                "transformer": {"_class_name": "QwenImage21Transformer2DModel", **tcfg},

@@ -17,14 +17,30 @@ from typing import Any
 
 from flopcalc.engine.architectures.autoencoder_kl_qwen_image import causal_vae_levels
 from flopcalc.engine.config import (
-    FLAG, FLAGS, LAYERS, NULL, RATIO, SIZE, SIZES, Config, ListOf, count_int, declare_keys, positive_int,
+    FLAG,
+    FLAGS,
+    LAYERS,
+    NULL,
+    RATIO,
+    SIZE,
+    SIZES,
+    Config,
+    ListOf,
+    count_int,
+    declare_keys,
+    positive_int,
 )
 from flopcalc.engine.cost import Node
 from flopcalc.engine.errors import ConfigError
 from flopcalc.engine.loading import loading_rules
 from flopcalc.engine.registry import RunShape, register
 from flopcalc.formulas import ops
-from flopcalc.formulas.causal_vae import causal_conv3d, causal_decoder, causal_encoder, halve
+from flopcalc.formulas.causal_vae import (
+    causal_conv3d,
+    causal_decoder,
+    causal_encoder,
+    halve,
+)
 
 CLASS = "AutoencoderKLQwenImage21"
 SOURCE = "diffusers/models/autoencoders/autoencoder_kl_qwenimage21.py"

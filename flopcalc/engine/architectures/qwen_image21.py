@@ -19,14 +19,29 @@ pipeline runs ``patch_size`` 1), and ``T`` text tokens of width ``context_in_dim
 
 from __future__ import annotations
 
-from flopcalc.engine.config import FLAG, LAYERS, NULL, SIZE, SIZES, Config, count_int, declare_keys, positive_int
+from flopcalc.engine.config import (
+    FLAG,
+    LAYERS,
+    NULL,
+    SIZE,
+    SIZES,
+    Config,
+    count_int,
+    declare_keys,
+    positive_int,
+)
 from flopcalc.engine.cost import Node, module_list
 from flopcalc.engine.errors import ConfigError
 from flopcalc.engine.loading import Buffer, loading_rules
 from flopcalc.engine.registry import RunShape, register
 from flopcalc.formulas import ops
 from flopcalc.formulas.conditioning import mlp_embedder
-from flopcalc.formulas.qwen_image21 import TIMESTEP_CHANNELS, norm_out, qwen_image21_block, text_projection
+from flopcalc.formulas.qwen_image21 import (
+    TIMESTEP_CHANNELS,
+    norm_out,
+    qwen_image21_block,
+    text_projection,
+)
 
 CLASS = "QwenImage21Transformer2DModel"
 SOURCE = "diffusers/models/transformers/transformer_qwenimage21.py"

@@ -16,9 +16,10 @@ their tokens to the transformer's sequence); this plan is text to image and refu
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from numbers import Real
-from typing import Any, Mapping
+from typing import Any
 
 from flopcalc.engine.errors import ConfigError, OptionError
 from flopcalc.engine.pipelines.base import (
@@ -31,7 +32,9 @@ from flopcalc.engine.pipelines.base import (
     register_pipeline,
     text_runs,
 )
-from flopcalc.engine.pipelines.omnigen import DEFAULT_PROMPT_TOKENS  # declares the prompt_tokens option
+from flopcalc.engine.pipelines.omnigen import (
+    DEFAULT_PROMPT_TOKENS,  # declares the prompt_tokens option
+)
 from flopcalc.engine.pipelines.vae import image_runs
 from flopcalc.engine.settings import INDEX, pipeline_option
 
