@@ -58,7 +58,9 @@ SIDE_MULTIPLE = 2 * VAE_SCALE_FACTOR
 SYSTEM_TOKENS = 14
 #: The user turn's template around the prompt and the assistant header, kept after the drop:
 #: ``<|im_start|>`` ``user`` ``\\n`` before the prompt, ``<|im_end|>`` ``\\n`` ``<|im_start|>`` ``assistant`` ``\\n``
-#: after it (Qwen2's tokenizer: the special tokens are one id each, ``user``, ``assistant`` and ``\\n`` one each).
+#: after it (Qwen2's tokenizer: the special tokens are one id each, ``user``, ``assistant`` and ``\\n`` one each; e.g.
+#: "Hello" in that template is ``151644, 872, 198, 9707, 151645, 198, 151644, 77091, 198``, search-index id
+#: 58798410698).
 USER_TURN_TOKENS = 8
 
 
