@@ -197,3 +197,19 @@ def test_the_plan_mirrors_the_real_call(rng):
     planned = {c.component: 2 * c.macs_per_run * c.runs for c in report.components}
     assert planned == measured, where
     assert report.passes == (2 if cfg > 1 else 1), where
+
+
+@pytest.mark.parametrize("cached", [False, True])
+def test_the_block_is_its_stated_closed_form(cached):
+    """formulas/qwen_image21.py: 4Qd² + 3Q·m·d² + 2·h·d_h·P per block, P = T² + N(T+N) (full) or N(T+N) (cached),
+    Q = T + N or N; evaluated on symbols by the code that counts the model."""
+    sp = pytest.importorskip("sympy")
+    from flopcalc.formulas.qwen_image21 import qwen_image21_block
+
+    h, dh, m, t, n = sp.symbols("h d_h m T N", positive=True, integer=True)
+    d = h * dh
+    block = qwen_image21_block(dim=d, heads=h, head_dim=dh, mlp_ratio=m, text_tokens=t, image_tokens=n,
+                               cached=cached)
+    q = n if cached else t + n
+    pairs = n * (t + n) + (0 if cached else t * t)
+    assert sp.expand(block.total.macs("torch") - (4 * q * d**2 + 3 * q * m * d**2 + 2 * h * dh * pairs)) == 0
