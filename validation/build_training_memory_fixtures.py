@@ -141,7 +141,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 continue
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(text, encoding="utf-8")
-        print(f"wrote {job.case} {job.mode} × {len(fixtures)} ({time.time() - t0:.0f} s)", flush=True)
+        verb = "checked" if args.check else "wrote"
+        print(f"{verb} {job.case} {job.mode} × {len(fixtures)} ({time.time() - t0:.0f} s)", flush=True)
     return 1 if bad else 0
 
 
