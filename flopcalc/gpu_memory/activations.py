@@ -97,12 +97,14 @@ def form(shape: Mapping[str, Any]) -> tuple[str, ...]:
 
 
 def fit_key(class_name: str, call: str, config: Mapping[str, Any], *, tiled: bool = False,
-            single_frame: bool = False, fed: tuple[str, ...] = ()) -> str:
-    """The key of a fit: the class, the call (``decode:tiled`` for a decode in spatial tiles; ``:single-frame`` for
+            single_frame: bool = False, fed: tuple[str, ...] = (), tile: int | None = None) -> str:
+    """The key of a fit: the class, the call (``decode:tiled`` for a decode in spatial tiles at the class's default
+    tiles, ``decode:tiled@512px`` at tiles of another size, measured to check the tile-size law; ``:single-frame`` for
     a video module run on one latent frame, an image: no temporal chunks, a law of its own; ``forward[image_tokens]``
     for a call fed the inputs :func:`form` names) and the config."""
     inputs = f"[{','.join(fed)}]" if fed else ""
-    return f"{class_name}.{call}{':tiled' if tiled else ''}{':single-frame' if single_frame else ''}{inputs}:" \
+    tiles = (f":tiled@{tile}px" if tile else ":tiled") if tiled else ""
+    return f"{class_name}.{call}{tiles}{':single-frame' if single_frame else ''}{inputs}:" \
            f"{config_key(config)}"
 
 
