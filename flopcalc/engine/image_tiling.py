@@ -62,6 +62,11 @@ def sized_split(config: Mapping[str, Any], latent_h: int, latent_w: int, tile_px
     (autoencoder_dc.py:575, 667-699; autoencoder_kl_qwenimage.py:846, 973-1027): tiled when a latent side exceeds
     ``tile // f``, tiles ``z[i : i + tile // f]`` every ``stride // f`` latent pixels; else the whole latent."""
     tile, stride = tile_px // compression, stride_px // compression
+    if stride < 1:  # range(0, side, 0) raises in diffusers
+        from flopcalc.engine.errors import ConfigError
+
+        raise ConfigError(f"VAE tiles of {tile_px} px every {stride_px} px are under one latent pixel at a spatial "
+                          f"compression of {compression}: diffusers' tiled_decode cannot step; leave --vae-tiling off")
     if not (latent_w > tile or latent_h > tile):
         return CallSplit.of(None, latent_h, latent_w)
     from flopcalc.engine.limits import check_tiles
