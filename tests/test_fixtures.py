@@ -36,12 +36,13 @@ def _model_of(fixture: dict) -> str:
 
 @lru_cache(maxsize=None)
 def _report(model: str, height: int | None, width: int | None, frames: int | None, convention: str,
-            tiling: bool | None = None, ip_adapter: str | None = None, reference_images: int | None = None):
+            tiling: bool | None = None, ip_adapter: str | None = None, reference_images: int | None = None,
+            plan_options: tuple[tuple[str, int], ...] = ()):
     # strength turns on image-to-image so the VAE encoder is planned too; sizes are measured as given. A
     # pipeline that takes no strength (image-to-video: it encodes its image anyway) refuses it.
     kwargs = dict(height=height, width=width, num_frames=frames, resolution_binning=False, vae_tiling=tiling,
                   convention=convention, **({"ip_adapter": ip_adapter} if ip_adapter else {}),
-                  **({"reference_images": reference_images} if reference_images else {}))
+                  **({"reference_images": reference_images} if reference_images else {}), **dict(plan_options))
     try:
         return flopcalc.estimate(model, strength=1.0, **kwargs)
     except OptionError as exc:
@@ -91,7 +92,8 @@ def _module_macs(comp, fixture: dict, module_path: str) -> int:
 def _component(fixture: dict, convention: str = "torch"):
     s = fixture["settings"]
     report = _report(_model_of(fixture), s.get("height"), s.get("width"), s.get("num_frames"), convention,
-                     True if _tiled(fixture) else None, _ip_adapter(fixture), s.get("reference_images"))
+                     True if _tiled(fixture) else None, _ip_adapter(fixture), s.get("reference_images"),
+                   tuple(sorted(fixture.get("plan_options", {}).items())))
     built = fixture.get("built_class", fixture["class_name"])  # legacy Transformer2DModel → PixArt / DiT
     matches = [c for c in report.components if c.class_name == built and c.call == fixture["call"]
                and (c.component == fixture["component"] or len(report.components) == 1)]

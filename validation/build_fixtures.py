@@ -34,7 +34,7 @@ from measure import TORCH_MODULE_DEPTH, measure_component, resolve_class_name  #
 MANIFEST = HERE / "manifest.yaml"
 FIXTURES = HERE / "fixtures"
 
-_ENTRY_KEYS = {"component", "path", "class", "loaded_as", "calls", "settings", "sizes", "module_depth"}
+_ENTRY_KEYS = {"component", "path", "class", "loaded_as", "calls", "settings", "sizes", "module_depth", "plan_options"}
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,9 @@ class Job:
     settings: dict[str, int] = field(hash=False)
     module_depth: int = TORCH_MODULE_DEPTH
     loaded_as: str | None = None  # the class the pipeline builds from this config (model_index.json's)
+    #: family options (``flopcalc.estimate`` keywords) under which the pipeline runs this call as measured: a plan
+    #: whose default runs the component otherwise (Qwen-Image 2.1's key/value-cached steps) is compared with these
+    plan_options: dict[str, int] = field(default_factory=dict, hash=False)
 
     @property
     def filename(self) -> str:
@@ -82,7 +85,8 @@ def _entry_jobs(case: str, root: Path, entry: dict[str, Any]) -> list[Job]:
                 settings.update(height=int(size[0]), width=int(size[1]))
             jobs.append(
                 Job(case, component, config_dir, entry["class"], call, settings,
-                    int(entry.get("module_depth", TORCH_MODULE_DEPTH)), entry.get("loaded_as"))
+                    int(entry.get("module_depth", TORCH_MODULE_DEPTH)), entry.get("loaded_as"),
+                    {k: int(v) for k, v in (entry.get("plan_options") or {}).items()})
             )
     return jobs
 
@@ -132,6 +136,8 @@ def measure_job(job: Job) -> dict[str, Any]:
         fixture["config_class"] = named
         fixture["method"] += (f" Built as {job.loaded_as}, the class model_index.json names for this component "
                               f"(DiffusionPipeline.from_pretrained loads that class from the {named} checkpoint).")
+    if job.plan_options:
+        fixture["plan_options"] = dict(job.plan_options)
     fixture["case"] = job.case
     return fixture
 
