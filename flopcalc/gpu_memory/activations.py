@@ -28,12 +28,15 @@ ATTENTION = ("fused", "math")
 
 def config_key(config: Mapping[str, Any]) -> str:
     """A component config's identity for its fits: the sha256 (16 hex digits) of the keys its class declares (what
-    the architecture reads, :func:`flopcalc.engine.config.declare_keys`), so that checkpoints of one architecture share
-    a fit whatever else their config.json carries (versions, dtypes, names); all keys not starting with ``_``
-    for a class that declares none."""
+    the architecture reads, :func:`flopcalc.engine.config.declare_keys`), each as the config gives it or, where it
+    leaves one out, as the class's default gives it (what the assemblers read, ``registry.config_of``), so that
+    checkpoints of one architecture share a fit whatever else their config.json carries (versions, dtypes, names) and
+    whether or not it spells out the defaults (Wan 2.1 T2V 1.3B's VAE config and Wan 2.2 A14B's, which writes
+    ``is_residual: false``, ``patch_size: null``, ... out); all keys not starting with ``_`` (defaults included) for a
+    class that declares none."""
     from flopcalc.engine.config import class_name_of, declared_keys
     from flopcalc.engine.errors import FlopcalcError
-    from flopcalc.engine.registry import lookup
+    from flopcalc.engine.registry import config_of, lookup
 
     name = class_name_of(config)
     try:
@@ -41,7 +44,8 @@ def config_key(config: Mapping[str, Any]) -> str:
     except FlopcalcError:
         pass
     keys = declared_keys(name)
-    body = json.dumps({k: v for k, v in config.items() if not str(k).startswith("_") and (keys is None or k in keys)},
+    values = {**config_of(config, component="config").defaults, **config}
+    body = json.dumps({k: v for k, v in values.items() if not str(k).startswith("_") and (keys is None or k in keys)},
                       sort_keys=True, default=str)
     return hashlib.sha256(body.encode()).hexdigest()[:16]
 
