@@ -45,7 +45,8 @@ def test_fits_are_what_the_script_writes():
 
 
 def _law(coef: list[float], n: float) -> float:
-    return sum(c * n ** i for i, c in enumerate(coef))
+    """A phase at n (a ``frames`` phase ``[c0, c1, c2, ct]`` at one latent frame: the two sides compared alike)."""
+    return sum(c * n ** i for i, c in enumerate(coef[:3])) + sum(coef[3:])
 
 
 def test_every_fit_has_its_error_within_the_stated_bound():
