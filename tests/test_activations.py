@@ -53,7 +53,13 @@ def test_every_fit_has_its_error_within_the_stated_bound():
     data = json.loads((REPO / "flopcalc" / "data" / "activation_fit.json").read_text(encoding="utf-8"))
     families = {v["measured_on"] for v in data.values()}
     assert {"flux-dev/transformer", "sd3-medium/transformer", "sd1.5/unet", "sdxl-base/unet",
-            "wan2.1-t2v-1.3b/transformer", "flux-dev/vae", "sd1.5/vae"} <= families
+            "wan2.1-t2v-1.3b/transformer", "flux-dev/vae"} <= families
+    # SD1.5's VAE config is BRIA 3.2's once the class defaults are applied: one fit, named after the case with more
+    # points; what matters is that SD1.5's decode has it
+    from flopcalc.gpu_memory.activations import fit_entry
+    sd15 = estimate("sd1.5").component("vae", "decode")
+    cfg = json.loads((REPO / "model_cards" / "sd1.5" / "vae" / "config.json").read_text(encoding="utf-8"))
+    assert fit_entry(sd15.class_name, "decode", cfg, sd15.shape) is not None
     errors = [entry[attention]["loo_max_rel_error"] for entry in data.values() for attention in ("fused", "math")]
     assert max(errors) <= STATED_ERROR
     assert sum(e > 0.15 for e in errors) <= 1  # issue 22's bar: all but CogView4's fused transformer within 15%
