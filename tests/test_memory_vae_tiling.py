@@ -46,9 +46,3 @@ def test_cli_prints_the_tiled_decode_row(capsys):
     out = capsys.readouterr().out
     assert any(line.startswith("vae.decode ") for line in out.splitlines())
     assert "not estimated" not in out and "not measured in tiles" not in out
-
-
-def test_a_video_vae_without_a_tiled_fit_is_named_not_estimated():
-    """LTX's tiled decode is not measured: the verdict says so rather than "fits"."""
-    est = memory("ltx-video", vae_tiling=True, gpu="h100")
-    assert "vae.decode" in est.unestimated and est.fits is not True and "not estimated" in est.verdict

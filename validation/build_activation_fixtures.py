@@ -5,6 +5,7 @@
     python validation/build_activation_fixtures.py --check    # re-measure and compare, write nothing
     python validation/build_activation_fixtures.py --only sd1.5  # one case (repeatable)
     python validation/build_activation_fixtures.py --only sdxl-base --component unet  # one component of it
+    python validation/build_activation_fixtures.py --only wan2.2-ti2v-5b-tiled --attention math  # one path of it
 
 Fixtures: ``validation/fixtures/activations/<case>/<component>[-<call>]-<attention>-[F<frames>-]<H>x<W>.json``
 (``L<seq_len>`` for a text encoder), rendered
@@ -72,12 +73,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", action="append", metavar="CASE", help="measure only this case (repeatable)")
     parser.add_argument("--component", action="append", metavar="NAME",
                         help="measure only this component of the cases measured (repeatable)")
+    parser.add_argument("--attention", choices=("math", "fused"),
+                        help="measure only this attention path (the other's fixtures are left as they are)")
     args = parser.parse_args(argv)
     differ = 0
     written: set[Path] = set()
     planned = {_target(case, entry, attention, suffix) for case, entry, attention, _, suffix in jobs()}
     for case, entry, attention, point, suffix in jobs():
-        if (args.only and case not in args.only) or (args.component and entry["component"] not in args.component):
+        if (args.only and case not in args.only) or (args.component and entry["component"] not in args.component) \
+                or (args.attention and attention != args.attention):
             continue
         start = time.perf_counter()
         call = entry.get("call", "forward")

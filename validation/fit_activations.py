@@ -13,7 +13,10 @@ phase's tensors grow with n, and its scores, on the math path, with n². One qua
 form ``curve``) cannot follow a peak that moves from one layer to another as n grows (GLM-4's from the MLP to the
 scores between 512 and 1024 tokens); the largest of the phases' quadratics, each fitted to its own peaks, does. The
 form (:data:`FORMS`: the phases at one depth, those recorded at three or more sizes or at two or more, or the one
-curve) is chosen per call by leave-one-out on the points it is fitted to (:func:`select`). A component measured
+curve) is chosen per call by leave-one-out on the points it is fitted to (:func:`select`). A call measured on a grid
+of sizes and frame counts (a tiled video decode) may also take ``frames:d:k``: each phase ``c0 + c1·n + ct·t`` in n
+and the latent frames t apart, for a decode whose every tile runs over all frames (LTX-Video's, Mochi's): each tile's
+working set grows with t alone, the decoded tiles held until they are blended with n. A component measured
 before phases were recorded (its fixtures have no ``phase_peaks``) is fitted by the curve. A call whose n its config fixes (Kandinsky 2.2's PriorTransformer: num_embeddings text
 states and its additional embeddings at every image size) is measured at that n and fitted by the constant it
 measured.
@@ -57,13 +60,14 @@ def card_of(case: str) -> str:
 def positions(fx: dict) -> tuple[int, str]:
     """n of a fixture and the class flopcalc plans for it, from flopcalc's own plan of that call (the same n and
     class the tool looks up); a text encoder's n is its sequence length."""
-    n, class_name, _, _ = planned(fx)
+    n, class_name, _, _, _ = planned(fx)
     return n, class_name
 
 
-def planned(fx: dict) -> tuple[int, str, bool, tuple[str, ...]]:
+def planned(fx: dict) -> tuple[int, str, bool, tuple[str, ...], int | None]:
     """:func:`positions`, whether the plan runs the call on one latent frame, and the inputs beyond latent and text
-    it is fed (``flopcalc.gpu_memory.activations.form``): its fit is keyed by both."""
+    it is fed (``flopcalc.gpu_memory.activations.form``): its fit is keyed by both; and the latent frames the plan
+    decodes (``activations.latent_frames``; None for a text encoder)."""
     s = fx["settings"]
     return _planned(card_of(fx["case"]), fx["component"], fx["call"], s.get("seq_len"), s.get("height"),
                     s.get("width"), s.get("num_frames"))
@@ -71,16 +75,17 @@ def planned(fx: dict) -> tuple[int, str, bool, tuple[str, ...]]:
 
 @lru_cache(maxsize=None)
 def _planned(card: str, component: str, call: str, seq_len: int | None, height: int | None, width: int | None,
-             num_frames: int | None) -> tuple[int, str, bool, tuple[str, ...]]:
-    from flopcalc.gpu_memory.activations import form, positions as latent_positions, single_frame
+             num_frames: int | None) -> tuple[int, str, bool, tuple[str, ...], int | None]:
+    from flopcalc.gpu_memory.activations import form, latent_frames, positions as latent_positions, single_frame
     from flopcalc.flops.estimate import estimate
 
     if height is None:  # the class the card's plan loads (e.g. Qwen3Model from a Qwen3ForCausalLM checkpoint)
-        return seq_len, estimate(card).component(component, call).class_name, False, ()
+        return seq_len, estimate(card).component(component, call).class_name, False, (), None
     report = estimate(card, height=height, width=width, num_frames=num_frames,
                       resolution_binning=False)  # the default steps: every expert of a two-expert model runs
     comp = report.component(component, call)
-    return latent_positions(comp.shape), comp.class_name, single_frame(comp.shape), form(comp.shape)
+    return (latent_positions(comp.shape), comp.class_name, single_frame(comp.shape), form(comp.shape),
+            latent_frames(comp.shape))
 
 
 #: The law's forms, in the order preferred among equals: the largest of one quadratic per phase (the module running
@@ -94,6 +99,9 @@ def _planned(card: str, component: str, call: str, seq_len: int | None, height: 
 #: measured components (ChatGLM: 12.9% → 0.7% over depth 0 first; depth 2 first: SD3's 6% → 15%), so a preference
 #: read off the same data the errors are computed on.
 FORMS = ("phases:1:3", "phases:2:3", "phases:0:3", "phases:1:2", "phases:2:2", "phases:0:2", "curve")
+#: Forms for a grid of sizes and frame counts (:func:`frames_apart`), after :data:`FORMS` (chosen only where better):
+#: one ``c0 + c1·n + ct·t`` per phase at depth d recorded at k or more points (t: latent frames).
+FRAME_FORMS = ("frames:1:4", "frames:2:4", "frames:0:4")
 #: Errors this close count as equal when forms are compared (the first is chosen).
 TIE = 1e-6
 
@@ -105,6 +113,7 @@ class Point:
     n: int
     peak: int
     phases: dict[str, dict[str, int]] | None = None
+    frames: int | None = None  # the latent frames decoded (a video call), for the ``frames`` forms
 
 
 def quadratic(ns: list[int], values: list[int]) -> list[float]:
@@ -124,13 +133,28 @@ def fit(ns: list[int], peaks: list[int]) -> list[float]:
     return quadratic(ns, peaks)
 
 
-def predict(coef: list[float], n: int) -> float:
-    return coef[0] + coef[1] * n + coef[2] * n * n
+def predict(coef: list[float], n: int, frames: int | None = None) -> float:
+    """``c0 + c1·n + c2·n²``, plus ``ct·t`` for a phase of a ``frames`` form (``[c0, c1, c2, ct]``)."""
+    return coef[0] + coef[1] * n + coef[2] * n * n + (coef[3] * frames if len(coef) > 3 else 0.0)
 
 
-def envelope(phases: list[list[float]], n: float) -> float:
-    """A law's peak at n: the largest of its phases."""
-    return max(predict(c, n) for c in phases)
+def envelope(phases: list[list[float]], n: float, frames: int | None = None) -> float:
+    """A law's peak at n (and t latent frames): the largest of its phases."""
+    return max(predict(c, n, frames) for c in phases)
+
+
+def frames_apart(points: list[Point]) -> bool:
+    """Whether the points vary n and the latent frames t independently (a grid of sizes and frame counts: two or
+    more frame counts and two or more positions per frame), so that a law in both can be fitted."""
+    frames = [p.frames for p in points]
+    return None not in frames and len(set(frames)) > 1 and len({p.n // p.frames for p in points}) > 1
+
+
+def linear_in_frames(ns: list[int], frames: list[int], values: list[int]) -> list[float]:
+    """``[c0, c1, 0, ct]`` of ``c0 + c1·n + ct·t`` by least squares."""
+    a = np.array([[1.0, n, t] for n, t in zip(ns, frames)])
+    coef, *_ = np.linalg.lstsq(a, np.array(values, dtype=float), rcond=None)
+    return [float(coef[0]), float(coef[1]), 0.0, float(coef[2])]
 
 
 def _prune(phases: list[list[float]], lo: int, hi: int) -> list[list[float]]:
@@ -153,7 +177,14 @@ def fit_form(form: str, points: list[Point]) -> list[list[float]]:
     ns = [p.n for p in points]
     if form == "curve" or len(set(ns)) == 1:
         return [fit(ns, [p.peak for p in points])]
-    _, depth, sizes = form.split(":")
+    kind, depth, sizes = form.split(":")
+    if kind == "frames":  # one c0 + c1·n + ct·t per phase recorded at k or more points (no pruning: two variables)
+        rows: dict[str, list[tuple[int, int, int]]] = {}
+        for p in points:
+            for phase, value in p.phases[depth].items():
+                rows.setdefault(phase, []).append((p.n, p.frames, value))
+        phases = [linear_in_frames(*map(list, zip(*r))) for r in rows.values() if len(r) >= int(sizes)]
+        return phases or [fit(ns, [p.peak for p in points])]
     series: dict[str, tuple[list[int], list[int]]] = {}
     for p in points:
         for phase, value in p.phases[depth].items():
@@ -169,7 +200,7 @@ def _errors(form: str, points: list[Point]) -> list[float]:
     out = []
     for i, p in enumerate(points):
         rest = points[:i] + points[i + 1:]
-        out.append(abs(envelope(fit_form(form, rest), p.n) - p.peak) / p.peak)
+        out.append(abs(envelope(fit_form(form, rest), p.n, p.frames) - p.peak) / p.peak)
     return out
 
 
@@ -177,7 +208,8 @@ def select(points: list[Point]) -> str:
     """The form for ``points``: the one whose leave-one-out error on these points is least (among
     equals the first in :data:`FORMS`); one quadratic where phases were not recorded at every point, or where too few
     points leave nothing to compare (three or fewer)."""
-    forms = [f for f in FORMS if f == "curve" or all(p.phases is not None for p in points)]
+    extra = FRAME_FORMS if frames_apart(points) else ()
+    forms = [f for f in FORMS + extra if f == "curve" or all(p.phases is not None for p in points)]
     if len(points) <= 3 or len(forms) == 1:
         return "curve"
     scores = [max(_errors(f, points)) for f in forms]
@@ -186,8 +218,9 @@ def select(points: list[Point]) -> str:
 
 
 def law(points: list[Point]) -> dict[str, Any]:
-    """The fitted law of one call and attention path: ``{"form": ..., "phases": [[c0, c1, c2], ...]}``, the peak
-    at n the largest phase (:func:`envelope`); the form chosen on these points (:func:`select`)."""
+    """The fitted law of one call and attention path: ``{"form": ..., "phases": [[c0, c1, c2], ...]}`` (``[c0, c1,
+    c2, ct]`` in a ``frames`` form), the peak at n the largest phase (:func:`envelope`); the form chosen on these
+    points (:func:`select`)."""
     form = "curve" if len({p.n for p in points}) == 1 else select(points)
     return {"form": form, "phases": fit_form(form, points)}
 
@@ -201,7 +234,7 @@ def loo_error(points: list[Point]) -> float:
     worst = 0.0
     for i, p in enumerate(points):
         rest = points[:i] + points[i + 1:]
-        worst = max(worst, abs(envelope(law(rest)["phases"], p.n) - p.peak) / p.peak)
+        worst = max(worst, abs(envelope(law(rest)["phases"], p.n, p.frames) - p.peak) / p.peak)
     return worst
 
 
@@ -236,8 +269,9 @@ def build() -> dict:
         points = entry.setdefault(attention, {})
         sources = entry.setdefault("sources", {})  # measured_on: the card that gives the most points (the first)
         sources[f"{card_of(case)}/{component}"] = sources.get(f"{card_of(case)}/{component}", 0) + len(fixtures)
-        for (n, _, _, _), fx in zip(plans, fixtures):
-            if points.setdefault(n, Point(n, fx["peak_elements"], fx.get("phase_peaks"))).peak != fx["peak_elements"]:
+        for (n, _, _, _, frames), fx in zip(plans, fixtures):
+            point = Point(n, fx["peak_elements"], fx.get("phase_peaks"), frames)
+            if points.setdefault(n, point).peak != fx["peak_elements"]:
                 raise ValueError(f"{key}: two peaks measured at n = {n} ({case}/{component} and another case)")
     out: dict[str, dict] = {}
     for key, entry in pooled.items():

@@ -5,7 +5,8 @@ device at five sizes, with the attention's math path (the N×N score matrix mate
 kernel (none), by ``validation/measure_activations.py`` (``validation/fixtures/activations``), with the peak of each
 phase of the call (the module running, an attention module apart); and fitted per component in the latent positions
 ``n`` (height × width × frames of the latent; a text encoder's sequence length; a call whose n its config fixes, as
-Kandinsky 2.2's prior, by its one measured peak) as the largest of quadratics ``c0 + c1·n + c2·n²`` (``phases``):
+Kandinsky 2.2's prior, by its one measured peak) as the largest of quadratics ``c0 + c1·n + c2·n²`` (``phases``;
+a tiled video decode whose every tile runs over all frames adds ``ct·t`` in the latent frames t):
 one per phase, each fitted to that phase's peaks (the peak moves from one layer to another as n grows), or one
 through the call's peaks where that does as well — by ``validation/fit_activations.py``, which writes
 ``flopcalc/data/activation_fit.json`` with each fit's leave-one-out error. An estimate is given only for configs measured (matched by the keys the architecture
@@ -28,12 +29,15 @@ ATTENTION = ("fused", "math")
 
 def config_key(config: Mapping[str, Any]) -> str:
     """A component config's identity for its fits: the sha256 (16 hex digits) of the keys its class declares (what
-    the architecture reads, :func:`flopcalc.engine.config.declare_keys`), so that checkpoints of one architecture share
-    a fit whatever else their config.json carries (versions, dtypes, names); all keys not starting with ``_``
-    for a class that declares none."""
+    the architecture reads, :func:`flopcalc.engine.config.declare_keys`), each as the config gives it or, where it
+    leaves one out, as the class's default gives it (what the assemblers read, ``registry.config_of``), so that
+    checkpoints of one architecture share a fit whatever else their config.json carries (versions, dtypes, names) and
+    whether or not it spells out the defaults (Wan 2.1 T2V 1.3B's VAE config and Wan 2.2 A14B's, which writes
+    ``is_residual: false``, ``patch_size: null``, ... out); all keys not starting with ``_`` (defaults included) for a
+    class that declares none."""
     from flopcalc.engine.config import class_name_of, declared_keys
     from flopcalc.engine.errors import FlopcalcError
-    from flopcalc.engine.registry import lookup
+    from flopcalc.engine.registry import config_of, lookup
 
     name = class_name_of(config)
     try:
@@ -41,7 +45,8 @@ def config_key(config: Mapping[str, Any]) -> str:
     except FlopcalcError:
         pass
     keys = declared_keys(name)
-    body = json.dumps({k: v for k, v in config.items() if not str(k).startswith("_") and (keys is None or k in keys)},
+    values = {**config_of(config, component="config").defaults, **config}
+    body = json.dumps({k: v for k, v in values.items() if not str(k).startswith("_") and (keys is None or k in keys)},
                       sort_keys=True, default=str)
     return hashlib.sha256(body.encode()).hexdigest()[:16]
 
@@ -125,10 +130,21 @@ def fit_entry(class_name: str, call: str, config: Mapping[str, Any], shape: Mapp
     return next((_fits()[k] for k in keys if k in _fits()), None)
 
 
-def peak_elements(fit: Mapping[str, Any], n: int) -> int:
-    """A fit's peak in elements at ``n`` latent positions: the largest of its phases' quadratics, rounded, never
-    below 0."""
-    return max(0, round(max(c0 + c1 * n + c2 * n * n for c0, c1, c2 in fit["phases"])))
+def latent_frames(shape: Mapping[str, Any]) -> int | None:
+    """The latent frames a planned video call runs on (as :func:`positions` counts them); None for a text encoder."""
+    if "latent_height" not in shape:
+        return None
+    return shape.get("latent_frames") or shape.get("frames") or 1
+
+
+def peak_elements(fit: Mapping[str, Any], n: int, frames: int | None = None) -> int:
+    """A fit's peak in elements at ``n`` latent positions: the largest of its phases' quadratics ``c0 + c1·n +
+    c2·n²``, plus ``ct·t`` for a phase fitted in the latent ``frames`` t apart (``[c0, c1, c2, ct]``: a tiled decode
+    whose every tile runs over all frames, ``validation/fit_activations.py``), rounded, never below 0."""
+    if frames is None and any(len(c) > 3 for c in fit["phases"]):
+        raise ValueError("this fit follows the latent frames apart: give them")
+    return max(0, round(max(c[0] + c[1] * n + c[2] * n * n + (c[3] * frames if len(c) > 3 else 0.0)
+                            for c in fit["phases"])))
 
 
 def activation_peak(class_name: str, call: str, config: Mapping[str, Any], shape: Mapping[str, Any],
@@ -141,5 +157,6 @@ def activation_peak(class_name: str, call: str, config: Mapping[str, Any], shape
         return None
     fit = entry[attention]
     n = positions(shape)
-    return ActivationPeak(attention, peak_elements(fit, n), fit["loo_max_rel_error"], n, tuple(fit["n_range"]),
+    return ActivationPeak(attention, peak_elements(fit, n, latent_frames(shape)), fit["loo_max_rel_error"], n,
+                          tuple(fit["n_range"]),
                           entry["measured_on"], entry["settings"].get("text_len"), entry["settings"].get("num_frames"))
