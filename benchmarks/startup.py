@@ -7,7 +7,9 @@ checkout (bytecode compiled at install), every run under ``env -i PATH=/usr/bin:
 warm (two runs first). ``python -c pass`` of the same interpreter and ``flopcalc estimate CARD --format json``
 are run alternately, so both see the same machine load; medians of ``--repeat`` runs of each, wall time and
 CPU time (user + system of the child). Where valgrind is installed, the instructions each executes
-(callgrind), which do not depend on the machine's load, and their ratio too.
+(callgrind), which do not depend on the machine's load, and their ratio too. Two floors are measured beside it:
+importing argparse, json and dataclasses (what a CLI built on argparse with frozen dataclasses for its results
+imports before any of its own code), and importing every standard-library module the command ends up with.
 """
 
 from __future__ import annotations
@@ -46,6 +48,18 @@ def _instructions(cmd: list[str]) -> int | None:
     return int(match.group(1)) if match else None
 
 
+def _stdlib_of(cmd: list[str]) -> list[str]:
+    """The standard-library modules ``cmd`` (a flopcalc command) has imported when it ends, beyond those the bare
+    interpreter imports (top-level names, private ones left out)."""
+    probe = ("import sys, runpy; sys.argv = {argv!r}; before = set(sys.modules)\n"
+             "try:\n    runpy.run_path(sys.argv[0], run_name='__main__')\nexcept SystemExit:\n    pass\n"
+             "names = {{m.split('.')[0] for m in set(sys.modules) - before}}\n"
+             "print(' '.join(sorted(n for n in names if n in sys.stdlib_module_names and not n.startswith('_'))))")
+    python = str(Path(cmd[0]).with_name("python"))
+    out = subprocess.run([python, "-c", probe.format(argv=cmd)], env=ENV, capture_output=True, text=True, check=True)
+    return out.stdout.strip().splitlines()[-1].split()  # the command's own output comes first
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--card", default="flux-dev")
@@ -61,20 +75,29 @@ def main() -> None:
             subprocess.run([str(venv / "bin" / "pip"), "install", "-q", str(REPO)], check=True)
         python, cli = str(venv / "bin" / "python"), str(venv / "bin" / "flopcalc")
         bare_cmd, cli_cmd = [python, "-c", "pass"], [cli, "estimate", args.card, "--format", "json"]
+        floors = {  # what the standard library alone costs, before any flopcalc code runs
+            "argparse + json + dataclasses": [python, "-c", "import argparse, json, dataclasses"],
+            "every stdlib module the command imports": [python, "-c", f"import {','.join(_stdlib_of(cli_cmd))}"],
+        }
         for _ in range(2):  # the discovery index built and cached, as after a user's first run
             _timed(cli_cmd)
-        bare, run = [], []
+        commands = {"bare": bare_cmd, "cli": cli_cmd, **floors}
+        runs: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
         for _ in range(args.repeat):
-            bare.append(_timed(bare_cmd))
-            run.append(_timed(cli_cmd))
+            for name, cmd in commands.items():
+                runs[name].append(_timed(cmd))
         rows = [("what", "bare interpreter", f"flopcalc estimate {args.card} --format json", "ratio")]
-        for i, what in enumerate(("wall, median", "CPU, median")):
-            b = statistics.median(x[i] for x in bare) * 1e3
-            c = statistics.median(x[i] for x in run) * 1e3
-            rows.append((what, f"{b:.1f} ms", f"{c:.1f} ms", f"{c / b:.2f}×"))
-        ib, ic = _instructions(bare_cmd), _instructions(cli_cmd)
-        if ib and ic:
-            rows.append(("instructions (callgrind)", f"{ib / 1e6:.1f} M", f"{ic / 1e6:.1f} M", f"{ic / ib:.2f}×"))
+        ib = _instructions(bare_cmd)
+        for name in ("cli", *floors):
+            if name != "cli":
+                rows.append((f"*floor: {name}*", "", "", ""))
+            for i, what in enumerate(("wall, median", "CPU, median")):
+                b = statistics.median(x[i] for x in runs["bare"]) * 1e3
+                c = statistics.median(x[i] for x in runs[name]) * 1e3
+                rows.append((what, f"{b:.1f} ms", f"{c:.1f} ms", f"{c / b:.2f}×"))
+            ic = _instructions(commands[name])
+            if ib and ic:
+                rows.append(("instructions (callgrind)", f"{ib / 1e6:.1f} M", f"{ic / 1e6:.1f} M", f"{ic / ib:.2f}×"))
         print(f"| {' | '.join(rows[0])} |\n|{'---|' * len(rows[0])}")
         for r in rows[1:]:
             print(f"| {' | '.join(r)} |")

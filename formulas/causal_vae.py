@@ -40,6 +40,11 @@ chunk's frames, :math:`f \to \lfloor (f-2)/2 \rfloor + 1`.
 **Norms** (``WanRMS_norm``): ``F.normalize`` times a learned gain (``C`` parameters; no bias in these
 models): elementwise only, no thop rule.
 
+**Qwen-Image 2.1** (``autoencoder_kl_qwenimage21.py``, ``AutoencoderKLQwenImage21``): Wan 2.2's residual
+layout specialised to images: ``QwenImage21CausalConv3d`` is an ``nn.Conv2d`` subclass (:137-183) that squeezes
+the single frame away, so every causal kernel loses its temporal extent (3×3×3 → 3×3, the ``time_conv``\ s
+3×1×1 → 1×1): the functions take ``kt=1`` (thop still counts the subclass as 0).
+
 **Wan 2.2** (``is_residual``): the encoder's levels are ``WanResidualDownBlock``\ s and the
 decoder's ``WanResidualUpBlock``\ s; their ``avg_shortcut`` (``AvgDown3D`` / ``DupUp3D``: reshapes,
 a mean, a repeat) counts nothing.
@@ -154,26 +159,30 @@ def norm_act(name: str, channels: int, positions: Any) -> Node:
     return Node(name, rms_norm(channels, positions) + ops.activation(channels * positions))
 
 
-def residual_block(c_in: int, c_out: int, chunks: Chunks | Sequence[int], height: Any, width: Any) -> Node:
+def residual_block(c_in: int, c_out: int, chunks: Chunks | Sequence[int], height: Any, width: Any,
+                   kt: int = 3) -> Node:
     r"""``WanResidualBlock(c_in, c_out)`` over the frames of all chunks (:math:`P = F\,HW`): see
     :func:`residual_block_at`."""
-    return residual_block_at(c_in, c_out, as_chunks(chunks).frames * height * width)
+    return residual_block_at(c_in, c_out, as_chunks(chunks).frames * height * width, kt)
 
 
 @lru_cache(maxsize=4096)
-def residual_block_at(c_in: int, c_out: int, pos: Any) -> Node:
+def residual_block_at(c_in: int, c_out: int, pos: Any, kt: int = 3) -> Node:
     r"""The causal residual block of the Wan-style VAEs (``QwenImageResidualBlock``,
     ``WanResidualBlock``) over ``pos`` output positions (frames × H × W, summed over calls): RMS norm,
     SiLU, causal 3×3×3 ``conv1``, RMS norm, SiLU, causal 3×3×3 ``conv2``, and a causal 1×1×1
     ``conv_shortcut`` when the widths differ.
 
     .. math:: \mathrm{MACs} = P\,(27 C_o C_i + 27 C_o^2 + [C_i \ne C_o]\,C_o C_i)
+
+    ``kt``: the convolutions' temporal kernel, 3; 1 for Qwen-Image 2.1's image specialisation
+    (``QwenImage21CausalConv3d``, an ``nn.Conv2d`` subclass with 3×3 kernels: :math:`9` in place of :math:`27`).
     """
     children = [
         norm_act("norm1", c_in, pos),
-        Node("conv1", causal_conv3d(c_in, c_out, (3, 3, 3), pos)),
+        Node("conv1", causal_conv3d(c_in, c_out, (kt, 3, 3), pos)),
         norm_act("norm2", c_out, pos),
-        Node("conv2", causal_conv3d(c_out, c_out, (3, 3, 3), pos)),
+        Node("conv2", causal_conv3d(c_out, c_out, (kt, 3, 3), pos)),
     ]
     if c_in != c_out:
         children.append(Node("conv_shortcut", causal_conv3d(c_in, c_out, (1, 1, 1), pos)))
@@ -207,16 +216,16 @@ def _attention_block(channels: int, chunks: Chunks, height: Any, width: Any) -> 
     )
 
 
-def mid_block(channels: int, chunks: Chunks, height: Any, width: Any) -> Node:
+def mid_block(channels: int, chunks: Chunks, height: Any, width: Any, kt: int = 3) -> Node:
     """``WanMidBlock(c, num_layers=1)``: residual block, attention block, residual block."""
-    res = residual_block(channels, channels, chunks, height, width)
+    res = residual_block(channels, channels, chunks, height, width, kt)
     att = attention_block(channels, chunks, height, width)
     return Node("mid_block", children=(module_list("resnets", [res, res]), module_list("attentions", [att])),
                 formula="causal_vae_mid_block")
 
 
 def upsample(channels: int, out_channels: int, mode: str, chunks: Chunks, height: Any, width: Any,
-             name: str = "upsample") -> tuple[Node, Chunks]:
+             name: str = "upsample", kt: int = 3) -> tuple[Node, Chunks]:
     r"""``WanResample(c, "upsample2d" | "upsample3d", upsample_out_dim)`` on an ``H × W`` input;
     returns the node and the chunks after it.
 
@@ -229,7 +238,7 @@ def upsample(channels: int, out_channels: int, mode: str, chunks: Chunks, height
         raise ValueError(f"unknown upsampling mode {mode!r}")
     children = []
     if mode == "upsample3d":
-        children.append(Node("time_conv", causal_conv3d(channels, 2 * channels, (3, 1, 1),
+        children.append(Node("time_conv", causal_conv3d(channels, 2 * channels, (kt, 1, 1),
                                                         chunks.later_frames * height * width)))
         chunks = chunks.upsampled()
     pos = chunks.frames * 4 * height * width
@@ -241,7 +250,7 @@ def upsample(channels: int, out_channels: int, mode: str, chunks: Chunks, height
 
 
 def downsample(channels: int, mode: str, chunks: Chunks, height: Any, width: Any,
-               name: str = "downsample") -> tuple[Node, Chunks]:
+               name: str = "downsample", kt: int = 3) -> tuple[Node, Chunks]:
     r"""``WanResample(c, "downsample2d" | "downsample3d")`` on an ``H × W`` input; returns the node and
     the chunks after it.
 
@@ -258,7 +267,7 @@ def downsample(channels: int, mode: str, chunks: Chunks, height: Any, width: Any
     ))]
     if mode == "downsample3d":
         chunks = chunks.downsampled()
-        children.append(Node("time_conv", causal_conv3d(channels, channels, (3, 1, 1),
+        children.append(Node("time_conv", causal_conv3d(channels, channels, (kt, 1, 1),
                                                         chunks.later_frames * h2 * w2)))
     return Node(name, children=tuple(children), formula="causal_vae_downsample"), chunks
 
@@ -270,7 +279,7 @@ def halve(size: Any) -> Any:
 
 def causal_decoder(*, base_dim: int, z_dim: int, dim_mult: Sequence[int], num_res_blocks: int,
                    temperal_upsample: Sequence[bool], out_channels: int, height: Any, width: Any,
-                   frames: Chunks | Sequence[int] = (1,), is_residual: bool = False) -> Node:
+                   frames: Chunks | Sequence[int] = (1,), is_residual: bool = False, kt: int = 3) -> Node:
     r"""``WanDecoder3d`` / ``QwenImageDecoder3d`` on ``frames`` (latent frames per chunk: ``_decode``
     decodes one latent frame per call, :func:`decode_chunks`): causal ``conv_in`` (z → c₀), mid block at c₀, ``len(dim_mult)`` up blocks of
     ``num_res_blocks + 1`` residual blocks, all but the last followed by an upsampler
@@ -279,14 +288,15 @@ def causal_decoder(*, base_dim: int, z_dim: int, dim_mult: Sequence[int], num_re
     Widths :math:`c = \text{base}\cdot[m_{-1}, m_{-1}, m_{-2}, \dots, m_0]`. Wan 2.1 (``WanUpBlock``):
     the upsampler halves its block's width and the next block starts from half the previous width,
     modules ``up_blocks.i.upsamplers.0``. Wan 2.2 (``WanResidualUpBlock``): the upsampler keeps the
-    width, module ``up_blocks.i.upsampler``.
+    width, module ``up_blocks.i.upsampler``. ``kt``: the temporal kernel of the causal convolutions (3; 1 for
+    ``QwenImage21Decoder3d``, whose causal convolutions are 2-D: :func:`residual_block_at`).
     """
     chunks = as_chunks(frames)
     dims = [base_dim * m for m in [dim_mult[-1], *dim_mult[::-1]]]
     h, w = height, width
     children = [
-        Node("conv_in", causal_conv3d(z_dim, dims[0], (3, 3, 3), chunks.frames * h * w)),
-        mid_block(dims[0], chunks, h, w),
+        Node("conv_in", causal_conv3d(z_dim, dims[0], (kt, 3, 3), chunks.frames * h * w)),
+        mid_block(dims[0], chunks, h, w, kt),
     ]
     ups = []
     levels = len(dim_mult)
@@ -294,15 +304,16 @@ def causal_decoder(*, base_dim: int, z_dim: int, dim_mult: Sequence[int], num_re
         c_in, c_out = dims[i], dims[i + 1]
         if i > 0 and not is_residual:
             c_in //= 2
-        resnets = [residual_block(c_in if j == 0 else c_out, c_out, chunks, h, w) for j in range(num_res_blocks + 1)]
+        resnets = [residual_block(c_in if j == 0 else c_out, c_out, chunks, h, w, kt)
+                   for j in range(num_res_blocks + 1)]
         parts = [module_list("resnets", resnets)]
         if i != levels - 1:
             mode = "upsample3d" if temperal_upsample[i] else "upsample2d"
             if is_residual:
-                node, chunks = upsample(c_out, c_out, mode, chunks, h, w, name="upsampler")
+                node, chunks = upsample(c_out, c_out, mode, chunks, h, w, name="upsampler", kt=kt)
                 parts.append(node)
             else:
-                node, chunks = upsample(c_out, c_out // 2, mode, chunks, h, w)
+                node, chunks = upsample(c_out, c_out // 2, mode, chunks, h, w, kt=kt)
                 parts.append(module_list("upsamplers", [node]))
             h, w = 2 * h, 2 * w
         ups.append(Node("up_block", children=tuple(parts), formula="causal_vae_up_block"))
@@ -310,14 +321,15 @@ def causal_decoder(*, base_dim: int, z_dim: int, dim_mult: Sequence[int], num_re
     children += [
         module_list("up_blocks", ups),
         norm_act("norm_out", dims[-1], pos),
-        Node("conv_out", causal_conv3d(dims[-1], out_channels, (3, 3, 3), pos)),
+        Node("conv_out", causal_conv3d(dims[-1], out_channels, (kt, 3, 3), pos)),
     ]
     return Node("decoder", children=tuple(children), formula="causal_vae_decoder")
 
 
 def causal_encoder(*, base_dim: int, z_channels: int, dim_mult: Sequence[int], num_res_blocks: int,
                    attn_scales: Sequence[float], temperal_downsample: Sequence[bool], in_channels: int,
-                   height: Any, width: Any, frames: Chunks | Sequence[int] = (1,), is_residual: bool = False) -> Node:
+                   height: Any, width: Any, frames: Chunks | Sequence[int] = (1,), is_residual: bool = False,
+                   kt: int = 3) -> Node:
     r"""``WanEncoder3d`` / ``QwenImageEncoder3d`` on ``frames`` (frames per chunk: ``_encode`` runs the
     first frame alone, then chunks of 4, :func:`encode_chunks`): causal ``conv_in`` (input → c₀), the
     levels, mid block, RMS norm, SiLU, causal ``conv_out`` to ``z_channels`` (2·z_dim: mean and
@@ -327,26 +339,27 @@ def causal_encoder(*, base_dim: int, z_channels: int, dim_mult: Sequence[int], n
     by an attention block when the level's scale :math:`2^{-i}` is in ``attn_scales``) and, for all but
     the last level, a downsampler (``downsample3d`` where ``temperal_downsample``). Wan 2.2
     (``is_residual``): one ``WanResidualDownBlock`` per level (``resnets``, ``downsampler``; no
-    attention). Widths :math:`c = \text{base}\cdot[1, m_0, m_1, \dots]`.
+    attention). Widths :math:`c = \text{base}\cdot[1, m_0, m_1, \dots]`. ``kt``: as in :func:`causal_decoder`.
     """
     chunks = as_chunks(frames)
     dims = [base_dim * m for m in [1, *dim_mult]]
     h, w = height, width
-    children = [Node("conv_in", causal_conv3d(in_channels, dims[0], (3, 3, 3), chunks.frames * h * w))]
+    children = [Node("conv_in", causal_conv3d(in_channels, dims[0], (kt, 3, 3), chunks.frames * h * w))]
     blocks: list[Node] = []
     scale = 1.0
     last = len(dim_mult) - 1
     for i, (c_in, c_out) in enumerate(zip(dims[:-1], dims[1:])):
         level: list[Node] = []
         for _ in range(num_res_blocks):
-            level.append(residual_block(c_in, c_out, chunks, h, w))
+            level.append(residual_block(c_in, c_out, chunks, h, w, kt))
             if not is_residual and scale in attn_scales:
                 level.append(attention_block(c_out, chunks, h, w))
             c_in = c_out
         sampler = None
         if i != last:
             mode = "downsample3d" if temperal_downsample[i] else "downsample2d"
-            sampler, chunks = downsample(c_out, mode, chunks, h, w, name="downsampler" if is_residual else "downsample")
+            sampler, chunks = downsample(c_out, mode, chunks, h, w, name="downsampler" if is_residual else "downsample",
+                                         kt=kt)
             h, w = halve(h), halve(w)
             scale /= 2.0
         if is_residual:
@@ -358,9 +371,9 @@ def causal_encoder(*, base_dim: int, z_channels: int, dim_mult: Sequence[int], n
     pos = chunks.frames * h * w
     children += [
         module_list("down_blocks", blocks),
-        mid_block(top, chunks, h, w),
+        mid_block(top, chunks, h, w, kt),
         norm_act("norm_out", top, pos),
-        Node("conv_out", causal_conv3d(top, z_channels, (3, 3, 3), pos)),
+        Node("conv_out", causal_conv3d(top, z_channels, (kt, 3, 3), pos)),
     ]
     return Node("encoder", children=tuple(children), formula="causal_vae_encoder")
 

@@ -34,6 +34,7 @@ BERT layer (``models/bert/modeling_bert.py`` ``BertLayer``), post-LayerNorm, :ma
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import lru_cache
 from typing import Any
 
@@ -91,6 +92,15 @@ def gated_mlp(name: str, tokens: Any, dim: int, d_ff: int, *, bias: bool = False
         + ops.linear(tokens, d_ff, dim, bias=bias)
     )
     return Node(name, cost, formula="gated_mlp")
+
+
+def lm_head(tokens: Any, dim: int, vocab: int, *, tied: bool) -> Node:
+    r"""``lm_head``: hidden size → vocabulary, bias-free, on every token (the ``*ForCausalLM`` /
+    ``*ForConditionalGeneration`` forwards of transformers 5 compute all logits at ``logits_to_keep=0``, e.g.
+    ``models/llama/modeling_llama.py`` ``LlamaForCausalLM.forward``): :math:`\mathrm{MACs} = n d V`. ``tied``
+    (``tie_word_embeddings``): its weight is the token embedding's, counted once there (0 parameters here)."""
+    cost = ops.linear(tokens, dim, vocab, bias=False)
+    return Node("lm_head", replace(cost, params=0) if tied else cost)
 
 
 @lru_cache(maxsize=1024)

@@ -74,7 +74,8 @@ def test_estimate_reproduces_the_measured_peak(path):
     else:  # a text encoder at one sequence length, as the card's plan loads it
         class_name = estimate(card).component(fx["component"], fx["call"]).class_name
         shape = {"seq_len": s["seq_len"]}
-    peak = activation_peak(class_name, fx["call"], cfg, shape, fx["attention"], tiled=bool(s.get("vae_tiling")))
+    peak = activation_peak(class_name, fx["call"], cfg, shape, fx["attention"], tiled=bool(s.get("vae_tiling")),
+                           tile=s.get("vae_tile"))
     assert peak is not None and not peak.extrapolated
     # within the stated error (a law can miss its own point by as much: Lumina-Next's math path, 9.7% at 256², where
     # the phase leading there was recorded at fewer than three sizes); 1e-9 for the rounding of the bound

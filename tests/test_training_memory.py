@@ -36,7 +36,8 @@ def _memory(fx: dict, **extra):
         extra.update(trainable=f"lora:{fx['lora']['rank']}", lora_targets=tuple(fx["lora"]["targets"]))
     if "num_frames" in st:
         extra["num_frames"] = st["num_frames"]
-    return train(fx["case"], height=st["height"], width=st["width"], gradient_checkpointing=fx["checkpointing"],
+    card = Path(fx["config_dir"]).parent.name  # the card measured (hunyuanvideo-33f is HunyuanVideo at 33 frames)
+    return train(card, height=st["height"], width=st["width"], gradient_checkpointing=fx["checkpointing"],
                  master_weights=fx["master"], attention=fx["attention"], frozen_encoders="cached", **extra).memory
 
 
@@ -77,7 +78,8 @@ def test_adafactor_states_exact_for_transformers_an_upper_bound_with_convolution
         if measured:
             ours = _memory(fx, optimizer="adafactor").optimizer_bytes
             seen += 1
-            if fx["case"] in ("flux-dev", "sd3.5-large"):  # no convolution but a 2×2 patch embedding (factored = full)
+            # measured exact on these transformers (docs/training.md); the others (PixArt, Wan, SDXL) an upper bound
+            if fx["case"] in ("flux-dev", "sd3.5-large", "qwen-image", "hunyuanvideo", "hunyuanvideo-33f"):
                 assert ours == measured, (path.name, ours, measured)
             else:
                 assert ours >= measured, (path.name, ours, measured)
@@ -88,8 +90,10 @@ def test_adafactor_states_exact_for_transformers_an_upper_bound_with_convolution
 def test_activation_laws_reproduce_their_fixtures(path):
     """Each measured point within its law's leave-one-size-out error (+0.5 %), and the parts combined as
     memory.compose combines them (gradients grow as saved activations are freed) against the measured peak with the
-    gradients: within 11 % of it (measured: FLUX, SD3.5, PixArt, Wan ≤ 4.9 %; SDXL's UNet −10.1 %, LoRA with
-    checkpointing), within 4 % of the whole step with the weights (measured ≤ 3.7 %)."""
+    gradients: within 11 % of it (measured, validation/check_training_memory.py: FLUX, SD3.5, PixArt-α/Σ, Wan2.1,
+    HunyuanVideo, Qwen-Image ≤ 5.3 %; SDXL's UNet −10.1 %, LoRA with checkpointing), within 4 % of the whole step with
+    the weights (measured ≤ 3.7 %). HunyuanVideo at 33 frames (hunyuanvideo-33f) is held out: the laws fitted at 129
+    frames predict it."""
     fx = _load(path)
     m = _memory(fx)
     a = m.activations

@@ -7,6 +7,7 @@ Usage (from anywhere)::
     python validation/build_training_memory_fixtures.py --only flux-dev  # one case (repeatable)
     python validation/build_training_memory_fixtures.py --redo           # measure again, overwrite
     python validation/build_training_memory_fixtures.py --check          # re-measure, compare, write nothing
+    python validation/build_training_memory_fixtures.py --only qwen-image --mode full-nockpt-fp32-fused --redo
 
 One job is one mode of one case, measured at every size of the case on one model build. Fixtures go to
 ``validation/fixtures/training_memory/<case>/<component>-<mode>-<H>x<W>.json`` with ``<mode>`` =
@@ -115,10 +116,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--only", action="append", help="measure only this case (repeatable)")
     ap.add_argument("--redo", action="store_true", help="measure fixtures that exist again")
     ap.add_argument("--check", action="store_true", help="re-measure and compare; write nothing")
+    ap.add_argument("--mode", action="append", help="only this mode, as in the file names (repeatable)")
     ap.add_argument("--shard", default="0/1", metavar="I/K", help="run every K-th job from the I-th (parallel workers)")
     args = ap.parse_args(argv)
     i, k = (int(x) for x in args.shard.split("/"))
-    jobs = load_jobs(only=args.only)[i::k]
+    jobs = [j for j in load_jobs(only=args.only) if not args.mode or j.mode in args.mode][i::k]
     bad = 0
     for job in jobs:
         if all((FIXTURES / p).exists() for p in job.paths) and not (args.redo or args.check):
@@ -139,7 +141,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 continue
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(text, encoding="utf-8")
-        print(f"wrote {job.case} {job.mode} × {len(fixtures)} ({time.time() - t0:.0f} s)", flush=True)
+        verb = "checked" if args.check else "wrote"
+        print(f"{verb} {job.case} {job.mode} × {len(fixtures)} ({time.time() - t0:.0f} s)", flush=True)
     return 1 if bad else 0
 
 

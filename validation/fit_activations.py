@@ -241,11 +241,11 @@ def loo_error(points: list[Point]) -> float:
 
 
 def fit_key(class_name: str, call: str, config: dict, *, tiled: bool, single_frame: bool = False,
-            fed: tuple[str, ...] = ()) -> str:
+            fed: tuple[str, ...] = (), tile: int | None = None) -> str:
     sys.path.insert(0, str(REPO_ROOT))
     from flopcalc.gpu_memory.activations import fit_key as key
 
-    return key(class_name, call, config, tiled=tiled, single_frame=single_frame, fed=fed)
+    return key(class_name, call, config, tiled=tiled, single_frame=single_frame, fed=fed, tile=tile)
 
 
 def build() -> dict:
@@ -261,7 +261,7 @@ def build() -> dict:
         folder = REPO_ROOT / "model_cards" / card_of(case) / component
         key = fit_key(plans[0][1], call, json.loads((folder / "config.json").read_text(encoding="utf-8")),
                       tiled=bool(fixtures[0]["settings"].get("vae_tiling")), single_frame=plans[0][2],
-                      fed=plans[0][3])
+                      fed=plans[0][3], tile=fixtures[0]["settings"].get("vae_tile"))
         settings = {k: v for k, v in fixtures[0]["settings"].items()  # those held fixed
                     if k not in ("height", "width", "seq_len") and all(fx["settings"].get(k) == v for fx in fixtures)}
         entry = pooled.setdefault(key, {"settings": settings})

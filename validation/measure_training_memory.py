@@ -205,11 +205,18 @@ def _prepare(model: torch.nn.Module, trainable: str, master: str, checkpointing:
 
 
 def _inputs(model: torch.nn.Module, settings: Mapping[str, int], device: str) -> tuple[dict[str, Any], dict[str, int]]:
+    """The harness's inputs on ``device``, floating tensors in bf16. A spec whose ``make()`` is not a tensor (a Python
+    constant such as Qwen-Image's ``img_shapes`` list, flopcalc/engine/measure/inputs/qwen_image.py) is passed as it
+    is made: turned into a tensor it would break the model's own unpacking (``frame, height, width = fhw``)."""
     specs, used = build_inputs(model, settings)
     out = {}
     for k, v in specs.items():
         if v is None:
             out[k] = None
+            continue
+        made = v.make()
+        if not isinstance(made, torch.Tensor):
+            out[k] = made
             continue
         dtype = torch.bfloat16 if v.dtype.is_floating_point else v.dtype
         out[k] = torch.zeros(v.shape, dtype=dtype, device=device)
@@ -217,15 +224,16 @@ def _inputs(model: torch.nn.Module, settings: Mapping[str, int], device: str) ->
 
 
 def optimizer_states(model: torch.nn.Module) -> dict[str, int]:
-    """Bytes of the state one ``step()`` of each optimizer creates for the trainable parameters (grads filled with
-    zeros where missing): torch ``AdamW(foreach=True)``, ``SGD(momentum=0.9)``, transformers ``Adafactor``
-    (``scale_parameter=False, relative_step=False, lr=1e-4``: the factored second moment, no first moment)."""
+    """Bytes of the state one ``step()`` of each optimizer creates for the trainable parameters after the step's
+    backward: torch ``AdamW(foreach=True)``, ``SGD(momentum=0.9)``, transformers ``Adafactor``
+    (``scale_parameter=False, relative_step=False, lr=1e-4``: the factored second moment, no first moment). A
+    parameter the backward left without a gradient (a layer the loss does not depend on: Qwen-Image's last text
+    stream) gets no state, as each of them skips ``p.grad is None`` (AdamW is torch/optim/adam.py's ``Adam``:
+    ``_init_group`` line 151; sgd.py ``_init_group`` line 88; transformers/optimization.py ``Adafactor.step``
+    line 1217)."""
     from transformers.optimization import Adafactor
 
     params = [p for p in model.parameters() if p.requires_grad]
-    for p in params:
-        if p.grad is None:
-            p.grad = torch.zeros_like(p)
     makers = {
         "adamw": lambda: torch.optim.AdamW(params, lr=1e-4, foreach=True),
         "sgd": lambda: torch.optim.SGD(params, lr=1e-4, momentum=0.9, foreach=True),

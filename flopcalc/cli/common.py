@@ -120,14 +120,18 @@ def run_settings(args: argparse.Namespace) -> dict:
             continue
         unset = kwargs.get("default", {"store_true": False, "store_false": True}.get(kwargs.get("action"), None))
         value = getattr(args, key)
-        if value != unset or (value is not None and unset is None):
+        if value is not None and (value != unset or unset is None):
             out[key] = value
     return {**out, **family_option_values(args)}
 
 
 def add_family_options(p: argparse.ArgumentParser) -> None:
     """One flag per option a pipeline family declares (:mod:`flopcalc.engine.settings`, read from the discovery
-    index: no family module is imported)."""
+    index: no family module is imported). A parser built with ``defer_family_options`` (the command line's first
+    pass, :func:`flopcalc.cli.main._parse`) gets none: the index is not read unless an option may be one."""
+    if getattr(p, "defer_family_options", False):
+        p.set_defaults(_family_options=())
+        return
     from flopcalc.engine.settings import NAMES, PAIRS, SCALE, known, pair
 
     def pair_argument(text: str) -> tuple[int, int]:
@@ -145,13 +149,13 @@ def add_family_options(p: argparse.ArgumentParser) -> None:
                                metavar=spec.metavar or "COUNT@INDEX", help=spec.help)
         else:
             group.add_argument(spec.flag, dest=name, type=float if spec.kind == SCALE else int, help=spec.help)
+    p.set_defaults(_family_options=tuple(sorted(known())))
 
 
 def family_option_values(args: argparse.Namespace) -> dict:
     """The family options set on the command line, by name."""
-    from flopcalc.engine.settings import known
-
-    return {name: getattr(args, name) for name in known() if getattr(args, name, None) is not None}
+    return {name: getattr(args, name) for name in getattr(args, "_family_options", ())
+            if getattr(args, name, None) is not None}
 
 
 def add_format(p: argparse.ArgumentParser, choices: tuple[str, ...], default: str | None = None) -> None:

@@ -95,15 +95,21 @@ def _examples(command: str) -> str | None:
 
 class _Parser(argparse.ArgumentParser):
     """argparse's parser, whose errors are one line: the error and where the usage is (not the usage itself, which
-    is as long as the options)."""
+    is as long as the options). ``defer_family_options``: the pipeline families' options are left out (see
+    :func:`flopcalc.cli.common.add_family_options`)."""
+
+    def __init__(self, *args, defer_family_options: bool = False, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.defer_family_options = defer_family_options
 
     def error(self, message: str):  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
 
 
-def _parser(only: str | None = None) -> argparse.ArgumentParser:
+def _parser(only: str | None = None, *, family_options: bool = True) -> argparse.ArgumentParser:
     """The parser: every command listed, each with its own options (``only``: that command alone, the one asked
-    for, so that nothing else is built)."""
+    for, so that nothing else is built; ``family_options=False``: without the pipeline families' options, and
+    without abbreviated options, so that anything it does not know is left over)."""
     p = _Parser(
         prog="flopcalc",
         description="Weight-free FLOP calculator for diffusion pipelines (exact against torch's FLOP counter): "
@@ -114,7 +120,8 @@ def _parser(only: str | None = None) -> argparse.ArgumentParser:
     for name, command in COMMANDS.items():
         if only is None or name == only:
             q = sub.add_parser(name, help=command.help.replace("%", "%%"), epilog=_examples(name),
-                               formatter_class=argparse.RawDescriptionHelpFormatter)
+                               formatter_class=argparse.RawDescriptionHelpFormatter,
+                               defer_family_options=not family_options, allow_abbrev=family_options)
             command.part(name, "configure")(q)
     return p
 
@@ -127,6 +134,18 @@ def _command_of(argv: Sequence[str]) -> str | None:
     return None
 
 
+def _parse(argv: list[str]) -> argparse.Namespace:
+    """``argv`` parsed. The family options (dozens, read from the discovery index) are added only when the command
+    line may use them: a first parse without them that leaves nothing over is the answer; anything left over, or
+    a request for help, is parsed again by the whole parser, which accepts the option or says why not."""
+    name = _command_of(argv)
+    if name is not None and not any(word in ("-h", "--help") for word in argv):
+        args, rest = _parser(name, family_options=False).parse_known_args(argv)
+        if not rest:
+            return args
+    return _parser(name).parse_args(argv)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     import sys
 
@@ -134,7 +153,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     guard_streams()  # before argparse: --help and errors print on any terminal encoding
     argv = sys.argv[1:] if argv is None else list(argv)
-    name = _command_of(argv)
-    args = _parser(name).parse_args(argv)
+    args = _parse(argv)
     run = COMMANDS[args.command].part(args.command, "run")
     return run_guarded(lambda: run(args))

@@ -53,16 +53,18 @@ _BLOCK_KINDS: set[str] = set()
 
 
 def block_kinds(*formulas: str) -> frozenset[str]:
-    """Declare ``formulas`` (``Node.formula`` values) as block kinds. A formula or architecture
-    module declares the blocks it builds once, at import: a tree that holds such a node was built
-    by that module, so the declaration is in place whenever the node is summarised."""
+    """Declare ``formulas`` (``Node.formula`` values) as block kinds, once, at the import of the formula or
+    architecture module that builds them. Other modules may build nodes of the same formula (an assembler naming
+    its feed-forward ``feed_forward``) without importing the declaring one, so a summary reads the declarations
+    of the whole package from the discovery index (:func:`declared_block_kinds` is its provider), not only those
+    of the modules imported so far."""
     _BLOCK_KINDS.update(formulas)
     return frozenset(formulas)
 
 
-def is_block_kind(formula: str) -> bool:
-    """Whether a per-block summary stops at nodes of ``formula`` (see :func:`block_kinds`)."""
-    return formula in _BLOCK_KINDS
+def declared_block_kinds() -> frozenset[str]:
+    """The block kinds declared by the modules imported so far."""
+    return frozenset(_BLOCK_KINDS)
 
 
 def larger(a: Any, b: Any) -> Any:

@@ -33,12 +33,12 @@ from typing import Any, Callable, Mapping
 __all__ = ["Index", "index", "provide", "architecture_modules", "pipeline_modules", "denoiser_modules",
            "load_everything", "load_modules", "load_class", "cache_file"]
 
-_FORMAT = 3
+_FORMAT = 4
 _PACKAGE = Path(__file__).resolve().parents[1]  # the flopcalc package
 
 
 #: The sections every index has, each provided by the registry that owns it (:func:`provide`).
-SECTIONS = ("architectures", "pipelines", "served", "denoisers", "options")
+SECTIONS = ("architectures", "pipelines", "served", "denoisers", "options", "block_kinds")
 _PROVIDERS: dict[str, Callable[[], Any]] = {}
 
 
@@ -54,7 +54,8 @@ class Index:
     """What each module registers: ``architectures`` {class name or alias: [module]},
     ``pipelines`` {pipeline class name: module}, ``served`` {pipeline class name: [modules of the plans
     that may serve its folders]}, ``denoisers`` {denoiser class: [plan module]}, ``options`` {family option:
-    its declaration (:mod:`flopcalc.engine.settings`)}, ``cards`` {card folder: parsed card.yaml}."""
+    its declaration (:mod:`flopcalc.engine.settings`)}, ``block_kinds`` [every formula a per-block summary stops
+    at, :func:`flopcalc.engine.cost.block_kinds`], ``cards`` {card folder: parsed card.yaml}."""
 
     def __init__(self, data: Mapping[str, Any]):
         self.architectures: dict[str, list[str]] = data["architectures"]
@@ -62,11 +63,13 @@ class Index:
         self.served: dict[str, list[str]] = data["served"]
         self.denoisers: dict[str, list[str]] = data["denoisers"]
         self.options: dict[str, dict[str, Any]] = data["options"]
+        self.block_kinds: list[str] = data["block_kinds"]
         self.cards: dict[str, dict[str, Any]] = data["cards"]
 
     def as_dict(self) -> dict[str, Any]:
         return {"architectures": self.architectures, "pipelines": self.pipelines, "served": self.served,
-                "denoisers": self.denoisers, "options": self.options, "cards": self.cards}
+                "denoisers": self.denoisers, "options": self.options, "block_kinds": self.block_kinds,
+                "cards": self.cards}
 
 
 def _family_dirs() -> tuple[Path, Path]:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from flopcalc.engine.config import Config
-from flopcalc.engine.cost import Node
+from flopcalc.engine.cost import Node, declared_block_kinds
 from flopcalc.engine.discovery import load_class, load_everything, provide
 from flopcalc.engine.errors import UnknownArchitectureError, close_to, unbuildable
 
@@ -270,3 +270,4 @@ def _index_section() -> dict[str, list[str]]:
 
 
 provide("architectures", _index_section)
+provide("block_kinds", lambda: sorted(declared_block_kinds()))

@@ -4,13 +4,12 @@ block tree) and CSV for programs. Every output names its convention and unit."""
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping, Sequence
 
-from flopcalc.engine.cost import WEIGHT_FIELDS, Cost, Node, is_block_kind
+from flopcalc.engine.cost import WEIGHT_FIELDS, Cost, Node, declared_block_kinds
 from flopcalc.engine.settings import Settings
 from flopcalc.render.text_tables import columns
 
@@ -132,13 +131,17 @@ def render(report: Report, fmt: str = "table", *, per_block: bool = False, depth
 
 def by_block_kind(tree: Node, convention: str) -> list[tuple[str, int, int]]:
     """``(formula, instances, MACs)`` per block kind of one run, largest first; work outside
-    every declared block kind (:func:`flopcalc.engine.cost.block_kinds`) is ``other``. The rows add up
-    to the component's total."""
+    every block kind the package declares (:func:`flopcalc.engine.cost.block_kinds`, all of them, from the
+    discovery index, whichever modules this process imported) is ``other``. The rows add up to the component's
+    total."""
+    from flopcalc.engine.discovery import index
+
+    kinds = frozenset(index().block_kinds) | declared_block_kinds()
     acc: dict[str, list[int]] = {}
 
     def visit(node: Node, k: int) -> None:
         k *= node.count
-        if is_block_kind(node.formula):
+        if node.formula in kinds:
             entry = acc.setdefault(node.formula, [0, 0])
             entry[0] += k
             entry[1] += k * node.per_item.macs(convention)
@@ -365,6 +368,8 @@ CSV_COLUMNS = ["component", "path", "depth", "class_name", "call", "runs", "coun
 
 def to_csv(report: Report, *, per_block: bool = False, depth: int = 4) -> str:
     buf = io.StringIO()
+    import csv
+
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(CSV_COLUMNS)
     total = report.macs

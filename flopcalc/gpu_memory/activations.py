@@ -97,12 +97,14 @@ def form(shape: Mapping[str, Any]) -> tuple[str, ...]:
 
 
 def fit_key(class_name: str, call: str, config: Mapping[str, Any], *, tiled: bool = False,
-            single_frame: bool = False, fed: tuple[str, ...] = ()) -> str:
-    """The key of a fit: the class, the call (``decode:tiled`` for a decode in spatial tiles; ``:single-frame`` for
+            single_frame: bool = False, fed: tuple[str, ...] = (), tile: int | None = None) -> str:
+    """The key of a fit: the class, the call (``decode:tiled`` for a decode in spatial tiles at the class's default
+    tiles, ``decode:tiled@512px`` at tiles of another size, measured to check the tile-size law; ``:single-frame`` for
     a video module run on one latent frame, an image: no temporal chunks, a law of its own; ``forward[image_tokens]``
     for a call fed the inputs :func:`form` names) and the config."""
     inputs = f"[{','.join(fed)}]" if fed else ""
-    return f"{class_name}.{call}{':tiled' if tiled else ''}{':single-frame' if single_frame else ''}{inputs}:" \
+    tiles = (f":tiled@{tile}px" if tile else ":tiled") if tiled else ""
+    return f"{class_name}.{call}{tiles}{':single-frame' if single_frame else ''}{inputs}:" \
            f"{config_key(config)}"
 
 
@@ -112,13 +114,14 @@ def single_frame(shape: Mapping[str, Any]) -> bool:
 
 
 def fit_entry(class_name: str, call: str, config: Mapping[str, Any], shape: Mapping[str, Any], *,
-              tiled: bool = False) -> Mapping[str, Any] | None:
+              tiled: bool = False, tile: int | None = None) -> Mapping[str, Any] | None:
     """The fitted entry (both attention paths) of ``class_name.call`` run on ``shape``: the single-frame fit of a
     video module run on one latent frame where there is one, else the call's own; None when this config was not
     measured."""
     fed = form(shape)
-    keys = [fit_key(class_name, call, config, tiled=tiled, single_frame=True, fed=fed)] if single_frame(shape) else []
-    keys.append(fit_key(class_name, call, config, tiled=tiled, fed=fed))  # else the multi-frame fit, with its note
+    keys = [fit_key(class_name, call, config, tiled=tiled, single_frame=True, fed=fed, tile=tile)] \
+        if single_frame(shape) else []
+    keys.append(fit_key(class_name, call, config, tiled=tiled, fed=fed, tile=tile))  # else the multi-frame fit, with its note
     return next((_fits()[k] for k in keys if k in _fits()), None)
 
 
@@ -129,10 +132,11 @@ def peak_elements(fit: Mapping[str, Any], n: int) -> int:
 
 
 def activation_peak(class_name: str, call: str, config: Mapping[str, Any], shape: Mapping[str, Any],
-                    attention: str, *, tiled: bool = False) -> ActivationPeak | None:
+                    attention: str, *, tiled: bool = False, tile: int | None = None) -> ActivationPeak | None:
     """The fitted peak of ``class_name.call`` on the latent ``shape`` (a plan's RunShape fields; for a tiled
-    decode, the whole latent's), or None when this config was not measured."""
-    entry = fit_entry(class_name, call, config, shape, tiled=tiled)
+    decode, the whole latent's; ``tile``: a decode measured at tiles of that side, not the default), or None when
+    this config was not measured."""
+    entry = fit_entry(class_name, call, config, shape, tiled=tiled, tile=tile)
     if entry is None or attention not in entry:
         return None
     fit = entry[attention]

@@ -118,6 +118,16 @@ class MemoryEstimate:
     weights_reserved: Mapping[str, int] = field(default_factory=dict, hash=False)
     #: ``component.call`` → that measured call's own reserve law ``(factor, error)``
     call_laws: Mapping[str, tuple[float, float]] = field(default_factory=dict, hash=False)
+    #: a tiled image-VAE decode's peak as a function of the tile side (:mod:`flopcalc.gpu_memory.vae_tiles`)
+    tile_law: Any = field(default=None, hash=False, compare=False)
+
+    @cached_property
+    def vae_tile(self) -> Any:
+        """With a GPU and a tiled image-VAE decode: the largest tile side that fits
+        (:func:`flopcalc.gpu_memory.vae_tiles.largest_tile`), else None."""
+        from flopcalc.gpu_memory.vae_tiles import largest_tile
+
+        return largest_tile(self)
 
     @property
     def transfer_bytes(self) -> int:
@@ -339,6 +349,9 @@ class MemoryEstimate:
             out["gpu"] = {"key": self.gpu_key, "name": self.gpu_name, "memory_bytes": self.gpu_memory_bytes,
                           "fits": self.fits, "verdict": self.verdict, "headroom_bytes": self.headroom_bytes,
                           "fit_uses": FIT_USES}
+            tile = self.vae_tile
+            if tile is not None:
+                out["gpu"]["vae_tile"] = tile.to_dict()
         out["activations_not_estimated"] = list(self.unestimated)
         return out
 
@@ -441,6 +454,7 @@ def memory(model: str, *, attention: str = "fused", dtype: str = "bf16", dtype_o
                          f"{alt.params_fp32:,} in float32: {alt.bytes / 2**30:,.2f} GiB")
     dtypes = {w.component: w.dtype for w in weights}
     acts = []
+    tiles = None
     laws: dict[str, tuple[float, float]] = {}
     forwards: dict[str, int] = {}
     for c in report.components:
@@ -459,6 +473,10 @@ def memory(model: str, *, attention: str = "fused", dtype: str = "bf16", dtype_o
         acts.append(CallActivations(c.component, c.call, forward_batch(report, c.role),
                                     DTYPE_BYTES[REST_DTYPE if dtypes[c.component] in FORMATS else dtypes[c.component]],
                                     peaks["fused"], peaks["math"]))
+        if tiled and c.call == "decode" and untiled.shape.get("latent_frames") is None:
+            from flopcalc.gpu_memory.vae_tiles import tile_law
+
+            tiles = tile_law(c.component, c.class_name, cfg, report.settings.height, report.settings.width)
         law = call_law(c.class_name, c.call, cfg, tiled=tiled)
         if law is not None:
             laws[f"{c.component}.{c.call}"] = law
@@ -487,7 +505,7 @@ def memory(model: str, *, attention: str = "fused", dtype: str = "bf16", dtype_o
                          mem, tuple(notes), tuple(source.missing), forwards, items, blocks_per_group, stream,
                          block_swap, _unestimated(report, acts),
                          {c.component: kind_of_role(c.role) for c in reversed(report.components)},
-                         replayed_weights(source.components, weights), laws)
+                         replayed_weights(source.components, weights), laws, tiles)
     if block_swap:
         den = est._swapped()[0]
         if block_swap > len(den.block_bytes):

@@ -7,7 +7,8 @@ stay as given):
 * offload: none, ``enable_model_cpu_offload()``, ``enable_group_offload`` at block level (1 block per group, with
   and without CUDA streams) and leaf level (with and without streams), ``enable_sequential_cpu_offload()``;
 * a block swap of the denoiser's last N blocks (the fewest that fit), without offload;
-* ``vae.enable_tiling()`` where the pipeline applies it;
+* ``vae.enable_tiling()`` where the pipeline applies it (for an image VAE whose ``enable_tiling`` takes tile sizes,
+  the proposal also gives the largest tile side that fits, :mod:`flopcalc.gpu_memory.vae_tiles`);
 * weights quantized: the text encoders, then the denoiser too, to fp8 (optimum-quanto qfloat8; bitsandbytes int8 takes
   the same bytes) or nf4 (bitsandbytes NF4), with no offload or model offload (the modes the hooks support for them),
   and with VAE tiling where tiling lowers the peak.
@@ -54,7 +55,13 @@ class Candidate:
                 "host_bytes": e.host_bytes, "transfer_bytes": e.transfer_bytes, "extra_seconds": self.extra_seconds,
                 "quantized_components": self.quantized, "fits": e.fits,
                 "activations_not_estimated": list(e.unestimated),
-                "dtypes": {c.component: c.dtype for c in e.components}}
+                "dtypes": {c.component: c.dtype for c in e.components},
+                "vae_tile": None if self.vae_tile is None else self.vae_tile.to_dict()}
+
+    @property
+    def vae_tile(self) -> Any:
+        """With ``--vae-tiling``: the largest tile side that fits (:mod:`flopcalc.gpu_memory.vae_tiles`)."""
+        return self.estimate.vae_tile if "--vae-tiling" in self.flags else None
 
 
 @dataclass(frozen=True)
@@ -185,7 +192,9 @@ def render_fit(result: FitResult, fmt: str = "table") -> str:
         e = c.estimate
         rows.append((str(i), c.command_line, gib(e.peak_bytes), gib(e.host_bytes), f"{c.extra_seconds:,.2f}",
                      ("as loaded" if not c.quantized else f"{c.quantized} component(s) quantized")
-                     + ("" if e.fits else "; not estimated: " + ", ".join(e.unestimated))))
+                     + ("" if e.fits else "; not estimated: " + ", ".join(e.unestimated))
+                     + (f"; vae tiles up to {c.vae_tile.tile} px every {c.vae_tile.stride}"
+                        if c.vae_tile is not None and c.vae_tile.tile is not None else "")))
     from flopcalc.render.text_tables import columns
 
     return "\n".join([head, *("  " + line for line in columns(rows, right=(2, 3, 4))),

@@ -68,6 +68,8 @@ def _table(est: MemoryEstimate) -> str:
         else:
             lines.append(f"{est.gpu_name} ({gib(est.gpu_memory_bytes)} GiB): does NOT fit, short by "
                          f"{gib(-est.headroom_bytes)} GiB by peak_bytes (`flopcalc memory ... --fit` lists settings that fit)")
+    if est.gpu_key is not None and est.vae_tile is not None:
+        lines.append(est.vae_tile.text)
     lines.append("counted: parameters at the loaded dtype (modules the class keeps in float32 at float32) and "
                  "buffers, exact, as from_pretrained(torch_dtype=...) loads them; activation peaks estimated "
                  "(method: `flopcalc.gpu_memory.activations`).")

@@ -136,6 +136,19 @@ class Inputs:
     lora_measured: bool = True                    # the LoRA targets asked are those the laws were measured with
     lora_rank_measured: int = 16
     notes: tuple[str, ...] = ()
+    idle_tensors: tuple[Tensor, ...] = ()         # parameters no gradient reaches (memory_inputs.idle_tensors)
+
+    @property
+    def graded_tensors(self) -> tuple[Tensor, ...]:
+        """The parameter tensors that get a gradient in full fine-tuning: :attr:`tensors` less :attr:`idle_tensors`
+        (autograd never allocates a gradient for the others, and the optimizers skip a parameter whose ``grad`` is
+        None: torch/optim/adam.py ``_init_group``, sgd.py ``_init_group``, transformers ``Adafactor.step``)."""
+        if not self.idle_tensors:
+            return self.tensors
+        left = {(t.rows, t.cols, t.zero): t.count for t in self.tensors}
+        for t in self.idle_tensors:
+            left[(t.rows, t.cols, t.zero)] -= t.count
+        return tuple(Tensor(r, c, k, z) for (r, c, z), k in left.items() if k > 0)
 
 
 @dataclass(frozen=True)
@@ -349,6 +362,10 @@ def compose(inp: Inputs, s: Setup, *, gpu: Any = None, inter_node_bytes_per_s: f
         trained = inp.params
         frozen = 0
         trained_bytes = inp.weights["fp32" if s.master == "fp32" else "bf16"]  # parameters + buffers
+    # what gets a gradient and optimizer states: every trained tensor but those autograd never reaches; DeepSpeed ZeRO
+    # allocates its flat gradient and state partitions for every parameter
+    graded = tensors if s.rank or zero else inp.graded_tensors
+    graded_numel = sum(t.numel * t.count for t in graded)
     if zero and s.master == "fp32":
         # DeepSpeed keeps bf16 model weights; the fp32 master copy lives with the optimizer partition
         trained_model_bytes = trained * compute + (0 if s.rank else inp.buffer_bytes["bf16"])
@@ -360,7 +377,7 @@ def compose(inp: Inputs, s: Setup, *, gpu: Any = None, inter_node_bytes_per_s: f
         # FSDP pads each parameter's dim 0 to a multiple of the shard count: exact per tensor
         shard = sharded_numel(tensors, div_p)
         trained_model_bytes, div_p_trained = shard * width + inp.buffer_bytes[s.master], 1
-        grads_numel = sharded_numel(tensors, div_g) if g_sharded else trained
+        grads_numel = sharded_numel(graded, div_g) if g_sharded else graded_numel
     else:
         div_p_trained, grads_numel = div_p, None
     trainable_w = -(-trained_model_bytes // div_p_trained)
@@ -368,20 +385,23 @@ def compose(inp: Inputs, s: Setup, *, gpu: Any = None, inter_node_bytes_per_s: f
     online = inp.encoders if s.encoders else ()
     encoders = sum(e.weights_bytes for e in online)
     ema = trained * width if s.ema else 0
-    grads = grads_numel * grad_width if grads_numel is not None else -(-trained * grad_width // div_g)
+    grads = grads_numel * grad_width if grads_numel is not None else -(-graded_numel * grad_width // div_g)
     buckets = trained * width if s.strategy == "ddp" and d > 1 else 0
     if grads_numel is not None and o_sharded:  # FSDP: states of the padded shards
-        local = tuple(Tensor(-(-t.rows // div_o), t.cols, t.count, t.zero) for t in tensors)
+        local = tuple(Tensor(-(-t.rows // div_o), t.cols, t.count, t.zero) for t in graded)
         states = state_bytes(s.optimizer, local, width) + master_copy // div_o
         step_tmp = step_temporary_bytes(s.optimizer, local, width)
     else:
-        states = -(-(state_bytes(s.optimizer, tensors, width) + master_copy) // div_o)
-        step_tmp = -(-step_temporary_bytes(s.optimizer, tensors, width) // div_o)
+        states = -(-(state_bytes(s.optimizer, graded, width) + master_copy) // div_o)
+        step_tmp = -(-step_temporary_bytes(s.optimizer, graded, width) // div_o)
     host = 0
     if s.offload_optimizer:
         host, states, step_tmp = states, 0, 0
     act, law, act_notes = activations(inp, s)
     notes += act_notes
+    if zero:
+        notes.append(f"{s.sharding}: per-rank bytes from DeepSpeed's partitioning rules (flopcalc/training/sharding.py), "
+                     "not measured (DeepSpeed is not installed where the fixtures are measured)")
     if law is not None and s.master == "fp32" and law_master(s) == "bf16":
         notes.append(f"activations: the bf16 law ({s.sharding} runs the forward on bf16 weights: no autocast copies "
                      "of fp32 weights)")
@@ -401,7 +421,8 @@ def compose(inp: Inputs, s: Setup, *, gpu: Any = None, inter_node_bytes_per_s: f
     name = mem = None
     if gpu is not None:
         name, mem = gpu.name, gpu.memory_bytes
-    persistent = _persistent(inp, s, tensors, zero=zero, width=width, param_width=compute if zero and s.master == "fp32" else width, grad_width=grad_width,
+    persistent = _persistent(inp, s, tensors, graded, zero=zero, width=width,
+                             param_width=compute if zero and s.master == "fp32" else width, grad_width=grad_width,
                              div_p=div_p if p_sharded else 1, div_g=div_g if g_sharded else 1,
                              div_o=div_o if o_sharded else 1, flat=encoders + buckets, ema=bool(ema),
                              frozen=frozen_w if s.rank else 0)
@@ -412,14 +433,14 @@ def compose(inp: Inputs, s: Setup, *, gpu: Any = None, inter_node_bytes_per_s: f
                           enc_act, peak, phase, res, name, mem, law, comm, host, tuple(inp.notes) + tuple(notes))
 
 
-def _persistent(inp: Inputs, s: Setup, tensors: tuple[Tensor, ...], *, zero: bool, width: int, param_width: int,
-                grad_width: int, div_p: int, div_g: int, div_o: int, flat: int, ema: bool,
-                frozen: int) -> list[tuple[int, int]]:
+def _persistent(inp: Inputs, s: Setup, tensors: tuple[Tensor, ...], graded: tuple[Tensor, ...], *, zero: bool,
+                width: int, param_width: int, grad_width: int, div_p: int, div_g: int, div_o: int, flat: int,
+                ema: bool, frozen: int) -> list[tuple[int, int]]:
     """``(bytes, count)`` of the tensors a rank keeps across steps, as the caching allocator is asked for them: the
     trained parameters, their gradients, optimizer states and EMA copy per tensor (FSDP2 shards each on dim 0;
     DeepSpeed ZeRO keeps gradients, optimizer states and the fp32 master copy in flat partition buffers); LoRA's frozen
     base per tensor in bf16/fp16 (quantized: one buffer); the online encoders and DDP's gradient buckets as one buffer
-    each (packed: a lower bound)."""
+    each (packed: a lower bound). ``graded``: the trained tensors that get gradients and optimizer states."""
     from flopcalc.training.optimizers import state_tensors
 
     def local(t: Tensor, d: int) -> Tensor:
@@ -439,9 +460,9 @@ def _persistent(inp: Inputs, s: Setup, tensors: tuple[Tensor, ...], *, zero: boo
         if not s.offload_optimizer:
             out.append((-(-states // div_o), 1))
     else:
-        out += [(local(t, div_g).numel * grad_width, t.count) for t in tensors]
+        out += [(local(t, div_g).numel * grad_width, t.count) for t in graded]
         if not s.offload_optimizer:
-            for t in tensors:
+            for t in graded:
                 out += state_tensors(s.optimizer, local(t, div_o), width)
     if flat:
         out.append((flat, 1))

@@ -170,7 +170,26 @@ def inputs_of(report: Any, den: Any, graph: GradientGraph, *, chosen: frozenset[
         laws=laws, attention_sizes=attention_sizes(den.tree, heads if isinstance(heads, int) else None),
         lora_measured=lora_measured,
         lora_rank_measured=int((any_law.lora or {}).get("rank", 16)) if any_law is not None else 16,
-        notes=tuple(notes + enc_notes))
+        notes=tuple(notes + enc_notes), idle_tensors=idle_tensors(den.tree, graph))
+
+
+def idle_tensors(tree: Node, graph: GradientGraph) -> tuple[Any, ...]:
+    """The parameter tensors of the layers the model's output does not depend on (the declared flow's dead branches,
+    :func:`flopcalc.training.lora.unused_layers`: Qwen-Image's last block's text stream, ``attn.to_add_out`` and
+    ``txt_mlp``): autograd never reaches them, so full fine-tuning allocates no gradient for them (measured:
+    validation/fixtures/training_memory/qwen-image, ``grad_bytes``). A flow built from the tree has none."""
+    if graph.lora is None or callable(graph.lora.steps):
+        return ()
+    from flopcalc.engine.gradients import Attend
+    from flopcalc.training.lora import unused_layers
+    from flopcalc.training.optimizers import tree_tensors
+
+    out: list[Any] = []
+    for path, step in unused_layers(tree, graph.lora):
+        node = tree.find(path)
+        if node is not None and not isinstance(step, Attend):
+            out += tree_tensors(node)
+    return tuple(out)
 
 
 def law_key(report: Any, den: Any) -> str:

@@ -8,6 +8,11 @@ SanaPipeline's ``vae_scale_factor``): 32 for SANA's f32c32 model. Block formulas
 
 from __future__ import annotations
 
+from fractions import Fraction
+
+from flopcalc.engine.image_tiling import ImageTiling, sized_split
+from flopcalc.formulas.tiling import CallSplit
+
 from typing import Any
 
 from flopcalc.engine.config import LAYER_COUNTS, NAMES, SIZE, SIZES, TEXT, Config, ListOf, declare_keys, positive_int
@@ -120,3 +125,16 @@ def autoencoder_dc_encode(config: Config, shape: RunShape) -> Node:
     encoder = dc_encoder(pixel_unshuffle=config["downsample_block_type"] == "pixel_unshuffle",
                          height=shape.height, width=shape.width, **kw)
     return Node("vae", children=(encoder,), formula="autoencoder_dc_encode")
+
+
+def _tile_split(values, latent_h: int, latent_w: int, tile_px: int | None) -> CallSplit:
+    tile = tile_px or DC_TILE
+    return sized_split(values, latent_h, latent_w, tile, IMAGE_TILING.stride_px(tile), spatial_compression(values))
+
+
+#: ``AutoencoderDC.__init__`` sets ``tile_sample_min_height/width = 512``, ``tile_sample_stride_height/width = 448``
+#: (autoencoder_dc.py:496-501); ``enable_tiling`` takes all four (autoencoder_dc.py:506-536).
+DC_TILE = 512
+IMAGE_TILING = ImageTiling(default_tile=lambda values: DC_TILE, stride=Fraction(448, 512), takes_sizes=True,
+                           compression=spatial_compression, decode_split=_tile_split,
+                           source="diffusers/models/autoencoders/autoencoder_dc.py:496-501, 506-536, 575, 667-699")

@@ -9,6 +9,10 @@ elementwise: no MACs).
 
 from __future__ import annotations
 
+from fractions import Fraction
+
+from flopcalc.engine.image_tiling import ImageTiling
+
 from typing import Any, Mapping
 
 from flopcalc.engine.config import (
@@ -154,3 +158,17 @@ def autoencoder_kl_encode(config: Config, shape: RunShape) -> Node:
             h, w = ops.conv_output_size(h + 1, 3, 2), ops.conv_output_size(w + 1, 3, 2)
         children.append(Node("quant_conv", ops.conv2d(2 * z, 2 * z, 1, h, w)))
     return Node("vae", children=tuple(children), formula="autoencoder_kl_encode")
+
+
+def _sample_tile(values) -> int:
+    sample = values.get("sample_size", DEFAULTS["sample_size"])
+    return sample[0] if isinstance(sample, list) else sample
+
+
+#: ``AutoencoderMixin.enable_tiling()`` takes no tile sizes (diffusers/models/autoencoders/vae.py:899-907): tiles of
+#: the config's ``sample_size``, stride ``int(tile · 0.75)`` (autoencoder_kl.py:140, :func:`decode_split`).
+IMAGE_TILING = ImageTiling(default_tile=_sample_tile, stride=Fraction(3, 4), takes_sizes=False,
+                           compression=scale_factor,
+                           decode_split=lambda values, h, w, tile_px: decode_split(values, h, w),
+                           source="diffusers/models/autoencoders/vae.py:899-907, autoencoder_kl.py:140, 364",
+                           encode_split=encode_split)

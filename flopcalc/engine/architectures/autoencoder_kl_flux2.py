@@ -11,6 +11,11 @@ buffers and no parameters, which the pipelines apply by hand to the patchified l
 
 from __future__ import annotations
 
+from fractions import Fraction
+
+from flopcalc.engine.architectures.autoencoder_kl import _sample_tile, decode_split
+from flopcalc.engine.image_tiling import ImageTiling
+
 from flopcalc.engine.architectures.autoencoder_kl import autoencoder_kl_decode, autoencoder_kl_encode, scale_factor
 from flopcalc.engine.config import NULL, SIZE, SIZES, Config, ListOf, declare_keys, declared_keys, positive_int, positive_int_list
 from flopcalc.engine.cost import Node
@@ -77,3 +82,12 @@ def _bn_buffers(config: Config) -> tuple[Buffer, ...]:
 
 
 loading_rules("AutoencoderKLFlux2", buffers=_bn_buffers, source=SOURCE)
+
+
+#: ``AutoencoderKLFlux2`` tiles as ``AutoencoderKL`` does: ``enable_tiling()`` (``AutoencoderMixin``, vae.py:899) takes
+#: no sizes; tiles of ``sample_size`` every ``int(tile · 0.75)`` latent pixels (autoencoder_kl_flux2.py:145-152,
+#: 211-213, 376-400).
+IMAGE_TILING = ImageTiling(default_tile=_sample_tile, stride=Fraction(3, 4), takes_sizes=False,
+                           compression=flux2_scale_factor,
+                           decode_split=lambda values, h, w, tile_px: decode_split(values, h, w),
+                           source="diffusers/models/autoencoders/autoencoder_kl_flux2.py:145-152, 211-213, 376-400")

@@ -12,6 +12,11 @@ calls (decode: ``post_quant_conv`` + decoder; encode: encoder + ``quant_conv``).
 
 from __future__ import annotations
 
+from fractions import Fraction
+
+from flopcalc.engine.image_tiling import ImageTiling, sized_split
+from flopcalc.formulas.tiling import CallSplit
+
 from typing import Any
 
 from flopcalc.engine.config import (
@@ -104,3 +109,18 @@ def autoencoder_kl_qwen_image_encode(config: Config, shape: RunShape) -> Node:
         encoder,
         Node("quant_conv", causal_conv3d(z2, z2, (1, 1, 1), h * w)),
     ), formula="autoencoder_kl_qwen_image_encode")
+
+
+def _tile_split(values, latent_h: int, latent_w: int, tile_px: int | None) -> CallSplit:
+    tile = tile_px or QWEN_TILE
+    return sized_split(values, latent_h, latent_w, tile, IMAGE_TILING.stride_px(tile), scale_factor(values))
+
+
+#: ``AutoencoderKLQwenImage.__init__`` sets ``tile_sample_min_height/width = 256``,
+#: ``tile_sample_stride_height/width = 192`` (autoencoder_kl_qwenimage.py:727-732); ``enable_tiling`` takes all four
+#: (autoencoder_kl_qwenimage.py:744-772). Each tile decodes its one frame through ``post_quant_conv`` and the
+#: decoder, as the whole latent does (autoencoder_kl_qwenimage.py:1002-1013).
+QWEN_TILE = 256
+IMAGE_TILING = ImageTiling(default_tile=lambda values: QWEN_TILE, stride=Fraction(192, 256), takes_sizes=True,
+                           compression=scale_factor, decode_split=_tile_split,
+                           source="diffusers/models/autoencoders/autoencoder_kl_qwenimage.py:727-772, 846, 973-1027")

@@ -32,6 +32,7 @@ from flopcalc.engine.errors import ConfigError
 from flopcalc.engine.loading import Buffer, loading_rules
 from flopcalc.engine.registry import KaplanShape, RunShape, register
 from flopcalc.formulas import ops
+from flopcalc.formulas.decoder_layer import lm_head
 from flopcalc.formulas.ltx2 import weights_only
 
 SOURCE = "transformers/models/gemma3/modeling_gemma3.py"
@@ -114,12 +115,10 @@ def gemma3_text_path(config: Config, shape: RunShape) -> Node:
                                            softcap=text["attn_logit_softcapping"] is not None,
                                            formula="gemma3_text_model"), name="language_model")
     tower = replace(weights_only(siglip_vision_model(vision, RunShape())), name="vision_tower", formula="not run")
-    lm_head = ops.linear(n, d, vocab, bias=False)
-    if boolean(config, "tie_word_embeddings"):
-        lm_head = replace(lm_head, params=0)  # language_model.embed_tokens' weight, counted once
+    head = lm_head(n, d, vocab, tied=boolean(config, "tie_word_embeddings"))
     return Node("text_encoder", children=(
         Node("model", children=(tower, _projector(vision, d), language_model)),
-        Node("lm_head", lm_head),
+        head,
     ), formula="gemma3_text")
 
 

@@ -28,6 +28,7 @@ from flopcalc.formulas import ops
 from flopcalc.formulas.decoder_layer import (
     gated_mlp,
     gqa_self_attention,
+    lm_head,
     rotary_embedding,
 )
 from flopcalc.engine.registry import KaplanShape, RunShape, register
@@ -131,11 +132,9 @@ def llama_for_causal_lm(config: Config, shape: RunShape) -> Node:
     ``output_attentions=True`` (HiDream passes it) returns the attention maps: the same two matmuls."""
     n = shape.seq_len
     d, vocab = positive_int(config, "hidden_size"), positive_int(config, "vocab_size")
-    lm_head = ops.linear(n, d, vocab, bias=False)
-    if boolean(config, "tie_word_embeddings"):
-        lm_head = replace(lm_head, params=0)  # model.embed_tokens' weight, counted once
+    head = lm_head(n, d, vocab, tied=boolean(config, "tie_word_embeddings"))
     model = replace(llama_model(config, shape), name="model")
-    return Node("text_encoder", children=(model, Node("lm_head", lm_head)), formula="llama_for_causal_lm")
+    return Node("text_encoder", children=(model, head), formula="llama_for_causal_lm")
 
 
 # lm_head holds the last parameter: transformers' get_keys_to_not_convert keeps it out of a quantizer

@@ -26,6 +26,7 @@ from flopcalc.engine.config import (
 from flopcalc.engine.cost import Node
 from flopcalc.engine.errors import ConfigError
 from flopcalc.formulas import ops
+from flopcalc.formulas.decoder_layer import lm_head
 from flopcalc.engine.registry import RunShape, register
 from flopcalc.engine.loading import Buffer, loading_rules, rotary_buffers
 
@@ -120,13 +121,12 @@ def llava_for_conditional_generation(config: Config, shape: RunShape) -> Node:
         Node("linear_2", ops.linear(tokens, d_text, d_text, bias=bias)),
     ))
     language = llama_model(text, RunShape(seq_len=n))
-    lm_head = ops.linear(n, d_text, positive_int(text, "vocab_size"), bias=False)
-    if boolean(config, "tie_word_embeddings") or text.get("tie_word_embeddings"):
-        lm_head = replace(lm_head, params=0)  # the embedding's weight, counted once
+    tied = boolean(config, "tie_word_embeddings") or bool(text.get("tie_word_embeddings"))
+    head = lm_head(n, d_text, positive_int(text, "vocab_size"), tied=tied)
     return Node("text_encoder", children=(
         Node("model", children=(replace(tower, name="vision_tower"), projector,
                                 replace(language, name="language_model"))),
-        Node("lm_head", lm_head),
+        head,
     ), formula="llava")
 
 

@@ -23,7 +23,6 @@ default), which runs on the first token even though HunyuanDiT only reads ``[0]`
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any
 
 from flopcalc.engine.config import (
@@ -35,6 +34,7 @@ from flopcalc.engine.errors import ConfigError, FlopcalcError
 from flopcalc.formulas import ops
 from flopcalc.formulas.qwen2_5_vision import vision_tower
 from flopcalc.formulas.decoder_layer import (
+    lm_head,
     bert_cross_attention_params,
     bert_embeddings,
     bert_layer,
@@ -198,14 +198,12 @@ def qwen2_5_vl_text_path(config: Config, shape: RunShape) -> Node:
     text = _sub_config(config, "text_config", QWEN2_5_VL_TEXT_DEFAULTS, fallback_to_top=True)
     d, vocab = positive_int(text, "hidden_size"), positive_int(text, "vocab_size")
     language_model = Node("language_model", children=_qwen2_5_vl_language_model(text, n))
-    lm_head = ops.linear(n, d, vocab, bias=False)
-    if config.get("tie_word_embeddings") or text.get("tie_word_embeddings"):
-        lm_head = replace(lm_head, params=0)  # the embedding's weight, counted once
+    head = lm_head(n, d, vocab, tied=bool(config.get("tie_word_embeddings") or text.get("tie_word_embeddings")))
     vision = _sub_config(config, "vision_config", QWEN2_5_VL_VISION_DEFAULTS, fallback_to_top=False)
     return Node("text_encoder", children=(
         Node("model", children=(_qwen2_5_vl_vision_tower(vision, _image_grids(config, vision, shape)),
                                 language_model)),
-        Node("lm_head", lm_head),
+        head,
     ), formula="qwen2_5_vl_text")
 
 

@@ -28,6 +28,7 @@ from flopcalc.engine.config import (
 from flopcalc.engine.cost import Node, module_list
 from flopcalc.engine.errors import ConfigError
 from flopcalc.formulas import ops
+from flopcalc.formulas.decoder_layer import lm_head
 from flopcalc.engine.registry import KaplanShape, RunShape, register
 from flopcalc.engine.loading import Buffer, loading_rules, rotary_buffers
 
@@ -137,12 +138,10 @@ def mistral3_text_path(config: Config, shape: RunShape) -> Node:
     d, vocab = positive_int(text, "hidden_size"), positive_int(text, "vocab_size")
     vision = _sub(config, "vision_config", VISION_CONFIG_WHEN_ABSENT, VISION_DEFAULTS)
     language_model = replace(decoder_model(text, n, formula="mistral_model"), name="language_model")
-    lm_head = ops.linear(n, d, vocab, bias=False)
-    if boolean(config, "tie_word_embeddings"):
-        lm_head = replace(lm_head, params=0)  # language_model.embed_tokens' weight, counted once
+    head = lm_head(n, d, vocab, tied=boolean(config, "tie_word_embeddings"))
     return Node("text_encoder", children=(
         Node("model", children=(_vision_tower(vision), _projector(config, vision, d), language_model)),
-        Node("lm_head", lm_head),
+        head,
     ), formula="mistral3_text")
 
 

@@ -12,7 +12,6 @@ the top level (transformers builds the text config from them).
 
 from __future__ import annotations
 
-from dataclasses import replace
 
 from flopcalc.engine.architectures.llm_encoders import (
     QWEN2_5_VL_TEXT_DEFAULTS, QWEN2_5_VL_TEXT_KEYS, _qwen2_5_vl_language_model, _sub_config,
@@ -25,6 +24,7 @@ from flopcalc.engine.errors import ConfigError
 from flopcalc.engine.loading import loading_rules, rotary_buffers
 from flopcalc.engine.registry import KaplanShape, RunShape, register
 from flopcalc.formulas import ops
+from flopcalc.formulas.decoder_layer import lm_head
 
 CLASS = "Qwen2VLForConditionalGeneration"
 SOURCE = "transformers/models/qwen2_vl/modeling_qwen2_vl.py"
@@ -86,14 +86,12 @@ def qwen2_vl_text_path(config: Config, shape: RunShape) -> Node:
     n = shape.seq_len
     text = _text(config)
     d, vocab = positive_int(text, "hidden_size"), positive_int(text, "vocab_size")
-    lm_head = ops.linear(n, d, vocab, bias=False)
-    if config.get("tie_word_embeddings") or text.get("tie_word_embeddings"):
-        lm_head = replace(lm_head, params=0)  # the embedding's weight, counted once
+    head = lm_head(n, d, vocab, tied=bool(config.get("tie_word_embeddings") or text.get("tie_word_embeddings")))
     vision = _sub_config(config, "vision_config", VISION_DEFAULTS, fallback_to_top=False)
     return Node("text_encoder", children=(
         Node("model", children=(_vision_tower(vision), Node("language_model",
                                                             children=_qwen2_5_vl_language_model(text, n)))),
-        Node("lm_head", lm_head),
+        head,
     ), formula="qwen2_vl_text")
 
 

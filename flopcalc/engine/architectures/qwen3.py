@@ -23,7 +23,7 @@ from dataclasses import replace
 from flopcalc.engine.architectures.llm_encoders import GEMMA_KAPLAN, decoder_model
 from flopcalc.engine.config import FLAG, LAYERS, NULL, SIZE, Config, boolean, declare_keys, positive_int
 from flopcalc.engine.cost import Node
-from flopcalc.formulas import ops
+from flopcalc.formulas.decoder_layer import lm_head
 from flopcalc.engine.loading import loading_rules, rotary_buffers
 from flopcalc.engine.registry import RunShape, register
 
@@ -69,11 +69,9 @@ def qwen3_for_causal_lm(config: Config, shape: RunShape) -> Node:
     """``Qwen3ForCausalLM``: ``model`` (a :func:`qwen3_model`) and ``lm_head`` on every token."""
     n = shape.seq_len
     d, vocab = positive_int(config, "hidden_size"), positive_int(config, "vocab_size")
-    lm_head = ops.linear(n, d, vocab, bias=False)
-    if boolean(config, "tie_word_embeddings"):
-        lm_head = replace(lm_head, params=0)  # model.embed_tokens' weight, counted once
+    head = lm_head(n, d, vocab, tied=boolean(config, "tie_word_embeddings"))
     model = replace(qwen3_model(config, shape), name="model")
-    return Node("text_encoder", children=(model, Node("lm_head", lm_head)), formula="qwen3_for_causal_lm")
+    return Node("text_encoder", children=(model, head), formula="qwen3_for_causal_lm")
 
 
 # modeling_qwen3.py Qwen3RotaryEmbedding: non-persistent float32 inv_freq / original_inv_freq (head_dim / 2 each)

@@ -26,6 +26,7 @@ from flopcalc.engine.errors import ConfigError
 from flopcalc.engine.loading import Buffer, loading_rules, rotary_buffers
 from flopcalc.engine.registry import KaplanShape, RunShape, register
 from flopcalc.formulas import ops
+from flopcalc.formulas.decoder_layer import lm_head
 
 SOURCE = "transformers/models/qwen3_vl/modeling_qwen3_vl.py"
 
@@ -133,10 +134,8 @@ def qwen3_vl_for_conditional_generation(config: Config, shape: RunShape) -> Node
     n = shape.seq_len
     text = text_config(config)
     d, vocab = positive_int(text, "hidden_size"), positive_int(text, "vocab_size")
-    lm_head = ops.linear(n, d, vocab, bias=False)
-    if boolean(config, "tie_word_embeddings"):
-        lm_head = replace(lm_head, params=0)  # model.language_model.embed_tokens' weight, counted once
-    return Node("text_encoder", children=(replace(_model(config, n), name="model"), Node("lm_head", lm_head)),
+    head = lm_head(n, d, vocab, tied=boolean(config, "tie_word_embeddings"))
+    return Node("text_encoder", children=(replace(_model(config, n), name="model"), head),
                 formula="qwen3_vl_for_conditional_generation")
 
 

@@ -22,7 +22,7 @@ from flopcalc.engine.errors import ConfigError
 from flopcalc.engine.loading import loading_rules, rotary_buffers
 from flopcalc.engine.registry import KaplanShape, RunShape, register
 from flopcalc.formulas import ops
-from flopcalc.formulas.decoder_layer import rotary_embedding
+from flopcalc.formulas.decoder_layer import lm_head, rotary_embedding
 
 SOURCE = "transformers/models/smollm3/modeling_smollm3.py"
 
@@ -86,11 +86,9 @@ def smollm3_for_causal_lm(config: Config, shape: RunShape) -> Node:
     """``model`` (a :func:`smollm3_model`) and ``lm_head`` (d → vocabulary, bias-free) on every token."""
     n = shape.seq_len
     d, vocab = positive_int(config, "hidden_size"), positive_int(config, "vocab_size")
-    lm_head = ops.linear(n, d, vocab, bias=False)
-    if boolean(config, "tie_word_embeddings"):
-        lm_head = replace(lm_head, params=0)  # model.embed_tokens' weight, counted once
+    head = lm_head(n, d, vocab, tied=boolean(config, "tie_word_embeddings"))
     model = replace(smollm3_model(config, shape), name="model")
-    return Node("text_encoder", children=(model, Node("lm_head", lm_head)), formula="smollm3_for_causal_lm")
+    return Node("text_encoder", children=(model, head), formula="smollm3_for_causal_lm")
 
 
 # lm_head holds the last parameter: transformers' get_keys_to_not_convert keeps it out of a quantizer

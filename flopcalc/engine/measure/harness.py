@@ -220,6 +220,27 @@ def _autoencoder_kl_inputs(model: nn.Module, call: str, s: Mapping[str, int]) ->
     }
 
 
+def enable_sized_tiling(model: nn.Module, s: Mapping[str, int]) -> None:
+    """``vae_tiling`` 1: ``model.enable_tiling()`` at the class's defaults; with ``vae_tile`` (px) as well, for a
+    class whose ``enable_tiling`` takes tile sizes (``AutoencoderDC``, ``AutoencoderKLQwenImage``, ...),
+    ``enable_tiling(tile_sample_min_height=vae_tile, tile_sample_min_width=vae_tile, tile_sample_stride_height=
+    stride, tile_sample_stride_width=stride)`` with ``stride = vae_tile × default stride ÷ default tile`` (the
+    instance's own defaults before the call: the overlap in the same proportion)."""
+    if not s.get("vae_tiling"):
+        return
+    tile = s.get("vae_tile")
+    if tile:
+        stride = tile * model.tile_sample_stride_height // model.tile_sample_min_height
+        model.enable_tiling(tile_sample_min_height=tile, tile_sample_min_width=tile,
+                            tile_sample_stride_height=stride, tile_sample_stride_width=stride)
+        how = f"tiles of {tile} px every {stride} px (the default overlap proportion)"
+    else:
+        model.enable_tiling()
+        how = (f"its default tiles of {model.tile_sample_min_height} px every {model.tile_sample_stride_height} px")
+    model._measure_notes = [f"vae.enable_tiling() was called before measuring, {how}: tiled_decode ran when a side "
+                            "exceeded the tile."]
+
+
 def _latent(model: nn.Module, s: Mapping[str, int], channels_key: str = "in_channels") -> TensorSpec:
     """The (1, C, H/f, W/f) latent of an SD-family VAE: spatial factor f = 8, or the setting ``vae_scale`` where
     a builder accepts it (the x4 upscaler's 3-level VAE: 4)."""

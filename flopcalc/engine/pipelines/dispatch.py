@@ -18,7 +18,7 @@ from flopcalc.engine.errors import FlopcalcError, OptionError, UnplannedPipeline
 from flopcalc.engine.limits import check_settings
 from flopcalc.engine.pipelines import base
 from flopcalc.engine.pipelines.base import ComponentRun, Plan, RunShape, check_divisible, vae_scale_factor
-from flopcalc.engine.pipelines.vae import TILED_CLASSES, vae_runs
+from flopcalc.engine.pipelines.vae import vae_runs
 from flopcalc.engine.registry import config_of, has_formula, lookup
 from flopcalc.engine.settings import COMMON_OPTIONS, Settings, check
 
@@ -153,7 +153,9 @@ def _standalone(components: Mapping[str, Mapping[str, Any]], s: Settings,
     if role != "vae":
         raise FlopcalcError(f"{name}: {cls} ({role}) runs inside its pipeline, not alone: estimate a folder whose "
                             f"model_index.json names the pipeline and holds this component as {role!r}")
-    _refuse_unapplied_alone("VAE", s, frozenset({"vae_tiling"}) if cls in TILED_CLASSES else frozenset())
+    from flopcalc.engine.image_tiling import image_tiling
+
+    _refuse_unapplied_alone("VAE", s, frozenset({"vae_tiling"}) if image_tiling(cls or "") else frozenset())
     f = vae_scale_factor({name: cfg}, name)
     size = cfg.get("sample_size") if isinstance(cfg.get("sample_size"), int) else 1024
     s = replace(s, height=s.height or size, width=s.width or size)

@@ -109,6 +109,9 @@ def _with_references(plan: Plan, components: Mapping[str, Any], s: Settings, f: 
     refs = s.reference_images
     if not refs:
         return plan
+    if s.vae_tiling:
+        raise OptionError("--vae-tiling with reference images: the tiled encode of the FLUX.2 VAE is not planned by "
+                          "flopcalc (only its tiled decode); leave --vae-tiling off")
     if s.strength is not None:
         raise OptionError(f"--strength does not apply to {plan.pipeline} with reference images: it has no "
                           "image-to-image mode (--strength alone estimates one); a given image is a reference")
@@ -133,7 +136,8 @@ def _with_references(plan: Plan, components: Mapping[str, Any], s: Settings, f: 
     return replace(plan, runs=plan.runs[:at] + tuple(encodes) + plan.runs[at:], notes=plan.notes + tuple(notes))
 
 
-@register_pipeline("Flux2Pipeline", denoisers=("Flux2Transformer2DModel",), options=OPTIONS, refuses=NO_TRUE_CFG)
+@register_pipeline("Flux2Pipeline", denoisers=("Flux2Transformer2DModel",), options=(*OPTIONS, "vae_tiling"),
+                   refuses=NO_TRUE_CFG)
 def flux2_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                    index: Mapping[str, Any] | None = None) -> Plan:
     """``Flux2Pipeline.__call__`` (diffusers ``pipelines/flux2/pipeline_flux2.py``): 1024² default
@@ -167,7 +171,7 @@ def _is_distilled(index: Mapping[str, Any] | None) -> bool:
     return value
 
 
-@register_pipeline("Flux2KleinPipeline", guidance="separate", options=OPTIONS, refuses=NO_TRUE_CFG)
+@register_pipeline("Flux2KleinPipeline", guidance="separate", options=(*OPTIONS, "vae_tiling"), refuses=NO_TRUE_CFG)
 def flux2_klein_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                          index: Mapping[str, Any] | None = None) -> Plan:
     """``Flux2KleinPipeline.__call__`` (``pipelines/flux2/pipeline_flux2_klein.py``): 1024² default, the

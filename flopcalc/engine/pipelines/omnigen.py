@@ -35,8 +35,8 @@ from flopcalc.engine.settings import COUNT, pipeline_option
 DEFAULT_PROMPT_TOKENS = 128
 
 pipeline_option("prompt_tokens", kind=COUNT, bound=(1_000_000, "tokens"),
-                help="pipelines that run the prompt unpadded (OmniGen, ERNIE-Image, BRIA FIBO): tokens of the "
-                     "tokenized prompt, as each pipeline counts them (OmniGen: each row of the instruction "
+                help="pipelines that run the prompt unpadded (OmniGen, ERNIE-Image, BRIA FIBO, Qwen-Image 2.1): tokens "
+                     "of the tokenized prompt, as each pipeline counts them (OmniGen: each row of the instruction "
                      f"template; default {DEFAULT_PROMPT_TOKENS}, an assumption: flopcalc has no tokenizer)",
                 refusal="it pads or truncates the prompt to a fixed length (see --max-sequence-length where it "
                         "applies)")

@@ -38,7 +38,7 @@ def qwen_vae_scale_factor(components: Mapping[str, Mapping[str, Any]]) -> int:
 
 
 @register_pipeline("QwenImagePipeline", guidance="separate", denoisers=("QwenImageTransformer2DModel",),
-                   options=("true_cfg_scale", "max_sequence_length"))
+                   options=("true_cfg_scale", "max_sequence_length", "vae_tiling"))
 def qwen_image_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                         index: Mapping[str, Any] | None = None) -> Plan:
     """``QwenImagePipeline.__call__`` (diffusers ``pipelines/qwenimage/pipeline_qwenimage.py``):

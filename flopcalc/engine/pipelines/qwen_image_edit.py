@@ -184,7 +184,9 @@ def _edit_plan(name: str, components: Mapping[str, Mapping[str, Any]], s: Settin
 
 #: The input image flopcalc assumes without a size: square, at the target area.
 TARGET_AREA_SIDE = 1024
-_OPTIONS = tuple(pipeline_options("QwenImagePipeline"))
+#: QwenImagePipeline's options less ``vae_tiling``: the edit pipelines encode the input image, whose tiled encode
+#: flopcalc does not plan.
+_OPTIONS = tuple(o for o in pipeline_options("QwenImagePipeline") if o != "vae_tiling")
 
 
 @register_pipeline("QwenImageEditPipeline", guidance="separate", options=_OPTIONS)

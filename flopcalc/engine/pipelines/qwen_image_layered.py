@@ -44,7 +44,7 @@ DEFAULT_LAYERS = 4
 RESOLUTION = 640
 
 
-@register_pipeline("QwenImageLayeredPipeline", guidance="separate", options=(*pipeline_options("QwenImagePipeline"), "layers"))
+@register_pipeline("QwenImageLayeredPipeline", guidance="separate", options=(*(o for o in pipeline_options("QwenImagePipeline") if o != "vae_tiling"), "layers"))
 def qwen_image_layered_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                                 index: Mapping[str, Any] | None = None) -> Plan:
     """``QwenImageLayeredPipeline.__call__`` (module doc)."""

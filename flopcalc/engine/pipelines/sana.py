@@ -107,7 +107,7 @@ def sana_settings(components: Mapping[str, Mapping[str, Any]], s: Settings, pipe
 
 #: A ``guidance_embeds`` transformer cannot run here: SanaPipeline passes no ``guidance``, and
 #: ``SanaCombinedTimestepGuidanceEmbeddings`` takes no ``batch_size`` (it runs under SanaSprintPipeline).
-@register_pipeline("SanaPipeline", denoisers=("SanaTransformer2DModel",), options=("max_sequence_length",),
+@register_pipeline("SanaPipeline", denoisers=("SanaTransformer2DModel",), options=("max_sequence_length", "vae_tiling"),
                    when=lambda cfg: not cfg.get("guidance_embeds"))
 def sana_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                   index: Mapping[str, Any] | None = None) -> Plan:

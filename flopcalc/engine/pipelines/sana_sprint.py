@@ -61,7 +61,7 @@ def _is_sprint_transformer(cfg: Mapping[str, Any]) -> bool:
     return bool(cfg.get("guidance_embeds"))
 
 
-@register_pipeline("SanaSprintPipeline", denoisers=("SanaTransformer2DModel",), options=("max_sequence_length",),
+@register_pipeline("SanaSprintPipeline", denoisers=("SanaTransformer2DModel",), options=("max_sequence_length", "vae_tiling"),
                    when=_is_sprint_transformer)
 def sana_sprint_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                          index: Mapping[str, Any] | None = None) -> Plan:

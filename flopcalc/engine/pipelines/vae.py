@@ -1,5 +1,7 @@
 """The VAE's runs in a pipeline: one decode per image or clip, one encode per input image (image-to-image), and
-``vae.enable_tiling()`` on the ``AutoencoderKL`` of the image pipelines (``--vae-tiling``).
+``vae.enable_tiling()`` on the image VAEs whose architecture module declares its tiling (``IMAGE_TILING``,
+:mod:`flopcalc.engine.image_tiling`: ``AutoencoderKL``, ``AutoencoderKLFlux2``, ``AutoencoderDC``,
+``AutoencoderKLQwenImage``) in the pipelines that offer ``--vae-tiling``.
 
 The pipelines call ``vae.decode(latents)`` (and ``vae.encode(image)`` for image-to-image); with
 ``use_tiling`` set, ``_decode`` / ``_encode`` split the call into overlapping tiles when a side
@@ -20,21 +22,22 @@ from flopcalc.engine.registry import RunShape
 from flopcalc.engine.settings import Settings
 from flopcalc.formulas.tiling import CallSplit
 
-#: The VAE classes whose tiling this module plans.
-TILED_CLASSES = ("AutoencoderKL",)
-
-
 def tiled_image_vae_runs(vae: Mapping[str, Any], cls: str, images: int, inputs: int, latent_h: Any, latent_w: Any,
                          height: Any, width: Any, encode: bool, symbolic: bool) -> list | None:
-    """The decode runs (and, with ``encode``, the encode runs first) of a tiled ``AutoencoderKL``, or
-    None for a class this module does not tile."""
-    from flopcalc.engine.architectures import autoencoder_kl
+    """The decode runs (and, with ``encode``, the encode runs first) of a tiled image VAE at its
+    ``enable_tiling()`` defaults, as its architecture module declares them (``IMAGE_TILING``,
+    :func:`flopcalc.engine.image_tiling.image_tiling`), or None for a class without tiling."""
+    from flopcalc.engine.image_tiling import image_tiling
 
-    if cls not in TILED_CLASSES:
+    tiling = image_tiling(cls)
+    if tiling is None:
         return None
     if symbolic:
         raise FlopcalcError("a tiled VAE has no closed-form law in H and W (its tile count steps with the size): "
                             "use the numeric estimate, or leave --vae-tiling off")
+    if encode and tiling.encode_split is None:
+        raise FlopcalcError(f"--vae-tiling with an input image: the tiled encode of {cls} is not planned by flopcalc "
+                            "(only its tiled decode); leave --vae-tiling off")
 
     def runs(call: str, role: str, split: CallSplit, count: int, what: str, unit: str) -> list:
         if split.is_whole:
@@ -44,10 +47,10 @@ def tiled_image_vae_runs(vae: Mapping[str, Any], cls: str, images: int, inputs: 
         return tile_runs("vae", cls, call, role, split, count, lambda h, w: _shape(call, h, w),
                          lambda n, h, w: f"{n} tile(s) of {h}×{w} {unit} × {count} {what}")
 
-    out = runs("decode", "vae_decoder", autoencoder_kl.decode_split(vae, latent_h, latent_w), images, "image(s)",
+    out = runs("decode", "vae_decoder", tiling.decode_split(vae, latent_h, latent_w, None), images, "image(s)",
                "latent")
     if encode:
-        out[:0] = runs("encode", "vae_encoder", autoencoder_kl.encode_split(vae, height, width), inputs,
+        out[:0] = runs("encode", "vae_encoder", tiling.encode_split(vae, height, width), inputs,
                        "input image(s)", "px")
     return out
 

@@ -92,7 +92,10 @@ def _flux2_transformer_inputs(model: nn.Module, call: str, s: Mapping[str, int])
     return inputs
 
 
-input_builder("AutoencoderKLFlux2", settings=("height", "width"), calls=("decode", "encode"))(_autoencoder_kl_inputs)
+#: ``vae_tiling`` 1: ``enable_tiling()`` (``AutoencoderMixin.enable_tiling``, vae.py:899, takes no tile sizes): tiles
+#: of the config's ``sample_size`` overlapping by a quarter (autoencoder_kl_flux2.py:145-152), as ``AutoencoderKL``.
+input_builder("AutoencoderKLFlux2", settings=("height", "width"), calls=("decode", "encode"),
+              optional=("vae_tiling",))(_autoencoder_kl_inputs)
 input_builder("Mistral3ForConditionalGeneration", settings=("seq_len",))(_sdpa_text_inputs)
 
 

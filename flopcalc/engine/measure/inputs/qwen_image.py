@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from flopcalc.engine.measure.harness import TensorSpec, _cfg, _exact_div as _div, input_builder
+from flopcalc.engine.measure.harness import TensorSpec, _cfg, _exact_div as _div, enable_sized_tiling, input_builder
 
 #: ``QwenImagePipeline``: ``vae_scale_factor = 2 ** len(vae.temperal_downsample)`` (8), latents packed 2×2.
 VAE_SCALE_FACTOR = 8
@@ -84,10 +84,14 @@ def _qwen_image_transformer_inputs(model: nn.Module, call: str, s: Mapping[str, 
     return inputs
 
 
-@input_builder("AutoencoderKLQwenImage", settings=("height", "width"), calls=("decode", "encode"))
+@input_builder("AutoencoderKLQwenImage", settings=("height", "width"), calls=("decode", "encode"),
+               optional=("vae_tiling", "vae_tile"))
 def _autoencoder_kl_qwen_image_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict[str, TensorSpec]:
     """One image as one frame, as ``QwenImagePipeline`` feeds it: decode z (1, z_dim, 1, H/f, W/f)
-    with f = 2 ** len(temperal_downsample); encode x (1, input_channels, 1, H, W)."""
+    with f = 2 ** len(temperal_downsample); encode x (1, input_channels, 1, H, W). ``vae_tiling`` 1 (optional)
+    calls ``enable_tiling()`` first (defaults: tiles of 256 px every 192 px, autoencoder_kl_qwenimage.py:727-732),
+    ``vae_tile`` another tile size (:func:`~flopcalc.engine.measure.harness.enable_sized_tiling`)."""
+    enable_sized_tiling(model, s)
     if call == "encode":
         return {"x": TensorSpec((1, _cfg(model, "input_channels"), 1, s["height"], s["width"]))}
     factor = 2 ** len(_cfg(model, "temperal_downsample"))

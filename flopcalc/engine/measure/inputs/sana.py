@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 from torch import nn
 
-from flopcalc.engine.measure.harness import TensorSpec, _cfg, _exact_div, _f32, _ids, input_builder
+from flopcalc.engine.measure.harness import TensorSpec, _cfg, _exact_div, _f32, _ids, enable_sized_tiling, input_builder
 
 
 def dc_ae_spatial_factor(model: nn.Module) -> int:
@@ -47,10 +47,14 @@ def _sana_transformer_inputs(model: nn.Module, call: str, s: Mapping[str, int]) 
     return inputs
 
 
-@input_builder("AutoencoderDC", settings=("height", "width"), calls=("decode", "encode"))
+@input_builder("AutoencoderDC", settings=("height", "width"), calls=("decode", "encode"),
+               optional=("vae_tiling", "vae_tile"))
 def _autoencoder_dc_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict[str, TensorSpec]:
     """decode: z (1, latent_channels, H/f, W/f), f = 2**(len(encoder_block_out_channels)-1) (32 for
-    SANA); encode: x (1, in_channels, H, W)."""
+    SANA); encode: x (1, in_channels, H, W). ``vae_tiling`` 1 (optional) calls ``enable_tiling()`` first
+    (defaults: tiles of 512 px every 448 px, autoencoder_dc.py:496-501), ``vae_tile`` another tile size
+    (:func:`~flopcalc.engine.measure.harness.enable_sized_tiling`)."""
+    enable_sized_tiling(model, s)
     if call == "encode":
         return {"x": _f32(1, _cfg(model, "in_channels"), s["height"], s["width"])}
     f = dc_ae_spatial_factor(model)
