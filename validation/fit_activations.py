@@ -11,9 +11,11 @@ where a phase is the part of the call spent in one module (cut at depth 0, 1 or 
 module below it apart (``measure_activations.PhasedLiveElements`` records each phase's own peak at every size): each
 phase's tensors grow with n, and its scores, on the math path, with n². One quadratic through the call's peaks (the
 form ``curve``) cannot follow a peak that moves from one layer to another as n grows (GLM-4's from the MLP to the
-scores between 512 and 1024 tokens); the largest of the phases' quadratics, each fitted to its own peaks, does. The
-form (:data:`FORMS`: the phases at one depth, those recorded at three or more sizes or at two or more, or the one
-curve) is chosen per call by leave-one-out on the points it is fitted to (:func:`select`). A call measured on a grid
+scores between 512 and 1024 tokens); the largest of the phases' quadratics, each fitted to its own peaks, does. Where
+the peak moves inside one phase (one module called on the text tokens, then on the image tokens), the call's peaks
+split into two runs of sizes, one quadratic each (``segments``). The form (:data:`FORMS`: the phases at one depth,
+those recorded at three or more sizes or at two or more, the one curve, or two runs) is chosen per call by
+leave-one-out on the points it is fitted to (:func:`select`). A call measured on a grid
 of sizes and frame counts (a tiled video decode) may also take ``frames:d:k``: each phase ``c0 + c1·n + ct·t`` in n
 and the latent frames t apart, for a decode whose every tile runs over all frames (LTX-Video's, Mochi's): each tile's
 working set grows with t alone, the decoded tiles held until they are blended with n. A component measured
@@ -98,7 +100,17 @@ def _planned(card: str, component: str, call: str, seq_len: int | None, height: 
 #: transformer's blocks, a UNet's down/mid/up stacks, an encoder's layers) before 2 and 0: an order chosen on the
 #: measured components (ChatGLM: 12.9% → 0.7% over depth 0 first; depth 2 first: SD3's 6% → 15%), so a preference
 #: read off the same data the errors are computed on.
-FORMS = ("phases:1:3", "phases:2:3", "phases:0:3", "phases:1:2", "phases:2:2", "phases:0:2", "curve")
+#: Last, ``segments``: the call's peaks split at one size into two runs of consecutive sizes (two or more each), one
+#: quadratic through each run (a line through two), the peak the larger of the two (:func:`segments`): a peak that
+#: moves between layers the phases cannot tell apart, one module called twice in each block (CogView4: the
+#: feed-forward on the 1024 text tokens holds the fused peak up to 512², the same feed-forward on the image tokens
+#: above; the depths recorded cut at whole blocks, where both are one phase); a law chosen, as the others, by
+#: leave-one-out inside each fold.
+FORMS = ("phases:1:3", "phases:2:3", "phases:0:3", "phases:1:2", "phases:2:2", "phases:0:2", "curve", "segments")
+#: ``segments`` is chosen only where its leave-one-out error is at most this fraction's inverse of the best other
+#: form's (a half): with two free runs it fits a fold's few points closely by chance, and chosen on a plain minimum it
+#: took 5 of HunyuanVideo's 6 tiled-decode folds and extrapolated 10% off (2.3% without it).
+SEGMENTS_MARGIN = 2.0
 #: Forms for a grid of sizes and frame counts (:func:`frames_apart`), after :data:`FORMS` (chosen only where better):
 #: one ``c0 + c1·n + ct·t`` per phase at depth d recorded at k or more points (t: latent frames).
 FRAME_FORMS = ("frames:1:4", "frames:2:4", "frames:0:4")
@@ -170,11 +182,31 @@ def _prune(phases: list[list[float]], lo: int, hi: int) -> list[list[float]]:
     return kept
 
 
+def segments(points: list[Point]) -> list[list[float]]:
+    """The law of two runs of consecutive sizes: for each split of the sizes into a lower and an upper run of two or
+    more each, one quadratic through each run's peaks (:func:`quadratic`: a line through two); the split whose envelope
+    (the larger of the two) misses the points it is fitted to least, by the largest relative error (the first among
+    equals). Fewer than four sizes: the curve."""
+    ns = sorted({p.n for p in points})
+    if len(ns) < 4:
+        return [fit([p.n for p in points], [p.peak for p in points])]
+    best: tuple[float, list[list[float]]] | None = None
+    for cut in ns[2:-1]:
+        runs = ([p for p in points if p.n < cut], [p for p in points if p.n >= cut])
+        pieces = [quadratic([p.n for p in run], [p.peak for p in run]) for run in runs]
+        miss = max(abs(envelope(pieces, p.n) - p.peak) / p.peak for p in points)
+        if best is None or miss < best[0] - TIE:
+            best = (miss, pieces)
+    return best[1]
+
+
 def fit_form(form: str, points: list[Point]) -> list[list[float]]:
     """The phases of ``form`` fitted to ``points``: ``curve`` one quadratic through the peaks; ``phases:d:k`` one
     quadratic per phase at depth d recorded at k or more sizes through that phase's peaks (at two sizes a line),
     pruned to those that can hold the peak (:func:`_prune`); where no phase was recorded at k sizes, the curve."""
     ns = [p.n for p in points]
+    if form == "segments" and len(set(ns)) > 1:
+        return segments(points)
     if form == "curve" or len(set(ns)) == 1:
         return [fit(ns, [p.peak for p in points])]
     kind, depth, sizes = form.split(":")
@@ -206,15 +238,23 @@ def _errors(form: str, points: list[Point]) -> list[float]:
 
 def select(points: list[Point]) -> str:
     """The form for ``points``: the one whose leave-one-out error on these points is least (among
-    equals the first in :data:`FORMS`); one quadratic where phases were not recorded at every point, or where too few
+    equals the first in :data:`FORMS`; ``segments`` only where it beats the best other by :data:`SEGMENTS_MARGIN`,
+    and not on a grid of sizes and frame counts); one quadratic where phases were not recorded at every point, or
+    where too few
     points leave nothing to compare (three or fewer)."""
-    extra = FRAME_FORMS if frames_apart(points) else ()
-    forms = [f for f in FORMS + extra if f == "curve" or all(p.phases is not None for p in points)]
+    grid = frames_apart(points)
+    # segments splits the points by size alone: not for a grid of sizes and frame counts, where the frame forms are
+    forms = [f for f in FORMS + (FRAME_FORMS if grid else ())
+             if (f == "curve" or (f == "segments" and not grid)
+                 or (f != "segments" and all(p.phases is not None for p in points)))]
     if len(points) <= 3 or len(forms) == 1:
         return "curve"
-    scores = [max(_errors(f, points)) for f in forms]
-    best = min(scores)
-    return next(f for f, e in zip(forms, scores) if e <= best + TIE)
+    scores = {f: max(_errors(f, points)) for f in forms}
+    if "segments" in scores and SEGMENTS_MARGIN * scores["segments"] > min(e for f, e in scores.items()
+                                                                           if f != "segments"):
+        del scores["segments"]  # two runs fitted on few points interpolate anything: only where the others fail
+    best = min(scores.values())
+    return next(f for f in forms if f in scores and scores[f] <= best + TIE)
 
 
 def law(points: list[Point]) -> dict[str, Any]:
