@@ -174,3 +174,34 @@ def test_image_to_video_card_defaults():
     with pytest.raises(FlopcalcError, match="no closed-form law"):
         symbolic_estimate("hunyuanvideo-1.5-480p-i2v")
 
+
+
+@pytest.mark.parametrize("height,width,frames", [(320, 320, 9), (288, 512, 5)])
+def test_tiled_decode_is_what_the_real_vae_counts_with_tiling_on(height, width, frames):
+    """``--vae-tiling``: the decode on overlapping 16-latent tiles every 12, each with all its frames, equals
+    FlopCounterMode on the real AutoencoderKLHunyuanVideo15 after ``enable_tiling()`` (the card's config, meta)."""
+    pytest.importorskip("diffusers")
+    from flopcalc.engine.measure.harness import measure_component
+
+    measured = measure_component(REPO / "model_cards" / "hunyuanvideo-1.5-480p" / "vae", "AutoencoderKLHunyuanVideo15",
+                                 settings={"height": height, "width": width, "num_frames": frames, "vae_tiling": 1},
+                                 call="decode")
+    r = flopcalc.estimate("hunyuanvideo-1.5-480p", height=height, width=width, num_frames=frames, vae_tiling=True)
+    decode = r.component("vae", "decode")
+    assert 2 * decode.macs == measured["torch"]["flops"]
+    assert any("tiled decode" in n for n in r.notes)
+    whole = flopcalc.estimate("hunyuanvideo-1.5-480p", height=height, width=width, num_frames=frames)
+    assert whole.component("vae", "decode").macs < decode.macs  # the overlaps are decoded twice
+
+
+def test_vae_tiling_refusals():
+    with pytest.raises(OptionError, match="tiled encode"):
+        flopcalc.estimate("hunyuanvideo-1.5-480p", vae_tiling=True, strength=0.5)
+    from flopcalc.flops.symbolic import symbolic_estimate
+
+    with pytest.raises(FlopcalcError, match="closed-form"):
+        symbolic_estimate("hunyuanvideo-1.5-480p", vae_tiling=True)
+    with pytest.raises(OptionError):
+        flopcalc.estimate("hunyuanvideo-1.5-480p-i2v", vae_tiling=True)
+    fits_one_tile = flopcalc.estimate("hunyuanvideo-1.5-480p", height=256, width=256, num_frames=5, vae_tiling=True)
+    assert any("fits one tile" in n for n in fits_one_tile.notes)

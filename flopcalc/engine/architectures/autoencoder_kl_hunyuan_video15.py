@@ -2,8 +2,8 @@
 1.5's causal 3-D VAE (16× space, 4× time); block formulas in ``formulas/hunyuan_video15_vae.py``.
 
 ``decode`` runs the ``HunyuanVideo15Decoder3D`` on the whole latent and ``encode`` the encoder on the whole
-video: tiling and slicing are off by default and ``HunyuanVideo15Pipeline`` never turns them on
-(``vae_tiling`` is refused), so a call is one pass.
+video: tiling and slicing are off by default. With ``vae.enable_tiling()`` (``vae_tiling`` in the text-to-video
+pipeline) a decode runs the decoder on overlapping latent tiles, each with all its frames (:func:`decode_split`).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from flopcalc.engine.config import FLAG, LAYERS, SIZE, SIZES, Config, count_int,
 from flopcalc.engine.cost import Node
 from flopcalc.engine.errors import ConfigError
 from flopcalc.formulas.hunyuan_video15_vae import decoder, encoder, resamplers
+from flopcalc.formulas.tiling import CallSplit, slices
 from flopcalc.engine.registry import RunShape, register
 
 #: ``AutoencoderKLHunyuanVideo15.__init__`` keyword defaults (autoencoder_kl_hunyuanvideo15.py:664).
@@ -42,6 +43,26 @@ declare_keys("AutoencoderKLHunyuanVideo15", {
 def scale_factor(values: Mapping[str, Any]) -> int:
     """``vae_scale_factor_spatial``: ``spatial_compression_ratio`` (pipeline_hunyuan_video1_5.py:219)."""
     return int(values.get("spatial_compression_ratio", DEFAULTS["spatial_compression_ratio"]))
+
+
+#: ``enable_tiling()`` defaults (autoencoder_kl_hunyuanvideo15.py:694-700): tiles of 256 px, overlap factor 1/4.
+TILE_SAMPLE_MIN = 256
+TILE_OVERLAP = 0.25
+
+
+def decode_split(values: Mapping[str, Any], latent_h: Any, latent_w: Any) -> CallSplit:
+    """How ``vae.decode`` runs with ``enable_tiling()`` (autoencoder_kl_hunyuanvideo15.py:769-777): when a latent
+    side exceeds ``tile_latent_min = 256 // spatial_compression_ratio``, ``tiled_decode`` (:888-909) runs the decoder
+    on the latent tiles ``z[..., i : i + tile, j : j + tile]`` for ``i`` in ``range(0, side, int(tile × (1 −
+    0.25)))``, each with all the latent frames; else one call on the whole latent."""
+    tile = TILE_SAMPLE_MIN // scale_factor(values)
+    if tile < 1:
+        raise ConfigError(f"vae/config.json: spatial_compression_ratio {scale_factor(values)} leaves enable_tiling()'s "
+                          f"{TILE_SAMPLE_MIN}-px tiles under one latent pixel")
+    if not (latent_w > tile or latent_h > tile):
+        return CallSplit.of(None, latent_h, latent_w)
+    stride = int(tile * (1 - TILE_OVERLAP))
+    return CallSplit(None, slices(latent_h, tile, stride), slices(latent_w, tile, stride))
 
 
 def _blocks(config: Config) -> dict:

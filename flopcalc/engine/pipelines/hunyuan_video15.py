@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Mapping
 
+from flopcalc.engine.architectures import autoencoder_kl_hunyuan_video15 as hv15_vae
 from flopcalc.engine.architectures.siglip import siglip_patches
-from flopcalc.engine.errors import FlopcalcError, ResolutionError
+from flopcalc.engine.errors import FlopcalcError, OptionError, ResolutionError
 from flopcalc.engine.pipelines.hunyuan_image import glyph_runs, guider_class
 from flopcalc.engine.registry import RunShape
 from flopcalc.engine.pipelines.base import (
@@ -21,6 +22,7 @@ from flopcalc.engine.pipelines.base import (
     missing_notes,
     register_pipeline,
     text_runs,
+    tile_runs,
 )
 from flopcalc.engine.pipelines.vae import vae_runs
 
@@ -67,7 +69,7 @@ def default_size(target_size: int, patch: int, height: int = DEFAULT_ASPECT[0],
 
 
 @register_pipeline("HunyuanVideo15Pipeline", guidance="separate", denoisers=("HunyuanVideo15Transformer3DModel",),
-                   options=("num_frames", "glyph_prompts"))
+                   options=("num_frames", "glyph_prompts", "vae_tiling"))
 def hunyuan_video15_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                              index: Mapping[str, Any] | None = None) -> Plan:
     """``HunyuanVideo15Pipeline.__call__`` (pipeline_hunyuan_video1_5.py:546): 121 frames, 50 steps
@@ -117,8 +119,35 @@ def hunyuan_video15_pipeline(components: Mapping[str, Mapping[str, Any]], s: Set
                      f"{s.batch_size} prompt(s)" + (" + negative" if cfg else "")) + glyph
     runs += [replace(r, shape=replace(r.shape, text_len_2=GLYPH_TOKENS, image_tokens=IMAGE_TOKENS))
              for r in denoiser_run(components, "transformer", s, f, TEXT_TOKENS, passes, latent_frames=frames)]
-    runs += vae_runs(components, s, s.batch_size * s.num_images_per_prompt, s.height // f, s.width // f, frames)
-    return Plan("HunyuanVideo15Pipeline", s, passes, tuple(runs), tuple(notes))
+    decode, decode_notes = _decode_runs(components, s, s.batch_size * s.num_images_per_prompt, s.height // f,
+                                        s.width // f, frames)
+    return Plan("HunyuanVideo15Pipeline", s, passes, tuple(runs + decode), tuple(notes + decode_notes))
+
+
+def _decode_runs(components: Mapping[str, Mapping[str, Any]], s: Settings, videos: int, latent_h: int, latent_w: int,
+                 frames: int) -> tuple[list[ComponentRun], list[str]]:
+    """``vae.decode`` of each video's latent (line 826): whole, or with ``vae_tiling`` (``pipe.vae.enable_tiling()``)
+    one run per distinct tile shape, every overlapping tile decoded in full with all its frames
+    (:func:`~flopcalc.engine.architectures.autoencoder_kl_hunyuan_video15.decode_split`)."""
+    if not s.vae_tiling or "vae" not in components:
+        return vae_runs(components, s, videos, latent_h, latent_w, frames), []
+    if s.strength is not None:
+        raise OptionError("--vae-tiling with --strength: the tiled encode of the input video is not planned by "
+                          "flopcalc (only the tiled decode); leave one of them off")
+    split = hv15_vae.decode_split(components["vae"], latent_h, latent_w)
+    if split.is_whole:
+        return (vae_runs(components, s, videos, latent_h, latent_w, frames),
+                ["VAE: tiling asked for, but the latent fits one tile: decoded whole, as the VAE does"])
+    if s.symbolic:
+        raise FlopcalcError("a tiled VAE has no closed-form law in H and W (its tile count steps with the size): "
+                            "use the numeric estimate, or leave --vae-tiling off")
+    cls = component_class(components, "vae") or "?"
+    runs = tile_runs("vae", cls, "decode", "vae_decoder", split, videos,
+                     lambda th, tw: RunShape(latent_height=th, latent_width=tw, latent_frames=frames),
+                     lambda k, th, tw: f"{k} tile(s) of {th}×{tw} latent × {videos} video(s)")
+    return runs, [f"VAE: tiled decode (enable_tiling: {hv15_vae.TILE_SAMPLE_MIN}-pixel tiles overlapping by "
+                  f"{hv15_vae.TILE_OVERLAP:g}, overlaps counted in full): {split.calls} tiles per video, each decoded "
+                  "with all its frames"]
 
 
 @register_pipeline("HunyuanVideo15ImageToVideoPipeline", guidance="separate", options=("num_frames", "glyph_prompts"))

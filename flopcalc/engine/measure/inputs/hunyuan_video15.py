@@ -141,11 +141,17 @@ def _hunyuan_video15_transformer_inputs(model: nn.Module, call: str, s: Mapping[
     }
 
 
-@input_builder("AutoencoderKLHunyuanVideo15", settings=("height", "width", "num_frames"), calls=("decode", "encode"))
+@input_builder("AutoencoderKLHunyuanVideo15", settings=("height", "width", "num_frames"), calls=("decode", "encode"),
+               optional=("vae_tiling",))
 def _hunyuan_video15_vae_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict[str, TensorSpec]:
     """decode z (1, latent_channels, (F − 1)//t + 1, H/s, W/s) as
     ``HunyuanVideo15Pipeline`` decodes its latent (line 826; tiling off, as the pipeline leaves it); encode x
-    (1, in_channels, F, H, W)."""
+    (1, in_channels, F, H, W). ``vae_tiling`` 1 (optional) calls ``enable_tiling()`` first (its default tile size and
+    overlap): the decode then runs on overlapping latent tiles, each with all its frames."""
+    if s.get("vae_tiling"):
+        model.enable_tiling()
+        model._measure_notes = [("vae.enable_tiling() was called before measuring (default tile size and overlap): "
+                                 "overlapping latent tiles ran, each with all its frames.")]
     if call == "encode":
         return {"x": TensorSpec((1, _cfg(model, "in_channels"), s["num_frames"], s["height"], s["width"]))}
     f, t = _cfg(model, "spatial_compression_ratio"), _cfg(model, "temporal_compression_ratio")
