@@ -25,6 +25,7 @@ from flopcalc.engine.pipelines.base import (
     tile_runs,
 )
 from flopcalc.engine.pipelines.vae import vae_runs
+from flopcalc.engine.pipelines.wan import _require_numeric
 
 #: ``HunyuanVideo15Pipeline.__init__`` (pipeline_hunyuan_video1_5.py:218-238).
 SPATIAL, TEMPORAL = 16, 4  # the VAE factors without a VAE
@@ -138,9 +139,7 @@ def _decode_runs(components: Mapping[str, Mapping[str, Any]], s: Settings, video
     if split.is_whole:
         return (vae_runs(components, s, videos, latent_h, latent_w, frames),
                 ["VAE: tiling asked for, but the latent fits one tile: decoded whole, as the VAE does"])
-    if s.symbolic:
-        raise FlopcalcError("a tiled VAE has no closed-form law in H and W (its tile count steps with the size): "
-                            "use the numeric estimate, or leave --vae-tiling off")
+    _require_numeric(s)
     cls = component_class(components, "vae") or "?"
     runs = tile_runs("vae", cls, "decode", "vae_decoder", split, videos,
                      lambda th, tw: RunShape(latent_height=th, latent_width=tw, latent_frames=frames),
