@@ -83,16 +83,19 @@ def test_offload_refusals_are_one_line(kwargs, message):
 
 
 def test_fits_is_said_only_when_every_running_call_is_estimated(capsys):
-    est = flopcalc.memory("sd-x2-latent-upscaler", gpu="h100-sxm")  # its UNet's activations are not measured
-    assert "unet.forward" in est.unestimated and est.fits is None
-    assert est.verdict.startswith("weights and the estimated activations fit; the activations of unet.forward")
+    card = "ltxv-spatial-upscaler-0.9.7"  # its latent upsampler's activations are not measured
+    est = flopcalc.memory(card, gpu="h100-sxm")
+    assert "latent_upsampler.forward" in est.unestimated and est.fits is None
+    assert est.verdict.startswith("weights and the estimated activations fit; the activations of ")
+    assert "latent_upsampler.forward" in est.verdict
     d = est.to_dict()
     assert d["gpu"]["fits"] is None and d["activations_not_estimated"] == list(est.unestimated)
     assert flopcalc.memory("flux-dev", gpu="h100-sxm").fits is True
     assert flopcalc.memory("flux-dev", gpu="rtx4060").fits is False  # even the estimated part does not fit
-    assert main(["memory", "sd-x2-latent-upscaler", "--gpu", "h100-sxm"]) == 0
-    assert "activations not estimated (not in the peak): unet.forward" in capsys.readouterr().out
-    energy = flopcalc.energy("sd-x2-latent-upscaler", gpu="h100-sxm")
+    assert main(["memory", card, "--gpu", "h100-sxm"]) == 0
+    out = capsys.readouterr().out
+    assert "activations not estimated (not in the peak): " in out and "latent_upsampler.forward" in out
+    energy = flopcalc.energy(card, gpu="h100-sxm")
     assert energy.fits is None and "not estimated" in energy.memory_verdict
 
 

@@ -359,11 +359,13 @@ class MemoryEstimate:
 def forward_batch(report: Any, role: str) -> int:
     """Samples one forward of a component of ``role`` holds, as the pipeline batches them: the denoiser the images of
     the batch × the guidance passes when ``__call__`` concatenates them (``torch.cat([latents] * 2)``), else the
-    images alone (a forward per pass); the VAE decoder the images (``vae.decode(latents)`` on the whole batch);
-    text encoders, image encoders and the VAE encoder the prompts (their inputs)."""
+    images alone (a forward per pass), and so a ControlNet, which each step calls on the denoiser's input (e.g.
+    ``control_model_input = latent_model_input``, pipeline_controlnet.py:1264; pipeline_z_image_controlnet.py:662-668); the VAE
+    decoder the images (``vae.decode(latents)`` on the whole batch); text encoders, image encoders and the VAE encoder
+    the prompts (their inputs)."""
     s = report.settings
     items = s.batch_size * s.num_images_per_prompt
-    if role == "denoiser":
+    if role in ("denoiser", "controlnet"):
         return items * (report.passes if report.batched_passes else 1)
     if role == "vae_decoder":
         return items
@@ -529,7 +531,7 @@ def _check_offload(offload: str, blocks_per_group: int, stream: bool, block_swap
 
 
 #: Roles whose activation peaks are measured and fitted (:mod:`flopcalc.gpu_memory.activations`).
-MEASURED_ROLES = ("text_encoder", "denoiser", "vae_decoder")
+MEASURED_ROLES = ("text_encoder", "denoiser", "vae_decoder", "controlnet")
 
 
 def _unestimated(report: Any, acts: list[CallActivations]) -> tuple[str, ...]:
