@@ -44,10 +44,16 @@ def _cpu_rope_forward(self: nn.Module, hidden_states: torch.Tensor, position_ids
 
 
 def patch_rope(model: nn.Module) -> None:
-    """Make ``model.rope`` run on CPU (idempotent); the module itself stays in place (its path is ``rope``)."""
+    """Make ``model.rope`` run on CPU (idempotent); the module itself stays in place (its path is ``rope``).
+
+    Its forward replaces the ``inv_freq`` buffer (``self.inv_freq = ...``, transformer_omnigen.py:163), which would
+    free the buffer the model was built with; a plain reference keeps it alive, so that no activation is ever created
+    at the address of a weight's storage (``validation/measure_activations.py`` excludes weights by that address:
+    without it, whether an activation landed there, and went uncounted, changed from run to run)."""
     if not getattr(model.rope, "_runs_on_cpu", False):
         model.rope.forward = types.MethodType(_cpu_rope_forward, model.rope)
         model.rope._runs_on_cpu = True
+        model.rope.__dict__["_built_inv_freq"] = model.rope.inv_freq
         notes = list(getattr(model, "_measure_notes", ()))
         model._measure_notes = (*notes, ROPE_NOTE) if ROPE_NOTE not in notes else tuple(notes)
 
