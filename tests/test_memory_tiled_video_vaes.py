@@ -1,8 +1,8 @@
 """``flopcalc memory CARD --vae-tiling`` for the video VAEs measured tiled after CogVideoX / Wan 2.1 / HunyuanVideo
 (issue 22.2): Wan 2.1's VAE under every card that loads it (their configs spell out the class defaults the 1.3B's
 leaves out: one fit key), Wan 2.2 TI2V 5B's VAE, LTX-Video's two VAE configs, LTX-2's video VAE, Mochi's and
-HunyuanVideo 1.5's, each measured at ``enable_tiling()``'s defaults (validation/activation_manifest.yaml, cases ``*-tiled``) and fitted by
-validation/fit_activations.py."""
+HunyuanVideo 1.5's, each measured at ``enable_tiling()``'s defaults (validation/activation_manifest.yaml, cases
+``*-tiled``) and fitted by validation/fit_activations.py."""
 
 from __future__ import annotations
 

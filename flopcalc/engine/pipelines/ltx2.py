@@ -15,9 +15,9 @@ video and audio prompt streams (one run per guidance row); per step the transfor
   (defaults 3.0): no audio-video cross-attention (``isolate_modalities``);
 
 then the video VAE decodes the latent (untiled, one call; with ``vae_tiling``, ``pipe.vae.enable_tiling()``, in
-overlapping 512-px spatial tiles every 448, each over all latent frames, as LTX-Video's VAE), the audio VAE decodes the audio latent and the vocoder
-turns the mel spectrogram into the waveform. Each audio scale defaults to the video one when set to 0 / None
-(``audio_x = audio_x or x``, :1159-1162).
+overlapping 512-px spatial tiles every 448, each over all latent frames, as LTX-Video's VAE), the audio VAE decodes
+the audio latent and the vocoder turns the mel spectrogram into the waveform. Each audio scale defaults to the video
+one when set to 0 / None (``audio_x = audio_x or x``, :1159-1162).
 
 The audio latent has ``round(num_frames / frame_rate · sample_rate / hop / 4)`` frames (:1312-1316), one token
 each; the decoded spectrogram ``4L − 3`` mel frames. Nothing here has a closed-form law: the audio length is a
@@ -264,10 +264,10 @@ def transformer_runs(components: Mapping[str, Mapping[str, Any]], s: Settings, g
 
 def decode_runs(components: Mapping[str, Mapping[str, Any]], videos: int, latent: tuple[int, int, int],
                 audio_latent: int | None, *, tiled: bool = False) -> tuple[list[ComponentRun], list[str]]:
-    """``vae.decode`` of each video latent (pipeline_ltx2.py:1659; untiled: one call over all latent frames; ``tiled``, the VAE's
-    ``enable_tiling()``: one decoder call per overlapping spatial tile, each over all latent frames, as LTX-Video's
-    VAE tiles: :func:`flopcalc.engine.pipelines.ltx.decode_runs`), then with an audio latent ``audio_vae.decode``
-    and the ``vocoder`` on each; with the VAE's plan note."""
+    """``vae.decode`` of each video latent (pipeline_ltx2.py:1659; untiled: one call over all latent frames;
+    ``tiled``, the VAE's ``enable_tiling()``: one decoder call per overlapping spatial tile, each over all latent
+    frames, as LTX-Video's VAE tiles: :func:`flopcalc.engine.pipelines.ltx.decode_runs`), then with an audio latent
+    ``audio_vae.decode`` and the ``vocoder`` on each; with the VAE's plan note."""
     runs, notes = ltx.decode_runs(components, videos, latent, compression(components)[0], tiled)
     if audio_latent is not None:
         if "audio_vae" in components:
