@@ -52,3 +52,20 @@ def test_vae_tiling_is_refused_where_no_tiled_decode_is_planned(card, capsys):
     assert main(["memory", card, "--vae-tiling"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "does not model a tiled decode" in err[0]
+
+
+def test_a_frame_by_frame_decode_is_fitted_in_one_frames_positions():
+    """EasyAnimate's Magvit decodes one latent frame per decoder call: its fit is in one frame's positions, so a
+    shorter video keeps the peak of one frame's decode (measured nearly flat in the frames) instead of halving it."""
+    from flopcalc.gpu_memory.activations import per_frame, positions
+
+    shape = {"latent_height": 64, "latent_width": 64, "latent_frames": 13}
+    assert per_frame("AutoencoderKLMagvit", "decode") and not per_frame("AutoencoderKLWan", "decode")
+    assert positions(shape, per_frame=True) == 64 * 64 and positions(shape) == 64 * 64 * 13
+
+    def decode(est):
+        return next(a for a in est.activations if (a.component, a.call) == ("vae", "decode")).fused
+
+    short, default = decode(memory("easyanimate-v5.1-7b-zh-control", num_frames=25)), \
+        decode(memory("easyanimate-v5.1-7b-zh-control"))
+    assert short.n == default.n == 64 * 64 and short.elements == default.elements
