@@ -528,8 +528,9 @@ def _check_offload(offload: str, blocks_per_group: int, stream: bool, block_swap
                             f"{offload}")
 
 
-#: Roles whose activation peaks are measured and fitted (:mod:`flopcalc.gpu_memory.activations`).
-MEASURED_ROLES = ("text_encoder", "denoiser", "vae_decoder")
+#: Roles whose activation peaks are measured and fitted (:mod:`flopcalc.gpu_memory.activations`): the projection is
+#: Stable Audio's ``StableAudioProjectionModel`` (the text states and the start / end seconds it projects).
+MEASURED_ROLES = ("text_encoder", "denoiser", "vae_decoder", "projection")
 
 
 def _unestimated(report: Any, acts: list[CallActivations]) -> tuple[str, ...]:
