@@ -528,9 +528,10 @@ def _check_offload(offload: str, blocks_per_group: int, stream: bool, block_swap
                             f"{offload}")
 
 
-#: Roles whose activation peaks are measured and fitted (:mod:`flopcalc.gpu_memory.activations`): the projection is
-#: Stable Audio's ``StableAudioProjectionModel`` (the text states and the start / end seconds it projects).
-MEASURED_ROLES = ("text_encoder", "denoiser", "vae_decoder", "projection")
+#: Roles whose activation peaks are measured and fitted (:mod:`flopcalc.gpu_memory.activations`); a vocoder (LTX-2's,
+#: turning the decoded mel spectrogram into the waveform) as a decode, in its mel frames; the projection is Stable
+#: Audio's ``StableAudioProjectionModel`` (the text states and the start / end seconds it projects).
+MEASURED_ROLES = ("text_encoder", "denoiser", "vae_decoder", "vocoder", "projection")
 
 
 def _unestimated(report: Any, acts: list[CallActivations]) -> tuple[str, ...]:
