@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from flopcalc.gpu_memory.activations import activation_peak
+from flopcalc.gpu_memory.activations import activation_peak, form
 from flopcalc.flops.estimate import estimate
 from numeric_support import assert_same_numbers
 
@@ -79,9 +79,9 @@ def test_estimate_reproduces_the_measured_peak(path):
                           resolution_binning=False)
         comp = report.component(fx["component"], fx["call"])
         class_name, shape = comp.class_name, comp.shape
-    else:  # a text encoder at one sequence length, as the card's plan loads it
-        class_name = estimate(card).component(fx["component"], fx["call"]).class_name
-        shape = {"seq_len": s["seq_len"]}
+    else:  # a text encoder (or a sequence model, Stable Audio's DiT) at one length, as the plan loads and feeds it
+        comp = estimate(card).component(fx["component"], fx["call"])
+        class_name, shape = comp.class_name, {**{f: comp.shape[f] for f in form(comp.shape)}, "seq_len": s["seq_len"]}
     peak = activation_peak(class_name, fx["call"], cfg, shape, fx["attention"], tiled=bool(s.get("vae_tiling")),
                            tile=s.get("vae_tile"))
     assert peak is not None and not peak.extrapolated

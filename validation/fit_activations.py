@@ -83,8 +83,10 @@ def _planned(card: str, component: str, call: str, seq_len: int | None, height: 
         single_frame
     from flopcalc.flops.estimate import estimate
 
-    if height is None:  # the class the card's plan loads (e.g. Qwen3Model from a Qwen3ForCausalLM checkpoint)
-        return seq_len, estimate(card).component(component, call).class_name, False, (), None
+    if height is None:  # the class the card's plan loads (e.g. Qwen3Model from a Qwen3ForCausalLM checkpoint), and
+        # the inputs it is fed (Stable Audio's DiT, a sequence model: its one timestep token)
+        comp = estimate(card).component(component, call)
+        return seq_len, comp.class_name, False, form(comp.shape), None
     report = estimate(card, height=height, width=width, num_frames=num_frames,
                       resolution_binning=False)  # the default steps: every expert of a two-expert model runs
     comp = report.component(component, call)

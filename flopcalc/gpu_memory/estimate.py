@@ -531,8 +531,9 @@ def _check_offload(offload: str, blocks_per_group: int, stream: bool, block_swap
 
 
 #: Roles whose activation peaks are measured and fitted (:mod:`flopcalc.gpu_memory.activations`); a vocoder (LTX-2's,
-#: turning the decoded mel spectrogram into the waveform) as a decode, in its mel frames.
-MEASURED_ROLES = ("text_encoder", "denoiser", "vae_decoder", "vocoder", "controlnet")
+#: turning the decoded mel spectrogram into the waveform) as a decode, in its mel frames; the projection is Stable
+#: Audio's ``StableAudioProjectionModel`` (the text states and the start / end seconds it projects).
+MEASURED_ROLES = ("text_encoder", "denoiser", "vae_decoder", "vocoder", "controlnet", "projection")
 
 
 def _unestimated(report: Any, acts: list[CallActivations]) -> tuple[str, ...]:

@@ -69,17 +69,25 @@ class KnownOnesSpec(TensorSpec):
         return KnownOnes.of(super().make())
 
 
-@input_builder("HunyuanVideoFramepackTransformer3DModel", settings=("height", "width", "num_frames", "text_len",
-                                                                   "image_tokens"))
+@input_builder("HunyuanVideoFramepackTransformer3DModel", settings=("height", "width", "text_len", "image_tokens"),
+               optional=("num_frames", "latent_window_size"))
 def _framepack_transformer_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict[str, Any]:
     """hidden_states (1, C, T_w, H/8, W/8) with T_w = (num_frames − 1) // 4 + 1 (``num_frames``: the section's
-    frames, 33 for the default window of 9), timestep (1,), encoder_hidden_states (1, text_len, text_embed_dim) with
-    its mask (1, text_len) (all ones: :class:`KnownOnes`), pooled_projections (1, pooled_projection_dim),
+    frames, 33 for the default window of 9) or T_w = ``latent_window_size`` (the pipeline's argument, whatever the
+    video's length: each section's latent is prepared at window_num_frames = (latent_window_size − 1)·4 + 1 frames,
+    pipeline_hunyuan_video_framepack.py:817, 921-926), timestep (1,), encoder_hidden_states (1, text_len,
+    text_embed_dim) with its mask (1, text_len) (all ones: :class:`KnownOnes`), pooled_projections (1,
+    pooled_projection_dim),
     image_embeds (1, image_tokens, image_proj_dim), guidance (1,), latents_clean (1, C, 2, H/8, W/8),
     latents_history_2x (1, C, 2, ...) and latents_history_4x (1, C, 16, ...), and the frame indices of each (int64,
     as the pipeline's ``indices.split``)."""
     h, w = _div(s["height"], SPATIAL, "height"), _div(s["width"], SPATIAL, "width")
-    frames = (s["num_frames"] - 1) // TEMPORAL + 1
+    if "latent_window_size" in s:
+        frames = int(s["latent_window_size"])
+    elif "num_frames" in s:
+        frames = (s["num_frames"] - 1) // TEMPORAL + 1
+    else:
+        raise ValueError("give num_frames (the section's frames) or latent_window_size")
     c, t = _cfg(model, "in_channels"), s["text_len"]
     return {
         "hidden_states": TensorSpec((1, c, frames, h, w)),
