@@ -69,7 +69,9 @@ def positions(fx: dict) -> tuple[int, str]:
 def planned(fx: dict) -> tuple[int, str, bool, tuple[str, ...], int | None]:
     """:func:`positions`, whether the plan runs the call on one latent frame, and the inputs beyond latent and text
     it is fed (``flopcalc.gpu_memory.activations.form``): its fit is keyed by both; and the latent frames the plan
-    decodes (``activations.latent_frames``; None for a text encoder)."""
+    decodes (``activations.latent_frames``; None for a text encoder). A call on pixels (a VAE encode, an image
+    encoder: ``activations.pixel_call`` of the card's default plan) takes n from the input measured (the card's
+    plan may resize it: HunyuanVideo 1.5 I2V encodes the bucket nearest the image), one frame when it encodes one."""
     s = fx["settings"]
     return _planned(card_of(fx["case"]), fx["component"], fx["call"], s.get("seq_len"), s.get("height"),
                     s.get("width"), s.get("num_frames"))
@@ -78,11 +80,16 @@ def planned(fx: dict) -> tuple[int, str, bool, tuple[str, ...], int | None]:
 @lru_cache(maxsize=None)
 def _planned(card: str, component: str, call: str, seq_len: int | None, height: int | None, width: int | None,
              num_frames: int | None) -> tuple[int, str, bool, tuple[str, ...], int | None]:
-    from flopcalc.gpu_memory.activations import form, latent_frames, positions as latent_positions, single_frame
+    from flopcalc.gpu_memory.activations import form, latent_frames, pixel_call, positions as latent_positions, \
+        single_frame
     from flopcalc.flops.estimate import estimate
 
     if height is None:  # the class the card's plan loads (e.g. Qwen3Model from a Qwen3ForCausalLM checkpoint)
         return seq_len, estimate(card).component(component, call).class_name, False, (), None
+    default = estimate(card).component(component, call)
+    if pixel_call(default.shape):  # a VAE encode, an image encoder: n is the measured input's pixels of one frame
+        shape = {"height": height, "width": width} | ({} if num_frames is None else {"frames": num_frames})
+        return latent_positions(shape), default.class_name, single_frame(shape), (), None
     report = estimate(card, height=height, width=width, num_frames=num_frames,
                       resolution_binning=False)  # the default steps: every expert of a two-expert model runs
     comp = report.component(component, call)
