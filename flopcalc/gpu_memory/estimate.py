@@ -62,7 +62,7 @@ FIT_USES = "peak_bytes (the caching allocator's reserved peak + the CUDA context
 
 @dataclass(frozen=True)
 class CallActivations:
-    """The estimated activation peaks of one call (a denoiser forward, a VAE decode) at the run's size."""
+    """The estimated activation peaks of one call (a denoiser forward, a VAE decode or encode, an encoder) at the run's size."""
 
     component: str
     call: str
