@@ -6,7 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from flopcalc.gpu_memory.activations import fit_entry, pixel_call, positions, single_frame
+from flopcalc.gpu_memory.activations import (
+    fit_entry,
+    pixel_call,
+    positions,
+    single_frame,
+)
 from flopcalc.gpu_memory.estimate import memory
 
 #: One card per encode fit family: the FLUX.1 AutoencoderKL, Wan's 81-frame and one-frame encodes with the CLIP
