@@ -110,3 +110,10 @@ def tiled_or_whole(height: Any, width: Any, tile_h: int, tile_w: int, stride_h: 
     if tiling and (height > tile_h or width > tile_w):
         return slices(height, tile_h, stride_h), slices(width, tile_w, stride_w)
     return whole(height), whole(width)
+
+
+def spatial_split(height: Any, width: Any, tile: int, stride: int, tiling: bool = True) -> CallSplit:
+    """The :class:`CallSplit` of a square-tiled ``tiled_decode`` / ``tiled_encode`` (frames never split): tiles of
+    ``tile`` every ``stride`` when ``tiling`` and a side exceeds the tile (:func:`tiled_or_whole`), else the whole
+    call."""
+    return CallSplit(None, *tiled_or_whole(height, width, tile, tile, stride, stride, tiling))

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Callable, Mapping
 
-from flopcalc.formulas.tiling import CallSplit, slices
+from flopcalc.formulas.tiling import CallSplit, spatial_split
 
 
 @dataclass(frozen=True)
@@ -67,12 +67,11 @@ def sized_split(config: Mapping[str, Any], latent_h: int, latent_w: int, tile_px
 
         raise ConfigError(f"VAE tiles of {tile_px} px every {stride_px} px are under one latent pixel at a spatial "
                           f"compression of {compression}: diffusers' tiled_decode cannot step; leave --vae-tiling off")
-    if not (latent_w > tile or latent_h > tile):
-        return CallSplit.of(None, latent_h, latent_w)
-    from flopcalc.engine.limits import check_tiles
+    if latent_w > tile or latent_h > tile:
+        from flopcalc.engine.limits import check_tiles
 
-    check_tiles(-(-latent_h // stride) * -(-latent_w // stride), "VAE tiles")
-    return CallSplit(None, slices(latent_h, tile, stride), slices(latent_w, tile, stride))
+        check_tiles(-(-latent_h // stride) * -(-latent_w // stride), "VAE tiles")
+    return spatial_split(latent_h, latent_w, tile, stride)
 
 
 def image_tiling(class_name: str) -> ImageTiling | None:

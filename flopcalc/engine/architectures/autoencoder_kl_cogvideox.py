@@ -30,7 +30,7 @@ from flopcalc.engine.config import (
 from flopcalc.engine.cost import Node
 from flopcalc.engine.errors import ConfigError, ResolutionError
 from flopcalc.formulas import cogvideox_vae as vae
-from flopcalc.formulas.tiling import CallSplit, slices
+from flopcalc.formulas.tiling import CallSplit, tiled_or_whole
 from flopcalc.engine.registry import RunShape, register
 
 #: ``AutoencoderKLCogVideoX.__init__`` keyword defaults.
@@ -96,10 +96,8 @@ def _tile_sizes(values: Mapping[str, Any]) -> tuple[int, int]:
 def _split(height: int, width: int, tile_h: int, tile_w: int, tiling: bool) -> CallSplit:
     """``tiled_decode`` / ``tiled_encode`` when ``use_tiling`` and a side exceeds its tile (tiles every
     ``int(tile · (1 − tile_overlap_factor))``), else the whole call."""
-    if not (tiling and (width > tile_w or height > tile_h)):
-        return CallSplit.of(None, height, width)
-    return CallSplit(None, slices(height, tile_h, vae.tile_stride(tile_h, vae.TILE_OVERLAP_HEIGHT)),
-                     slices(width, tile_w, vae.tile_stride(tile_w, vae.TILE_OVERLAP_WIDTH)))
+    return CallSplit(None, *tiled_or_whole(height, width, tile_h, tile_w, vae.tile_stride(tile_h, vae.TILE_OVERLAP_HEIGHT),
+                                           vae.tile_stride(tile_w, vae.TILE_OVERLAP_WIDTH), tiling))
 
 
 def decode_split(values: Mapping[str, Any], latent_h: int, latent_w: int, tiling: bool) -> CallSplit:

@@ -15,7 +15,7 @@ from flopcalc.engine.config import FLAG, LAYERS, SIZE, SIZES, Config, count_int,
 from flopcalc.engine.cost import Node
 from flopcalc.engine.errors import ConfigError
 from flopcalc.formulas.hunyuan_video15_vae import decoder, encoder, resamplers
-from flopcalc.formulas.tiling import CallSplit, slices
+from flopcalc.formulas.tiling import CallSplit, spatial_split
 from flopcalc.engine.registry import RunShape, register
 
 #: ``AutoencoderKLHunyuanVideo15.__init__`` keyword defaults (autoencoder_kl_hunyuanvideo15.py:664).
@@ -59,10 +59,7 @@ def decode_split(values: Mapping[str, Any], latent_h: Any, latent_w: Any) -> Cal
     if tile < 1:
         raise ConfigError(f"vae/config.json: spatial_compression_ratio {scale_factor(values)} leaves enable_tiling()'s "
                           f"{TILE_SAMPLE_MIN}-px tiles under one latent pixel")
-    if not (latent_w > tile or latent_h > tile):
-        return CallSplit.of(None, latent_h, latent_w)
-    stride = int(tile * (1 - TILE_OVERLAP))
-    return CallSplit(None, slices(latent_h, tile, stride), slices(latent_w, tile, stride))
+    return spatial_split(latent_h, latent_w, tile, int(tile * (1 - TILE_OVERLAP)))
 
 
 def _blocks(config: Config) -> dict:

@@ -29,7 +29,7 @@ from flopcalc.engine.config import (
 from flopcalc.engine.cost import Node
 from flopcalc.engine.errors import ConfigError
 from flopcalc.formulas.ltx import ltx_decoder, ltx_encoder
-from flopcalc.formulas.tiling import CallSplit, tiled_or_whole
+from flopcalc.formulas.tiling import CallSplit, spatial_split
 from flopcalc.engine.registry import RunShape, register
 from flopcalc.engine.loading import Buffer, loading_rules
 
@@ -73,7 +73,7 @@ TILE_SAMPLE, TILE_STRIDE = 512, 448
 def tile_grid(height: int, width: int, tile: int, stride: int) -> dict[tuple[int, int], int]:
     """``(tile height, tile width) → count`` over the overlapping tile grid ``tiled_decode`` /
     ``tiled_encode`` cut; one untiled call when both sides fit in one tile (the VAE's condition)."""
-    return CallSplit(None, *tiled_or_whole(height, width, tile, tile, stride, stride, True)).tiles()
+    return spatial_split(height, width, tile, stride).tiles()
 
 
 def decode_split(values: Mapping[str, Any], latent_height: int, latent_width: int, tiling: bool) -> CallSplit:
@@ -82,14 +82,13 @@ def decode_split(values: Mapping[str, Any], latent_height: int, latent_width: in
     tile over all latent frames (``use_framewise_decoding`` stays off); else one call."""
     f = spatial_compression(values)
     tile, stride = TILE_SAMPLE // f, TILE_STRIDE // f
-    return CallSplit(None, *tiled_or_whole(latent_height, latent_width, tile, tile, stride, stride, tiling))
+    return spatial_split(latent_height, latent_width, tile, stride, tiling)
 
 
 def encode_split(values: Mapping[str, Any], height: int, width: int, tiling: bool) -> CallSplit:
     """How ``vae.encode`` runs: with ``use_tiling``, ``tiled_encode`` on 512-pixel tiles every 448 when a
     side exceeds 512; else one call."""
-    return CallSplit(None, *tiled_or_whole(height, width, TILE_SAMPLE, TILE_SAMPLE, TILE_STRIDE, TILE_STRIDE,
-                                           tiling))
+    return spatial_split(height, width, TILE_SAMPLE, TILE_STRIDE, tiling)
 
 
 def _get(values: Mapping[str, Any], key: str) -> Any:

@@ -24,7 +24,7 @@ from flopcalc.engine.cost import Cost, Node
 from flopcalc.formulas import ops
 from flopcalc.engine.errors import ConfigError
 from flopcalc.formulas.mochi_vae import mochi_decoder
-from flopcalc.formulas.tiling import CallSplit, slices
+from flopcalc.formulas.tiling import CallSplit, spatial_split
 from flopcalc.engine.registry import RunShape, register
 
 #: ``AutoencoderKLMochi.__init__`` keyword defaults (autoencoder_kl_mochi.py:680-694; latents_mean/std omitted:
@@ -69,9 +69,7 @@ def decode_split(values: Mapping[str, Any], latent_h: Any, latent_w: Any, tiling
     ``tile_sample_stride // ratio`` (lines 1033-1055), each decoded whole; else one call."""
     f = scale_factor(values)
     tile, stride = TILE_SAMPLE_MIN // f, TILE_SAMPLE_STRIDE // f
-    if not (tiling and (latent_w > tile or latent_h > tile)):
-        return CallSplit.of(None, latent_h, latent_w)
-    return CallSplit(None, slices(latent_h, tile, stride), slices(latent_w, tile, stride))
+    return spatial_split(latent_h, latent_w, tile, stride, tiling)
 
 
 def _structure(config: Config) -> dict[str, list[int]]:

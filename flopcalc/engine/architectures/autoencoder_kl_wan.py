@@ -33,7 +33,7 @@ from flopcalc.formulas.causal_vae import (
     encoded_frames,
     halve,
 )
-from flopcalc.formulas.tiling import CallSplit, slices, tiled_or_whole
+from flopcalc.formulas.tiling import CallSplit, slices, spatial_split
 from flopcalc.engine.registry import RunShape, register
 
 #: ``AutoencoderKLWan.__init__`` keyword defaults (autoencoder_kl_wan.py).
@@ -88,7 +88,7 @@ def decode_split(values: dict[str, Any], latent_height: int, latent_width: int, 
     latent frame with its causal feature cache (in the decoder's formula, ``formulas/causal_vae.py``)."""
     f = scale_factor(values)
     tile, stride = TILE_SAMPLE_MIN // f, TILE_SAMPLE_STRIDE // f
-    return CallSplit(None, *tiled_or_whole(latent_height, latent_width, tile, tile, stride, stride, tiling))
+    return spatial_split(latent_height, latent_width, tile, stride, tiling)
 
 
 def encode_split(values: dict[str, Any], height: int, width: int, tiling: bool) -> CallSplit:
