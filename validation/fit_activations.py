@@ -21,7 +21,8 @@ and the latent frames t apart, for a decode whose every tile runs over all frame
 working set grows with t alone, the decoded tiles held until they are blended with n. A component measured
 before phases were recorded (its fixtures have no ``phase_peaks``) is fitted by the curve. A call whose n its config fixes (Kandinsky 2.2's PriorTransformer: num_embeddings text
 states and its additional embeddings at every image size) is measured at that n and fitted by the constant it
-measured.
+measured, as is an image encoder at its config's ``image_size``. A VAE encode is fitted in its input's pixels of one
+frame (``flopcalc.gpu_memory.activations.positions``), the frames it encodes held fixed.
 
 The error is leave-one-out: each size predicted by the law fitted to the others, its form chosen on those others
 alone (never on the point it is scored on); the largest relative error is what ``flopcalc memory`` prints beside the
