@@ -1,8 +1,8 @@
 """``flopcalc memory CARD --vae-tiling`` for the video VAEs measured tiled after CogVideoX / Wan 2.1 / HunyuanVideo
 (issue 22.2): Wan 2.1's VAE under every card that loads it (their configs spell out the class defaults the 1.3B's
-leaves out: one fit key), Wan 2.2 TI2V 5B's VAE, LTX-Video's two VAE configs, Mochi's and HunyuanVideo 1.5's, each
-measured at ``enable_tiling()``'s defaults (validation/activation_manifest.yaml, cases ``*-tiled``) and fitted by
-validation/fit_activations.py."""
+leaves out: one fit key), Wan 2.2 TI2V 5B's VAE, LTX-Video's two VAE configs, LTX-2's video VAE, Mochi's and
+HunyuanVideo 1.5's, each measured at ``enable_tiling()``'s defaults (validation/activation_manifest.yaml, cases
+``*-tiled``) and fitted by validation/fit_activations.py."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ CARDS = [
     ("ltx-video", "AutoencoderKLLTXVideo", (768, 1280)),
     ("ltx-video-0.9.5", "AutoencoderKLLTXVideo", (768, 1280)),
     ("ltx-video-0.9.7-dev", "AutoencoderKLLTXVideo", (768, 1280)),
+    ("ltx-2", "AutoencoderKLLTX2Video", (768, 1344)),
     ("mochi-1-preview", "AutoencoderKLMochi", (720, 1280)),
     ("hunyuanvideo-1.5-480p", "AutoencoderKLHunyuanVideo15", (720, 1280)),
 ]
@@ -87,10 +88,14 @@ def test_a_tiled_decode_without_a_fit_is_named_not_estimated(monkeypatch):
     assert "vae.decode" in est.unestimated and est.fits is not True and "not estimated" in est.verdict
 
 
-@pytest.mark.parametrize("card", ["hunyuanvideo-1.5-480p-i2v", "ltx-2"])
-def test_vae_tiling_where_flopcalc_does_not_model_it_is_refused(card, capsys):
-    """LTX-2's tiled decode and HunyuanVideo 1.5 image-to-video's tiled encode of its input image are not planned (no
-    FLOP count, so no memory either): one line, exit 2."""
+@pytest.mark.parametrize("card,why", [
+    ("hunyuanvideo-1.5-480p-i2v", "does not model a tiled decode"),
+    ("ltx-2-latent-upsampler", "not the tiled encode of its input images or videos"),
+])
+def test_vae_tiling_where_flopcalc_does_not_model_it_is_refused(card, why, capsys):
+    """HunyuanVideo 1.5 image-to-video's tiled encode of its input image and the LTX-2 latent upsampler's of its input
+    video (enable_tiling() tiles the encode too; only LTX2Pipeline's tiled decode is planned) have no FLOP count, so no
+    memory either: one line, exit 2."""
     assert main(["memory", card, "--vae-tiling"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "does not model a tiled decode" in err[0]
+    assert len(err) == 1 and why in err[0]

@@ -133,8 +133,9 @@ def test_refusals_name_the_nearest_valid_values():
         _plan(max_sequence_length=1000)
     with pytest.raises(OptionError, match="block indices"):
         _plan(stg_blocks=["last"])
-    with pytest.raises(OptionError, match="--vae-tiling"):
-        _plan(vae_tiling=True)
+    with pytest.raises(OptionError, match="--vae-tiling / --no-vae-tiling does not apply to "
+                                          "LTX2LatentUpsamplePipeline: .*not the tiled encode"):
+        flopcalc.estimate("ltx-2-latent-upsampler", vae_tiling=True)
     with pytest.raises(OptionError, match="--stg-scale does not apply to FluxPipeline"):
         flopcalc.estimate("flux-dev", stg_scale=1.0)
 
@@ -145,6 +146,48 @@ def test_no_symbolic_law():
 
     with pytest.raises(FlopcalcError, match="no closed-form law"):
         symbolic_estimate("ltx-2")
+
+
+@pytest.mark.parametrize("height,width,frames", [(544, 544, 9), (512, 768, 17)])
+def test_tiled_decode_is_what_the_real_vae_counts_with_tiling_on(height, width, frames):
+    """``--vae-tiling``: the decode on overlapping 16-latent tiles every 14 (512 / 448 px over 32), each with all its
+    frames, equals FlopCounterMode on the real AutoencoderKLLTX2Video after ``enable_tiling()`` (the card's config,
+    meta): 17×17 latents (tiles 16 and 3 each way) and 16×24 (rows 16 and 2, columns 16 and 10)."""
+    pytest.importorskip("diffusers")
+    from flopcalc.engine.measure.harness import measure_component
+
+    measured = measure_component(REPO / "model_cards" / "ltx-2" / "vae", "AutoencoderKLLTX2Video",
+                                 settings={"height": height, "width": width, "num_frames": frames, "vae_tiling": 1},
+                                 call="decode")
+    r = _plan(height=height, width=width, num_frames=frames, vae_tiling=True)
+    decode = r.component("vae", "decode")
+    assert 2 * decode.macs == measured["torch"]["flops"]
+    assert any("spatial tile(s) per video" in n for n in r.notes)
+    whole = _plan(height=height, width=width, num_frames=frames).component("vae", "decode")
+    assert whole.macs < decode.macs  # the overlaps are decoded twice
+
+
+def test_tiled_decode_plan():
+    """The default 512×768: a 16×24 latent in 4 tiles (rows 0:16 and 14:16, columns 0:16 and 14:24, as
+    ``tiled_decode``'s ``range(0, side, 14)`` cuts it); a latent within one tile decodes whole, with a note; the
+    other components are unchanged."""
+    from flopcalc.engine.pipelines import plan
+    from flopcalc.engine.sources import resolve
+
+    source = resolve("ltx-2")
+    decodes = [r for r in plan(source.model_index, source.components, Settings(vae_tiling=True)).runs
+               if r.call == "decode" and r.component == "vae"]
+    assert {(r.shape.latent_height, r.shape.latent_width): r.runs for r in decodes} == {
+        (16, 16): 1, (16, 10): 1, (2, 16): 1, (2, 10): 1}
+    assert all(r.shape.latent_frames == 16 for r in decodes)
+    tiled, plain = _plan(vae_tiling=True), _plan()
+    assert any("4 spatial tile(s) per video" in n for n in tiled.notes)
+    for c in plain.components:
+        if c.component != "vae":
+            assert tiled.component(c.component, c.call).macs == c.macs
+    small = _plan(height=512, width=512, vae_tiling=True)
+    assert small.component("vae", "decode").macs == _plan(height=512, width=512).component("vae", "decode").macs
+    assert any("fits one 16×16 tile" in n for n in small.notes)
 
 
 def test_bare_transformer_runs_under_the_pipeline():

@@ -3,7 +3,8 @@
 
 For every component in ``fixtures/activations`` and each attention path (math, fused), the measured peak of
 live activation elements at batch 1 is fitted by least squares in n (latent positions of one call: latent height ×
-width × frames; a text encoder's sequence length) as
+width × frames; one latent frame's, height × width, for a call that runs one latent frame at a time,
+``flopcalc.gpu_memory.activations.FRAME_BY_FRAME``; a text encoder's sequence length) as
 
     peak(n) = max over phases p of  c0_p + c1_p·n + c2_p·n²
 
@@ -81,8 +82,8 @@ def planned(fx: dict) -> tuple[int, str, bool, tuple[str, ...], int | None]:
 @lru_cache(maxsize=None)
 def _planned(card: str, component: str, call: str, seq_len: int | None, height: int | None, width: int | None,
              num_frames: int | None) -> tuple[int, str, bool, tuple[str, ...], int | None]:
-    from flopcalc.gpu_memory.activations import form, latent_frames, pixel_call, positions as latent_positions, \
-        single_frame
+    from flopcalc.gpu_memory.activations import form, latent_frames, per_frame, pixel_call, \
+        positions as latent_positions, single_frame
     from flopcalc.flops.estimate import estimate
 
     if height is None:  # the class the card's plan loads (e.g. Qwen3Model from a Qwen3ForCausalLM checkpoint)
@@ -94,8 +95,8 @@ def _planned(card: str, component: str, call: str, seq_len: int | None, height: 
     report = estimate(card, height=height, width=width, num_frames=num_frames,
                       resolution_binning=False)  # the default steps: every expert of a two-expert model runs
     comp = report.component(component, call)
-    return (latent_positions(comp.shape), comp.class_name, single_frame(comp.shape), form(comp.shape),
-            latent_frames(comp.shape))
+    return (latent_positions(comp.shape, per_frame=per_frame(comp.class_name, call)), comp.class_name,
+            single_frame(comp.shape), form(comp.shape), latent_frames(comp.shape))
 
 
 #: The law's forms, in the order preferred among equals: the largest of one quadratic per phase (the module running

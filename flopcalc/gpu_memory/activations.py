@@ -82,16 +82,32 @@ class ActivationPeak:
                 "fitted_num_frames": self.num_frames}
 
 
-def positions(shape: Mapping[str, Any]) -> int:
+#: Calls that run their module on one latent frame at a time, the frames decoded so far held beside it: their peak is
+#: one frame's working set (the held frames are a few percent of it), so their fit is in one latent frame's positions
+#: (:func:`positions` with ``per_frame``). EasyAnimate's ``AutoencoderKLMagvit._decode`` decodes the first latent frame,
+#: then one per decoder call (autoencoder_kl_magvit.py:865-889): measured at 512², 2.61e9 elements at 49 frames, 2.59e9
+#: at 25 (validation/activation_manifest.yaml, case ``easyanimate-v5.1-7b-zh-control-vae``), where a law in all the
+#: latent's positions would halve.
+FRAME_BY_FRAME = frozenset({("AutoencoderKLMagvit", "decode")})
+
+
+def per_frame(class_name: str | None, call: str) -> bool:
+    """Whether ``class_name.call``'s fit is in one latent frame's positions (:data:`FRAME_BY_FRAME`)."""
+    return (class_name, call) in FRAME_BY_FRAME
+
+
+def positions(shape: Mapping[str, Any], *, per_frame: bool = False) -> Any:
     """The n a fit is in: latent positions (height × width × frames) of a denoiser or VAE call, a text encoder's
-    sequence length (an image encoder's tokens where its plan gives them). A decode planned with ``frames`` and no
-    ``latent_frames`` decodes that many latent frames (Stable Video Diffusion's temporal decoder: no temporal
-    compression, every frame in one chunk). A call on pixels (a VAE encode, an image encoder's fixed input): the
-    pixels of one frame, height × width; the frames it encodes are held fixed by its fit (``settings.num_frames``,
-    a one-frame encode fitted apart, :func:`single_frame`): the video encoders measured encode in temporal chunks
-    (Wan's causal cache: one frame, then four at a time), so their peak follows one frame's pixels, not the clip."""
+    sequence length (an image encoder's tokens where its plan gives them); with ``per_frame``, one latent frame's
+    (height × width: :data:`FRAME_BY_FRAME`). A decode planned with ``frames`` and no ``latent_frames`` decodes that
+    many latent frames (Stable Video Diffusion's temporal decoder: no temporal compression, every frame in one chunk).
+    A call on pixels (a VAE encode, an image encoder's fixed input): the pixels of one frame, height × width; the
+    frames it encodes are held fixed by its fit (``settings.num_frames``, a one-frame encode fitted apart,
+    :func:`single_frame`): the video encoders measured encode in temporal chunks (Wan's causal cache: one frame, then
+    four at a time), so their peak follows one frame's pixels, not the clip."""
     if "latent_height" in shape:
-        return shape["latent_height"] * shape["latent_width"] * (shape.get("latent_frames") or shape.get("frames") or 1)
+        area = shape["latent_height"] * shape["latent_width"]
+        return area if per_frame else area * (shape.get("latent_frames") or shape.get("frames") or 1)
     if "seq_len" in shape:
         return shape["seq_len"]
     return shape["height"] * shape["width"]
@@ -169,7 +185,7 @@ def activation_peak(class_name: str, call: str, config: Mapping[str, Any], shape
     if entry is None or attention not in entry:
         return None
     fit = entry[attention]
-    n = positions(shape)
+    n = positions(shape, per_frame=per_frame(class_name, call))
     return ActivationPeak(attention, peak_elements(fit, n, latent_frames(shape)), fit["loo_max_rel_error"], n,
                           tuple(fit["n_range"]),
                           entry["measured_on"], entry["settings"].get("text_len"), entry["settings"].get("num_frames"))

@@ -534,8 +534,10 @@ def _check_offload(offload: str, blocks_per_group: int, stream: bool, block_swap
                             f"{offload}")
 
 
-#: Roles whose activation peaks are measured and fitted (:mod:`flopcalc.gpu_memory.activations`).
-MEASURED_ROLES = ("text_encoder", "denoiser", "vae_decoder", "vae_encoder", "image_encoder")
+#: Roles whose activation peaks are measured and fitted (:mod:`flopcalc.gpu_memory.activations`); a vocoder (LTX-2's,
+#: turning the decoded mel spectrogram into the waveform) as a decode, in its mel frames; a VAE encoder and an image
+#: encoder in their input's pixels of one frame (``activations.positions``).
+MEASURED_ROLES = ("text_encoder", "denoiser", "vae_decoder", "vocoder", "vae_encoder", "image_encoder")
 
 
 def _unestimated(report: Any, acts: list[CallActivations]) -> tuple[str, ...]:

@@ -27,8 +27,8 @@ from flopcalc.flops.symbolic import SymbolicComponent, SymbolicReport, B, P
 #: the division by the items of the batch).
 FEATURES = ("linear", "attention", "conv", "elementwise", "calls", "weight_reads", "scores", "attention_padded",
             "launches")
-#: Roles whose calls have an activation fit (:func:`flopcalc.gpu_memory.estimate.memory`).
-ACTIVATION_ROLES = ("text_encoder", "denoiser", "vae_decoder", "vae_encoder", "image_encoder")
+#: Roles whose calls have an activation fit (:func:`flopcalc.gpu_memory.estimate.memory`'s ``MEASURED_ROLES``).
+ACTIVATION_ROLES = ("text_encoder", "denoiser", "vae_decoder", "vocoder", "vae_encoder", "image_encoder")
 
 
 class NoLawError(FlopcalcError):
@@ -132,7 +132,7 @@ def memory_rows(report: SymbolicReport) -> list[dict[str, Any]]:
     """Per report row: its component and role, the forwards it makes (``runs // forward batch``, at least 1: what
     sequential offload moves weights for) as the two laws ``runs`` and ``batch``, and, for a call with an
     activation fit, its latent positions ``n`` (:func:`flopcalc.gpu_memory.activations.positions`)."""
-    from flopcalc.gpu_memory.activations import positions
+    from flopcalc.gpu_memory.activations import per_frame, positions
 
     out = []
     for row in rows(report):
@@ -141,7 +141,7 @@ def memory_rows(report: SymbolicReport) -> list[dict[str, Any]]:
         entry = {"component": c.component, "call": c.call, "class_name": c.class_name, "role": c.role,
                  "runs": row.report_runs(), "batch": batch}
         if c.role in ACTIVATION_ROLES:
-            entry["n"] = positions(shape_of(c))
+            entry["n"] = positions(shape_of(c), per_frame=per_frame(c.class_name, c.call))
         out.append(entry)
     return out
 

@@ -76,13 +76,17 @@ def tile_grid(height: int, width: int, tile: int, stride: int) -> dict[tuple[int
     return spatial_split(height, width, tile, stride).tiles()
 
 
+def latent_tile_split(latent_height: int, latent_width: int, spatial: int, tiling: bool) -> CallSplit:
+    """How ``vae.decode`` runs for a VAE of ``spatial`` compression that tiles as LTX-Video's: with ``use_tiling``,
+    ``tiled_decode`` on latent tiles of ``512 / spatial`` every ``448 / spatial`` when a side exceeds the tile, each
+    tile over all latent frames (``use_framewise_decoding`` stays off); else one call. The LTX-2 video VAE tiles
+    alike (``AutoencoderKLLTX2Video._decode`` / ``tiled_decode``, autoencoder_kl_ltx2.py:1266-1282, 1405-1465)."""
+    return spatial_split(latent_height, latent_width, TILE_SAMPLE // spatial, TILE_STRIDE // spatial, tiling)
+
+
 def decode_split(values: Mapping[str, Any], latent_height: int, latent_width: int, tiling: bool) -> CallSplit:
-    """How ``vae.decode`` runs: with ``use_tiling``, ``tiled_decode`` on latent tiles of
-    ``512 / spatial_compression`` every ``448 / spatial_compression`` when a side exceeds the tile, each
-    tile over all latent frames (``use_framewise_decoding`` stays off); else one call."""
-    f = spatial_compression(values)
-    tile, stride = TILE_SAMPLE // f, TILE_STRIDE // f
-    return spatial_split(latent_height, latent_width, tile, stride, tiling)
+    """How ``vae.decode`` runs (:func:`latent_tile_split` at this config's spatial compression)."""
+    return latent_tile_split(latent_height, latent_width, spatial_compression(values), tiling)
 
 
 def encode_split(values: Mapping[str, Any], height: int, width: int, tiling: bool) -> CallSplit:

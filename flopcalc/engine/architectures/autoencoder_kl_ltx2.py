@@ -8,7 +8,8 @@ all ``T`` latent frames (``use_framewise_decoding`` and ``use_tiling`` are off b
 pipelines turn neither on) and yields ``8(T − 1) + 1`` frames of ``32h × 32w``. With ``timestep_conditioning``
 the pipeline passes ``decode_timestep`` and the decoder's timestep embedders run (the card's config is
 reconstructed with it off). A spatially tiled decode (``vae.enable_tiling()``: 512-px tiles at stride 448, as
-LTX-Video's) is the same decoder on each overlapping tile: :func:`decode_split` / :func:`encode_split`.
+LTX-Video's) is the same decoder on each overlapping tile, each over all latent frames: :func:`decode_split`, which
+shares LTX-Video's tile grid (``autoencoder_kl_ltx.latent_tile_split``).
 
 ``encode`` is ``vae.encode(x)`` on one video ``(F, H, W)``: the causal encoder, ``(F − 1)/8 + 1`` latent frames
 of ``H/32 × W/32`` for the card. An image (no frame count) is one frame.
@@ -21,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from flopcalc.engine.architectures.autoencoder_kl_ltx import latent_tile_split
 from flopcalc.engine.config import (
     FLAG, FLAGS, LAYER_COUNTS, NAMES, NULL, SIZE, SIZES, Config, declare_keys, positive_int,
 )
@@ -29,7 +31,7 @@ from flopcalc.engine.errors import ConfigError
 from flopcalc.engine.loading import Buffer, loading_rules
 from flopcalc.engine.registry import RunShape, register
 from flopcalc.formulas.ltx2 import DOWNSAMPLE_STRIDES, UPSAMPLE_STRIDES, ltx2_decoder, ltx2_encoder
-from flopcalc.formulas.tiling import CallSplit, tiled_or_whole
+from flopcalc.formulas.tiling import CallSplit
 
 SOURCE = "diffusers/models/autoencoders/autoencoder_kl_ltx2.py"
 
@@ -49,10 +51,6 @@ DEFAULTS = {
 }
 #: A shape every config can run, for parameter counts: one frame of 4096² pixels, a 2-frame 2×2 latent.
 NOMINAL = RunShape(latent_height=2, latent_width=2, latent_frames=2, height=4096, width=4096, frames=1)
-
-#: ``AutoencoderKLLTX2Video.__init__``: ``tile_sample_min_height/width`` 512 and ``tile_sample_stride_height/width``
-#: 448 pixels, what ``vae.enable_tiling()`` keeps by default.
-TILE_SAMPLE, TILE_STRIDE = 512, 448
 
 
 def _get(values: Mapping[str, Any], key: str) -> Any:
@@ -80,17 +78,13 @@ def temporal_compression(values: Mapping[str, Any]) -> int:
 
 
 def decode_split(values: Mapping[str, Any], latent_height: int, latent_width: int, tiling: bool) -> CallSplit:
-    """How ``vae.decode`` runs: with ``use_tiling``, ``tiled_decode`` on latent tiles of ``512 / spatial`` every
-    ``448 / spatial`` when a side exceeds the tile, each over all latent frames; else one call."""
-    f = spatial_compression(values)
-    tile, stride = TILE_SAMPLE // f, TILE_STRIDE // f
-    return CallSplit(None, *tiled_or_whole(latent_height, latent_width, tile, tile, stride, stride, tiling))
-
-
-def encode_split(values: Mapping[str, Any], height: int, width: int, tiling: bool) -> CallSplit:
-    """How ``vae.encode`` runs: with ``use_tiling``, ``tiled_encode`` on 512-pixel tiles every 448 when a side
-    exceeds 512; else one call."""
-    return CallSplit(None, *tiled_or_whole(height, width, TILE_SAMPLE, TILE_SAMPLE, TILE_STRIDE, TILE_STRIDE, tiling))
+    """How ``vae.decode`` runs: with ``use_tiling`` (``vae.enable_tiling()``), ``_decode`` (:1281-1282) runs
+    ``tiled_decode`` (:1405-1465) when a latent side exceeds ``tile_sample_min / spatial_compression_ratio``: the
+    decoder on the latent tiles ``z[..., i : i + 512/f, j : j + 512/f]`` for ``i`` in ``range(0, side, 448/f)``,
+    each over all latent frames (``enable_tiling`` leaves ``use_framewise_decoding`` off, :1174, 1218; its default
+    tiles 512 px every 448, :1183-1189, are LTX-Video's: the grid is :func:`autoencoder_kl_ltx.latent_tile_split`);
+    else one call."""
+    return latent_tile_split(latent_height, latent_width, spatial_compression(values), tiling)
 
 
 def _list(config: Config, key: str, length: int, kind: type, minimum: int = 0) -> list[Any]:

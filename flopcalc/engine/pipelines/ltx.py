@@ -70,39 +70,45 @@ def _tiling_text(grid: Mapping[tuple[int, int], int], unit: str) -> str:
     return ", ".join(f"{n}× {h}×{w}" for (h, w), n in grid.items()) + f" {unit}"
 
 
-def vae_runs(components: Mapping[str, Mapping[str, Any]], s: Settings, videos: int, latent_frames: int,
-             spatial: int, tiled: bool) -> tuple[list[ComponentRun], list[str]]:
-    """``vae.decode`` once per video, split as the VAE says (``decode_split``; untiled: one call over
-    the whole latent; tiled: one decoder call per overlapping spatial tile, every tile over all latent
-    frames) and, given ``strength``, ``vae.encode`` once per input video (``encode_split``: tiled alike,
-    on pixel tiles); with the plan notes."""
+def decode_runs(components: Mapping[str, Mapping[str, Any]], videos: int, latent: tuple[int, int, int],
+                spatial: int, tiled: bool) -> tuple[list[ComponentRun], list[str]]:
+    """``vae.decode`` of each video's ``(frames, h, w)`` latent, split as an LTX-Video or LTX-2 VAE splits it
+    (:func:`~flopcalc.engine.architectures.autoencoder_kl_ltx.latent_tile_split` at the VAE's ``spatial``
+    compression; untiled: one call over the whole latent; tiled: one decoder call per overlapping spatial tile,
+    every tile over all latent frames), one run per tile shape; with the plan note."""
     if "vae" not in components:
         return [], []
-    cls = component_class(components, "vae") or "?"
-    vae = components["vae"]
-    lh, lw = s.height // spatial, s.width // spatial
-    notes = []
+    latent_frames, lh, lw = latent
     tile = ltx_vae.TILE_SAMPLE // spatial
-    split = ltx_vae.decode_split(vae, lh, lw, tiled)
-    grid = split.tiles()
+    split = ltx_vae.latent_tile_split(lh, lw, spatial, tiled)
     if tiled and split.is_whole:
-        notes.append(f"VAE: tiling is on (vae.enable_tiling()) but the {lh}×{lw} latent fits one {tile}×{tile} "
-                     f"tile: decoded in one call over all {latent_frames} latent frames, as the VAE does")
+        note = (f"VAE: tiling is on (vae.enable_tiling()) but the {lh}×{lw} latent fits one {tile}×{tile} tile: "
+                f"decoded in one call over all {latent_frames} latent frames, as the VAE does")
     elif tiled:
-        notes.append(f"VAE: tiled as vae.enable_tiling() sets it ({ltx_vae.TILE_SAMPLE}-px tiles at stride "
-                     f"{ltx_vae.TILE_STRIDE}, overlaps counted in full): decoded in {split.calls} spatial tile(s) "
-                     f"per video ({_tiling_text(grid, 'latent')}), each over all {latent_frames} latent frames (no "
-                     "temporal chunks: use_framewise_decoding stays off)")
+        note = (f"VAE: tiled as vae.enable_tiling() sets it ({ltx_vae.TILE_SAMPLE}-px tiles at stride "
+                f"{ltx_vae.TILE_STRIDE}, overlaps counted in full): decoded in {split.calls} spatial tile(s) per video "
+                f"({_tiling_text(split.tiles(), 'latent')}), each over all {latent_frames} latent frames (no temporal "
+                "chunks: use_framewise_decoding stays off)")
     else:
-        notes.append(f"VAE: decoded in one call over all {latent_frames} latent frames (no temporal chunks, "
-                     "use_framewise_decoding is off), untiled: the pipeline's default (--vae-tiling counts "
-                     "vae.enable_tiling())")
-    runs = tile_runs("vae", cls, "decode", "vae_decoder", split, videos,
+        note = (f"VAE: decoded in one call over all {latent_frames} latent frames (no temporal chunks, "
+                "use_framewise_decoding is off), untiled: the pipeline's default (--vae-tiling counts "
+                "vae.enable_tiling())")
+    runs = tile_runs("vae", component_class(components, "vae") or "?", "decode", "vae_decoder", split, videos,
                      lambda h, w: RunShape(latent_height=h, latent_width=w, latent_frames=latent_frames),
                      lambda n, h, w: ("1 call" if split.is_whole else f"{n} tile(s) of {h}×{w} latents")
                      + f" × {videos} video(s)")
-    if s.strength is not None:
-        pixels = ltx_vae.encode_split(vae, s.height, s.width, tiled)
+    return runs, [note]
+
+
+def vae_runs(components: Mapping[str, Mapping[str, Any]], s: Settings, videos: int, latent_frames: int,
+             spatial: int, tiled: bool) -> tuple[list[ComponentRun], list[str]]:
+    """``vae.decode`` once per video (:func:`decode_runs`) and, given ``strength``, ``vae.encode`` once per input
+    video (``encode_split``: tiled alike, on pixel tiles); with the plan notes."""
+    runs, notes = decode_runs(components, videos, (latent_frames, s.height // spatial, s.width // spatial), spatial,
+                              tiled)
+    if runs and s.strength is not None:
+        cls = component_class(components, "vae") or "?"
+        pixels = ltx_vae.encode_split(components["vae"], s.height, s.width, tiled)
         encode = tile_runs("vae", cls, "encode", "vae_encoder", pixels, s.batch_size,
                            lambda h, w: RunShape(height=h, width=w, frames=s.num_frames),
                            lambda n, h, w: f"{s.batch_size} input video(s)" if pixels.is_whole

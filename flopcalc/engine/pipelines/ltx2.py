@@ -14,9 +14,10 @@ video and audio prompt streams (one run per guidance row); per step the transfor
 * the modality-isolation call on the positive rows, when ``modality_scale > 1`` or ``audio_modality_scale > 1``
   (defaults 3.0): no audio-video cross-attention (``isolate_modalities``);
 
-then the video VAE decodes the latent (untiled, one call), the audio VAE decodes the audio latent and the vocoder
-turns the mel spectrogram into the waveform. Each audio scale defaults to the video one when set to 0 / None
-(``audio_x = audio_x or x``, :1159-1162).
+then the video VAE decodes the latent (untiled, one call; with ``vae_tiling``, ``pipe.vae.enable_tiling()``, in
+overlapping 512-px spatial tiles every 448, each over all latent frames, as LTX-Video's VAE), the audio VAE decodes
+the audio latent and the vocoder turns the mel spectrogram into the waveform. Each audio scale defaults to the video
+one when set to 0 / None (``audio_x = audio_x or x``, :1159-1162).
 
 The audio latent has ``round(num_frames / frame_rate · sample_rate / hop / 4)`` frames (:1312-1316), one token
 each; the decoded spectrogram ``4L − 3`` mel frames. Nothing here has a closed-form law: the audio length is a
@@ -34,6 +35,7 @@ from flopcalc.engine.architectures.autoencoder_kl_ltx2 import spatial_compressio
 from flopcalc.engine.architectures.autoencoder_kl_ltx2_audio import LATENT_DOWNSAMPLE_FACTOR
 from flopcalc.engine.architectures.ltx2 import LTX2Pass, register_multiple
 from flopcalc.engine.errors import FlopcalcError, OptionError, ResolutionError
+from flopcalc.engine.pipelines import ltx
 from flopcalc.engine.pipelines.base import (
     ComponentRun, Plan, Settings, check_divisible, component_class, config_value, missing_notes, register_pipeline,
 )
@@ -261,15 +263,12 @@ def transformer_runs(components: Mapping[str, Mapping[str, Any]], s: Settings, g
 
 
 def decode_runs(components: Mapping[str, Mapping[str, Any]], videos: int, latent: tuple[int, int, int],
-                audio_latent: int | None) -> list[ComponentRun]:
-    """``vae.decode`` of each video latent (untiled, one call over all latent frames), then with an audio latent
-    ``audio_vae.decode`` and the ``vocoder`` on each."""
-    frames, lh, lw = latent
-    runs = []
-    if "vae" in components:
-        runs.append(ComponentRun("vae", component_class(components, "vae") or "?", "decode", "vae_decoder",
-                                 RunShape(latent_height=lh, latent_width=lw, latent_frames=frames), videos,
-                                 f"1 call × {videos} video(s)"))
+                audio_latent: int | None, *, tiled: bool = False) -> tuple[list[ComponentRun], list[str]]:
+    """``vae.decode`` of each video latent (pipeline_ltx2.py:1659; untiled: one call over all latent frames;
+    ``tiled``, the VAE's ``enable_tiling()``: one decoder call per overlapping spatial tile, each over all latent
+    frames, as LTX-Video's VAE tiles: :func:`flopcalc.engine.pipelines.ltx.decode_runs`), then with an audio latent
+    ``audio_vae.decode`` and the ``vocoder`` on each; with the VAE's plan note."""
+    runs, notes = ltx.decode_runs(components, videos, latent, compression(components)[0], tiled)
     if audio_latent is not None:
         if "audio_vae" in components:
             runs.append(ComponentRun("audio_vae", component_class(components, "audio_vae") or "?", "decode",
@@ -279,7 +278,7 @@ def decode_runs(components: Mapping[str, Mapping[str, Any]], videos: int, latent
             runs.append(ComponentRun("vocoder", component_class(components, "vocoder") or "?", "forward", "vocoder",
                                      RunShape(seq_len=mel_frames(audio_latent)), videos,
                                      f"1 call × {videos} spectrogram(s)"))
-    return runs
+    return runs, notes
 
 
 EXPECTED = ["text_encoder", "connectors", "transformer", "vae", "audio_vae", "vocoder"]
@@ -299,7 +298,9 @@ def base_plan(components: Mapping[str, Mapping[str, Any]], s: Settings, *, pipel
                      text_len=s.max_sequence_length, seq_len=audio)
     rows = 2 if g.cfg else 1
     runs = text_runs(components, s, rows) + transformer_runs(components, s, g, shape, s.steps)
-    runs += decode_runs(components, s.batch_size * s.num_images_per_prompt, latent, audio if audio_out else None)
+    decodes, decode_notes = decode_runs(components, s.batch_size * s.num_images_per_prompt, latent,
+                                        audio if audio_out else None, tiled=bool(s.vae_tiling))
+    runs += decodes
     expected = EXPECTED if audio_out else [c for c in EXPECTED if c not in ("audio_vae", "vocoder")]
     notes = [*missing_notes(components, expected),
              f"audio: {audio} latent frame(s) (round({s.num_frames} / {s.frame_rate:g} fps · 25)), one token each; "
@@ -308,7 +309,7 @@ def base_plan(components: Mapping[str, Mapping[str, Any]], s: Settings, *, pipel
              f"guidance per step: {'CFG on a doubled batch' if g.cfg else 'no CFG'}"
              + (f", STG (blocks {', '.join(map(str, g.stg_blocks))})" if g.stg else "")
              + (", modality isolation" if g.modality else "") + f": {g.passes} transformer row(s) per video",
-             "VAE: decoded in one call over all latent frames (no tiling, use_framewise_decoding off)"]
+             *decode_notes]
     return Plan(pipeline, s, g.passes, tuple(runs), tuple(notes)), g
 
 
@@ -317,12 +318,12 @@ LTX2_OPTIONS = ("max_sequence_length", "num_frames", "audio_guidance_scale", "st
                 "modality_scale", "audio_modality_scale", "stg_blocks", "frame_rate")
 
 
-@register_pipeline(NAME, denoisers=("LTX2VideoTransformer3DModel",), options=LTX2_OPTIONS)
+@register_pipeline(NAME, denoisers=("LTX2VideoTransformer3DModel",), options=(*LTX2_OPTIONS, "vae_tiling"))
 def ltx2_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                   index: Mapping[str, Any] | None = None) -> Plan:
     """``LTX2Pipeline.__call__`` (see the module doc): 512×768, 121 frames at 24 fps, 30 steps, CFG (3.0 video,
     7.0 audio) + STG (1.0, block 28) + modality isolation (3.0) per step, Gemma-3 and the connectors on 1024
-    tokens, the video VAE, audio VAE and vocoder decodes. It takes no ``strength``."""
+    tokens, the video VAE (tiled with ``vae_tiling``), audio VAE and vocoder decodes. It takes no ``strength``."""
     if s.strength is not None:
         raise OptionError(f"--strength does not apply to {NAME}: it generates video and audio from noise (no "
                           "video-to-video)")

@@ -25,6 +25,11 @@ pipeline_option("ltx2_conditions", kind=PAIRS, bound=(4096, "frames"), flag="--l
                 refusal="it takes no LTX-2 conditions (images or videos placed at a latent index)")
 
 IMAGE_TO_VIDEO = "LTX2ImageToVideoPipeline"
+#: ``vae.enable_tiling()`` tiles the encode of these pipelines' input images / videos too (``_encode``,
+#: autoencoder_kl_ltx2.py:1232-1233, a side above 512 px); flopcalc plans LTX-2's tiled decode (``LTX2Pipeline``)
+#: but not that tiled encode.
+NO_TILED_ENCODE = {"vae_tiling": "flopcalc plans LTX-2's tiled decode (LTX2Pipeline) but not the tiled encode of its "
+                                 "input images or videos that vae.enable_tiling() also turns on; leave it off"}
 CONDITION = "LTX2ConditionPipeline"
 
 
@@ -55,7 +60,7 @@ def _with_conditioning(plan: Plan, components: Mapping[str, Mapping[str, Any]], 
     return Plan(name, plan.settings, plan.passes, tuple(runs), plan.notes + (note,))
 
 
-@register_pipeline(IMAGE_TO_VIDEO, options=LTX2_OPTIONS)
+@register_pipeline(IMAGE_TO_VIDEO, options=LTX2_OPTIONS, refuses=NO_TILED_ENCODE)
 def ltx2_image_to_video_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                                  index: Mapping[str, Any] | None = None) -> Plan:
     """``LTX2ImageToVideoPipeline.__call__`` (pipeline_ltx2_image2video.py:985): ``LTX2Pipeline``'s defaults and
@@ -94,7 +99,7 @@ def condition_items(s: Settings, latent_frames: int, temporal: int) -> list[tupl
     return items
 
 
-@register_pipeline(CONDITION, options=(*LTX2_OPTIONS, "ltx2_conditions"))
+@register_pipeline(CONDITION, options=(*LTX2_OPTIONS, "ltx2_conditions"), refuses=NO_TILED_ENCODE)
 def ltx2_condition_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                             index: Mapping[str, Any] | None = None) -> Plan:
     """``LTX2ConditionPipeline.__call__`` (pipeline_ltx2_condition.py:1350): ``LTX2Pipeline``'s defaults and passes;
@@ -133,7 +138,7 @@ def ltx2_condition_pipeline(components: Mapping[str, Mapping[str, Any]], s: Sett
 UPSAMPLE = "LTX2LatentUpsamplePipeline"
 
 
-@register_pipeline(UPSAMPLE, options=("num_frames",))
+@register_pipeline(UPSAMPLE, options=("num_frames",), refuses=NO_TILED_ENCODE)
 def ltx2_latent_upsample_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                                   index: Mapping[str, Any] | None = None) -> Plan:
     """``LTX2LatentUpsamplePipeline.__call__`` (pipeline_ltx2_latent_upsample.py:266) given a video: 512×768 (the size
@@ -246,7 +251,7 @@ def _merged(runs: list[ComponentRun]) -> list[ComponentRun]:
 
 
 @register_pipeline(IN_CONTEXT, options=(*LTX2_OPTIONS, "ltx2_conditions", "ltx2_references",
-                                        "reference_downscale_factor"))
+                                        "reference_downscale_factor"), refuses=NO_TILED_ENCODE)
 def ltx2_in_context_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                              index: Mapping[str, Any] | None = None) -> Plan:
     """``LTX2InContextPipeline.__call__`` (pipeline_ltx2_ic_lora.py:1780, IC-LoRA): ``LTX2Pipeline``'s defaults and
@@ -276,7 +281,8 @@ def ltx2_in_context_pipeline(components: Mapping[str, Mapping[str, Any]], s: Set
 
 
 @register_pipeline(HDR, options=("max_sequence_length", "num_frames", "stg_scale", "modality_scale", "stg_blocks",
-                                 "frame_rate", "ltx2_references", "reference_downscale_factor"))
+                                 "frame_rate", "ltx2_references", "reference_downscale_factor"),
+                   refuses=NO_TILED_ENCODE)
 def ltx2_hdr_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                       index: Mapping[str, Any] | None = None) -> Plan:
     """``LTX2HDRPipeline.__call__`` (pipeline_ltx2_hdr_lora.py:1046, the HDR IC-LoRA): 512×768, 121 frames, 8 steps,

@@ -163,11 +163,20 @@ def _ltx2_connector_inputs(model: nn.Module, call: str, s: Mapping[str, int]) ->
             "padding_side": _Value("left")}
 
 
-@input_builder("AutoencoderKLLTX2Video", settings=("height", "width", "num_frames"), calls=("decode", "encode"))
+@input_builder("AutoencoderKLLTX2Video", settings=("height", "width", "num_frames"), calls=("decode", "encode"),
+               optional=("vae_tiling",))
 def _ltx2_vae_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict[str, Any]:
     """decode: z (1, latent_channels, T, h, w) on the grid the VAE's compression gives, temb (1,)
     (``decode_timestep``) when ``timestep_conditioning``, else None (the pipelines pass ``timestep = None``);
-    encode: x (1, in_channels, num_frames, height, width). Untiled, one call over all frames."""
+    encode: x (1, in_channels, num_frames, height, width). Untiled, one call over all frames, unless ``vae_tiling``
+    1 (optional) calls ``enable_tiling()`` first (its defaults: spatial tiles of 512 px every 448 px,
+    autoencoder_kl_ltx2.py:1183-1189, 1192-1224): ``_decode`` (:1281) then runs ``tiled_decode`` (:1405-1465) when a
+    latent side exceeds the tile, each tile over all latent frames (``use_framewise_decoding`` stays off: enable_tiling
+    does not set it, :1174, 1218)."""
+    if s.get("vae_tiling"):
+        model.enable_tiling()
+        model._measure_notes = [("vae.enable_tiling() was called before measuring (default tile sizes and strides): "
+                                 "tiled_decode / tiled_encode ran, every tile over all frames.")]
     if call == "encode":
         return {"x": TensorSpec((1, _cfg(model, "in_channels"), s["num_frames"], s["height"], s["width"]))}
     spatial, temporal = model.spatial_compression_ratio, model.temporal_compression_ratio
