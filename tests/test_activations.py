@@ -5,20 +5,22 @@ from __future__ import annotations
 
 import json
 import sys
+from functools import lru_cache
 from pathlib import Path
 
 import pytest
 
-from flopcalc.gpu_memory.activations import activation_peak, form
+from flopcalc.gpu_memory.activations import activation_peak, form, pixel_call
 from flopcalc.flops.estimate import estimate
 from numeric_support import assert_same_numbers
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = sorted((REPO / "validation" / "fixtures" / "activations").glob("*/*.json"))
-#: The largest leave-one-out error of any fit (docs/memory.md: the tiled LTX-2 decode, 11.2%; the tiled LTX-Video 0.9.5
+#: The largest leave-one-out error of any fit (docs/memory.md: I2VGen-XL's tiled encode, 12.1%, its default 704×1280
+#: one row of 704×768 tiles, the larger sizes full 768² tiles; the tiled LTX-2 decode, 11.2%; the tiled LTX-Video 0.9.5
 #: decode, 9.9%; Lumina-Next's transformer, math path, 9.7%; CogView4's fused transformer, 26.6% with one law per
 #: phase, 5.2% with two runs of sizes); most fits are exact, per phase.
-STATED_ERROR = 0.112
+STATED_ERROR = 0.122
 
 
 def test_fits_are_what_the_script_writes():
@@ -66,6 +68,11 @@ def test_every_fit_has_its_error_within_the_stated_bound():
     assert sum(e > 0.15 for e in errors) == 0  # issue 22's bar: every fit within 15%
 
 
+@lru_cache(maxsize=None)
+def _default_plan(card: str):
+    return estimate(card)
+
+
 @pytest.mark.parametrize("path", FIXTURES, ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_estimate_reproduces_the_measured_peak(path):
     sys.path.insert(0, str(REPO / "validation"))
@@ -74,14 +81,18 @@ def test_estimate_reproduces_the_measured_peak(path):
     fx = json.loads(path.read_text(encoding="utf-8"))
     s, card = fx["settings"], card_of(fx["case"])
     cfg = json.loads((REPO / "model_cards" / card / fx["component"] / "config.json").read_text())
-    if "height" in s:  # the shape flopcalc plans for that size
+    default = _default_plan(card).component(fx["component"], fx["call"])
+    if "height" in s and pixel_call(default.shape):  # a VAE encode, an image encoder: n is the input measured
+        class_name = default.class_name
+        shape = {"height": s["height"], "width": s["width"]} | ({"frames": s["num_frames"]} if "num_frames" in s else {})
+    elif "height" in s:  # the shape flopcalc plans for that size
         report = estimate(card, height=s["height"], width=s["width"], num_frames=s.get("num_frames"),
                           resolution_binning=False)
         comp = report.component(fx["component"], fx["call"])
         class_name, shape = comp.class_name, comp.shape
     else:  # a text encoder (or a sequence model, Stable Audio's DiT) at one length, as the plan loads and feeds it
-        comp = estimate(card).component(fx["component"], fx["call"])
-        class_name, shape = comp.class_name, {**{f: comp.shape[f] for f in form(comp.shape)}, "seq_len": s["seq_len"]}
+        class_name = default.class_name
+        shape = {**{f: default.shape[f] for f in form(default.shape)}, "seq_len": s["seq_len"]}
     peak = activation_peak(class_name, fx["call"], cfg, shape, fx["attention"], tiled=bool(s.get("vae_tiling")),
                            tile=s.get("vae_tile"))
     assert peak is not None and not peak.extrapolated

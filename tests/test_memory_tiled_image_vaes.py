@@ -54,7 +54,7 @@ def test_every_tiled_image_vae_decode_is_estimated(card):
     whole = memory(card, height=SIZE, width=SIZE, resolution_binning=False)
     tiled = memory(card, height=SIZE, width=SIZE, resolution_binning=False, vae_tiling=True)
     assert "vae.decode" not in tiled.unestimated, tiled.notes
-    assert not any("not measured in tiles" in n for n in tiled.notes)
+    assert not any(n.startswith("vae.decode") and "not measured in tiles" in n for n in tiled.notes)  # the decode's
     assert tiled.tile_law is not None  # the decode really ran in tiles, and its untiled law is known
     dec = next(a for a in tiled.activations if (a.component, a.call) == ("vae", "decode"))
     assert 0 <= dec.fused.loo_max_rel_error <= 0.15 and 0 <= dec.math.loo_max_rel_error <= 0.15

@@ -21,7 +21,7 @@ def _decode(report):
 def test_tiled_video_decode_is_estimated_below_the_untiled_one(card, class_name):
     whole, tiled = memory(card, dtype="fp16"), memory(card, dtype="fp16", vae_tiling=True)
     assert "vae.decode" not in tiled.unestimated
-    assert not any("not measured in tiles" in n for n in tiled.notes)
+    assert not any(n.startswith("vae.decode") and "not measured in tiles" in n for n in tiled.notes)  # the decode's
     dec = {"whole": _decode(whole), "tiled": _decode(tiled)}
     assert next(c for c in tiled.components if c.component == "vae").class_name == class_name
     assert dec["tiled"].fused.n == dec["whole"].fused.n  # in the whole latent's positions

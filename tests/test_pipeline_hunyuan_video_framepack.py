@@ -43,7 +43,7 @@ def test_defaults():
     assert r.component("transformer").shape == {"latent_height": 90, "latent_width": 160, "text_len": 256,
                                                 "latent_frames": 9, "image_tokens": 729}
     assert r.component("text_encoder").shape == {"seq_len": 351}
-    assert r.component("image_encoder").shape == {"height": 384, "width": 384}
+    assert r.component("image_encoder").shape == {"seq_len": 729, "height": 384, "width": 384}  # (384 // 14)² tokens
     assert any("(9, 18, 18, 19 latent frames)" in n for n in r.notes)
 
 

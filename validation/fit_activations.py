@@ -22,7 +22,8 @@ and the latent frames t apart, for a decode whose every tile runs over all frame
 working set grows with t alone, the decoded tiles held until they are blended with n. A component measured
 before phases were recorded (its fixtures have no ``phase_peaks``) is fitted by the curve. A call whose n its config fixes (Kandinsky 2.2's PriorTransformer: num_embeddings text
 states and its additional embeddings at every image size) is measured at that n and fitted by the constant it
-measured.
+measured, as is an image encoder at its config's ``image_size``. A VAE encode is fitted in its input's pixels of one
+frame (``flopcalc.gpu_memory.activations.positions``), the frames it encodes held fixed.
 
 The error is leave-one-out: each size predicted by the law fitted to the others, its form chosen on those others
 alone (never on the point it is scored on); the largest relative error is what ``flopcalc memory`` prints beside the
@@ -70,7 +71,9 @@ def positions(fx: dict) -> tuple[int, str]:
 def planned(fx: dict) -> tuple[int, str, bool, tuple[str, ...], int | None]:
     """:func:`positions`, whether the plan runs the call on one latent frame, and the inputs beyond latent and text
     it is fed (``flopcalc.gpu_memory.activations.form``): its fit is keyed by both; and the latent frames the plan
-    decodes (``activations.latent_frames``; None for a text encoder)."""
+    decodes (``activations.latent_frames``; None for a text encoder). A call on pixels (a VAE encode, an image
+    encoder: ``activations.pixel_call`` of the card's default plan) takes n from the input measured (the card's
+    plan may resize it: HunyuanVideo 1.5 I2V encodes the bucket nearest the image), one frame when it encodes one."""
     s = fx["settings"]
     return _planned(card_of(fx["case"]), fx["component"], fx["call"], s.get("seq_len"), s.get("height"),
                     s.get("width"), s.get("num_frames"))
@@ -79,14 +82,17 @@ def planned(fx: dict) -> tuple[int, str, bool, tuple[str, ...], int | None]:
 @lru_cache(maxsize=None)
 def _planned(card: str, component: str, call: str, seq_len: int | None, height: int | None, width: int | None,
              num_frames: int | None) -> tuple[int, str, bool, tuple[str, ...], int | None]:
-    from flopcalc.gpu_memory.activations import form, latent_frames, per_frame, positions as latent_positions, \
-        single_frame
+    from flopcalc.gpu_memory.activations import form, latent_frames, per_frame, pixel_call, \
+        positions as latent_positions, single_frame
     from flopcalc.flops.estimate import estimate
 
+    default = estimate(card).component(component, call)
     if height is None:  # the class the card's plan loads (e.g. Qwen3Model from a Qwen3ForCausalLM checkpoint), and
         # the inputs it is fed (Stable Audio's DiT, a sequence model: its one timestep token)
-        comp = estimate(card).component(component, call)
-        return seq_len, comp.class_name, False, form(comp.shape), None
+        return seq_len, default.class_name, False, form(default.shape), None
+    if pixel_call(default.shape):  # a VAE encode, an image encoder: n is the measured input's pixels of one frame
+        shape = {"height": height, "width": width} | ({} if num_frames is None else {"frames": num_frames})
+        return latent_positions(shape), default.class_name, single_frame(shape), (), None
     report = estimate(card, height=height, width=width, num_frames=num_frames,
                       resolution_binning=False)  # the default steps: every expert of a two-expert model runs
     comp = report.component(component, call)

@@ -1,11 +1,12 @@
-"""Activation peaks: the largest live activation memory of one forward (or VAE decode), an estimate.
+"""Activation peaks: the largest live activation memory of one forward (or VAE decode or encode), an estimate.
 
 Method: the peak of live floating activation elements of the real module was measured at batch 1 on the meta
 device at five sizes, with the attention's math path (the N×N score matrix materialised) and with the fused
 kernel (none), by ``validation/measure_activations.py`` (``validation/fixtures/activations``), with the peak of each
 phase of the call (the module running, an attention module apart); and fitted per component in the latent positions
-``n`` (height × width × frames of the latent; a text encoder's sequence length; a call whose n its config fixes, as
-Kandinsky 2.2's prior, by its one measured peak) as the largest of quadratics ``c0 + c1·n + c2·n²`` (``phases``;
+``n`` (height × width × frames of the latent; a text encoder's sequence length; a VAE encode's input pixels of one
+frame, :func:`positions`; a call whose n its config fixes, as Kandinsky 2.2's prior or a CLIP image encoder at its
+``image_size``, by its one measured peak) as the largest of quadratics ``c0 + c1·n + c2·n²`` (``phases``;
 a tiled video decode whose every tile runs over all frames adds ``ct·t`` in the latent frames t):
 one per phase, each fitted to that phase's peaks (the peak moves from one layer to another as n grows), or one
 through the call's peaks where that does as well — by ``validation/fit_activations.py``, which writes
@@ -97,13 +98,24 @@ def per_frame(class_name: str | None, call: str) -> bool:
 
 def positions(shape: Mapping[str, Any], *, per_frame: bool = False) -> Any:
     """The n a fit is in: latent positions (height × width × frames) of a denoiser or VAE call, a text encoder's
-    sequence length; with ``per_frame``, one latent frame's (height × width: :data:`FRAME_BY_FRAME`). A decode planned
-    with ``frames`` and no ``latent_frames`` decodes that many latent frames (Stable Video Diffusion's temporal
-    decoder: no temporal compression, every frame in one chunk)."""
-    if "latent_height" not in shape:
+    sequence length (an image encoder's tokens where its plan gives them); with ``per_frame``, one latent frame's
+    (height × width: :data:`FRAME_BY_FRAME`). A decode planned with ``frames`` and no ``latent_frames`` decodes that
+    many latent frames (Stable Video Diffusion's temporal decoder: no temporal compression, every frame in one chunk).
+    A call on pixels (a VAE encode, an image encoder's fixed input): the pixels of one frame, height × width; the
+    frames it encodes are held fixed by its fit (``settings.num_frames``, a one-frame encode fitted apart,
+    :func:`single_frame`): the video encoders measured encode in temporal chunks (Wan's causal cache: one frame, then
+    four at a time), so their peak follows one frame's pixels, not the clip."""
+    if "latent_height" in shape:
+        area = shape["latent_height"] * shape["latent_width"]
+        return area if per_frame else area * (shape.get("latent_frames") or shape.get("frames") or 1)
+    if "seq_len" in shape:
         return shape["seq_len"]
-    area = shape["latent_height"] * shape["latent_width"]
-    return area if per_frame else area * (shape.get("latent_frames") or shape.get("frames") or 1)
+    return shape["height"] * shape["width"]
+
+
+def pixel_call(shape: Mapping[str, Any]) -> bool:
+    """Whether a planned call runs on pixels (a VAE encode, an image encoder): no latent grid, no sequence length."""
+    return "latent_height" not in shape and "seq_len" not in shape and "height" in shape
 
 
 #: Run-shape fields that change what a denoiser is fed, not its size (``flopcalc.engine.registry.RunShape``): one config
@@ -130,8 +142,9 @@ def fit_key(class_name: str, call: str, config: Mapping[str, Any], *, tiled: boo
 
 
 def single_frame(shape: Mapping[str, Any]) -> bool:
-    """Whether a planned call runs a video module on one latent frame (Cosmos Predict2 text-to-image's Wan VAE)."""
-    return shape.get("latent_frames") == 1
+    """Whether a planned call runs a video module on one latent frame (Cosmos Predict2 text-to-image's Wan VAE), or
+    a video VAE encodes one frame (an image-to-video pipeline's input image: Wan 2.2 Animate's, HunyuanVideo I2V's)."""
+    return shape.get("latent_frames") == 1 or (pixel_call(shape) and shape.get("frames") == 1)
 
 
 def fit_entry(class_name: str, call: str, config: Mapping[str, Any], shape: Mapping[str, Any], *,

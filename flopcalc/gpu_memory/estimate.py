@@ -39,7 +39,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, Mapping
 
-from flopcalc.gpu_memory.activations import ATTENTION, ActivationPeak, activation_peak
+from flopcalc.gpu_memory.activations import ATTENTION, ActivationPeak, activation_peak, pixel_call
 from flopcalc.engine.errors import FlopcalcError
 from flopcalc.gpu_memory.quantized import FORMATS, REST_DTYPE, canonical, refuse_unknown
 from flopcalc.gpu_memory.weights import DTYPE_BYTES, ComponentWeights, component_weights
@@ -62,7 +62,7 @@ FIT_USES = "peak_bytes (the caching allocator's reserved peak + the CUDA context
 
 @dataclass(frozen=True)
 class CallActivations:
-    """The estimated activation peaks of one call (a denoiser forward, a VAE decode) at the run's size."""
+    """The estimated activation peaks of one call (a denoiser forward, a VAE decode or encode, an encoder) at the run's size."""
 
     component: str
     call: str
@@ -485,12 +485,18 @@ def memory(model: str, *, attention: str = "fused", dtype: str = "bf16", dtype_o
         if peaks["fused"].text_len not in (None, c.shape.get("text_len")):
             notes.append(f"{c.component}: fitted at {peaks['fused'].text_len} text tokens, run with "
                          f"{c.shape.get('text_len')}: the activation estimate does not follow the text length")
-        if peaks["fused"].num_frames not in (None, report.settings.num_frames):
+        if pixel_call(shape):  # an encode: the frames it encodes (its shape's; one image: none), not the video's
+            if peaks["fused"].num_frames not in (None, shape.get("frames")) and shape.get("frames") is not None:
+                notes.append(f"{c.component}.{c.call}: fitted encoding {peaks['fused'].num_frames} frames, run on "
+                             f"{shape['frames']}: the estimate follows one frame's pixels, an extrapolation in the "
+                             "frame count")
+        elif peaks["fused"].num_frames not in (None, report.settings.num_frames):
             notes.append(f"{c.component}.{c.call}: fitted at {peaks['fused'].num_frames} frames, run with "
                          f"{report.settings.num_frames}: the estimate follows the latent positions, an extrapolation "
                          "in the frame count")
         if peaks["fused"].extrapolated:
-            notes.append(f"{c.component}.{c.call}: {peaks['fused'].n} latent positions lie outside the fitted "
+            unit = "pixels" if pixel_call(shape) else "latent positions"
+            notes.append(f"{c.component}.{c.call}: {peaks['fused'].n} {unit} lie outside the fitted "
                          f"{peaks['fused'].n_range[0]}–{peaks['fused'].n_range[1]}: the activation peak is extrapolated")
     key = name = mem = None
     if gpu is not None:
@@ -532,8 +538,10 @@ def _check_offload(offload: str, blocks_per_group: int, stream: bool, block_swap
 
 #: Roles whose activation peaks are measured and fitted (:mod:`flopcalc.gpu_memory.activations`); a vocoder (LTX-2's,
 #: turning the decoded mel spectrogram into the waveform) as a decode, in its mel frames; the projection is Stable
-#: Audio's ``StableAudioProjectionModel`` (the text states and the start / end seconds it projects).
-MEASURED_ROLES = ("text_encoder", "denoiser", "vae_decoder", "vocoder", "controlnet", "projection")
+#: Audio's ``StableAudioProjectionModel`` (the text states and the start / end seconds it projects); a VAE encoder and
+#: an image encoder in their input's pixels of one frame (``activations.positions``).
+MEASURED_ROLES = ("text_encoder", "denoiser", "vae_decoder", "vocoder", "controlnet", "projection", "vae_encoder",
+                  "image_encoder")
 
 
 def _unestimated(report: Any, acts: list[CallActivations]) -> tuple[str, ...]:

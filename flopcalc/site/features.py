@@ -28,7 +28,8 @@ from flopcalc.flops.symbolic import SymbolicComponent, SymbolicReport, B, P
 FEATURES = ("linear", "attention", "conv", "elementwise", "calls", "weight_reads", "scores", "attention_padded",
             "launches")
 #: Roles whose calls have an activation fit (:func:`flopcalc.gpu_memory.estimate.memory`'s ``MEASURED_ROLES``).
-ACTIVATION_ROLES = ("text_encoder", "denoiser", "vae_decoder", "vocoder", "controlnet")
+ACTIVATION_ROLES = ("text_encoder", "denoiser", "vae_decoder", "vocoder", "controlnet", "projection", "vae_encoder",
+                    "image_encoder")
 
 
 class NoLawError(FlopcalcError):

@@ -120,10 +120,11 @@ def hunyuan_video_framepack_pipeline(components: Mapping[str, Mapping[str, Any]]
     if encoder is not None:
         from flopcalc.engine.architectures.siglip import siglip_patches
 
-        size = encoder["image_size"]
+        size, image_tokens = encoder["image_size"], siglip_patches(encoder)
+        # seq_len: its patch tokens, as HunyuanVideo 1.5 I2V's plan gives the same SigLIP (its activation fit's n)
         runs.append(ComponentRun("image_encoder", component_class(components, "image_encoder") or "?", "forward",
-                                 "image_encoder", RunShape(height=size, width=size), 1, "1 input image (encode_image)"))
-        image_tokens = siglip_patches(encoder)
+                                 "image_encoder", RunShape(seq_len=image_tokens, height=size, width=size), 1,
+                                 "1 input image (encode_image)"))
     vae = components.get("vae")
     cls = component_class(components, "vae") or "?"
     if vae is not None:
