@@ -27,9 +27,6 @@ from flopcalc.flops.symbolic import SymbolicComponent, SymbolicReport, B, P
 #: the division by the items of the batch).
 FEATURES = ("linear", "attention", "conv", "elementwise", "calls", "weight_reads", "scores", "attention_padded",
             "launches")
-#: Roles whose calls have an activation fit (:func:`flopcalc.gpu_memory.estimate.memory`'s ``MEASURED_ROLES``).
-ACTIVATION_ROLES = ("text_encoder", "denoiser", "vae_decoder", "vocoder", "controlnet", "projection", "vae_encoder",
-                    "image_encoder")
 
 
 class NoLawError(FlopcalcError):
@@ -132,8 +129,10 @@ def shape_of(c: SymbolicComponent) -> dict[str, Any]:
 def memory_rows(report: SymbolicReport) -> list[dict[str, Any]]:
     """Per report row: its component and role, the forwards it makes (``runs // forward batch``, at least 1: what
     sequential offload moves weights for) as the two laws ``runs`` and ``batch``, and, for a call with an
-    activation fit, its latent positions ``n`` (:func:`flopcalc.gpu_memory.activations.positions`)."""
+    activation fit (a role in ``memory``'s ``MEASURED_ROLES``), its latent positions ``n``
+    (:func:`flopcalc.gpu_memory.activations.positions`)."""
     from flopcalc.gpu_memory.activations import per_frame, positions
+    from flopcalc.gpu_memory.estimate import MEASURED_ROLES
 
     out = []
     for row in rows(report):
@@ -141,7 +140,7 @@ def memory_rows(report: SymbolicReport) -> list[dict[str, Any]]:
         batch = forward_batch(report, c.role)
         entry = {"component": c.component, "call": c.call, "class_name": c.class_name, "role": c.role,
                  "runs": row.report_runs(), "batch": batch}
-        if c.role in ACTIVATION_ROLES:
+        if c.role in MEASURED_ROLES:
             entry["n"] = positions(shape_of(c), per_frame=per_frame(c.class_name, c.call))
         out.append(entry)
     return out
