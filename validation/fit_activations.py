@@ -55,10 +55,16 @@ OUT = REPO_ROOT / "flopcalc" / "data" / "activation_fit.json"
 
 def card_of(case: str) -> str:
     """The bundled card a manifest case measures (its root's folder name)."""
+    return _case_cards()[case]
+
+
+@lru_cache(maxsize=1)
+def _case_cards() -> dict[str, str]:
+    """Every manifest case's card, read once (the manifest is parsed per run, not per fixture)."""
     import yaml
 
     with open(HERE / "activation_manifest.yaml", encoding="utf-8") as fh:
-        return Path(yaml.safe_load(fh)["cases"][case]["root"]).name
+        return {case: Path(c["root"]).name for case, c in yaml.safe_load(fh)["cases"].items()}
 
 
 def positions(fx: dict) -> tuple[int, str]:
