@@ -279,6 +279,24 @@ def tile_runs(component: str, class_name: str, call: str, role: str, split: Call
             for (h, w), n in split.tiles().items()]
 
 
+def video_decode_runs(components, split: CallSplit, videos: int, latent_frames: Any,
+                      frames: Any = None) -> list[ComponentRun]:
+    """``vae.decode`` of each of ``videos`` latents, made as the VAE's ``decode_split`` says (:func:`tile_runs`): one
+    run of ``videos`` for the whole latent, or one per distinct spatial tile shape, every tile over all
+    ``latent_frames`` (``frames``: the decoded frames, where the plan states them)."""
+    return tile_runs("vae", component_class(components, "vae") or "?", "decode", "vae_decoder", split, videos,
+                     lambda h, w: RunShape(latent_height=h, latent_width=w, latent_frames=latent_frames, frames=frames),
+                     lambda k, h, w: f"{videos} video(s)" if split.is_whole
+                     else f"{k} tile(s) of {h}×{w} latent × {videos} video(s)")
+
+
+def require_numeric_tiling(s: Settings) -> None:
+    """A tiled VAE call has no closed-form law: its tile count and edge tiles step with the size."""
+    if s.symbolic:
+        raise FlopcalcError("a tiled VAE has no closed-form law in H and W (its tile count steps with the size): "
+                            "use the numeric estimate, or --no-vae-tiling")
+
+
 def missing_notes(components, expected: list[str]) -> tuple[str, ...]:
     return tuple(f"{name} is absent from this pipeline and was not counted" for name in expected
                  if name not in components)

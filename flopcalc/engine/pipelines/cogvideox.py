@@ -49,9 +49,11 @@ from flopcalc.engine.pipelines.base import (
     denoising_steps_floored,
     missing_notes,
     register_pipeline,
+    require_numeric_tiling,
     text_runs,
     tile_runs,
     vae_scale_factor,
+    video_decode_runs,
 )
 from flopcalc.engine.registry import RunShape
 
@@ -185,20 +187,15 @@ def _vae_runs(components: Mapping[str, Mapping[str, Any]], s: Settings, f: int, 
     vae = components.get("vae")
     if vae is None:
         return [], ""
-    cls = component_class(components, "vae") or "?"
     h, w = s.height // f, s.width // f
     out_frames = cog_vae.decoded_frames(vae, frames)
     tiled = bool(s.vae_tiling)
-    if tiled and s.symbolic:
-        raise FlopcalcError("a tiled VAE has no closed-form law in H and W (its tile count steps with the size): "
-                            "use the numeric estimate, or --no-vae-tiling")
+    if tiled:
+        require_numeric_tiling(s)
     videos = s.batch_size * s.num_images_per_prompt
     split = cog_vae.decode_split(vae, h, w, tiled)
     grid, whole = split.tiles(), split.is_whole
-    runs = tile_runs("vae", cls, "decode", "vae_decoder", split, videos,
-                     lambda th, tw: RunShape(latent_height=th, latent_width=tw, latent_frames=frames, frames=out_frames),
-                     lambda n, th, tw: f"{videos} video(s)" if whole
-                     else f"{n} tile(s) of {th}×{tw} latent × {videos} video(s)")
+    runs = video_decode_runs(components, split, videos, frames, out_frames)
     batches = max(frames // LATENT_FRAMES_BATCH, 1)
     first = min(LATENT_FRAMES_BATCH + frames % LATENT_FRAMES_BATCH, frames)
     how = (f"VAE: {frames} latent frames decoded in {batches} frame batch(es) (the first of {first}, the others of "

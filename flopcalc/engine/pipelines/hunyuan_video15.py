@@ -21,11 +21,11 @@ from flopcalc.engine.pipelines.base import (
     denoiser_run,
     missing_notes,
     register_pipeline,
+    require_numeric_tiling,
     text_runs,
-    tile_runs,
+    video_decode_runs,
 )
 from flopcalc.engine.pipelines.vae import vae_runs
-from flopcalc.engine.pipelines.wan import _require_numeric
 
 #: ``HunyuanVideo15Pipeline.__init__`` (pipeline_hunyuan_video1_5.py:218-238).
 SPATIAL, TEMPORAL = 16, 4  # the VAE factors without a VAE
@@ -139,12 +139,8 @@ def _decode_runs(components: Mapping[str, Mapping[str, Any]], s: Settings, video
     if split.is_whole:
         return (vae_runs(components, s, videos, latent_h, latent_w, frames),
                 ["VAE: tiling asked for, but the latent fits one tile: decoded whole, as the VAE does"])
-    _require_numeric(s)
-    cls = component_class(components, "vae") or "?"
-    runs = tile_runs("vae", cls, "decode", "vae_decoder", split, videos,
-                     lambda th, tw: RunShape(latent_height=th, latent_width=tw, latent_frames=frames),
-                     lambda k, th, tw: f"{k} tile(s) of {th}×{tw} latent × {videos} video(s)")
-    return runs, [f"VAE: tiled decode (enable_tiling: {hv15_vae.TILE_SAMPLE_MIN}-pixel tiles overlapping by "
+    require_numeric_tiling(s)
+    return video_decode_runs(components, split, videos, frames), [f"VAE: tiled decode (enable_tiling: {hv15_vae.TILE_SAMPLE_MIN}-pixel tiles overlapping by "
                   f"{hv15_vae.TILE_OVERLAP:g}, overlaps counted in full): {split.calls} tiles per video, each decoded "
                   "with all its frames"]
 

@@ -28,6 +28,7 @@ from flopcalc.engine.pipelines.base import (
     register_pipeline,
     text_runs,
     tile_runs,
+    video_decode_runs,
 )
 from flopcalc.engine.registry import RunShape
 
@@ -93,11 +94,7 @@ def decode_runs(components: Mapping[str, Mapping[str, Any]], videos: int, latent
         note = (f"VAE: decoded in one call over all {latent_frames} latent frames (no temporal chunks, "
                 "use_framewise_decoding is off), untiled: the pipeline's default (--vae-tiling counts "
                 "vae.enable_tiling())")
-    runs = tile_runs("vae", component_class(components, "vae") or "?", "decode", "vae_decoder", split, videos,
-                     lambda h, w: RunShape(latent_height=h, latent_width=w, latent_frames=latent_frames),
-                     lambda n, h, w: ("1 call" if split.is_whole else f"{n} tile(s) of {h}×{w} latents")
-                     + f" × {videos} video(s)")
-    return runs, [note]
+    return video_decode_runs(components, split, videos, latent_frames), [note]
 
 
 def vae_runs(components: Mapping[str, Mapping[str, Any]], s: Settings, videos: int, latent_frames: int,

@@ -14,15 +14,13 @@ from flopcalc.engine.pipelines.base import (
     Settings,
     cfg_passes,
     check_divisible,
-    component_class,
     denoiser_run,
     missing_notes,
     register_pipeline,
+    require_numeric_tiling,
     text_runs,
-    tile_runs,
+    video_decode_runs,
 )
-from flopcalc.engine.pipelines.wan import _require_numeric
-from flopcalc.engine.registry import RunShape
 
 #: ``MochiPipeline.__call__`` defaults (pipeline_mochi.py:446-468) and ``default_height``/``default_width``
 #: (lines 192-193).
@@ -79,19 +77,14 @@ def _decode_runs(components: Mapping[str, Mapping[str, Any]], s: Settings, video
     overlapping tile decoded in full, all frames at once), as ``AutoencoderKLMochi.decode_split`` says."""
     if "vae" not in components:
         return [], []
-    cls = component_class(components, "vae") or "?"
     h, w = s.height // VAE_SPATIAL, s.width // VAE_SPATIAL
     split = mochi_vae.decode_split(components["vae"], h, w, bool(s.vae_tiling))
+    runs = video_decode_runs(components, split, videos, latent_frames)
     if split.is_whole:
         why = "the pipeline's default" if s.vae_tiling is None else (
             "tiling asked for, but the latent fits one tile" if s.vae_tiling else "as asked")
-        return [ComponentRun("vae", cls, "decode", "vae_decoder",
-                             RunShape(latent_height=h, latent_width=w, latent_frames=latent_frames), videos,
-                             f"{videos} video(s)")], [f"VAE: the whole latent in one decode ({why})"]
-    _require_numeric(s)
-    runs = tile_runs("vae", cls, "decode", "vae_decoder", split, videos,
-                     lambda th, tw: RunShape(latent_height=th, latent_width=tw, latent_frames=latent_frames),
-                     lambda k, th, tw: f"{k} tile(s) of {th}×{tw} latent × {videos} video(s)")
+        return runs, [f"VAE: the whole latent in one decode ({why})"]
+    require_numeric_tiling(s)
     return runs, [f"VAE: tiled decode (enable_tiling: {mochi_vae.TILE_SAMPLE_MIN}-pixel tiles every "
                   f"{mochi_vae.TILE_SAMPLE_STRIDE}, overlaps counted in full): {split.calls} tiles per video, each "
                   "decoded with all its frames"]

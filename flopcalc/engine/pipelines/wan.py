@@ -25,8 +25,10 @@ from flopcalc.engine.pipelines.base import (
     denoising_steps_floored,
     missing_notes,
     register_pipeline,
+    require_numeric_tiling,
     text_runs,
     tile_runs,
+    video_decode_runs,
 )
 from flopcalc.engine.registry import RunShape
 
@@ -130,12 +132,6 @@ def _listed(index: Mapping[str, Any], name: str) -> bool:
     return isinstance(entry, list) and len(entry) == 2 and entry[1] is not None
 
 
-def _require_numeric(s: Settings) -> None:
-    if s.symbolic:
-        raise FlopcalcError("a tiled VAE has no closed-form law in H and W (its tile count steps with the size): "
-                            "use the numeric estimate, or --no-vae-tiling")
-
-
 def _vae_runs(components: Mapping[str, Mapping[str, Any]], s: Settings, f: int, videos: int,
               latent_frames: int, tiled: bool) -> tuple[list[ComponentRun], list[str]]:
     """``vae.decode`` of each video's latent (and, video-to-video, ``vae.encode`` of each input video),
@@ -148,19 +144,14 @@ def _vae_runs(components: Mapping[str, Mapping[str, Any]], s: Settings, f: int, 
     h, w = s.height // f, s.width // f
     notes = []
     split = wan_vae.decode_split(vae, h, w, tiled)
+    runs = video_decode_runs(components, split, videos, latent_frames)
     if not split.is_whole:
-        _require_numeric(s)
-        runs = tile_runs("vae", cls, "decode", "vae_decoder", split, videos,
-                         lambda th, tw: RunShape(latent_height=th, latent_width=tw, latent_frames=latent_frames),
-                         lambda k, th, tw: f"{k} tile(s) of {th}×{tw} latent × {videos} video(s)")
+        require_numeric_tiling(s)
         notes.append(f"VAE: tiled decode (enable_tiling: {wan_vae.TILE_SAMPLE_MIN}-pixel tiles every "
                      f"{wan_vae.TILE_SAMPLE_STRIDE}, overlaps counted in full): {split.calls} tiles per video, each "
                      f"decoded frame by frame ({latent_frames} latent frames, one decoder call each, causal feature "
                      "cache)")
     else:
-        runs = [ComponentRun("vae", cls, "decode", "vae_decoder",
-                             RunShape(latent_height=h, latent_width=w, latent_frames=latent_frames),
-                             videos, f"{videos} video(s)")]
         why = "the pipeline's default" if s.vae_tiling is None else (
             "tiling asked for, but the latent fits one tile" if tiled else "as asked")
         notes.append(f"VAE: decoded frame by frame ({latent_frames} latent frames, one decoder call each, the causal "
@@ -178,7 +169,7 @@ def _encode_runs(cls: str, vae: Mapping[str, Any], s: Settings, tiled: bool) -> 
         return [ComponentRun("vae", cls, "encode", "vae_encoder",
                              RunShape(height=s.height, width=s.width, frames=s.num_frames), s.batch_size,
                              f"{s.batch_size} input video(s)")]
-    _require_numeric(s)
+    require_numeric_tiling(s)
     return tile_runs("vae", cls, "encode", "vae_encoder", split, s.batch_size,
                      lambda th, tw: RunShape(height=th, width=tw, frames=s.num_frames),
                      lambda k, th, tw: f"{k} tile(s) of {th}×{tw} × {s.batch_size} input video(s)")
