@@ -99,3 +99,20 @@ def test_vae_tiling_where_flopcalc_does_not_model_it_is_refused(card, why, capsy
     assert main(["memory", card, "--vae-tiling"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and why in err[0]
+
+
+def test_easyanimate_tiled_decode_and_encode_are_estimated():
+    """EasyAnimate's Magvit with ``--vae-tiling`` at 1024×1792 (cases ``easyanimate-v5.1-7b-zh-control-vae-tiled``
+    and ``-encode-tiled``): the tiled decode is fitted in all the latent's positions (the decoded tiles it holds; the
+    untiled decode, one latent frame at a time, in one frame's), the control video's tiled encode in one frame's
+    pixels; both estimated within the measured grid, below the untiled peaks, and nothing left unestimated."""
+    card = "easyanimate-v5.1-7b-zh-control"
+    whole = memory(card, height=1024, width=1792)
+    tiled = memory(card, height=1024, width=1792, vae_tiling=True)
+    peaks = {(est is tiled, a.call): a.fused for est in (whole, tiled) for a in est.activations if a.component == "vae"}
+    assert peaks[(True, "decode")].n == 13 * 128 * 224 and peaks[(False, "decode")].n == 128 * 224
+    assert peaks[(True, "encode")].n == peaks[(False, "encode")].n == 1024 * 1792
+    for call in ("decode", "encode"):
+        assert 0 < peaks[(True, call)].elements < peaks[(False, call)].elements
+        assert not peaks[(True, call)].extrapolated and peaks[(True, call)].loo_max_rel_error < 0.15
+    assert tiled.unestimated == ()

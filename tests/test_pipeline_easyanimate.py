@@ -10,6 +10,7 @@ import pytest
 import flopcalc
 from flopcalc.engine.errors import ConfigError, FlopcalcError, OptionError, ResolutionError
 from flopcalc.engine.pipelines import Settings
+from flopcalc.engine.settings import Counting
 from flopcalc.flops.estimate import estimate_configs
 from flopcalc.formulas.magvit import encode_chunks, temporal_out
 from flopcalc.engine.sources import resolve
@@ -148,3 +149,48 @@ def test_control_plan_is_the_real_call(rng):
     lat = ((frames - 1) // 4 + 1, h // 8, w // 8)
     assert rec.shapes["transformer"] == {(4, *lat)}, where
     assert rec.shapes["vae.encode"] == {(3, frames, h, w)} and rec.shapes["text_encoder"] == {(256,)}, where
+
+
+@pytest.mark.parametrize("call,height,width,frames", [("decode", 576, 640, 5), ("encode", 448, 1024, 9)])
+def test_tiled_vae_is_what_the_real_vae_counts_with_tiling_on(call, height, width, frames):
+    """``--vae-tiling``: the decode on overlapping 64-latent tiles every 56 (512 / 448 px over 8) and the control
+    video's encode on 512-px tiles every 448, each tile over all frames, equal FlopCounterMode on the real
+    AutoencoderKLMagvit after ``enable_tiling()`` (the card's config, meta): a 72×80 latent (tiles 64 and 16 each way)
+    and a 448×1024 video (one row: the height within a tile; columns of 512, 512 and 128 px)."""
+    pytest.importorskip("diffusers")
+    from pathlib import Path
+
+    from flopcalc.engine.measure.harness import measure_component
+
+    measured = measure_component(Path(__file__).resolve().parents[1] / "model_cards" / CARD / "vae",
+                                 "AutoencoderKLMagvit", call=call,
+                                 settings={"height": height, "width": width, "num_frames": frames, "vae_tiling": 1})
+    r = flopcalc.estimate(CARD, height=height, width=width, num_frames=frames, vae_tiling=True)
+    assert 2 * r.component("vae", call).macs == measured["torch"]["flops"]
+
+
+def test_tiled_vae_plan():
+    """768×1344 (a 96×168 latent): decoded in 2 × 3 latent tiles (rows 64 and 40, columns 64, 64 and 56), the control
+    video encoded in 2 × 3 pixel tiles (rows 512 and 320, columns 512, 512 and 448); the transformer unchanged; at the
+    default 512×512 the latent fits one tile and both calls run whole, as the VAE runs them; tiled, no symbolic law."""
+    from flopcalc.engine.pipelines import plan
+
+    source = resolve(CARD)
+    runs = plan(source.model_index, source.components, Settings(height=768, width=1344, vae_tiling=True)).runs
+    big = _plan(Settings(height=768, width=1344, vae_tiling=True))
+    assert {(r.shape.latent_height, r.shape.latent_width): r.runs
+            for r in runs if r.call == "decode"} == {(64, 64): 2, (64, 56): 1, (40, 64): 2, (40, 56): 1}
+    assert {(r.shape.height, r.shape.width): r.runs
+            for r in runs if r.call == "encode"} == {(512, 512): 2, (512, 448): 1, (320, 512): 2,
+                                                              (320, 448): 1}
+    plain = _plan(Settings(height=768, width=1344))
+    assert big.component("transformer", "forward").macs == plain.component("transformer", "forward").macs
+    assert big.component("vae", "decode").macs > plain.component("vae", "decode").macs  # overlaps counted in full
+    assert any("6 tile(s) per video" in n for n in big.notes)
+    small = _plan(Settings(vae_tiling=True))
+    assert small.component("vae", "decode").macs == _plan(Settings()).component("vae", "decode").macs
+    assert small.component("vae", "encode").macs == _plan(Settings()).component("vae", "encode").macs
+    assert any("fits one tile" in n for n in small.notes)
+    with pytest.raises(FlopcalcError, match="no closed-form law"):
+        _plan(Settings(height=768, width=1344, vae_tiling=True, counting=Counting(symbolic=True)), "EasyAnimatePipeline",
+              transformer={"in_channels": 16})

@@ -82,12 +82,12 @@ def planned(fx: dict) -> tuple[int, str, bool, tuple[str, ...], int | None]:
     plan may resize it: HunyuanVideo 1.5 I2V encodes the bucket nearest the image), one frame when it encodes one."""
     s = fx["settings"]
     return _planned(card_of(fx["case"]), fx["component"], fx["call"], s.get("seq_len"), s.get("height"),
-                    s.get("width"), s.get("num_frames"))
+                    s.get("width"), s.get("num_frames"), bool(s.get("vae_tiling")))
 
 
 @lru_cache(maxsize=None)
 def _planned(card: str, component: str, call: str, seq_len: int | None, height: int | None, width: int | None,
-             num_frames: int | None) -> tuple[int, str, bool, tuple[str, ...], int | None]:
+             num_frames: int | None, tiled: bool = False) -> tuple[int, str, bool, tuple[str, ...], int | None]:
     from flopcalc.gpu_memory.activations import form, latent_frames, per_frame, pixel_call, \
         positions as latent_positions, single_frame
     from flopcalc.flops.estimate import estimate
@@ -102,8 +102,8 @@ def _planned(card: str, component: str, call: str, seq_len: int | None, height: 
     report = estimate(card, height=height, width=width, num_frames=num_frames,
                       resolution_binning=False)  # the default steps: every expert of a two-expert model runs
     comp = report.component(component, call)
-    return (latent_positions(comp.shape, per_frame=per_frame(comp.class_name, call)), comp.class_name,
-            single_frame(comp.shape), form(comp.shape), latent_frames(comp.shape))
+    n = latent_positions(comp.shape, per_frame=per_frame(comp.class_name, call, tiled=tiled))
+    return n, comp.class_name, single_frame(comp.shape), form(comp.shape), latent_frames(comp.shape)
 
 
 #: The law's forms, in the order preferred among equals: the largest of one quadratic per phase (the module running

@@ -87,13 +87,15 @@ class ActivationPeak:
 #: (:func:`positions` with ``per_frame``). EasyAnimate's ``AutoencoderKLMagvit._decode`` decodes the first latent frame,
 #: then one per decoder call (autoencoder_kl_magvit.py:865-889): measured at 512², 2.61e9 elements at 49 frames, 2.59e9
 #: at 25 (validation/activation_manifest.yaml, case ``easyanimate-v5.1-7b-zh-control-vae``), where a law in all the
-#: latent's positions would halve.
+#: latent's positions would halve. Tiled, the same call holds every decoded tile until they are blended: what grows with
+#: the size is then those tiles, in all the latent's positions (one tile's working set the constant), so a tiled decode
+#: is fitted in all of them.
 FRAME_BY_FRAME = frozenset({("AutoencoderKLMagvit", "decode")})
 
 
-def per_frame(class_name: str | None, call: str) -> bool:
-    """Whether ``class_name.call``'s fit is in one latent frame's positions (:data:`FRAME_BY_FRAME`)."""
-    return (class_name, call) in FRAME_BY_FRAME
+def per_frame(class_name: str | None, call: str, *, tiled: bool = False) -> bool:
+    """Whether ``class_name.call``'s fit is in one latent frame's positions (:data:`FRAME_BY_FRAME`, untiled)."""
+    return not tiled and (class_name, call) in FRAME_BY_FRAME
 
 
 def positions(shape: Mapping[str, Any], *, per_frame: bool = False) -> Any:
@@ -185,7 +187,7 @@ def activation_peak(class_name: str, call: str, config: Mapping[str, Any], shape
     if entry is None or attention not in entry:
         return None
     fit = entry[attention]
-    n = positions(shape, per_frame=per_frame(class_name, call))
+    n = positions(shape, per_frame=per_frame(class_name, call, tiled=tiled))
     return ActivationPeak(attention, peak_elements(fit, n, latent_frames(shape)), fit["loo_max_rel_error"], n,
                           tuple(fit["n_range"]),
                           entry["measured_on"], entry["settings"].get("text_len"), entry["settings"].get("num_frames"))

@@ -29,6 +29,7 @@ from flopcalc.engine.registry import RunShape, register
 from flopcalc.formulas import ops
 from flopcalc.formulas.conditioning import mlp_embedder
 from flopcalc.formulas.magvit import magvit_decoder, magvit_encoder
+from flopcalc.formulas.tiling import CallSplit, spatial_split
 from flopcalc.formulas.transformer_parts import attention_module, feed_forward, qk_norm_cost
 
 #: ``EasyAnimateTransformer3DModel.__init__`` keyword defaults (transformer_easyanimate.py:423-449).
@@ -184,6 +185,28 @@ def _structure(config: Config) -> tuple[list[int], list[bool], list[bool], int]:
                           "pipelines assume")
     return widths, [d == DOWN_TYPES[1] for d in downs], [u == UP_TYPES[1] for u in ups], \
         count_int(config, "layers_per_block")
+
+
+#: ``AutoencoderKLMagvit.__init__``'s tiles (autoencoder_kl_magvit.py:752-760), which ``enable_tiling()`` without
+#: arguments keeps (:796-805): 512-pixel tiles every 448 pixels.
+TILE_SAMPLE, TILE_STRIDE = 512, 448
+
+
+def decode_split(values, latent_height: int, latent_width: int, tiling: bool) -> CallSplit:
+    """How ``vae.decode`` runs: with ``use_tiling`` and a latent side above ``512 / f`` (``_decode``, :865-871),
+    ``tiled_decode`` (:985-1044) on latent tiles of ``512 / f`` every ``448 / f``, each tile decoded as the untiled
+    call decodes the whole latent (``post_quant_conv``, then the decoder on the first latent frame and on each next
+    one with its causal cache); else one call. ``f`` is the spatial compression (:func:`vae_factors`)."""
+    f = vae_factors(values)[0]
+    return spatial_split(latent_height, latent_width, TILE_SAMPLE // f, TILE_STRIDE // f, tiling)
+
+
+def encode_split(values, height: int, width: int, tiling: bool) -> CallSplit:
+    """How ``vae.encode`` runs: with ``use_tiling`` and a side above 512 pixels (``_encode``, :823-824, which compares
+    the width with ``tile_sample_min_height`` and the height with ``tile_sample_min_width``: equal at the defaults),
+    ``tiled_encode`` (:933-983) on 512-pixel tiles every 448, each encoded as the untiled call (the first frame, then
+    chunks of 4, ``quant_conv``); else one call."""
+    return spatial_split(height, width, TILE_SAMPLE, TILE_STRIDE, tiling)
 
 
 @register("AutoencoderKLMagvit", role="vae_decoder", call="decode", defaults=VAE_DEFAULTS, source=VAE_SOURCE,

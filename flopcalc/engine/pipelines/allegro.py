@@ -41,7 +41,10 @@ def latent_frames(num_frames: int, temporal: int) -> int:
     return math.ceil((num_frames - 1) / temporal) + 1
 
 
-@register_pipeline(NAME, denoisers=("AllegroTransformer3DModel",), options=("max_sequence_length", "num_frames"))
+@register_pipeline(NAME, denoisers=("AllegroTransformer3DModel",), options=("max_sequence_length", "num_frames"),
+                   refuses={"vae_tiling": "its VAE decodes only in tiles (the untiled _decode raises, "
+                                          "autoencoder_kl_allegro.py:835-842), and the tiled decode is what flopcalc "
+                                          "counts by default"})
 def allegro_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                      index: Mapping[str, Any] | None = None) -> Plan:
     """``AllegroPipeline.__call__`` (pipeline_allegro.py:683-936): 88 frames (22 latent frames), 720×1280, 100 steps,

@@ -105,7 +105,12 @@ def _decode(components: Mapping[str, Mapping[str, Any]], s: Settings, f: int, la
                          videos, f"{videos} video(s)")]
 
 
-@register_pipeline(T2W, guidance="separate", options=("max_sequence_length", "num_frames"))
+#: Why ``--vae-tiling`` is refused: it would change nothing.
+_TILING = {"vae_tiling": "AutoencoderKLCosmos.enable_tiling() sets flags its encode and decode never read "
+                         "(autoencoder_kl_cosmos.py:1001-1071): the VAE runs whole either way, as flopcalc counts it"}
+
+
+@register_pipeline(T2W, guidance="separate", options=("max_sequence_length", "num_frames"), refuses=_TILING)
 def cosmos_text_to_world_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                                   index: Mapping[str, Any] | None = None) -> Plan:
     """``CosmosTextToWorldPipeline.__call__`` (pipeline_cosmos_text2world.py:404-677): 704×1280, 121 frames
@@ -123,7 +128,7 @@ def cosmos_text_to_world_pipeline(components: Mapping[str, Mapping[str, Any]], s
     return Plan(T2W, s, passes, tuple(runs + _decode(components, s, f, latent_frames)), tuple(notes))
 
 
-@register_pipeline(V2W, guidance="separate", options=("max_sequence_length", "num_frames"))
+@register_pipeline(V2W, guidance="separate", options=("max_sequence_length", "num_frames"), refuses=_TILING)
 def cosmos_video_to_world_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                                    index: Mapping[str, Any] | None = None) -> Plan:
     """``CosmosVideoToWorldPipeline.__call__`` (pipeline_cosmos_video2world.py:515-847): the text-to-world defaults

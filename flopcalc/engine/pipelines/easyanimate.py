@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Mapping
 
+from flopcalc.engine.architectures import easyanimate as magvit
 from flopcalc.engine.architectures.easyanimate import vae_factors
 from flopcalc.engine.config import Config
 from flopcalc.engine.errors import ConfigError, FlopcalcError, OptionError
@@ -29,7 +30,10 @@ from flopcalc.engine.pipelines.base import (
     denoising_steps_floored,
     missing_notes,
     register_pipeline,
+    require_numeric_tiling,
     text_runs,
+    tile_runs,
+    video_decode_runs,
 )
 from flopcalc.engine.registry import RunShape
 
@@ -39,11 +43,14 @@ HEIGHT, WIDTH, FRAMES, STEPS, GUIDANCE, TEXT_LEN, SIZE_MULTIPLE = 512, 512, 49, 
 LATENT_CHANNELS = 16
 
 
+def _vae_values(components: Mapping[str, Mapping[str, Any]]) -> Mapping[str, Any]:
+    """The VAE's config values (empty without a VAE: the class defaults)."""
+    vae = components.get("vae", {})
+    return vae.values if isinstance(vae, Config) else vae
+
+
 def _factors(components: Mapping[str, Mapping[str, Any]]) -> tuple[int, int]:
-    vae = components.get("vae")
-    if vae is None:
-        return 8, 4
-    return vae_factors(vae.values if isinstance(vae, Config) else vae)
+    return vae_factors(_vae_values(components)) if "vae" in components else (8, 4)
 
 
 def _common(components, s: Settings, pipeline: str) -> tuple[Settings, int, int, int, int, list[str]]:
@@ -62,19 +69,36 @@ def _text(components, s: Settings, passes: int) -> list[ComponentRun]:
 
 
 def _encode(components, s: Settings, frames: int, runs: int, why: str) -> list[ComponentRun]:
+    """``vae.encode`` of ``runs`` input videos of ``frames`` frames: one call each, or with ``vae_tiling`` in the pixel
+    tiles :func:`~flopcalc.engine.architectures.easyanimate.encode_split` gives (every tile over all frames)."""
     if "vae" not in components:
         return []
-    return [ComponentRun("vae", component_class(components, "vae") or "?", "encode", "vae_encoder",
-                         RunShape(height=s.height, width=s.width, frames=frames), runs, why)]
+    split = magvit.encode_split(_vae_values(components), s.height, s.width, bool(s.vae_tiling))
+    return tile_runs("vae", component_class(components, "vae") or "?", "encode", "vae_encoder", split, runs,
+                     lambda h, w: RunShape(height=h, width=w, frames=frames),
+                     lambda k, h, w: why if split.is_whole else f"{k} tile(s) of {h}×{w} px × {why}")
 
 
-def _decode(components, s: Settings, f: int, latent_frames: int) -> list[ComponentRun]:
+def _decode(components, s: Settings, f: int, latent_frames: int) -> tuple[list[ComponentRun], list[str]]:
+    """``vae.decode`` once per video: the whole latent, or with ``vae_tiling`` (``pipe.vae.enable_tiling()``, which
+    no EasyAnimate pipeline calls) in the latent tiles of
+    :func:`~flopcalc.engine.architectures.easyanimate.decode_split`; with the plan's note."""
     if "vae" not in components:
-        return []
+        return [], []
     videos = s.batch_size * s.num_images_per_prompt
-    return [ComponentRun("vae", component_class(components, "vae") or "?", "decode", "vae_decoder",
-                         RunShape(latent_height=s.height // f, latent_width=s.width // f, latent_frames=latent_frames),
-                         videos, f"{videos} video(s)")]
+    split = magvit.decode_split(_vae_values(components), s.height // f, s.width // f, bool(s.vae_tiling))
+    how = (f"{latent_frames} latent frames decoded one decoder call each (the first, then one at a time, causal "
+           "convolution cache)")
+    if not s.vae_tiling:
+        note = f"VAE: {how}, untiled (the pipelines never call vae.enable_tiling())"
+    elif split.is_whole:
+        note = (f"VAE: tiling asked for (vae.enable_tiling()) but the {s.height // f}×{s.width // f} latent fits one "
+                f"tile: decoded untiled, as the VAE does; {how}")
+    else:
+        require_numeric_tiling(s)
+        note = (f"VAE: tiled decode (vae.enable_tiling(): {magvit.TILE_SAMPLE}-pixel tiles every {magvit.TILE_STRIDE}, "
+                f"overlaps counted in full): {split.calls} tile(s) per video, each tile's {how}")
+    return video_decode_runs(components, split, videos, latent_frames), [note]
 
 
 def _latent_channels(components) -> int:
@@ -102,7 +126,7 @@ def _one_video(s: Settings, pipeline: str, what: str) -> None:
 
 
 @register_pipeline(T2V, denoisers=("EasyAnimateTransformer3DModel",),
-                   when=lambda cfg: cfg.get("in_channels") == LATENT_CHANNELS, options=("num_frames",))
+                   when=lambda cfg: cfg.get("in_channels") == LATENT_CHANNELS, options=("num_frames", "vae_tiling"))
 def easyanimate_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                          index: Mapping[str, Any] | None = None) -> Plan:
     """``EasyAnimatePipeline.__call__`` (pipeline_easyanimate.py:526-775; defaults in the module doc): the transformer
@@ -113,12 +137,13 @@ def easyanimate_pipeline(components: Mapping[str, Mapping[str, Any]], s: Setting
     s, f, t, latent, passes, notes = _common(components, s, T2V)
     runs = _text(components, s, passes)
     runs += denoiser_run(components, "transformer", s, f, TEXT_LEN, passes, latent_frames=latent)
-    return Plan(T2V, s, passes, tuple(runs + _decode(components, s, f, latent)), tuple(notes))
+    decode, decode_notes = _decode(components, s, f, latent)
+    return Plan(T2V, s, passes, tuple(runs + decode), tuple(notes + decode_notes))
 
 
 @register_pipeline(CONTROL, denoisers=("EasyAnimateTransformer3DModel",),
                    when=lambda cfg: cfg.get("in_channels") in (2 * LATENT_CHANNELS, 3 * LATENT_CHANNELS),
-                   options=("num_frames",))
+                   options=("num_frames", "vae_tiling"))
 def easyanimate_control_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                                  index: Mapping[str, Any] | None = None) -> Plan:
     """``EasyAnimateControlPipeline.__call__`` (pipeline_easyanimate_control.py:672-1009) with a control video (what the
@@ -141,13 +166,14 @@ def easyanimate_control_pipeline(components: Mapping[str, Mapping[str, Any]], s:
                  "call runs once both are fixed (vae.decode once per video, as the other EasyAnimate pipelines)")
     runs = _text(components, s, passes) + _encode(components, s, s.num_frames, 1, "the control video, once")
     runs += denoiser_run(components, "transformer", s, f, TEXT_LEN, passes, latent_frames=latent)
-    return Plan(CONTROL, s, passes, tuple(runs + _decode(components, s, f, latent)), tuple(notes))
+    decode, decode_notes = _decode(components, s, f, latent)
+    return Plan(CONTROL, s, passes, tuple(runs + decode), tuple(notes + decode_notes))
 
 
 @register_pipeline(INPAINT, denoisers=("EasyAnimateTransformer3DModel",),
                    when=lambda cfg: cfg.get("in_channels") not in (LATENT_CHANNELS, 2 * LATENT_CHANNELS,
                                                                    3 * LATENT_CHANNELS),
-                   options=("num_frames",))
+                   options=("num_frames", "vae_tiling"))
 def easyanimate_inpaint_pipeline(components: Mapping[str, Mapping[str, Any]], s: Settings,
                                  index: Mapping[str, Any] | None = None) -> Plan:
     """``EasyAnimateInpaintPipeline.__call__`` (pipeline_easyanimate_inpaint.py:787-1245) with an input video and a
@@ -173,4 +199,5 @@ def easyanimate_inpaint_pipeline(components: Mapping[str, Mapping[str, Any]], s:
                     "the masked video" + ("" if strength == 1 else " and the input video") + ", once each")
     runs += denoiser_run(components, "transformer", replace(s, strength=None, steps=steps), f, TEXT_LEN, passes,
                          latent_frames=latent)
-    return Plan(INPAINT, s, passes, tuple(runs + _decode(components, s, f, latent)), tuple(notes))
+    decode, decode_notes = _decode(components, s, f, latent)
+    return Plan(INPAINT, s, passes, tuple(runs + decode), tuple(notes + decode_notes))

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 import torch
 from torch import nn
 
-from flopcalc.engine.measure.harness import TensorSpec, _cfg, _exact_div as _div, input_builder
+from flopcalc.engine.measure.harness import TensorSpec, _cfg, _exact_div as _div, enable_sized_tiling, input_builder
 
 SPATIAL, TEMPORAL = 8, 4
 
@@ -48,9 +48,13 @@ def _easyanimate_transformer_inputs(model: nn.Module, call: str, s: Mapping[str,
     return inputs
 
 
-@input_builder("AutoencoderKLMagvit", settings=("height", "width", "num_frames"), calls=("decode", "encode"))
+@input_builder("AutoencoderKLMagvit", settings=("height", "width", "num_frames"), calls=("decode", "encode"),
+               optional=("vae_tiling",))
 def _magvit_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict[str, TensorSpec]:
-    """decode: z (1, latent_channels, (F − 1)//4 + 1, H/8, W/8); encode: x (1, in_channels, F, H, W)."""
+    """decode: z (1, latent_channels, (F − 1)//4 + 1, H/8, W/8); encode: x (1, in_channels, F, H, W). ``vae_tiling``
+    1: ``enable_tiling()`` first, at its defaults (512-pixel tiles every 448, autoencoder_kl_magvit.py:752-760,
+    796-805), as a user calls it on an EasyAnimate pipeline's VAE."""
+    enable_sized_tiling(model, s)
     if call == "encode":
         return {"x": TensorSpec((1, _cfg(model, "in_channels"), s["num_frames"], s["height"], s["width"]))}
     f = 2 ** (len(_cfg(model, "block_out_channels")) - 1)
