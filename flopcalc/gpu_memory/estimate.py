@@ -539,9 +539,11 @@ def _check_offload(offload: str, blocks_per_group: int, stream: bool, block_swap
 #: Roles whose activation peaks are measured and fitted (:mod:`flopcalc.gpu_memory.activations`); a vocoder (LTX-2's,
 #: turning the decoded mel spectrogram into the waveform) as a decode, in its mel frames; the projection is Stable
 #: Audio's ``StableAudioProjectionModel`` (the text states and the start / end seconds it projects); a VAE encoder and
-#: an image encoder in their input's pixels of one frame (``activations.positions``).
+#: an image encoder in their input's pixels of one frame (``activations.positions``); an upsampler (LTX-Video's and
+#: LTX-2's latent upsamplers, one call on the whole latent: pipeline_ltx_latent_upsample.py:277,
+#: pipeline_ltx2_latent_upsample.py:386) in its input latent's positions.
 MEASURED_ROLES = ("text_encoder", "denoiser", "vae_decoder", "vocoder", "controlnet", "projection", "vae_encoder",
-                  "image_encoder")
+                  "image_encoder", "upsampler")
 
 
 def _unestimated(report: Any, acts: list[CallActivations]) -> tuple[str, ...]:
