@@ -135,12 +135,16 @@ def test_refusals_are_one_line(capsys, args, words):
 
 
 def test_tile_law_error_is_measured_and_within_bound():
-    """validation/tile_size_error.py's figures (flopcalc/data/vae_tile_error.json) for the classes taking sizes."""
-    from flopcalc.gpu_memory.vae_tiles import _errors
+    """validation/tile_size_error.py's figures (flopcalc/data/vae_tile_error.json) for the classes taking sizes: the
+    image VAEs' and EasyAnimate's within the bound at which a size is proposed (Wan's and LTX-Video's are not:
+    tests/test_memory_tiled_video_vaes.py)."""
+    from flopcalc.gpu_memory.vae_tiles import TILE_LAW_BOUND, _errors
 
     errors = _errors()
-    assert {"AutoencoderDC", "AutoencoderKLQwenImage"} <= set(errors)
-    assert all(0 <= e["max_rel_error"] <= 0.15 and len(e["points"]) >= 8 for e in errors.values())
+    assert {"AutoencoderDC", "AutoencoderKLQwenImage", "AutoencoderKLMagvit"} <= set(errors)
+    assert all(errors[c]["max_rel_error"] <= TILE_LAW_BOUND
+               for c in ("AutoencoderDC", "AutoencoderKLQwenImage", "AutoencoderKLMagvit"))
+    assert all(e["max_rel_error"] >= 0 and len(e["points"]) >= 6 for e in errors.values())
 
 
 def test_stride_keeps_the_default_proportion():

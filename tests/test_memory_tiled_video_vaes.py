@@ -116,3 +116,31 @@ def test_easyanimate_tiled_decode_and_encode_are_estimated():
         assert 0 < peaks[(True, call)].elements < peaks[(False, call)].elements
         assert not peaks[(True, call)].extrapolated and peaks[(True, call)].loo_max_rel_error < 0.15
     assert tiled.unestimated == ()
+
+
+def test_the_largest_video_tile_fits_and_the_next_step_does_not():
+    """``--vae-tiling --gpu`` on EasyAnimate's Magvit (``VIDEO_TILING``; its tile-size law checked at 768-px tiles):
+    the proposed tile fits by the tool's own numbers, the next step does not, and the derived law gives back the
+    default tile's peak; each tile over all 13 latent frames the plan decodes."""
+    from flopcalc.gpu_memory.vae_tiles import _with_tile
+
+    est = memory("easyanimate-v5.1-7b-zh-control", height=1024, width=1792, vae_tiling=True, offload="sequential",
+                 gpu="rtx-4090")
+    advice, law = est.vae_tile, est.tile_law
+    assert advice.tile is not None and advice.tile % law.step == 0 and advice.tile > law.default_tile
+    assert law.latent_frames == 13 and advice.tile_law_error is not None and advice.tile_law_error <= 0.15
+    at, bigger = _with_tile(est, law, advice.tile), advice.tile + law.step
+    assert at.fits is True and at.peak_bytes == advice.peak_bytes <= est.gpu_memory_bytes
+    assert bigger <= law.largest_measured and _with_tile(est, law, bigger).fits is False
+    assert _with_tile(est, law, law.default_tile).peak_bytes == est.peak_bytes
+
+
+@pytest.mark.parametrize("card,size", [("wan2.1-t2v-1.3b", (720, 1280)), ("ltx-video", (1280, 1536))])
+def test_no_tile_size_where_the_tile_size_law_is_off(card, size):
+    """Wan's and LTX-Video's tile-size laws, checked at 384- and 768-px tiles, over-state the peak beyond the bound:
+    the advice proposes no size and says by how much the law is off."""
+    from flopcalc.gpu_memory.vae_tiles import TILE_LAW_BOUND
+
+    est = memory(card, height=size[0], width=size[1], vae_tiling=True, offload="sequential", gpu="rtx-3060")
+    assert est.tile_law.error > TILE_LAW_BOUND and est.vae_tile.tile is None
+    assert f"off by up to {100 * est.tile_law.error:.0f}%" in est.vae_tile.text

@@ -189,7 +189,7 @@ def _prune(phases: list[list[float]], lo: int, hi: int) -> list[list[float]]:
     """The phases that hold the envelope somewhere on a logarithmic grid from ``lo / 4`` to ``16 · hi`` (the others
     never decide the peak there), in order, duplicates dropped."""
     grid = np.geomspace(max(lo / 4, 1.0), 16.0 * hi, 400)
-    values = np.array([[predict(c, n) for n in grid] for c in phases])
+    values = np.array([c[0] + c[1] * grid + c[2] * grid * grid for c in phases])  # predict(c, n), on the whole grid
     leaders = sorted(set(int(i) for i in values.argmax(axis=0)))
     kept: list[list[float]] = []
     for i in leaders:

@@ -3,8 +3,8 @@
 write its largest relative error per class to ``flopcalc/data/vae_tile_error.json``.
 
 For every fit ``<Class>.decode:tiled@<T>px:<config>`` in ``flopcalc/data/activation_fit.json`` (cases with
-``vae_tile`` in ``validation/activation_manifest.yaml``), each measured point (n, peak) is predicted from the fit at
-the class's default tile and its untiled decode fit (:meth:`flopcalc.gpu_memory.vae_tiles.TileLaw.elements`), both
+``vae_tile`` in ``validation/activation_manifest.yaml``; a video VAE's at one frame count), each measured point
+(n, peak) is predicted from the fit at the class's default tile and its untiled decode fit (:meth:`flopcalc.gpu_memory.vae_tiles.TileLaw.elements`), both
 attention paths; the error is |predicted − measured| / measured, the largest over the points.
 
     python validation/tile_size_error.py           # write flopcalc/data/vae_tile_error.json
@@ -25,6 +25,16 @@ FITS = REPO_ROOT / "flopcalc" / "data" / "activation_fit.json"
 OUT = REPO_ROOT / "flopcalc" / "data" / "vae_tile_error.json"
 
 
+def _latent_frames(card: str, component: str, num_frames: int | None) -> int | None:
+    """The latent frames a video VAE's decode was measured on (flopcalc's plan of the card at those frames; the
+    frame count is held fixed within a case); None for an image VAE."""
+    if num_frames is None:
+        return None
+    from flopcalc.flops.estimate import estimate
+
+    return estimate(card, num_frames=num_frames).component(component, "decode").shape.get("latent_frames")
+
+
 def build() -> dict:
     from flopcalc.gpu_memory.activations import peak_elements
     from flopcalc.gpu_memory.vae_tiles import tile_law
@@ -40,11 +50,12 @@ def build() -> dict:
         default = fits[f"{class_name}.decode:tiled:{digest}"]
         card, component = entry["measured_on"].split("/")
         config = json.loads((REPO_ROOT / "model_cards" / card / component / "config.json").read_text(encoding="utf-8"))
-        law = tile_law(component, class_name, config, 1, 1)
+        frames = _latent_frames(card, component, entry["settings"].get("num_frames"))
+        law = tile_law(component, class_name, config, 1, 1, frames)
         rows = []
         for attention in ("fused", "math"):
             for n, peak in entry[attention]["points"]:
-                predicted = law.elements(peak_elements(default[attention], n), tile, attention)
+                predicted = law.elements(peak_elements(default[attention], n, frames), tile, attention)
                 rows.append({"attention": attention, "n": n, "measured": peak, "predicted": predicted,
                              "rel_error": abs(predicted - peak) / peak})
         worst = max(r["rel_error"] for r in rows)

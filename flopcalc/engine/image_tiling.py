@@ -25,22 +25,18 @@ from flopcalc.formulas.tiling import CallSplit, spatial_split
 
 
 @dataclass(frozen=True)
-class ImageTiling:
-    """One class's ``enable_tiling()``: ``default_tile(config)`` the tile side in pixels it uses by default,
-    ``stride`` the default stride over the default tile (tiles overlap by 1 − stride), ``takes_sizes`` whether
-    ``enable_tiling`` accepts tile sizes, ``compression(config)`` pixels per latent pixel, ``decode_split(config,
-    latent_h, latent_w, tile_px)`` the tiles ``tiled_decode`` runs at a tile side (None: the default), ``source``
-    the lines of diffusers it mirrors, ``encode_split`` the tiled encode where planned."""
+class TileSizes:
+    """One class's ``enable_tiling()`` as a tile size: ``default_tile(config)`` the tile side in pixels it uses by
+    default, ``stride`` the default stride over the default tile (tiles overlap by 1 − stride), ``takes_sizes``
+    whether ``enable_tiling`` accepts tile sizes, ``compression(config)`` pixels per latent pixel, ``source`` the lines
+    of diffusers it mirrors. A video VAE's architecture module declares it as ``VIDEO_TILING`` (its plans split the
+    decode themselves); an image VAE's as part of its :class:`ImageTiling`."""
 
     default_tile: Callable[[Mapping[str, Any]], int]
     stride: Fraction
     takes_sizes: bool
     compression: Callable[[Mapping[str, Any]], int]
-    decode_split: Callable[[Mapping[str, Any], int, int, int | None], CallSplit]
     source: str
-    #: ``encode_split(config, height, width)``: the tiles a tiled encode runs, where flopcalc plans it (None: a
-    #: pipeline that encodes with this VAE tiled is refused)
-    encode_split: Callable[[Mapping[str, Any], int, int], CallSplit] | None = None
 
     def stride_px(self, tile_px: int) -> int:
         """The stride ``enable_tiling`` is given with a tile of ``tile_px`` (the default proportion)."""
@@ -54,6 +50,18 @@ class ImageTiling:
         while (k * f * self.stride).denominator != 1 or int(k * f * self.stride) % f:
             k += 1
         return k * f
+
+
+@dataclass(frozen=True)
+class ImageTiling(TileSizes):
+    """An image VAE's ``enable_tiling()`` (:class:`TileSizes`) and how it splits the calls the image pipelines plan:
+    ``decode_split(config, latent_h, latent_w, tile_px)`` the tiles ``tiled_decode`` runs at a tile side (None: the
+    default), ``encode_split`` the tiled encode where planned."""
+
+    decode_split: Callable[[Mapping[str, Any], int, int, int | None], CallSplit]
+    #: ``encode_split(config, height, width)``: the tiles a tiled encode runs, where flopcalc plans it (None: a
+    #: pipeline that encodes with this VAE tiled is refused)
+    encode_split: Callable[[Mapping[str, Any], int, int], CallSplit] | None = None
 
 
 def sized_split(config: Mapping[str, Any], latent_h: int, latent_w: int, tile_px: int, stride_px: int,
@@ -74,9 +82,7 @@ def sized_split(config: Mapping[str, Any], latent_h: int, latent_w: int, tile_px
     return spatial_split(latent_h, latent_w, tile, stride)
 
 
-def image_tiling(class_name: str) -> ImageTiling | None:
-    """The ``IMAGE_TILING`` the architecture module of ``class_name``'s decode declares, or None (no
-    ``enable_tiling`` in diffusers, or not registered)."""
+def _declared(class_name: str, attribute: str) -> Any:
     from flopcalc.engine.errors import FlopcalcError
     from flopcalc.engine.registry import lookup
 
@@ -84,4 +90,16 @@ def image_tiling(class_name: str) -> ImageTiling | None:
         module = lookup(class_name, "decode").module
     except FlopcalcError:
         return None
-    return getattr(importlib.import_module(module), "IMAGE_TILING", None)
+    return getattr(importlib.import_module(module), attribute, None)
+
+
+def image_tiling(class_name: str) -> ImageTiling | None:
+    """The ``IMAGE_TILING`` the architecture module of ``class_name``'s decode declares, or None (no
+    ``enable_tiling`` in diffusers, or not registered)."""
+    return _declared(class_name, "IMAGE_TILING")
+
+
+def tile_sizes(class_name: str) -> TileSizes | None:
+    """The tile sizes of ``class_name``'s ``enable_tiling()``: an image VAE's ``IMAGE_TILING`` or a video VAE's
+    ``VIDEO_TILING``, as its architecture module declares them (None: neither)."""
+    return image_tiling(class_name) or _declared(class_name, "VIDEO_TILING")

@@ -475,10 +475,11 @@ def memory(model: str, *, attention: str = "fused", dtype: str = "bf16", dtype_o
         acts.append(CallActivations(c.component, c.call, forward_batch(report, c.role),
                                     DTYPE_BYTES[REST_DTYPE if dtypes[c.component] in FORMATS else dtypes[c.component]],
                                     peaks["fused"], peaks["math"]))
-        if tiled and c.call == "decode" and untiled.shape.get("latent_frames") is None:
+        if tiled and c.call == "decode":
             from flopcalc.gpu_memory.vae_tiles import tile_law
 
-            tiles = tile_law(c.component, c.class_name, cfg, report.settings.height, report.settings.width)
+            tiles = tile_law(c.component, c.class_name, cfg, report.settings.height, report.settings.width,
+                             untiled.shape.get("latent_frames"))
         law = call_law(c.class_name, c.call, cfg, tiled=tiled)
         if law is not None:
             laws[f"{c.component}.{c.call}"] = law

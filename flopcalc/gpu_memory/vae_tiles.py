@@ -1,4 +1,4 @@
-"""``memory --vae-tiling --gpu``: the largest tile a tiled image-VAE decode can use and still fit the GPU.
+"""``memory --vae-tiling --gpu``: the largest tile a tiled VAE decode (image or video) can use and still fit the GPU.
 
 The tiled decode's peak at the class's default tile ``T0`` is measured and fitted in the whole latent's positions n
 (:mod:`flopcalc.gpu_memory.activations`, key ``decode:tiled``). At another tile side ``T`` (``enable_tiling(
@@ -6,14 +6,17 @@ tile_sample_min_height=T, tile_sample_min_width=T, tile_sample_stride_height=s·
 ``s`` the default stride over the default tile, so the overlap keeps its proportion) the decoded tiles held until
 they are blended cover the image in the same proportion, and what changes is the one tile being decoded:
 
-    peak(n, T) = tiled(n, T0) − untiled(n_T0) + untiled(n_T),    n_T = (T / f)²
+    peak(n, T) = tiled(n, T0) − untiled(n_T0) + untiled(n_T),    n_T = (T / f)² [× t]
 
 with ``untiled`` the class's measured untiled decode law (the decode of one tile is an untiled decode of the tile)
-and f the spatial compression. ``validation/tile_size_error.py`` compares this with decodes measured at a second
-tile size (``decode:tiled@<T>px`` fits) and writes its largest relative error per class to
-``flopcalc/data/vae_tile_error.json``; the advice carries it.
+and f the spatial compression; a video VAE's tile runs over all t latent frames (LTX-Video's, each tile in one call;
+Wan's and EasyAnimate's, one latent frame per decoder call: n_T as their untiled fit counts positions,
+``activations.positions``). The classes: those whose architecture module declares ``IMAGE_TILING`` or
+``VIDEO_TILING`` (:func:`flopcalc.engine.image_tiling.tile_sizes`). ``validation/tile_size_error.py`` compares this
+with decodes measured at a second tile size (``decode:tiled@<T>px`` fits) and writes its largest relative error per
+class to ``flopcalc/data/vae_tile_error.json``; the advice carries it.
 
-The largest tile that fits is searched in multiples of the class's step (:meth:`ImageTiling.step`: tile and
+The largest tile that fits is searched in multiples of the class's step (:meth:`TileSizes.step`: tile and
 stride whole latent pixels), below the image's longer side (a tile that large decodes the image whole) and no larger
 than the largest tile whose one-tile decode the untiled fit measured (:attr:`TileLaw.largest_measured`), by the
 tool's own ``fits`` (``peak_bytes`` against the GPU's memory) with the derived peak in place of the default
@@ -31,6 +34,11 @@ from pathlib import Path
 from typing import Any, Mapping
 
 _ERRORS = Path(__file__).resolve().parents[1] / "data" / "vae_tile_error.json"
+#: The largest error of a class's tile-size law (``validation/tile_size_error.py``) at which a tile size is proposed:
+#: the activation fits' bound (``tests/test_memory_activation_fit_errors.py``). Wan's and LTX-Video's laws over-state
+#: the peak at a second tile by up to 40% (their untiled decode, which the law scales, holds the decoded video too):
+#: no size is proposed for them.
+TILE_LAW_BOUND = 0.15
 
 
 @lru_cache(maxsize=1)
@@ -43,8 +51,9 @@ def _errors() -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class TileLaw:
-    """A tiled image-VAE decode's peak as a function of the tile side (GPU-independent): the call at the default
-    tile (``call``), the class's untiled decode fits (``untiled``, per attention path), and the tiling's geometry."""
+    """A tiled VAE decode's peak as a function of the tile side (GPU-independent): the class's untiled decode fits
+    (``untiled``, per attention path), the tiling's geometry, and a video's latent frames (``latent_frames``; None
+    for an image) with how its untiled fit counts positions (``per_frame``)."""
 
     component: str
     class_name: str
@@ -56,12 +65,20 @@ class TileLaw:
     longest_side: int
     source: str
     untiled: Mapping[str, Any] = field(hash=False, compare=False)
+    latent_frames: int | None = None
+    per_frame: bool = False
+
+    def _tile_shape(self, tile_px: int) -> dict[str, int]:
+        side = tile_px // self.compression
+        frames = {} if self.latent_frames is None else {"latent_frames": self.latent_frames}
+        return {"latent_height": side, "latent_width": side, **frames}
 
     def _untiled(self, tile_px: int, attention: str) -> int:
-        from flopcalc.gpu_memory.activations import peak_elements
+        from flopcalc.gpu_memory.activations import latent_frames, peak_elements, positions
 
-        n = (tile_px // self.compression) ** 2
-        return peak_elements(self.untiled[attention], n)
+        shape = self._tile_shape(tile_px)
+        return peak_elements(self.untiled[attention], positions(shape, per_frame=self.per_frame),
+                             latent_frames(shape))
 
     def elements(self, at_default: int, tile_px: int, attention: str) -> int:
         """The batch-1 peak at tile side ``tile_px``, from the one at the default tile (module docstring)."""
@@ -72,7 +89,8 @@ class TileLaw:
         """The largest tile side (a multiple of :attr:`step`) whose one-tile decode lies within the untiled fit's
         measured positions: larger tiles would extrapolate it, so they are not proposed."""
         n_max = min(e["n_range"][1] for a, e in self.untiled.items() if a in ("fused", "math"))
-        side = int(n_max ** 0.5) * self.compression
+        per_tile_pixel = 1 if self.per_frame or self.latent_frames is None else self.latent_frames
+        side = int((n_max / per_tile_pixel) ** 0.5) * self.compression
         return side // self.step * self.step
 
     @property
@@ -115,22 +133,24 @@ class TileAdvice:
                 "reason": self.reason}
 
 
-def tile_law(component: str, class_name: str, config: Mapping[str, Any], height: int, width: int) -> TileLaw | None:
-    """The :class:`TileLaw` of a tiled decode of ``class_name`` (None: the class has no image tiling, or its untiled
-    decode was not measured)."""
-    from flopcalc.engine.image_tiling import image_tiling
-    from flopcalc.gpu_memory.activations import fit_entry
+def tile_law(component: str, class_name: str, config: Mapping[str, Any], height: int, width: int,
+             latent_frames: int | None = None) -> TileLaw | None:
+    """The :class:`TileLaw` of a tiled decode of ``class_name`` (of ``latent_frames`` for a video; None: the class
+    declares no tile sizes, or its untiled decode was not measured)."""
+    from flopcalc.engine.image_tiling import tile_sizes
+    from flopcalc.gpu_memory.activations import fit_entry, per_frame
 
-    tiling = image_tiling(class_name)
+    tiling = tile_sizes(class_name)
     if tiling is None:
         return None
     f = tiling.compression(config)
     tile = tiling.default_tile(config)
-    untiled = fit_entry(class_name, "decode", config, {"latent_height": tile // f, "latent_width": tile // f})
+    frames = {} if latent_frames is None else {"latent_frames": latent_frames}
+    untiled = fit_entry(class_name, "decode", config, {"latent_height": tile // f, "latent_width": tile // f, **frames})
     if untiled is None:
         return None
     return TileLaw(component, class_name, tiling.takes_sizes, tile, tiling.stride, tiling.step(config), f,
-                   max(height, width), tiling.source, untiled)
+                   max(height, width), tiling.source, untiled, latent_frames, per_frame(class_name, "decode"))
 
 
 def _with_tile(est: Any, law: TileLaw, tile_px: int) -> Any:
@@ -157,6 +177,10 @@ def largest_tile(est: Any) -> TileAdvice | None:
     if not law.takes_sizes:
         return advice(None, f"{law.class_name}'s enable_tiling() takes no tile sizes (tiles of the config's "
                             f"sample_size, {law.default_tile} px): no other tile size to propose")
+    if law.error is None or law.error > TILE_LAW_BOUND:
+        how = "not checked" if law.error is None else f"off by up to {100 * law.error:.0f}%"
+        return advice(None, f"the tile-size law of {law.class_name} is {how} against decodes measured at a second "
+                            "tile size (validation/tile_size_error.py): no other tile size proposed")
     whole = (law.longest_side - 1) // law.step * law.step  # a tile of the longer side or more decodes whole
     top = min(whole, law.largest_measured)
 

@@ -21,6 +21,7 @@ Parameters are the whole model's: encoder + decoder (``latents_mean``/``latents_
 from __future__ import annotations
 
 from collections.abc import Mapping
+from fractions import Fraction
 from typing import Any
 
 from flopcalc.engine.config import (
@@ -28,6 +29,7 @@ from flopcalc.engine.config import (
 )
 from flopcalc.engine.cost import Node
 from flopcalc.engine.errors import ConfigError
+from flopcalc.engine.image_tiling import TileSizes
 from flopcalc.formulas.ltx import ltx_decoder, ltx_encoder
 from flopcalc.formulas.tiling import CallSplit, spatial_split
 from flopcalc.engine.registry import RunShape, register
@@ -93,6 +95,13 @@ def encode_split(values: Mapping[str, Any], height: int, width: int, tiling: boo
     """How ``vae.encode`` runs: with ``use_tiling``, ``tiled_encode`` on 512-pixel tiles every 448 when a
     side exceeds 512; else one call."""
     return spatial_split(height, width, TILE_SAMPLE, TILE_STRIDE, tiling)
+
+
+#: ``enable_tiling(tile_sample_min_height=, ..., tile_sample_stride_width=)`` (autoencoder_kl_ltx.py:1177-1184,
+#: 1212-1218, 1389-1444): the tile side ``memory --gpu`` may propose (:mod:`flopcalc.gpu_memory.vae_tiles`).
+VIDEO_TILING = TileSizes(default_tile=lambda values: TILE_SAMPLE, stride=Fraction(TILE_STRIDE, TILE_SAMPLE),
+                         takes_sizes=True, compression=lambda values: spatial_compression(values),
+                         source="diffusers/models/autoencoders/autoencoder_kl_ltx.py:1177-1184, 1212-1218, 1389-1444")
 
 
 def _get(values: Mapping[str, Any], key: str) -> Any:

@@ -15,6 +15,7 @@ the sum over the two calls.
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Any
 
 from flopcalc.engine.architectures.autoencoder_kl_qwen_image import causal_vae_levels
@@ -23,6 +24,7 @@ from flopcalc.engine.config import (
 )
 from flopcalc.engine.cost import Node
 from flopcalc.engine.errors import ConfigError
+from flopcalc.engine.image_tiling import TileSizes
 from flopcalc.formulas import ops
 from flopcalc.formulas.causal_vae import (
     causal_conv3d,
@@ -79,6 +81,14 @@ def scale_factor(values: dict[str, Any]) -> int:
 def temporal_scale_factor(values: dict[str, Any]) -> int:
     """``vae_scale_factor_temporal``: ``vae.config.scale_factor_temporal``."""
     return _factor(values, "scale_factor_temporal")
+
+
+#: ``enable_tiling(tile_sample_min_height=, tile_sample_min_width=, tile_sample_stride_height=,
+#: tile_sample_stride_width=)`` (autoencoder_kl_wan.py:1080-1085, 1121-1125, 1335-1402): the tile side ``memory --gpu``
+#: may propose (:mod:`flopcalc.gpu_memory.vae_tiles`).
+VIDEO_TILING = TileSizes(default_tile=lambda values: TILE_SAMPLE_MIN,
+                         stride=Fraction(TILE_SAMPLE_STRIDE, TILE_SAMPLE_MIN), takes_sizes=True,
+                         compression=scale_factor, source=f"{SOURCE}:1080-1085, 1121-1125, 1335-1402")
 
 
 def decode_split(values: dict[str, Any], latent_height: int, latent_width: int, tiling: bool) -> CallSplit:

@@ -18,6 +18,7 @@ text) tokens, ``txt_ff`` (MMDiT), ``norm3`` (``after_norm``) on both feed-forwar
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Any
 
 from flopcalc.engine.config import (
@@ -25,6 +26,7 @@ from flopcalc.engine.config import (
 )
 from flopcalc.engine.cost import Node, module_list
 from flopcalc.engine.errors import ConfigError
+from flopcalc.engine.image_tiling import TileSizes
 from flopcalc.engine.registry import RunShape, register
 from flopcalc.formulas import ops
 from flopcalc.formulas.conditioning import mlp_embedder
@@ -190,6 +192,13 @@ def _structure(config: Config) -> tuple[list[int], list[bool], list[bool], int]:
 #: ``AutoencoderKLMagvit.__init__``'s tiles (autoencoder_kl_magvit.py:752-760), which ``enable_tiling()`` without
 #: arguments keeps (:796-805): 512-pixel tiles every 448 pixels.
 TILE_SAMPLE, TILE_STRIDE = 512, 448
+
+
+#: ``enable_tiling(tile_sample_min_height=, ..., tile_sample_stride_width=)`` (autoencoder_kl_magvit.py:772-805,
+#: 985-1044): the tile side ``memory --gpu`` may propose (:mod:`flopcalc.gpu_memory.vae_tiles`).
+VIDEO_TILING = TileSizes(default_tile=lambda values: TILE_SAMPLE, stride=Fraction(TILE_STRIDE, TILE_SAMPLE),
+                         takes_sizes=True, compression=lambda values: vae_factors(values)[0],
+                         source=f"{VAE_SOURCE}:752-760, 772-805, 985-1044")
 
 
 def decode_split(values, latent_height: int, latent_width: int, tiling: bool) -> CallSplit:

@@ -49,7 +49,7 @@ def _easyanimate_transformer_inputs(model: nn.Module, call: str, s: Mapping[str,
 
 
 @input_builder("AutoencoderKLMagvit", settings=("height", "width", "num_frames"), calls=("decode", "encode"),
-               optional=("vae_tiling",))
+               optional=("vae_tiling", "vae_tile"))
 def _magvit_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict[str, TensorSpec]:
     """decode: z (1, latent_channels, (F − 1)//4 + 1, H/8, W/8); encode: x (1, in_channels, F, H, W). ``vae_tiling``
     1: ``enable_tiling()`` first, at its defaults (512-pixel tiles every 448, autoencoder_kl_magvit.py:752-760,

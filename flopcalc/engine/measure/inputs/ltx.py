@@ -21,7 +21,9 @@ from pathlib import Path
 from typing import Any, Self
 
 import torch
-from flopcalc.engine.measure.harness import TensorSpec, _cfg, _exact_div as _div, input_builder, model_builder
+from flopcalc.engine.measure.harness import (
+    TensorSpec, _cfg, _exact_div as _div, enable_sized_tiling, input_builder, model_builder,
+)
 from torch import nn
 
 #: ``LTXPipeline.__call__``'s default ``frame_rate`` (only scales the rotary grid).
@@ -108,19 +110,17 @@ def _ltx_transformer_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -
 
 
 @input_builder("AutoencoderKLLTXVideo", settings=("height", "width", "num_frames"), calls=("decode", "encode"),
-               optional=("vae_tiling",))
+               optional=("vae_tiling", "vae_tile"))
 def _ltx_vae_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict[str, Any]:
     """decode: z (1, latent_channels, T, h, w) on the latent grid the VAE's compression ratios give,
     plus temb (1,) (``decode_timestep``) when ``timestep_conditioning``, else temb None (LTXPipeline
     passes ``timestep = None`` then); encode: x (1, in_channels, num_frames, height, width).
     Tiling is off (the VAE's default; LTXPipeline does not enable it); ``vae_tiling`` 1 (optional) calls
     ``enable_tiling()`` first (its defaults: spatial tiles of 512 px every 448 px, autoencoder_kl_ltx.py:1177-1184,
-    1212): ``tiled_decode`` (:1389) runs each tile over all latent frames when a side exceeds the tile
+    1212; ``vae_tile`` another tile side, :func:`~flopcalc.engine.measure.harness.enable_sized_tiling`):
+    ``tiled_decode`` (:1389) runs each tile over all latent frames when a side exceeds the tile
     (``use_framewise_decoding`` stays off: enable_tiling does not set it)."""
-    if s.get("vae_tiling"):
-        model.enable_tiling()
-        model._measure_notes = [("vae.enable_tiling() was called before measuring (default tile sizes and strides): "
-                                 "tiled_decode / tiled_encode ran, every tile over all frames.")]
+    enable_sized_tiling(model, s)
     if call == "encode":
         return {"x": TensorSpec((1, _cfg(model, "in_channels"), s["num_frames"], s["height"], s["width"]))}
     spatial, temporal = model.spatial_compression_ratio, model.temporal_compression_ratio

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 import torch
 from torch import nn
 
-from flopcalc.engine.measure.harness import TensorSpec, _cfg, _exact_div as _div, input_builder
+from flopcalc.engine.measure.harness import TensorSpec, _cfg, _exact_div as _div, enable_sized_tiling, input_builder
 
 #: The Wan 2.1 VAE's ``scale_factor_spatial`` / ``scale_factor_temporal``, which ``WanPipeline`` reads
 #: (the transformer's builder does not see the VAE).
@@ -70,19 +70,17 @@ def _wan_vace_transformer_inputs(model: nn.Module, call: str, s: Mapping[str, in
 
 
 @input_builder("AutoencoderKLWan", settings=("height", "width"), calls=("decode", "encode"),
-               optional=("num_frames", "vae_tiling"))
+               optional=("num_frames", "vae_tiling", "vae_tile"))
 def _autoencoder_kl_wan_inputs(model: nn.Module, call: str, s: Mapping[str, int]) -> dict[str, TensorSpec]:
     """decode: z (1, z_dim, T, H/f, W/f), f = ``scale_factor_spatial``, T = (num_frames − 1)/
     ``scale_factor_temporal`` + 1 (the latent ``WanPipeline`` decodes); encode: the RGB video
     x (1, in_channels / patch², num_frames, H, W) (``_encode`` patchifies it to ``in_channels``).
     Without ``num_frames``: one frame, an image pipeline's (``Cosmos2TextToImagePipeline`` sets ``num_frames = 1``
     and decodes that one-frame latent, pipeline_cosmos2_text2image.py:512, 352, 656). ``vae_tiling`` 1 (optional)
-    calls ``enable_tiling()`` first (its defaults: tiles of 256 px every 192 px, autoencoder_kl_wan.py:1080-1085):
-    ``tiled_decode`` / ``tiled_encode`` run when a side exceeds the tile."""
-    if s.get("vae_tiling"):
-        model.enable_tiling()
-        model._measure_notes = [("vae.enable_tiling() was called before measuring (default tile sizes and strides): "
-                                 "tiled_decode / tiled_encode ran.")]
+    calls ``enable_tiling()`` first (its defaults: tiles of 256 px every 192 px, autoencoder_kl_wan.py:1080-1085;
+    ``vae_tile`` another tile side, :func:`~flopcalc.engine.measure.harness.enable_sized_tiling`): ``tiled_decode`` /
+    ``tiled_encode`` run when a side exceeds the tile."""
+    enable_sized_tiling(model, s)
     s = {**s, "num_frames": s.get("num_frames", 1)}
     if call == "encode":
         patch = _cfg(model, "patch_size") or 1
