@@ -16,11 +16,12 @@ from numeric_support import assert_same_numbers
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = sorted((REPO / "validation" / "fixtures" / "activations").glob("*/*.json"))
-#: The largest leave-one-out error of any fit (docs/memory.md: I2VGen-XL's tiled encode, 12.1%, its default 704×1280
+#: The largest leave-one-out error of any fit (docs/memory.md: LTX-Video's tiled decode at 768-px tiles, 12.8%, a fit
+#: that only checks the tile-size law; I2VGen-XL's tiled encode, 12.1%, its default 704×1280
 #: one row of 704×768 tiles, the larger sizes full 768² tiles; the tiled LTX-2 decode, 11.2%; the tiled LTX-Video 0.9.5
 #: decode, 9.9%; Lumina-Next's transformer, math path, 9.7%; CogView4's fused transformer, 26.6% with one law per
 #: phase, 5.2% with two runs of sizes); most fits are exact, per phase.
-STATED_ERROR = 0.122
+STATED_ERROR = 0.128
 
 
 def test_fits_are_what_the_script_writes():

@@ -51,6 +51,26 @@ def test_random_dits_as_the_pipeline_calls_them(rng, tmp_path):
         assert plan.runs == 2 and [p.count for p in (plan.tree.children if rows == 2 else [plan.tree])] == [1] * rows
 
 
+def _runnable(rng: random.Random, low: int, high: int, cfg: dict, call: str) -> int:
+    """A length from ``low`` to ``high`` on which the real module runs: every block's output at least one sample
+    (torch: ``ConvTranspose1d(2s, stride s, padding ⌈s/2⌉)`` gives ``(L − 1)s − 2⌈s/2⌉ + 2s``, one less for a
+    stride-1 decoder block; ``Conv1d`` the same kernel gives ``(L + 2⌈s/2⌉ − 2s) // s + 1`` and needs the padded
+    input at least the kernel)."""
+    ratios = cfg["downsampling_ratios"]
+
+    def ok(n: int) -> bool:
+        for s in (ratios[::-1] if call == "decode" else ratios):
+            pad = -(-s // 2)
+            if call == "encode" and n + 2 * pad < 2 * s:
+                return False
+            n = (n - 1) * s - 2 * pad + 2 * s if call == "decode" else (n + 2 * pad - 2 * s) // s + 1
+            if n < 1:
+                return False
+        return True
+
+    return rng.choice([n for n in range(low, high + 1) if ok(n)] or [high * 64])
+
+
 def test_random_oobleck_vaes(rng, tmp_path):
     for i in range(3):
         n = rng.randint(1, 3)
@@ -59,7 +79,8 @@ def test_random_oobleck_vaes(rng, tmp_path):
                "channel_multiples": [rng.randint(1, 3) for _ in range(n)], "decoder_channels": rng.randint(1, 5),
                "decoder_input_channels": rng.randint(1, 4), "audio_channels": rng.choice([1, 2]), "sampling_rate": 8}
         folder = write_config(tmp_path, f"vae{i}", cfg)
-        for call, length in (("decode", rng.randint(1, 30)), ("encode", rng.randint(20, 300))):
+        for call, length in (("decode", _runnable(rng, 1, 30, cfg, "decode")), ("encode", _runnable(rng, 20, 300, cfg,
+                                                                                                 "encode"))):
             where = f"seed {SEED}, {call} {length}: {cfg}"
             fx = measure.measure_component(folder, settings={"seq_len": length}, call=call, module_depth=5)
             from flopcalc.engine.registry import config_of, lookup

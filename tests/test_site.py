@@ -109,6 +109,9 @@ def _compare(page: dict, training: bool) -> None:
     _close(page["peak-gib"][1], memory["peak_bytes"] / 2**30, "peak memory")  # what decides an OOM
     _close(page["peak-allocated-gib"][1], memory["peak_allocated_bytes"] / 2**30, "peak of the live tensors")
     _close(page["reserve-error"][1], memory["reserve"]["allocator_workspace_rel_error"], "the reserve's error")
+    low, high = page["peak-range-gib"][1].split(",")
+    _close(low, memory["reserve"]["peak_bytes_low"] / 2**30, "the peak's low end")
+    _close(high, memory["reserve"]["peak_bytes_high"] / 2**30, "the peak's high end")
     assert page["fits"][0] == f"{memory['gpu']['verdict']} on {memory['gpu']['name']}"  # fits, not, or not known
     if training:
         command = page["cli-estimate"][0].replace("estimate", "train", 1)

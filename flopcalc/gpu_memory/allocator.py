@@ -79,11 +79,24 @@ class Reserve:
         """What decides an out-of-memory error: the reserved peak and the CUDA context."""
         return self.reserved_peak_bytes + self.context_bytes
 
+    @property
+    def uncertainty_bytes(self) -> int:
+        """The ± on ``allocator_bytes + workspace_bytes``: their cross-validated relative error times them."""
+        return round(self.error * (self.allocator_bytes + self.workspace_bytes))
+
+    @property
+    def peak_range(self) -> tuple[int, int]:
+        """``peak_bytes`` less and more :attr:`uncertainty_bytes`, never below the live tensors, the workspaces and
+        the context (the allocator reserves at least what is live): the interval the reserve law earned."""
+        floor = self.allocated_peak_bytes + self.workspace_bytes + self.context_bytes
+        return max(floor, self.peak_bytes - self.uncertainty_bytes), self.peak_bytes + self.uncertainty_bytes
+
     def to_dict(self) -> dict[str, Any]:
+        low, high = self.peak_range
         return {"allocated_peak_bytes": self.allocated_peak_bytes, "allocator_bytes": self.allocator_bytes,
                 "workspace_bytes": self.workspace_bytes, "reserved_peak_bytes": self.reserved_peak_bytes,
-                "context_bytes": self.context_bytes, "peak_bytes": self.peak_bytes,
-                "allocator_workspace_rel_error": self.error, "note": self.note}
+                "context_bytes": self.context_bytes, "peak_bytes": self.peak_bytes, "peak_bytes_low": low,
+                "peak_bytes_high": high, "allocator_workspace_rel_error": self.error, "note": self.note}
 
 
 @lru_cache(maxsize=1)

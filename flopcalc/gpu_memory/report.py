@@ -86,9 +86,10 @@ def _reserve_line(est: MemoryEstimate, least: str) -> str:
     parts = f"allocator +{gib(r.allocator_bytes)}, cuBLAS workspaces +{gib(r.workspace_bytes)}"
     if est.gpu_key is not None:
         parts += f", CUDA context +{gib(r.context_bytes)}"
+    low, high = r.peak_range
     return (f"peak reserved + CUDA context (peak_bytes, what an out-of-memory error is decided by): {least}"
-            f"{gib(r.peak_bytes)} GiB ± {gib(round(r.error * (r.allocator_bytes + r.workspace_bytes)))} at "
-            f"{est.peak_at} ({parts})" + (f"; {r.note}" if r.note else ""))
+            f"{gib(r.peak_bytes)} GiB ({gib(low)}–{gib(high)}) at {est.peak_at} ({parts})"
+            + (f"; {r.note}" if r.note else ""))
 
 
 def _csv(est: MemoryEstimate) -> str:

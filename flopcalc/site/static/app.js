@@ -346,7 +346,8 @@
   function peakLines(m) {
     const r = m.reserve, above = r.allocator_bytes + r.workspace_bytes;
     return `<div class="small" data-testid="peak-allocated-gib" data-value="${Number(m.peak_allocated) / GIB}">live tensors ${gib(m.peak_allocated)} GiB (peak_allocated_bytes)</div>` +
-      `<div class="small" data-testid="reserve-error" data-value="${r.error}">+ allocator and workspaces ${gib(above)} GiB ± ${(100 * r.error).toFixed(0)}%, CUDA context ${gib(r.context_bytes)} GiB (at ${esc(r.at || "")}, ${gib(r.allocated_peak_bytes)} GiB live)</div>` +
+      `<div class="small" data-testid="reserve-error" data-value="${r.error}">+ allocator and workspaces ${gib(above)} GiB ± ${(100 * r.error).toFixed(0)}%, CUDA context ${gib(r.context_bytes)} GiB (at ${esc(r.at || "")}, ${gib(r.allocated_peak_bytes)} GiB live; peak ${gib(r.peak_bytes_low)}–${gib(r.peak_bytes_high)} GiB)</div>` +
+      `<span hidden data-testid="peak-range-gib" data-value="${Number(r.peak_bytes_low) / GIB},${Number(r.peak_bytes_high) / GIB}"></span>` +
       `<div class="small ${m.fits === false ? "nofit" : "fits"}" data-testid="fits">${esc(m.verdict)} on ${esc(m.gpu.name)}</div>`;
   }
 
@@ -413,7 +414,7 @@
       out.push("<h3>GPU memory</h3><table><thead><tr><th>offload</th><th>weights resident GiB</th><th>live tensors peak GiB</th><th>peak GiB (reserved + context)</th><th>" + esc(DATA.gpus.table.find((g) => g.key === s.gpu).name) + "</th></tr></thead><tbody>");
       for (const [mode, mm] of Object.entries(res.memory)) {
         if (mm.why) { out.push(`<tr><td>${mode}</td><td colspan="4" class="why">${esc(mm.why)}</td></tr>`); continue; }
-        out.push(`<tr${mode === s.offload ? " class=\"chosen\"" : ""}><td>${mode}</td><td class="n">${gib(mm.resident)}</td><td class="n">${gib(mm.peak_allocated)}</td><td class="n">${gib(mm.peak)} ± ${(100 * mm.reserve.error).toFixed(0)}%</td><td class="${mm.fits === false ? "nofit" : "fits"}">${mm.fits === false ? "does not fit" : mm.fits ? "fits" : "estimated part fits"} (headroom ${gib(mm.headroom)} GiB)</td></tr>`);
+        out.push(`<tr${mode === s.offload ? " class=\"chosen\"" : ""}><td>${mode}</td><td class="n">${gib(mm.resident)}</td><td class="n">${gib(mm.peak_allocated)}</td><td class="n">${gib(mm.peak)} (${gib(mm.reserve.peak_bytes_low)}–${gib(mm.reserve.peak_bytes_high)})</td><td class="${mm.fits === false ? "nofit" : "fits"}">${mm.fits === false ? "does not fit" : mm.fits ? "fits" : "estimated part fits"} (headroom ${gib(mm.headroom)} GiB)</td></tr>`);
       }
       out.push(`</tbody></table><p class="note">Weights in ${esc(DATA.constants.memory_dtype[s.precision])}, activations with fused attention${m && m.missing && m.missing.length ? `; no activation estimate for ${esc(m.missing.join(", "))} (not measured)` : ""}. The peak is what decides an out-of-memory error: the caching allocator's reserved peak (its rounding and fragmentation above the live tensors, replayed or fitted, with the fit's cross-validated error on that part), the cuBLAS workspaces and the CUDA context; the verdict compares it with the GPU's memory.</p>`);
     } else if (res.memoryWhy) out.push(`<h3>GPU memory</h3><p class="why">${esc(res.memoryWhy)}; run <code>${esc(shell(res.cmd.memory))}</code></p>`);

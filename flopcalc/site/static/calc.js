@@ -425,10 +425,14 @@ const Calc = (() => {
       uncertain += Number(a > sig ? a : sig) * e;
     }
     const context = gpu ? BigInt(gpu.context_bytes) : 0n;
-    const reserved = allocated + allocator + ws;
+    const reserved = allocated + allocator + ws, peak = reserved + context;
+    const error = total ? uncertain / Number(total) : 0.0;
+    // Reserve.peak_range: peak_bytes ± the reserve's uncertainty, never below the live tensors, workspaces and context
+    const unc = BigInt(pyRound(error * Number(total))), floor = allocated + ws + context;
     return { allocated_peak_bytes: allocated, allocator_bytes: allocator, workspace_bytes: ws,
-      reserved_peak_bytes: reserved, context_bytes: context, peak_bytes: reserved + context,
-      error: total ? uncertain / Number(total) : 0.0, note: gpu ? "" : fit.no_gpu_note };
+      reserved_peak_bytes: reserved, context_bytes: context, peak_bytes: peak,
+      peak_bytes_low: peak - unc > floor ? peak - unc : floor, peak_bytes_high: peak + unc,
+      error, note: gpu ? "" : fit.no_gpu_note };
   }
 
   /** Mirrors flopcalc.gpu_memory.estimate._check_offload: the options of group offloading and block swap. */
