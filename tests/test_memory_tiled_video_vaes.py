@@ -124,8 +124,8 @@ def test_the_largest_video_tile_fits_and_the_next_step_does_not():
     default tile's peak; each tile over all 13 latent frames the plan decodes."""
     from flopcalc.gpu_memory.vae_tiles import _with_tile
 
-    est = memory("easyanimate-v5.1-7b-zh-control", height=1024, width=1792, vae_tiling=True, offload="sequential",
-                 gpu="rtx-4090")
+    est = memory("easyanimate-v5.1-7b-zh-control", height=576, width=1024, vae_tiling=True, offload="sequential",
+                 gpu="rtx-4080")
     advice, law = est.vae_tile, est.tile_law
     assert advice.tile is not None and advice.tile % law.step == 0 and advice.tile > law.default_tile
     assert law.latent_frames == 13 and advice.tile_law_error is not None and advice.tile_law_error <= 0.15
