@@ -68,15 +68,10 @@ class TileLaw:
     latent_frames: int | None = None
     per_frame: bool = False
 
-    def _tile_shape(self, tile_px: int) -> dict[str, int]:
-        side = tile_px // self.compression
-        frames = {} if self.latent_frames is None else {"latent_frames": self.latent_frames}
-        return {"latent_height": side, "latent_width": side, **frames}
-
     def _untiled(self, tile_px: int, attention: str) -> int:
         from flopcalc.gpu_memory.activations import latent_frames, peak_elements, positions
 
-        shape = self._tile_shape(tile_px)
+        shape = tile_shape(tile_px, self.compression, self.latent_frames)
         return peak_elements(self.untiled[attention], positions(shape, per_frame=self.per_frame),
                              latent_frames(shape))
 
@@ -133,6 +128,14 @@ class TileAdvice:
                 "reason": self.reason}
 
 
+def tile_shape(tile_px: int, compression: int, latent_frames: int | None) -> dict[str, int]:
+    """The run shape of one square tile's decode: ``tile_px / compression`` latent pixels a side, over a video's
+    ``latent_frames`` (none for an image)."""
+    side = tile_px // compression
+    return {"latent_height": side, "latent_width": side,
+            **({} if latent_frames is None else {"latent_frames": latent_frames})}
+
+
 def tile_law(component: str, class_name: str, config: Mapping[str, Any], height: int, width: int,
              latent_frames: int | None = None) -> TileLaw | None:
     """The :class:`TileLaw` of a tiled decode of ``class_name`` (of ``latent_frames`` for a video; None: the class
@@ -145,8 +148,7 @@ def tile_law(component: str, class_name: str, config: Mapping[str, Any], height:
         return None
     f = tiling.compression(config)
     tile = tiling.default_tile(config)
-    frames = {} if latent_frames is None else {"latent_frames": latent_frames}
-    untiled = fit_entry(class_name, "decode", config, {"latent_height": tile // f, "latent_width": tile // f, **frames})
+    untiled = fit_entry(class_name, "decode", config, tile_shape(tile, f, latent_frames))
     if untiled is None:
         return None
     return TileLaw(component, class_name, tiling.takes_sizes, tile, tiling.stride, tiling.step(config), f,
