@@ -1,9 +1,10 @@
 """``flopcalc memory CARD`` for the decodes measured as their pipelines run them by default (issue 22.2): the video
 VAEs whose pipelines never tile them (Allegro's, whose only decode is its tiled one; Cosmos 1.0's, which tiling does not
-change; EasyAnimate's Magvit, untiled: its --vae-tiling in tests/test_memory_tiled_video_vaes.py) and the audio decodes (LTX-2's audio VAE and vocoder, Stable Audio Open's Oobleck), each measured at its
-pipeline's default frame count or length (validation/activation_manifest.yaml, cases ``allegro-vae``,
-``cosmos-1.0-diffusion-7b-text2world-vae``, ``easyanimate-v5.1-7b-zh-control-vae``, ``ltx-2-audio``,
-``stable-audio-open-1.0-vae``) and fitted by validation/fit_activations.py."""
+change; EasyAnimate's Magvit, untiled: its --vae-tiling in tests/test_memory_tiled_video_vaes.py) and the audio
+decodes (LTX-2's audio VAE and vocoder, Stable Audio Open's Oobleck), each measured at its pipeline's default frame
+count or length (validation/activation_manifest.yaml, cases ``allegro-vae``, ``cosmos-1.0-diffusion-7b-text2world-vae``,
+``easyanimate-v5.1-7b-zh-control-vae``, ``ltx-2-audio``, ``stable-audio-open-1.0-vae``) and fitted by
+validation/fit_activations.py."""
 
 from __future__ import annotations
 

@@ -4,8 +4,9 @@ write its largest relative error per class to ``flopcalc/data/vae_tile_error.jso
 
 For every fit ``<Class>.decode:tiled@<T>px:<config>`` in ``flopcalc/data/activation_fit.json`` (cases with
 ``vae_tile`` in ``validation/activation_manifest.yaml``; a video VAE's at one frame count), each measured point
-(n, peak) is predicted from the fit at the class's default tile and its untiled decode fit (:meth:`flopcalc.gpu_memory.vae_tiles.TileLaw.elements`), both
-attention paths; the error is |predicted − measured| / measured, the largest over the points.
+(n, peak) is predicted from the fit at the class's default tile and its untiled decode fit
+(:meth:`flopcalc.gpu_memory.vae_tiles.TileLaw.elements`), both attention paths; the error is
+|predicted − measured| / measured, the largest over the points.
 
     python validation/tile_size_error.py           # write flopcalc/data/vae_tile_error.json
     python validation/tile_size_error.py --check   # recompute, compare, write nothing

@@ -62,7 +62,8 @@ FIT_USES = "peak_bytes (the caching allocator's reserved peak + the CUDA context
 
 @dataclass(frozen=True)
 class CallActivations:
-    """The estimated activation peaks of one call (a denoiser forward, a VAE decode or encode, an encoder) at the run's size."""
+    """The estimated activation peaks of one call (a denoiser forward, a VAE decode or encode, an encoder) at the
+    run's size."""
 
     component: str
     call: str
@@ -360,9 +361,9 @@ def forward_batch(report: Any, role: str) -> int:
     """Samples one forward of a component of ``role`` holds, as the pipeline batches them: the denoiser the images of
     the batch × the guidance passes when ``__call__`` concatenates them (``torch.cat([latents] * 2)``), else the
     images alone (a forward per pass), and so a ControlNet, which each step calls on the denoiser's input (e.g.
-    ``control_model_input = latent_model_input``, pipeline_controlnet.py:1264; pipeline_z_image_controlnet.py:662-668); the VAE
-    decoder the images (``vae.decode(latents)`` on the whole batch); text encoders, image encoders and the VAE encoder
-    the prompts (their inputs)."""
+    ``control_model_input = latent_model_input``, pipeline_controlnet.py:1264; pipeline_z_image_controlnet.py:662-668);
+    the VAE decoder the images (``vae.decode(latents)`` on the whole batch); text encoders, image encoders and the VAE
+    encoder the prompts (their inputs)."""
     s = report.settings
     items = s.batch_size * s.num_images_per_prompt
     if role in ("denoiser", "controlnet"):

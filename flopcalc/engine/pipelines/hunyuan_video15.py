@@ -140,9 +140,10 @@ def _decode_runs(components: Mapping[str, Mapping[str, Any]], s: Settings, video
         return (vae_runs(components, s, videos, latent_h, latent_w, frames),
                 ["VAE: tiling asked for, but the latent fits one tile: decoded whole, as the VAE does"])
     require_numeric_tiling(s)
-    return video_decode_runs(components, split, videos, frames), [f"VAE: tiled decode (enable_tiling: {hv15_vae.TILE_SAMPLE_MIN}-pixel tiles overlapping by "
-                  f"{hv15_vae.TILE_OVERLAP:g}, overlaps counted in full): {split.calls} tiles per video, each decoded "
-                  "with all its frames"]
+    note = (f"VAE: tiled decode (enable_tiling: {hv15_vae.TILE_SAMPLE_MIN}-pixel tiles overlapping by "
+            f"{hv15_vae.TILE_OVERLAP:g}, overlaps counted in full): {split.calls} tiles per video, each decoded with "
+            "all its frames")
+    return video_decode_runs(components, split, videos, frames), [note]
 
 
 @register_pipeline("HunyuanVideo15ImageToVideoPipeline", guidance="separate", options=("num_frames", "glyph_prompts"))
